@@ -1,0 +1,1 @@
+"""Node agent: discovers a host's GPUs, links and NICs, measures peers, reports to the service."""

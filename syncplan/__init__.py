@@ -1,0 +1,3 @@
+"""syncplan: topology-aware synchronization planner for distributed deep learning."""
+
+__version__ = "0.1.0"
