@@ -1,0 +1,142 @@
+"""Parse and check the program of a plan document (CONTRACTS section 3); no torch needed."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from planner.errors import PlannerError
+
+
+class PlanError(PlannerError, ValueError):
+    """The plan document cannot be executed as an all-reduce; the message says why."""
+
+
+@dataclass(frozen=True, slots=True)
+class Transfer:
+    """One transfer of a step: units ``start..stop-1`` from ``src`` to ``dst``."""
+
+    src: int
+    dst: int
+    start: int
+    stop: int
+    reduce: bool
+
+
+@dataclass(frozen=True, slots=True)
+class Program:
+    """An all-reduce program: ``steps[s]`` holds the transfers that run concurrently in step s."""
+
+    ranks: tuple[str, ...]
+    units: int
+    steps: tuple[tuple[Transfer, ...], ...]
+    plan_id: str
+    digest: str
+
+    @property
+    def nranks(self) -> int:
+        return len(self.ranks)
+
+    @classmethod
+    def from_plan(cls, doc: Mapping[str, Any]) -> Program:
+        """Read a plan document; raises PlanError naming the first malformed field."""
+        if not isinstance(doc, Mapping):
+            raise PlanError(f"plan document must be a JSON object, got {type(doc).__name__}")
+        collective = doc.get("collective", "allreduce")
+        if collective != "allreduce":
+            raise PlanError(f"collective {collective!r} is not supported (only 'allreduce')")
+        ranks = doc.get("ranks")
+        if (not isinstance(ranks, list) or not ranks
+                or not all(isinstance(r, str) and r for r in ranks)):
+            raise PlanError("ranks must be a non-empty list of endpoint ids")
+        if len(set(ranks)) != len(ranks):
+            raise PlanError("ranks must not repeat an endpoint id")
+        prog = doc.get("program")
+        if not isinstance(prog, Mapping):
+            raise PlanError("program is missing or not an object")
+        units = prog.get("units")
+        if isinstance(units, bool) or not isinstance(units, int) or units < 1:
+            raise PlanError(f"program.units must be a positive integer, got {units!r}")
+        raw_steps = prog.get("steps")
+        if not isinstance(raw_steps, list):
+            raise PlanError("program.steps must be a list of steps")
+        n = len(ranks)
+        steps = tuple(
+            tuple(_transfer(t, s, i, n, units) for i, t in enumerate(_step(step, s)))
+            for s, step in enumerate(raw_steps))
+        canonical = json.dumps({"ranks": ranks, "program": prog}, sort_keys=True,
+                               separators=(",", ":"))
+        digest = hashlib.sha256(canonical.encode()).hexdigest()
+        plan_id = doc.get("plan_id")
+        return cls(ranks=tuple(ranks), units=units, steps=steps,
+                   plan_id=str(plan_id) if plan_id is not None else digest[:16], digest=digest)
+
+    def check_allreduce(self) -> None:
+        """Simulate which inputs each rank holds per unit; raise PlanError unless every rank
+        ends with every input counted exactly once."""
+        bounds = sorted({0, self.units} | {b for st in self.steps for t in st
+                                           for b in (t.start, t.stop)})
+        index = {b: i for i, b in enumerate(bounds)}
+        nseg, n = len(bounds) - 1, self.nranks
+        dtype: Any = np.uint64 if n <= 63 else object
+        masks = np.zeros((n, nseg), dtype=dtype)
+        for r in range(n):
+            masks[r, :] = dtype(1 << r) if dtype is np.uint64 else (1 << r)
+        for s, step in enumerate(self.steps):
+            start = masks.copy()
+            replaced = np.zeros((n, nseg), dtype=bool)
+            reduced = np.zeros((n, nseg), dtype=bool)
+            for i, t in enumerate(step):
+                a, b = index[t.start], index[t.stop]
+                where = f"step {s} transfer {i} ({t.src}->{t.dst}, units [{t.start}, {t.stop}))"
+                if replaced[t.dst, a:b].any() or (not t.reduce and reduced[t.dst, a:b].any()):
+                    raise PlanError(f"{where}: rank {t.dst} receives a replacing value and "
+                                    "another value for the same units in one step")
+                vals = start[t.src, a:b]
+                if t.reduce:
+                    if np.any(masks[t.dst, a:b] & vals != 0):
+                        raise PlanError(f"{where}: counts some rank's input twice")
+                    masks[t.dst, a:b] |= vals
+                    reduced[t.dst, a:b] = True
+                else:
+                    masks[t.dst, a:b] = vals
+                    replaced[t.dst, a:b] = True
+        full = (1 << n) - 1
+        bad = np.argwhere(masks != (np.uint64(full) if dtype is np.uint64 else full))
+        if len(bad):
+            r, k = (int(x) for x in bad[0])
+            missing = full & ~int(masks[r, k])
+            who = [i for i in range(n) if missing >> i & 1]
+            raise PlanError(f"not an all-reduce: after the last step rank {r} units "
+                            f"[{bounds[k]}, {bounds[k + 1]}) lack the inputs of ranks "
+                            f"{who[:8]}{'...' if len(who) > 8 else ''}")
+
+
+def _step(step: Any, s: int) -> list[Any]:
+    if not isinstance(step, list):
+        raise PlanError(f"program.steps[{s}] must be a list of transfers")
+    return step
+
+
+def _transfer(t: Any, s: int, i: int, n: int, units: int) -> Transfer:
+    where = f"program.steps[{s}][{i}]"
+    if not isinstance(t, Mapping):
+        raise PlanError(f"{where} must be an object")
+    src, dst, chunk, reduce = t.get("src"), t.get("dst"), t.get("chunk"), t.get("reduce")
+    for name, v in (("src", src), ("dst", dst)):
+        if isinstance(v, bool) or not isinstance(v, int) or not 0 <= v < n:
+            raise PlanError(f"{where}.{name} must be a rank index in [0, {n}), got {v!r}")
+    if src == dst:
+        raise PlanError(f"{where}: src and dst are both rank {src}")
+    if (not isinstance(chunk, list) or len(chunk) != 2
+            or not all(isinstance(c, int) and not isinstance(c, bool) for c in chunk)
+            or not 0 <= chunk[0] < chunk[1] <= units):
+        raise PlanError(f"{where}.chunk must be [a, b] with 0 <= a < b <= {units}, got {chunk!r}")
+    if not isinstance(reduce, bool):
+        raise PlanError(f"{where}.reduce must be true or false, got {reduce!r}")
+    return Transfer(src=src, dst=dst, start=chunk[0], stop=chunk[1], reduce=reduce)
