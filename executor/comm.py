@@ -1,0 +1,61 @@
+"""PlanComm: all-reduce through a plan, or torch's own all-reduce after one clear warning."""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+import torch
+import torch.distributed as dist
+
+from executor.engine import PlanExecutor
+from executor.program import PlanError
+
+log = logging.getLogger("executor")
+
+
+class PlanComm:
+    """Sums tensors over a process group with ``executor`` when there is one, else with
+    ``torch.distributed.all_reduce``. ``reason`` says why there is no plan.
+
+    The fallback warning is logged once, by group rank 0 (other ranks log it at INFO).
+    """
+
+    def __init__(self, executor: PlanExecutor | None, group: Any = None, *,
+                 reason: str | None = None) -> None:
+        if executor is None and not reason:
+            raise ValueError("a PlanComm without an executor needs a reason")
+        self.executor = executor
+        self.group = group
+        self.reason: str | None = None
+        self.world_size = dist.get_world_size(group)
+        if executor is None:
+            self._fall_back(str(reason))
+
+    @property
+    def using_plan(self) -> bool:
+        return self.executor is not None
+
+    def _fall_back(self, reason: str) -> None:
+        self.executor = None
+        self.reason = reason
+        level = logging.WARNING if dist.get_rank(self.group) == 0 else logging.INFO
+        log.log(level, "syncplan executor: %s; using torch.distributed.all_reduce instead",
+                reason)
+
+    def all_reduce(self, tensor: torch.Tensor, *, average: bool = False) -> torch.Tensor:
+        """Sum (or average) ``tensor`` over the group in place and return it."""
+        if self.executor is not None:
+            try:
+                self.executor.prepare(tensor.numel(), tensor.dtype, tensor.device)
+            except PlanError as exc:
+                # Raised before any message, identically on every rank: safe to fall back.
+                self._fall_back(f"plan {self.executor.program.plan_id} cannot run on "
+                                f"this tensor: {exc}")
+        if self.executor is not None:
+            self.executor.all_reduce(tensor)
+        else:
+            dist.all_reduce(tensor, group=self.group)
+        if average:
+            tensor.div_(self.world_size)
+        return tensor

@@ -1,0 +1,210 @@
+"""Launch integration: fetch the job's plan from the service once, check it against the
+world, and hand back a PlanComm (the plan, or torch's own all-reduce with one warning).
+
+Typical use under torchrun::
+
+    with distributed():                       # init_process_group with explicit timeout
+        comm = init_plan_comm()               # SYNCPLAN_JOB_ID / SYNCPLAN_SERVER from env
+        model.register_comm_hook(comm, plan_allreduce_hook)
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import socket
+import time
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field, replace
+from datetime import timedelta
+from typing import Any
+
+import torch
+import torch.distributed as dist
+
+from executor.comm import PlanComm
+from executor.engine import ExecutorConfig, PlanExecutor
+from executor.program import PlanError, Program
+
+log = logging.getLogger("executor")
+
+
+class FetchError(RuntimeError):
+    """The job's plan could not be fetched; the message says why."""
+
+
+@dataclass(frozen=True)
+class LaunchConfig:
+    """Where to fetch the plan and how patiently. ``from_env`` reads ``SYNCPLAN_*``."""
+
+    job_id: str | None = None
+    server: str | None = None
+    token: str | None = None
+    fetch_timeout_s: float = 5.0  # per HTTP attempt
+    retries: int = 3  # attempts after the first one
+    backoff_s: float = 0.5  # doubled after each failed attempt
+    host: str | None = None  # this process's host name in the topology (default: hostname)
+    endpoint: str | None = None  # this process's endpoint id, overriding host + local rank
+    topology: Any = None  # a planner Topology: when given, the plan is also verified on it
+    executor: ExecutorConfig = field(default_factory=ExecutorConfig)
+
+    def __post_init__(self) -> None:
+        if not self.fetch_timeout_s > 0:
+            raise ValueError(f"fetch_timeout_s must be > 0, got {self.fetch_timeout_s}")
+        if self.retries < 0 or self.backoff_s < 0:
+            raise ValueError("retries and backoff_s must be >= 0")
+        if self.server is not None and not self.server.startswith(("http://", "https://")):
+            raise ValueError(f"server must be an http(s) URL, got {self.server!r}")
+
+    @classmethod
+    def from_env(cls, environ: Mapping[str, str] | None = None, **overrides: Any) -> LaunchConfig:
+        """Read SYNCPLAN_JOB_ID, SYNCPLAN_SERVER, SYNCPLAN_JOB_TOKEN, SYNCPLAN_HOST and
+        SYNCPLAN_ENDPOINT; keyword arguments that are not None win."""
+        env = os.environ if environ is None else environ
+        values: dict[str, Any] = {
+            "job_id": env.get("SYNCPLAN_JOB_ID") or None,
+            "server": (env.get("SYNCPLAN_SERVER") or "").rstrip("/") or None,
+            "token": env.get("SYNCPLAN_JOB_TOKEN") or None,
+            "host": env.get("SYNCPLAN_HOST") or None,
+            "endpoint": env.get("SYNCPLAN_ENDPOINT") or None,
+        }
+        values.update({k: v for k, v in overrides.items() if v is not None})
+        return cls(**values)
+
+
+def local_endpoint(config: LaunchConfig, device: torch.device | None = None) -> str:
+    """This process's endpoint id: ``{host}/gpu{i}`` (i: the CUDA device, else LOCAL_RANK)
+    for a CUDA device, ``{host}/cpu{LOCAL_RANK}`` otherwise."""
+    if config.endpoint:
+        return config.endpoint
+    host = config.host or socket.gethostname()
+    local_rank = int(os.environ.get("LOCAL_RANK", "0"))
+    if device is not None and device.type == "cuda":
+        index = device.index if device.index is not None else local_rank
+        return f"{host}/gpu{index}"
+    return f"{host}/cpu{local_rank}"
+
+
+def fetch_plan(config: LaunchConfig) -> dict[str, Any]:
+    """GET {server}/v1/jobs/{job_id}/plan with a timeout, retrying connection failures and
+    5xx answers with exponential backoff; return the plan document."""
+    import httpx
+
+    if not config.job_id or not config.server:
+        raise FetchError("no job id or service URL (set SYNCPLAN_JOB_ID and SYNCPLAN_SERVER)")
+    url = f"{config.server}/v1/jobs/{config.job_id}/plan"
+    headers = {"Authorization": f"Bearer {config.token}"} if config.token else {}
+    delay = config.backoff_s
+    last = ""
+    with httpx.Client(timeout=config.fetch_timeout_s, headers=headers) as client:
+        for attempt in range(config.retries + 1):
+            if attempt:
+                time.sleep(delay)
+                delay *= 2
+            try:
+                resp = client.get(url)
+            except httpx.HTTPError as exc:
+                last = f"{type(exc).__name__}: {exc}"
+                continue
+            if resp.status_code >= 500:
+                last = f"HTTP {resp.status_code}"
+                continue
+            if resp.status_code != 200:
+                raise FetchError(f"GET {url}: HTTP {resp.status_code}: {resp.text[:200]}")
+            try:
+                body = resp.json()
+            except ValueError as exc:
+                raise FetchError(f"GET {url}: the answer is not JSON") from exc
+            if isinstance(body, dict) and "program" not in body and isinstance(
+                    body.get("plan"), dict):
+                body = {**body["plan"], "topology_version": body.get("topology_version")}
+            if not isinstance(body, dict):
+                raise FetchError(f"GET {url}: the answer is not a plan document")
+            return body
+    raise FetchError(f"GET {url} failed after {config.retries + 1} attempts: {last}")
+
+
+def _check(doc: dict[str, Any], endpoints: list[str], config: LaunchConfig) -> tuple[Program,
+                                                                                     list[int]]:
+    """The program and rank map of ``doc`` for a world whose rank r is ``endpoints[r]``;
+    raises PlanError when the plan does not fit."""
+    program = Program.from_plan(doc)
+    if program.nranks != len(endpoints):
+        raise PlanError(f"plan {program.plan_id} has {program.nranks} ranks but the job has "
+                        f"{len(endpoints)} processes")
+    where = {e: r for r, e in enumerate(endpoints)}
+    if len(where) != len(endpoints):
+        raise PlanError(f"two processes claim the same endpoint: {sorted(endpoints)}")
+    missing = [e for e in program.ranks if e not in where]
+    if missing:
+        raise PlanError(f"plan {program.plan_id} names endpoints no process of this job runs "
+                        f"on: {missing[:4]} (this job: {endpoints[:4]}...)")
+    program.check_allreduce()
+    if config.topology is not None:
+        from planner.verify import verify_plan
+
+        rep = verify_plan(doc, config.topology)
+        if not rep.ok:
+            raise PlanError(f"plan {program.plan_id} fails verification: {rep.error}")
+    return program, [where[e] for e in program.ranks]
+
+
+def init_plan_comm(config: LaunchConfig | None = None, group: Any = None, *,
+                   device: torch.device | None = None) -> PlanComm:
+    """Collective over ``group``: rank 0 fetches the job's plan and broadcasts it, every
+    rank checks it, and all agree on running it or on torch's own all-reduce."""
+    if not dist.is_initialized():
+        raise RuntimeError("torch.distributed is not initialised: call init_process_group "
+                           "(or use executor.launch.distributed()) first")
+    config = config or LaunchConfig.from_env()
+    me = dist.get_rank(group)
+    box: list[Any] = [None]
+    if me == 0:
+        try:
+            box[0] = {"plan": fetch_plan(config)}
+        except FetchError as exc:
+            box[0] = {"error": f"cannot fetch the job's plan: {exc}"}
+    src = 0 if group is None else dist.get_global_rank(group, 0)
+    dist.broadcast_object_list(box, src=src, group=group)
+    endpoints: list[Any] = [None] * dist.get_world_size(group)
+    dist.all_gather_object(endpoints, local_endpoint(config, device), group=group)
+    result: dict[str, Any] = box[0]
+    executor: PlanExecutor | None = None
+    reason = result.get("error")
+    if reason is None:
+        try:
+            program, rank_map = _check(result["plan"], endpoints, config)
+            executor = PlanExecutor(program, group, rank_map=rank_map,
+                                    config=replace(config.executor, verify=False))
+        except PlanError as exc:
+            reason = str(exc)
+    # Every rank decided on the same inputs; agree anyway so no rank runs a plan alone.
+    verdicts: list[Any] = [None] * len(endpoints)
+    dist.all_gather_object(verdicts, reason, group=group)
+    reason = next((v for v in verdicts if v is not None), None)
+    if reason is not None:
+        return PlanComm(None, group, reason=reason)
+    assert executor is not None
+    if me == 0:
+        doc = result["plan"]
+        log.info("syncplan executor: running plan %s (%s, topology version %s) on %d ranks",
+                 executor.program.plan_id, doc.get("algorithm", "?"),
+                 doc.get("topology_version", "?"), executor.world_size)
+    return PlanComm(executor, group)
+
+
+@contextlib.contextmanager
+def distributed(backend: str | None = None, timeout_s: float = 300.0) -> Iterator[None]:
+    """Initialise the default process group from torchrun's environment with an explicit
+    timeout (NCCL when CUDA is available, gloo otherwise) and destroy it on every exit."""
+    if not timeout_s > 0:
+        raise ValueError(f"timeout_s must be > 0, got {timeout_s}")
+    backend = backend or ("nccl" if torch.cuda.is_available() else "gloo")
+    if backend == "nccl":
+        torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", "0")))
+    dist.init_process_group(backend, timeout=timedelta(seconds=timeout_s))
+    try:
+        yield
+    finally:
+        dist.destroy_process_group()

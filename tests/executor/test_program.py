@@ -1,0 +1,137 @@
+"""Plan parsing, the all-reduce self-check and the per-rank schedule (no processes)."""
+
+from __future__ import annotations
+
+import copy
+import itertools
+from typing import Any
+
+import pytest
+
+from executor.program import PlanError, Program
+from executor.schedule import build_schedule, element_bounds
+from tests.executor.plans import butterfly_plan, crossing_plan, ring_plan
+
+
+def _program(doc: dict[str, Any]) -> Program:
+    p = Program.from_plan(doc)
+    p.check_allreduce()
+    return p
+
+
+@pytest.mark.parametrize("doc", [ring_plan(2), ring_plan(5, 4096), ring_plan(8, 9),
+                                 butterfly_plan(4), crossing_plan()])
+def test_correct_programs_pass(doc: dict[str, Any]) -> None:
+    p = _program(doc)
+    assert p.nranks == len(doc["ranks"])
+    assert p.plan_id == doc["plan_id"]
+
+
+def _broken(mutate: Any) -> dict[str, Any]:
+    doc = copy.deepcopy(ring_plan(4, 8))
+    mutate(doc)
+    return doc
+
+
+@pytest.mark.parametrize(("mutate", "message"), [
+    (lambda d: d.pop("program"), "program is missing"),
+    (lambda d: d.update(collective="broadcast"), "'broadcast' is not supported"),
+    (lambda d: d.update(ranks=["a", "a", "b", "c"]), "must not repeat"),
+    (lambda d: d["program"].update(units=0), "units must be a positive integer"),
+    (lambda d: d["program"]["steps"][0][0].update(src=4), "src must be a rank index"),
+    (lambda d: d["program"]["steps"][0][0].update(dst=True), "dst must be a rank index"),
+    (lambda d: d["program"]["steps"][0][0].update(dst=0), "src and dst are both rank 0"),
+    (lambda d: d["program"]["steps"][1][2].update(chunk=[3, 3]), "steps[1][2].chunk"),
+    (lambda d: d["program"]["steps"][1][2].update(chunk=[0, 9]), "b <= 8"),
+    (lambda d: d["program"]["steps"][0][0].update(reduce="yes"), "reduce must be true"),
+    (lambda d: d["program"]["steps"].append("x"), "steps[6] must be a list"),
+])
+def test_malformed_plans_are_named(mutate: Any, message: str) -> None:
+    with pytest.raises(PlanError, match=message.replace("[", r"\[").replace("(", r"\(")):
+        Program.from_plan(_broken(mutate))
+
+
+@pytest.mark.parametrize(("mutate", "message"), [
+    (lambda d: d["program"]["steps"].pop(), "lack the inputs"),
+    (lambda d: d["program"]["steps"][0][0].update(reduce=False), "lack the inputs"),
+    # The same reduce-scatter step twice counts inputs twice.
+    (lambda d: d["program"]["steps"].insert(1, d["program"]["steps"][0]), "counts some rank"),
+    # Rank 1 gets a replacing value and an added one for the same units in one step.
+    (lambda d: d["program"]["steps"][0].append(
+        {"src": 2, "dst": 1, "chunk": [0, 2], "reduce": False}), "replacing value"),
+])
+def test_incorrect_programs_are_refused(mutate: Any, message: str) -> None:
+    p = Program.from_plan(_broken(mutate))
+    with pytest.raises(PlanError, match=message):
+        p.check_allreduce()
+
+
+def test_many_ranks_self_check() -> None:
+    _program(ring_plan(80, 160))  # more ranks than a 64-bit mask holds
+    doc = ring_plan(80, 160)
+    doc["program"]["steps"].pop()
+    with pytest.raises(PlanError, match="lack the inputs"):
+        _program(doc)
+
+
+def test_digest_tracks_the_program() -> None:
+    a, b = ring_plan(4, 8), ring_plan(4, 8)
+    assert Program.from_plan(a).digest == Program.from_plan(b).digest
+    b["program"]["steps"][0][0]["chunk"] = [0, 1]
+    assert Program.from_plan(a).digest != Program.from_plan(b).digest
+
+
+@pytest.mark.parametrize(("units", "numel"), [(4096, 1_000_003), (7, 3), (5, 5), (3, 0)])
+def test_element_bounds_cover_the_buffer(units: int, numel: int) -> None:
+    b = element_bounds(units, numel)
+    assert b[0] == 0 and b[-1] == numel and len(b) == units + 1
+    assert all(x <= y for x, y in itertools.pairwise(b))
+    assert max(y - x for x, y in itertools.pairwise(b)) <= -(-numel // units)
+
+
+@pytest.mark.parametrize("numel", [1_000_003, 4095, 5])
+def test_senders_and_receivers_agree(numel: int) -> None:
+    """Every message one rank sends is received, same size and order, by its peer."""
+    for doc in (ring_plan(4, 4096), butterfly_plan(8), crossing_plan()):
+        p = _program(doc)
+        scheds = [build_schedule(p, r, numel) for r in range(p.nranks)]
+        for s in range(len(p.steps)):
+            sent = {(r, m.peer, m.stop - m.start) for sc in scheds for st in sc.steps
+                    if st.index == s for m in st.sends for r in [sc.rank]}
+            got = {(m.peer, r, m.stop - m.start) for sc in scheds for st in sc.steps
+                   if st.index == s for m in st.recvs for r in [sc.rank]}
+            assert sent == got
+            assert all(size > 0 for *_, size in sent)
+
+
+def test_crossing_values_are_staged_and_adjacent_chunks_coalesced() -> None:
+    p = _program(crossing_plan())
+    r1 = build_schedule(p, 1, 11)
+    step0 = r1.steps[0]
+    # Rank 1 sends units 0..1 in step 0 while rank 0's value replaces them: staged.
+    assert step0.recvs[0].staged is not None
+    assert [(a.start, a.stop, a.reduce) for a in step0.applies] == [(0, 11, False)]
+    # Step 2: two adjacent one-unit chunks from rank 0 arrive as one message, in place.
+    last = r1.steps[-1]
+    assert len(last.recvs) == 1 and last.recvs[0].staged is None
+    assert (last.recvs[0].start, last.recvs[0].stop) == (0, 11)
+    r0 = build_schedule(p, 0, 11)
+    assert len(r0.steps[-1].sends) == 3
+    assert r0.staging_numel == 22  # two reductions into the same units in step 1
+
+
+def test_ring_schedule_shape() -> None:
+    p = _program(ring_plan(4, 4096))
+    s = build_schedule(p, 2, 1_000_003)
+    assert len(s.steps) == 6 and s.messages == 12
+    # Reduce-scatter receives are staged and added; all-gather receives land in place.
+    assert all(st.recvs[0].staged is not None for st in s.steps[:3])
+    assert all(st.recvs[0].staged is None and not st.applies for st in s.steps[3:])
+    assert s.staging_numel == max(st.recvs[0].stop - st.recvs[0].start for st in s.steps[:3])
+
+
+def test_idle_steps_are_skipped() -> None:
+    p = _program(crossing_plan())
+    assert [st.index for st in build_schedule(p, 3, 11).steps] == [1, 2]
+    with pytest.raises(ValueError, match="outside"):
+        build_schedule(p, 4, 11)

@@ -1,0 +1,147 @@
+"""Functions the tests run inside spawned gloo processes (see executor.localrun)."""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+from typing import Any
+
+import torch
+import torch.distributed as dist
+
+from executor.engine import PlanExecutor
+
+DTYPES = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16,
+          "float64": torch.float64}
+
+
+def digest(t: torch.Tensor) -> str:
+    """Hash of the exact bits of ``t``."""
+    ints = {1: torch.uint8, 2: torch.int16, 4: torch.int32, 8: torch.int64}[t.element_size()]
+    return hashlib.sha256(t.contiguous().view(ints).numpy().tobytes()).hexdigest()
+
+
+def inputs(numel: int, dtype: torch.dtype, seed: int) -> torch.Tensor:
+    g = torch.Generator().manual_seed(seed * 1000 + dist.get_rank())
+    return torch.randn(numel, generator=g).to(dtype)
+
+
+def compare(y: torch.Tensor, x: torch.Tensor) -> dict[str, Any]:
+    """Compare the plan's result ``y`` with torch's all-reduce of the inputs ``x``: within
+    the summation-order bound n * eps * sum|x_i| per element, and bitwise equal on all ranks."""
+    n = dist.get_world_size()
+    ref = x.clone()
+    dist.all_reduce(ref)
+    absum = x.abs().double()
+    dist.all_reduce(absum)
+    err = (y.double() - ref.double()).abs()
+    tol = n * torch.finfo(x.dtype).eps * absum + torch.finfo(x.dtype).tiny
+    digests: list[Any] = [None] * n
+    dist.all_gather_object(digests, digest(y))
+    return {"within_tol": bool((err <= tol).all()), "max_abs_err": float(err.max()),
+            "identical": len(set(digests)) == 1, "changed": not torch.equal(y, x)}
+
+
+def check_cases(cases: list[tuple[dict[str, Any], int, str, list[int] | None]]
+                ) -> list[dict[str, Any]]:
+    """Run each (plan, numel, dtype, rank_map) twice (the second run reuses the prepared
+    schedule) and compare with torch's all-reduce."""
+    out = []
+    for i, (plan, numel, dtype, rank_map) in enumerate(cases):
+        ex = PlanExecutor(plan, rank_map=rank_map)
+        x = inputs(numel, DTYPES[dtype], seed=i)
+        y = ex.all_reduce(x.clone())
+        again = ex.all_reduce(x.clone())
+        res = compare(y, x)
+        res["repeatable"] = torch.equal(y, again)
+        res["case"] = f"{plan.get('algorithm')}:{plan['plan_id']} n={numel} {dtype} map={rank_map}"
+        out.append(res)
+    return out
+
+
+class _Count(logging.Handler):
+    def __init__(self) -> None:
+        super().__init__(logging.DEBUG)
+        self.records: list[logging.LogRecord] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.records.append(record)
+
+
+class _Net(torch.nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.a = torch.nn.Linear(16, 64)
+        self.b = torch.nn.Linear(64, 4)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.b(torch.relu(self.a(x)))
+
+
+def train(comm: Any | None, steps: int = 4) -> list[torch.Tensor]:
+    """A few SGD steps of a small DDP model (small buckets, so several per step); with
+    ``comm`` the plan hook is registered. Returns the final parameters."""
+    from torch.nn.parallel import DistributedDataParallel as DDP
+
+    from executor.ddp import plan_allreduce_hook
+
+    torch.manual_seed(0)
+    model = DDP(_Net(), bucket_cap_mb=0.001)
+    if comm is not None:
+        model.register_comm_hook(comm, plan_allreduce_hook)
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    g = torch.Generator().manual_seed(100 + dist.get_rank())
+    for _ in range(steps):
+        x, target = torch.randn(8, 16, generator=g), torch.randn(8, 4, generator=g)
+        opt.zero_grad()
+        torch.nn.functional.mse_loss(model(x), target).backward()
+        opt.step()
+    return [p.detach().clone() for p in model.parameters()]
+
+
+def ddp_run(plan: dict[str, Any]) -> dict[str, Any]:
+    """Train with the plan hook and with plain DDP from the same start; report agreement."""
+    from executor.comm import PlanComm
+
+    comm = PlanComm(PlanExecutor(plan))
+    hooked = train(comm)
+    plain = train(None)
+    digests: list[Any] = [None] * dist.get_world_size()
+    dist.all_gather_object(digests, [digest(p) for p in hooked])
+    return {"identical": all(d == digests[0] for d in digests),
+            "max_diff": max(float((a - b).abs().max()) for a, b in zip(hooked, plain,
+                                                                           strict=True)),
+            "using_plan": comm.using_plan}
+
+
+def launch_run(server: str, job_ids: list[str]) -> dict[str, Any]:
+    """For each job id: init_plan_comm against ``server`` and train a few DDP steps with it;
+    report whether the plan was used, the training result and the executor's log."""
+    from executor.launch import LaunchConfig, init_plan_comm
+
+    out: dict[str, Any] = {}
+    logger = logging.getLogger("executor")
+    logger.setLevel(logging.INFO)
+    for job in job_ids:
+        handler = _Count()
+        logger.addHandler(handler)
+        try:
+            cfg = LaunchConfig(job_id=job, server=server, token="tok", fetch_timeout_s=2.0,
+                               retries=1, backoff_s=0.05)
+            comm = init_plan_comm(cfg)
+            params = train(comm)
+            plain = train(None)
+        finally:
+            logger.removeHandler(handler)
+        digests: list[Any] = [None] * dist.get_world_size()
+        dist.all_gather_object(digests, [digest(p) for p in params])
+        out[job] = {
+            "using_plan": comm.using_plan, "reason": comm.reason,
+            "identical": all(d == digests[0] for d in digests),
+            "max_diff": max(float((a - b).abs().max()) for a, b in zip(params, plain,
+                                                                           strict=True)),
+            "warnings": [r.getMessage() for r in handler.records
+                         if r.levelno >= logging.WARNING],
+            "infos": [r.getMessage() for r in handler.records if r.levelno == logging.INFO],
+        }
+    return out
