@@ -1,6 +1,7 @@
-"""DDP communication hook and fused all-reduce (tensor fusion) on top of PlanComm."""
+"""DDP communication hook and fused all-reduce (tensor fusion) on top of PlanComm.
 
-from __future__ import annotations
+No ``from __future__ import annotations`` here: DDP inspects the hook's real annotations.
+"""
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -12,7 +13,8 @@ import torch.distributed as dist
 from executor.comm import PlanComm
 
 
-def plan_allreduce_hook(state: PlanComm, bucket: dist.GradBucket) -> torch.futures.Future:
+def plan_allreduce_hook(state: PlanComm,
+                        bucket: dist.GradBucket) -> torch.futures.Future[torch.Tensor]:
     """``model.register_comm_hook(comm, plan_allreduce_hook)``: average each gradient
     bucket over the group with the plan (as DDP's default hook does: divide, then sum)."""
     buf = bucket.buffer()
@@ -21,7 +23,7 @@ def plan_allreduce_hook(state: PlanComm, bucket: dist.GradBucket) -> torch.futur
         work = dist.all_reduce(buf, group=state.group, async_op=True)
         return work.get_future().then(lambda f: f.value()[0])
     state.all_reduce(buf)
-    fut: torch.futures.Future = torch.futures.Future()
+    fut: torch.futures.Future[torch.Tensor] = torch.futures.Future()
     fut.set_result(buf)
     return fut
 

@@ -99,35 +99,60 @@ def train(comm: Any | None, steps: int = 4) -> list[torch.Tensor]:
     return [p.detach().clone() for p in model.parameters()]
 
 
-def ddp_run(plan: dict[str, Any]) -> dict[str, Any]:
-    """Train with the plan hook and with plain DDP from the same start; report agreement."""
+def ddp_run(plans: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Per plan: train with the plan hook and with plain DDP from the same start, and check
+    fused_allreduce on a mixed list of tensors; report agreement."""
     from executor.comm import PlanComm
+    from executor.ddp import TensorFusion, fused_allreduce
 
-    comm = PlanComm(PlanExecutor(plan))
-    hooked = train(comm)
-    plain = train(None)
-    digests: list[Any] = [None] * dist.get_world_size()
-    dist.all_gather_object(digests, [digest(p) for p in hooked])
-    return {"identical": all(d == digests[0] for d in digests),
+    out = []
+    for plan in plans:
+        comm = PlanComm(PlanExecutor(plan))
+        hooked = train(comm)
+        plain = train(None)
+        digests: list[Any] = [None] * dist.get_world_size()
+        dist.all_gather_object(digests, [digest(p) for p in hooked])
+        # Tensor fusion: mixed dtypes, shapes, a non-contiguous view, small buckets.
+        g = torch.Generator().manual_seed(dist.get_rank())
+        tensors = [torch.randn(3, 5, generator=g), torch.randn(7, generator=g).half(),
+                   torch.randn(4, 6, generator=g).t(), torch.randn(1000, generator=g),
+                   torch.randn(2, 2, generator=g).bfloat16(), torch.randn(1, generator=g)]
+        refs = [t.clone() for t in tensors]
+        for r in refs:
+            dist.all_reduce(r)
+            r.div_(dist.get_world_size())
+        fusion = TensorFusion(bucket_bytes=2048)
+        for _ in range(2):  # the second round reuses the fusion buffers
+            work = [t.clone() for t in tensors]
+            fused_allreduce(work, comm, average=True, fusion=fusion)
+        fused_err = max(float((w.double() - r.double()).abs().max())
+                        for w, r in zip(work, refs, strict=True))
+        out.append({
+            "identical": all(d == digests[0] for d in digests),
             "max_diff": max(float((a - b).abs().max()) for a, b in zip(hooked, plain,
-                                                                           strict=True)),
-            "using_plan": comm.using_plan}
+                                                                       strict=True)),
+            "using_plan": comm.using_plan, "fused_err": fused_err,
+            "fused_shapes_kept": all(w.shape == t.shape for w, t in zip(work, tensors,
+                                                                          strict=True)),
+            "buckets": len(fusion.buckets(tensors))})
+    return out
 
 
-def launch_run(server: str, job_ids: list[str]) -> dict[str, Any]:
-    """For each job id: init_plan_comm against ``server`` and train a few DDP steps with it;
-    report whether the plan was used, the training result and the executor's log."""
+def launch_run(jobs: list[tuple[str, str]]) -> dict[str, Any]:
+    """For each (server, job id): init_plan_comm and train a few DDP steps with it; report
+    whether the plan was used, the training result and what the executor logged."""
     from executor.launch import LaunchConfig, init_plan_comm
 
     out: dict[str, Any] = {}
     logger = logging.getLogger("executor")
     logger.setLevel(logging.INFO)
-    for job in job_ids:
+    for server, job in jobs:
         handler = _Count()
         logger.addHandler(handler)
         try:
-            cfg = LaunchConfig(job_id=job, server=server, token="tok", fetch_timeout_s=2.0,
-                               retries=1, backoff_s=0.05)
+            cfg = LaunchConfig.from_env({"SYNCPLAN_JOB_ID": job, "SYNCPLAN_SERVER": server,
+                                         "SYNCPLAN_JOB_TOKEN": "tok"},
+                                        fetch_timeout_s=2.0, retries=1, backoff_s=0.05)
             comm = init_plan_comm(cfg)
             params = train(comm)
             plain = train(None)
@@ -139,7 +164,7 @@ def launch_run(server: str, job_ids: list[str]) -> dict[str, Any]:
             "using_plan": comm.using_plan, "reason": comm.reason,
             "identical": all(d == digests[0] for d in digests),
             "max_diff": max(float((a - b).abs().max()) for a, b in zip(params, plain,
-                                                                           strict=True)),
+                                                                       strict=True)),
             "warnings": [r.getMessage() for r in handler.records
                          if r.levelno >= logging.WARNING],
             "infos": [r.getMessage() for r in handler.records if r.levelno == logging.INFO],

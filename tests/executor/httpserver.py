@@ -1,0 +1,56 @@
+"""A real HTTP server on a loopback port, serving canned job plans (the service's role)."""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+
+class PlanServer:
+    """``routes[path]`` is a list of (status, body) answers, the last one repeating;
+    requests without ``Authorization: Bearer {token}`` get 401. ``hits`` counts requests."""
+
+    def __init__(self, routes: dict[str, list[tuple[int, Any]]], token: str = "tok") -> None:
+        self.routes = routes
+        self.hits: dict[str, int] = {}
+        self.token = token
+        server = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_GET(self) -> None:
+                n = server.hits.get(self.path, 0)
+                server.hits[self.path] = n + 1
+                if self.headers.get("Authorization") != f"Bearer {server.token}":
+                    status, body = 401, {"detail": "missing or wrong token"}
+                elif self.path not in server.routes:
+                    status, body = 404, {"detail": "no such job"}
+                else:
+                    answers = server.routes[self.path]
+                    status, body = answers[min(n, len(answers) - 1)]
+                data = body if isinstance(body, bytes) else json.dumps(body).encode()
+                self.send_response(status)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+            def log_message(self, *args: Any) -> None:
+                pass
+
+        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}"
+
+    @contextmanager
+    def running(self) -> Iterator[PlanServer]:
+        thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
+        thread.start()
+        try:
+            yield self
+        finally:
+            self.httpd.shutdown()
+            self.httpd.server_close()
+            thread.join(5)

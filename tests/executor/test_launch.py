@@ -1,0 +1,133 @@
+"""Launch integration against a real HTTP server: plan use, fallbacks, fetch retries."""
+
+from __future__ import annotations
+
+import copy
+import socket
+from typing import Any
+
+import pytest
+
+from executor.launch import FetchError, LaunchConfig, fetch_plan, local_endpoint
+from executor.localrun import LocalRunConfig, free_port, run_local
+from tests.executor.httpserver import PlanServer
+from tests.executor.plans import ring_plan
+from tests.executor.workers import launch_run
+
+HOST = socket.gethostname()
+
+
+def _cfg(url: str, job: str = "j1", **kw: Any) -> LaunchConfig:
+    return LaunchConfig(job_id=job, server=url, token="tok", fetch_timeout_s=2.0,
+                        retries=kw.pop("retries", 2), backoff_s=0.01, **kw)
+
+
+def test_config_from_env_and_validation() -> None:
+    cfg = LaunchConfig.from_env({"SYNCPLAN_JOB_ID": "j", "SYNCPLAN_SERVER": "http://x:1/",
+                                 "SYNCPLAN_JOB_TOKEN": "t", "SYNCPLAN_HOST": "h9"}, retries=0)
+    assert (cfg.job_id, cfg.server, cfg.token, cfg.host, cfg.retries) == (
+        "j", "http://x:1", "t", "h9", 0)
+    assert local_endpoint(cfg) == "h9/cpu0"
+    assert local_endpoint(LaunchConfig(endpoint="h1/gpu3")) == "h1/gpu3"
+    with pytest.raises(ValueError, match="fetch_timeout_s"):
+        LaunchConfig(fetch_timeout_s=0)
+    with pytest.raises(ValueError, match="http"):
+        LaunchConfig(server="localhost:8000")
+    with pytest.raises(FetchError, match="SYNCPLAN_JOB_ID"):
+        fetch_plan(LaunchConfig.from_env({}))
+
+
+def test_fetch_retries_server_errors_then_succeeds() -> None:
+    doc = {**ring_plan(2), "topology_version": 7}
+    srv = PlanServer({"/v1/jobs/j1/plan": [(503, {"detail": "busy"}), (200, doc)]})
+    with srv.running():
+        assert fetch_plan(_cfg(srv.url)) == doc
+    assert srv.hits["/v1/jobs/j1/plan"] == 2
+
+
+def test_fetch_accepts_a_wrapped_plan() -> None:
+    body = {"plan": ring_plan(2), "topology_version": 3}
+    srv = PlanServer({"/v1/jobs/j1/plan": [(200, body)]})
+    with srv.running():
+        got = fetch_plan(_cfg(srv.url))
+    assert got["program"] == ring_plan(2)["program"] and got["topology_version"] == 3
+
+
+@pytest.mark.parametrize(("answers", "message", "hits"), [
+    ([(404, {"detail": "no such job"})], "HTTP 404", 1),  # client errors are not retried
+    ([(500, {"detail": "boom"})], "after 3 attempts: HTTP 500", 3),
+    ([(200, b"not json")], "not JSON", 1),
+    ([(200, [1, 2])], "not a plan document", 1),
+])
+def test_fetch_errors_are_clear(answers: list[tuple[int, Any]], message: str,
+                                hits: int) -> None:
+    srv = PlanServer({"/v1/jobs/j1/plan": answers})
+    with srv.running(), pytest.raises(FetchError, match=message):
+        fetch_plan(_cfg(srv.url))
+    assert srv.hits["/v1/jobs/j1/plan"] == hits
+
+
+def test_fetch_sends_the_token_and_gives_up_on_a_dead_service() -> None:
+    srv = PlanServer({"/v1/jobs/j1/plan": [(200, ring_plan(2))]}, token="other")
+    with srv.running(), pytest.raises(FetchError, match="HTTP 401"):
+        fetch_plan(_cfg(srv.url))
+    with pytest.raises(FetchError, match="ConnectError"):
+        fetch_plan(_cfg(f"http://127.0.0.1:{free_port()}", retries=1))
+
+
+@pytest.fixture(scope="module")
+def launched() -> tuple[dict[str, Any], PlanServer]:
+    """One job of 4 processes trying every scenario in turn against a live server."""
+    ranks = [f"{HOST}/cpu{i}" for i in range(4)]
+    good = {**ring_plan(4, 4096, ranks=ranks), "topology_version": 5}
+    permuted = ring_plan(4, 64, ranks=list(reversed(ranks)))
+    bad = copy.deepcopy(good)
+    bad["program"]["steps"].pop()
+    strangers = ring_plan(4, 8, ranks=[f"elsewhere/cpu{i}" for i in range(4)])
+    routes = {
+        "/v1/jobs/good/plan": [(200, good)],
+        "/v1/jobs/permuted/plan": [(200, {"plan": permuted, "topology_version": 1})],
+        "/v1/jobs/other-world/plan": [(200, ring_plan(8, ranks=[f"{HOST}/cpu{i}"
+                                                                 for i in range(8)]))],
+        "/v1/jobs/bad-program/plan": [(200, bad)],
+        "/v1/jobs/strangers/plan": [(200, strangers)],
+    }
+    srv = PlanServer(routes)
+    down = f"http://127.0.0.1:{free_port()}"
+    jobs = [(srv.url, j) for j in ("good", "permuted", "other-world", "bad-program",
+                                   "strangers")] + [(down, "down")]
+    with srv.running():
+        results = run_local(launch_run, (jobs,), LocalRunConfig(4, timeout_s=150))
+    return {job: [r[job] for r in results] for _, job in jobs}, srv
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("job", ["good", "permuted"])
+def test_launch_runs_the_served_plan(launched: tuple[dict[str, Any], PlanServer],
+                                     job: str) -> None:
+    results, srv = launched
+    assert srv.hits[f"/v1/jobs/{job}/plan"] == 1  # rank 0 fetches, the others get a copy
+    for rank, res in enumerate(results[job]):
+        assert res["using_plan"] and res["reason"] is None, (rank, res)
+        assert res["identical"] and res["max_diff"] < 1e-5, (rank, res)
+        assert res["warnings"] == [], (rank, res)
+    assert any("running plan" in m for m in results[job][0]["infos"])
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(("job", "why"), [
+    ("down", "cannot fetch the job's plan"),
+    ("other-world", "has 8 ranks but the job has 4 processes"),
+    ("bad-program", "not an all-reduce"),
+    ("strangers", "names endpoints no process of this job runs on"),
+])
+def test_launch_falls_back_and_warns_once(launched: tuple[dict[str, Any], PlanServer],
+                                          job: str, why: str) -> None:
+    results, _ = launched
+    warnings = [w for res in results[job] for w in res["warnings"]]
+    assert len(warnings) == 1, warnings  # one warning for the whole job, from rank 0
+    assert why in warnings[0] and "torch.distributed.all_reduce" in warnings[0]
+    for rank, res in enumerate(results[job]):
+        assert not res["using_plan"] and why in res["reason"], (rank, res)
+        # Training went on with the native all-reduce: same parameters as plain DDP.
+        assert res["identical"] and res["max_diff"] < 1e-6, (rank, res)
