@@ -26,22 +26,24 @@ WANTED_ALGORITHMS = ("ring", "hierarchical", "forest")
 
 def real_plans(nranks: int, size_bytes: int = 4 << 20) -> list[dict[str, Any]]:
     """Planner plans (every available algorithm the planner can serve) for ``nranks``."""
-    from planner.plan import ALGORITHMS, make_plan
-
     from planner.errors import InfeasibleError
+    from planner.plan import ALGORITHMS, make_plan
     from planner.topology import load_topology
 
-    plans = []
+    plans: dict[str, dict[str, Any]] = {}  # by program: equal programs are tested once
     for name, ranks in RANK_SETS[nranks]:
         topo = load_topology(EXAMPLES / name)
         for algo in WANTED_ALGORITHMS:
             if algo not in ALGORITHMS:
                 continue
             try:
-                plans.append(make_plan(topo, ranks, size_bytes, algorithm=algo))
+                doc = make_plan(topo, ranks, size_bytes, algorithm=algo)
             except InfeasibleError:
                 continue
-    return plans
+            key = json.dumps([[(t["src"], t["dst"], t["chunk"], t["reduce"]) for t in step]
+                              for step in doc["program"]["steps"]])
+            plans.setdefault(key, doc)
+    return list(plans.values())
 
 
 def plans_for(nranks: int) -> list[dict[str, Any]]:

@@ -1,0 +1,108 @@
+"""Plan versus torch's own all-reduce, in N local gloo processes: agreement and per-call time."""
+
+from __future__ import annotations
+
+import hashlib
+import statistics
+import sys
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+DTYPES = ("float32", "float16", "bfloat16", "float64")
+
+
+@dataclass(frozen=True)
+class BenchCase:
+    """One buffer size: ``repeat`` timed calls of each after ``warmup`` untimed ones."""
+
+    numel: int
+    repeat: int = 10
+    warmup: int = 2
+
+    def __post_init__(self) -> None:
+        if self.numel < 1:
+            raise ValueError(f"numel must be >= 1, got {self.numel}")
+        if self.repeat < 1 or self.warmup < 0:
+            raise ValueError("repeat must be >= 1 and warmup >= 0")
+
+
+def _digest(t: Any) -> str:
+    import torch
+
+    ints = {2: torch.int16, 4: torch.int32, 8: torch.int64}[t.element_size()]
+    return hashlib.sha256(t.view(ints).numpy().tobytes()).hexdigest()
+
+
+def bench_worker(plan: dict[str, Any], cases: Sequence[BenchCase], dtype_name: str,
+                 seed: int, progress: bool) -> list[dict[str, Any]]:
+    """Runs in every process (rank i plays plan rank i); returns one result per case."""
+    import torch
+    import torch.distributed as dist
+
+    from executor.engine import PlanExecutor
+
+    dtype = getattr(torch, dtype_name)
+    rank, n = dist.get_rank(), dist.get_world_size()
+    ex = PlanExecutor(plan)
+    out = []
+    for case in cases:
+        g = torch.Generator().manual_seed(seed * 7919 + rank)
+        x = torch.randn(case.numel, generator=g).to(dtype)
+        y = ex.all_reduce(x.clone())
+        ref = x.clone()
+        dist.all_reduce(ref)
+        absum = x.abs().double()
+        dist.all_reduce(absum)
+        err = (y.double() - ref.double()).abs()
+        # Summation order differs: each result is within (n - 1) eps sum|x_i| of the truth.
+        within = bool((err <= n * torch.finfo(dtype).eps * absum).all())
+        digests: list[Any] = [None] * n
+        dist.all_gather_object(digests, _digest(y))
+        stats = torch.tensor([err.max().item(), 0.0 if within else 1.0], dtype=torch.float64)
+        dist.all_reduce(stats, op=dist.ReduceOp.MAX)
+        del y, ref, absum, err
+
+        work = torch.empty_like(x)
+        ops: list[tuple[str, Callable[[Any], Any]]] = [("plan", ex.all_reduce),
+                                                       ("native", dist.all_reduce)]
+        times: dict[str, list[float]] = {"plan": [], "native": []}
+        for i in range(case.warmup + case.repeat):
+            for name, op in ops if i % 2 == 0 else ops[::-1]:  # alternate who goes first
+                work.copy_(x)
+                dist.barrier()
+                t0 = time.perf_counter()
+                op(work)
+                dt = time.perf_counter() - t0
+                if i >= case.warmup:
+                    times[name].append(dt)
+        # A call lasts until its slowest rank is done.
+        both = torch.tensor(times["plan"] + times["native"], dtype=torch.float64)
+        dist.all_reduce(both, op=dist.ReduceOp.MAX)
+        plan_s = statistics.median(both[:case.repeat].tolist())
+        native_s = statistics.median(both[case.repeat:].tolist())
+        res = {"numel": case.numel, "bytes": case.numel * x.element_size(), "dtype": dtype_name,
+               "nprocs": n, "correct": stats[1].item() == 0 and len(set(digests)) == 1,
+               "identical_on_all_ranks": len(set(digests)) == 1,
+               "max_abs_err": stats[0].item(), "plan_s": plan_s, "native_s": native_s,
+               "ratio": plan_s / native_s, "repeat": case.repeat}
+        out.append(res)
+        if progress and rank == 0:
+            print(f"  {res['bytes']:>12,d} B  plan {plan_s * 1e3:9.3f} ms  native "
+                  f"{native_s * 1e3:9.3f} ms  ratio {res['ratio']:.3f}  "
+                  f"correct={res['correct']}", file=sys.stderr, flush=True)
+    return out
+
+
+def run_bench(plan: dict[str, Any], nprocs: int, cases: Sequence[BenchCase], *,
+              dtype: str = "float32", seed: int = 0, timeout_s: float = 600.0,
+              progress: bool = True) -> list[dict[str, Any]]:
+    """Spawn ``nprocs`` gloo processes on loopback and benchmark every case."""
+    from executor.localrun import LocalRunConfig, run_local
+
+    if dtype not in DTYPES:
+        raise ValueError(f"dtype must be one of {', '.join(DTYPES)}, got {dtype!r}")
+    results = run_local(bench_worker, (plan, list(cases), dtype, seed, progress),
+                        LocalRunConfig(nprocs, timeout_s=timeout_s, pg_timeout_s=timeout_s))
+    return results[0]
