@@ -44,43 +44,90 @@ class ExecutorConfig:
             raise ValueError(f"max_prepared must be >= 1, got {self.max_prepared}")
 
 
-class _Prepared:
-    """One rank's schedule for one (element count, dtype, device) with its staging buffer."""
+# Per active step: sends, receives (gloo: ([tensor], group peer, tag) for ProcessGroup.send
+# and .recv; NCCL: P2POps) and applies (destination view, staged view, reduce).
+_Ops = tuple[list[Any], list[Any], list[tuple[torch.Tensor, torch.Tensor, bool]]]
 
-    def __init__(self, sched: RankSchedule, peers: Sequence[int], dtype: torch.dtype,
+
+class _Prepared:
+    """One rank's schedule for one (element count, dtype, device) with its staging buffer:
+    two areas, used by alternate active steps, so a step's receives can be posted while the
+    previous step's staged values are still waiting to be applied."""
+
+    def __init__(self, sched: RankSchedule, rank_map: Sequence[int], dtype: torch.dtype,
                  device: torch.device, group: Any) -> None:
         self.numel = sched.numel
-        self.staging = torch.empty(sched.staging_numel, dtype=dtype, device=device)
-        st = self.staging
-        # Per step: (sends, recvs, applies) with peers already translated to global ranks
-        # and staging views built once.
-        self.steps: list[tuple[list[tuple[int, int, int]],
+        area = sched.staging_numel
+        self.staging = torch.empty(2 * area, dtype=dtype, device=device)
+        # Per active step: program step index (the message tag), sends (group peer, start,
+        # stop), receives (group peer, start, stop, staging view or None) and applies
+        # (start, stop, staging view, reduce), with staging views built once.
+        self.steps: list[tuple[int, list[tuple[int, int, int]],
                                list[tuple[int, int, int, torch.Tensor | None]],
                                list[tuple[int, int, torch.Tensor, bool]]]] = []
-        for step in sched.steps:
-            sends = [(peers[m.peer], m.start, m.stop) for m in step.sends]
-            recvs = [(peers[m.peer], m.start, m.stop,
+        for i, step in enumerate(sched.steps):
+            st = self.staging[(i % 2) * area:(i % 2 + 1) * area]
+            sends = [(rank_map[m.peer], m.start, m.stop) for m in step.sends]
+            recvs = [(rank_map[m.peer], m.start, m.stop,
                       None if m.staged is None else st[m.staged:m.staged + m.stop - m.start])
                      for m in step.recvs]
             applies = [(a.start, a.stop, st[a.staged:a.staged + a.stop - a.start], a.reduce)
                        for a in step.applies]
-            self.steps.append((sends, recvs, applies))
+            self.steps.append((step.index, sends, recvs, applies))
+        self._plan_send_waits()
         self.group = group
+        self.pg = group if group is not None else dist.group.WORLD
         self._ops_for: int | None = None  # data_ptr of the buffer the cached ops point into
-        self._ops: list[list[dist.P2POp]] = []
+        self._ops: list[_Ops] = []
 
-    def ops(self, flat: torch.Tensor) -> list[list[dist.P2POp]]:
-        """The P2POps of every step for ``flat``; cached for the last buffer seen (the cached
-        views keep that buffer alive, so its address cannot be reused by another tensor)."""
+    def _plan_send_waits(self) -> None:
+        """Sends are waited for lazily: only before a receive lands on (or a staged value
+        is applied to) elements a send may still be reading, and at the end of the call.
+        Decide once, per step, which (step, send) pairs to wait for at each point."""
+        out: list[tuple[int, int, int, int]] = []  # (step, send index, start, stop)
+        self.wait_before_post: list[list[tuple[int, int]]] = []
+        self.wait_before_apply: list[list[tuple[int, int]]] = []
+
+        def settle(ranges: list[tuple[int, int]]) -> list[tuple[int, int]]:
+            hit = [o for o in out if any(o[2] < b and a < o[3] for a, b in ranges)]
+            for o in hit:
+                out.remove(o)
+            return [(j, k) for j, k, _, _ in hit]
+
+        steps = self.steps
+        self.wait_before_post.append([])  # step 0's receives: posted before any send
+        for i, (_, sends, _, applies) in enumerate(steps):  # the order _run_gloo follows
+            out += [(i, k, a, b) for k, (_, a, b) in enumerate(sends)]
+            if i + 1 < len(steps):
+                self.wait_before_post.append(
+                    settle([(a, b) for _, a, b, v in steps[i + 1][2] if v is None]))
+            self.wait_before_apply.append(settle([(a, b) for a, b, _, _ in applies]))
+        self.wait_at_end = [(j, k) for j, k, _, _ in out]
+
+    def ops(self, flat: torch.Tensor) -> list[_Ops]:
+        """Per active step: send ops, receive ops and apply views for ``flat``; cached for
+        the last buffer seen (the cached views keep that buffer alive, so its address cannot
+        be reused by another tensor while it is cached)."""
         ptr = flat.data_ptr()
         if self._ops_for != ptr:
             self._ops = []
             g = self.group
-            for sends, recvs, _ in self.steps:
-                ops = [dist.P2POp(dist.isend, flat[a:b], peer, g) for peer, a, b in sends]
-                ops += [dist.P2POp(dist.irecv, flat[a:b] if v is None else v, peer, g)
-                        for peer, a, b, v in recvs]
-                self._ops.append(ops)
+            glob = [peer if g is None else dist.get_global_rank(g, peer)
+                    for peer in range(dist.get_world_size(g))]
+            for tag, sends, recvs, applies in self.steps:
+                applied = [(flat[a:b], v, red) for a, b, v, red in applies]
+                if flat.device.type == "cpu":
+                    self._ops.append((
+                        [([flat[a:b]], peer, tag) for peer, a, b in sends],
+                        [([flat[a:b] if v is None else v], peer, tag) for peer, a, b, v in recvs],
+                        applied))
+                else:
+                    self._ops.append((
+                        [dist.P2POp(dist.isend, flat[a:b], glob[peer], g, tag)
+                         for peer, a, b in sends],
+                        [dist.P2POp(dist.irecv, flat[a:b] if v is None else v, glob[peer], g,
+                                    tag) for peer, a, b, v in recvs],
+                        applied))
             self._ops_for = ptr
         return self._ops
 
@@ -111,8 +158,6 @@ class PlanExecutor:
         self.rank_map = tuple(rmap)
         me = dist.get_rank(group)
         self.plan_rank = rmap.index(me)
-        # Peer ids as P2POp wants them: global ranks.
-        self._peers = [r if group is None else dist.get_global_rank(group, r) for r in rmap]
         self.backend = str(dist.get_backend(group))
         self._timeout = timedelta(seconds=self.config.timeout_s)
         self._prepared: dict[tuple[int, torch.dtype, torch.device], _Prepared] = {}
@@ -137,7 +182,7 @@ class PlanExecutor:
         if device.type == "cpu" and "gloo" not in self.backend:
             raise PlanError(f"CPU tensors need a gloo process group, not {self.backend!r}")
         sched = build_schedule(self.program, self.plan_rank, numel)
-        prep = _Prepared(sched, self._peers, dtype, device, self.group)
+        prep = _Prepared(sched, self.rank_map, dtype, device, self.group)
         if len(self._prepared) >= self.config.max_prepared:
             self._prepared.pop(next(iter(self._prepared)))
         self._prepared[key] = prep
@@ -163,17 +208,54 @@ class PlanExecutor:
         return tensor
 
     def _run(self, prep: _Prepared, flat: torch.Tensor) -> None:
+        steps = prep.ops(flat)
+        if not steps:
+            return
         timeout = self._timeout
-        for (_, _, applies), ops in zip(prep.steps, prep.ops(flat), strict=True):
-            try:
-                works = dist.batch_isend_irecv(ops)
-                for w in works:
-                    w.wait(timeout)
-            except RuntimeError as exc:
-                raise ExecutorError(f"plan {self.program.plan_id}: a step failed on rank "
-                                    f"{dist.get_rank()}: {exc}") from exc
-            for a, b, staged, reduce in applies:
-                if reduce:
-                    flat[a:b].add_(staged)
-                else:
-                    flat[a:b].copy_(staged)
+        try:
+            if flat.device.type == "cpu":
+                self._run_gloo(prep, steps)
+            else:
+                # NCCL runs a group's kernels in stream order: early receives could deadlock.
+                for sends, recvs, applies in steps:
+                    for w in dist.batch_isend_irecv(sends + recvs):
+                        w.wait(timeout)
+                    _apply(applies)
+        except RuntimeError as exc:
+            raise ExecutorError(f"plan {self.program.plan_id}: a step failed on rank "
+                                f"{dist.get_rank()}: {exc}") from exc
+
+
+    def _run_gloo(self, prep: _Prepared, steps: list[_Ops]) -> None:
+        """gloo: a step's batch is its sends and receives posted back to back through the
+        ProcessGroup (what batch_isend_irecv does on gloo, without its per-op Python
+        checks). Receives are posted one step early, so the receiver-ready handshake overlaps
+        the previous step; sends are waited for only where needed."""
+        timeout = self._timeout
+        send, recv = prep.pg.send, prep.pg.recv
+        sent: list[list[Any]] = []
+        pending = [recv(t, p, tag) for t, p, tag in steps[0][1]]
+        last = len(steps) - 1
+        for i, (sends, _, applies) in enumerate(steps):
+            sent.append([send(t, p, tag) for t, p, tag in sends])
+            ahead: list[Any] = []
+            if i < last:
+                for j, k in prep.wait_before_post[i + 1]:
+                    sent[j][k].wait(timeout)
+                ahead = [recv(t, p, tag) for t, p, tag in steps[i + 1][1]]
+            for w in pending:
+                w.wait(timeout)
+            for j, k in prep.wait_before_apply[i]:
+                sent[j][k].wait(timeout)
+            _apply(applies)
+            pending = ahead
+        for j, k in prep.wait_at_end:
+            sent[j][k].wait(timeout)
+
+
+def _apply(applies: list[tuple[torch.Tensor, torch.Tensor, bool]]) -> None:
+    for dst, staged, reduce in applies:
+        if reduce:
+            dst.add_(staged)
+        else:
+            dst.copy_(staged)

@@ -56,7 +56,7 @@ class RankSchedule:
     rank: int
     numel: int
     steps: tuple[RankStep, ...]
-    staging_numel: int  # largest staging area any step needs
+    staging_numel: int  # largest staging area any one step needs
 
     @property
     def messages(self) -> int:
@@ -84,7 +84,13 @@ def _messages(transfers: list[Transfer], bounds: list[int]) -> list[list[tuple[i
 
 
 def build_schedule(program: Program, rank: int, numel: int) -> RankSchedule:
-    """The messages plan rank ``rank`` sends and receives per step for ``numel`` elements."""
+    """The messages plan rank ``rank`` sends and receives per step for ``numel`` elements.
+
+    Receives may be posted while the rank's previous active step is still running (the
+    engine posts them early to hide the receiver-ready handshake), so a replacing message
+    lands in place only if neither that step nor the previous one touches its elements;
+    staging offsets are relative to the step's staging area.
+    """
     if not 0 <= rank < program.nranks:
         raise ValueError(f"rank {rank} is outside the plan's {program.nranks} ranks")
     if numel < 0:
@@ -92,6 +98,7 @@ def build_schedule(program: Program, rank: int, numel: int) -> RankSchedule:
     bounds = element_bounds(program.units, numel)
     steps: list[RankStep] = []
     staging_max = 0
+    busy_before: list[tuple[int, int]] = []  # elements the previous active step touches
     for s, step in enumerate(program.steps):
         out: dict[int, list[Transfer]] = defaultdict(list)
         inc: dict[int, list[Transfer]] = defaultdict(list)
@@ -106,9 +113,11 @@ def build_schedule(program: Program, rank: int, numel: int) -> RankSchedule:
         recvs: list[Recv] = []
         applies: list[Apply] = []
         staged = 0
+        busy = [(m.start, m.stop) for m in sends] + busy_before
         for j, (peer, m) in enumerate(incoming):
             a, b = m[0][0], m[-1][1]
-            if not any(p[2] for p in m) and _free(a, b, sends, incoming, j):
+            others = [(mm[0][0], mm[-1][1]) for k, (_, mm) in enumerate(incoming) if k != j]
+            if not any(p[2] for p in m) and not _overlaps(a, b, busy + others):
                 recvs.append(Recv(peer, a, b, None))
                 continue
             recvs.append(Recv(peer, a, b, staged))
@@ -123,12 +132,10 @@ def build_schedule(program: Program, rank: int, numel: int) -> RankSchedule:
         staging_max = max(staging_max, staged)
         if sends or recvs:
             steps.append(RankStep(s, tuple(sends), tuple(recvs), tuple(applies)))
+            busy_before = ([(m.start, m.stop) for m in sends]
+                           + [(m.start, m.stop) for m in recvs])
     return RankSchedule(rank=rank, numel=numel, steps=tuple(steps), staging_numel=staging_max)
 
 
-def _free(a: int, b: int, sends: list[Send], incoming: list[tuple[int, list]], j: int) -> bool:
-    """True when nothing else in the step reads or writes elements [a, b), so a replacing
-    message may land in place."""
-    if any(s.start < b and a < s.stop for s in sends):
-        return False
-    return not any(k != j and m[0][0] < b and a < m[-1][1] for k, (_, m) in enumerate(incoming))
+def _overlaps(a: int, b: int, ranges: list[tuple[int, int]]) -> bool:
+    return any(x < b and a < y for x, y in ranges)

@@ -111,10 +111,12 @@ def test_crossing_values_are_staged_and_adjacent_chunks_coalesced() -> None:
     # Rank 1 sends units 0..1 in step 0 while rank 0's value replaces them: staged.
     assert step0.recvs[0].staged is not None
     assert [(a.start, a.stop, a.reduce) for a in step0.applies] == [(0, 11, False)]
-    # Step 2: two adjacent one-unit chunks from rank 0 arrive as one message, in place.
+    # Step 2: two adjacent one-unit chunks from rank 0 arrive as one message, staged since
+    # it may be posted while step 1 still sends from those elements.
     last = r1.steps[-1]
-    assert len(last.recvs) == 1 and last.recvs[0].staged is None
+    assert len(last.recvs) == 1 and last.recvs[0].staged is not None
     assert (last.recvs[0].start, last.recvs[0].stop) == (0, 11)
+    assert [(a.start, a.stop, a.reduce) for a in last.applies] == [(0, 11, False)]
     r0 = build_schedule(p, 0, 11)
     assert len(r0.steps[-1].sends) == 3
     assert r0.staging_numel == 22  # two reductions into the same units in step 1

@@ -1,0 +1,122 @@
+"""Per-call time of the executor running a plain ring plan versus torch's own all-reduce,
+N gloo processes on loopback, 64 KiB to 64 MiB. Writes bench/results/executor.json and
+bench/results/executor.png.
+
+    python bench/executor/run.py [--nprocs 4] [--max-size 64MiB] [--repeat 15]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT))
+
+from executor.bench import BenchCase, run_bench  # noqa: E402
+from planner.plan import make_plan  # noqa: E402
+from planner.sizes import parse_size  # noqa: E402
+from planner.topology import Topology  # noqa: E402
+
+RESULTS = ROOT / "bench" / "results"
+TARGET = 1.2  # plan within 20% of native at >= 1 MiB
+
+
+def ring_plan(nprocs: int) -> dict[str, Any]:
+    """The planner's ring on one host whose CPU endpoints share a switch (loopback)."""
+    ranks = [f"lo/cpu{i}" for i in range(nprocs)]
+    topo = Topology.from_dict({
+        "nodes": [{"id": r, "kind": "cpu", "host": "lo"} for r in ranks]
+                 + [{"id": "lo/sw", "kind": "switch", "host": "lo"}],
+        "links": [{"src": r, "dst": "lo/sw", "bandwidth_GBps": 10.0, "latency_us": 5.0}
+                  for r in ranks]})
+    return make_plan(topo, ranks, 64 << 20, algorithm="ring")
+
+
+def write_atomic(path: Path, data: bytes) -> None:
+    tmp = path.with_suffix(path.suffix + ".tmp")
+    tmp.write_bytes(data)
+    os.replace(tmp, path)
+
+
+def plot(doc: dict[str, Any], path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    rows = doc["results"]
+    sizes = [r["bytes"] / 1024 for r in rows]
+    fig, (ax, ax2) = plt.subplots(2, 1, figsize=(7, 7), sharex=True,
+                                  gridspec_kw={"height_ratios": [2, 1]})
+    ax.loglog(sizes, [r["plan_s"] * 1e3 for r in rows], "o-", label="executor (ring plan)")
+    ax.loglog(sizes, [r["native_s"] * 1e3 for r in rows], "s--", label="torch all_reduce")
+    ax.set_ylabel("median time per call (ms)")
+    ax.set_title(f"all-reduce, {doc['nprocs']} gloo processes on loopback ({doc['dtype']})")
+    ax.grid(True, which="both", alpha=0.3)
+    ax.legend()
+    ax2.semilogx(sizes, [r["ratio"] for r in rows], "o-")
+    ax2.axhline(1.0, color="grey", lw=0.8)
+    ax2.axhline(TARGET, color="red", ls=":", label=f"target {TARGET} (>= 1 MiB)")
+    ax2.set_xlabel("buffer size (KiB)")
+    ax2.set_ylabel("executor / native")
+    ax2.grid(True, which="both", alpha=0.3)
+    ax2.legend()
+    fig.tight_layout()
+    tmp = path.with_suffix(".tmp.png")
+    fig.savefig(tmp, dpi=110)
+    os.replace(tmp, path)
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--nprocs", type=int, default=4)
+    ap.add_argument("--min-size", default="64KiB")
+    ap.add_argument("--max-size", default="64MiB")
+    ap.add_argument("--repeat", type=int, default=15, help="timed calls per size (default 15)")
+    ap.add_argument("--out", type=Path, default=RESULTS / "executor.json")
+    args = ap.parse_args()
+    lo, hi = parse_size(args.min_size), parse_size(args.max_size)
+    sizes = []
+    s = lo
+    while s <= hi:
+        sizes.append(s)
+        s *= 4
+    cases = [BenchCase(numel=b // 4, repeat=args.repeat if b <= 16 << 20 else
+                       max(5, args.repeat // 2), warmup=2) for b in sizes]
+    plan = ring_plan(args.nprocs)
+    print(f"executor bench: ring plan {plan['plan_id']}, {args.nprocs} processes, "
+          f"{len(sizes)} sizes", file=sys.stderr)
+    t0 = time.perf_counter()
+    rows = run_bench(plan, args.nprocs, cases, dtype="float32", timeout_s=1200)
+    big = [r for r in rows if r["bytes"] >= 1 << 20]
+    doc = {
+        "bench": "executor", "what": "median per-call time, executor running a plain ring "
+        "plan vs torch.distributed.all_reduce, same inputs, gloo over loopback",
+        "nprocs": args.nprocs, "dtype": "float32", "plan_id": plan["plan_id"],
+        "plan_units": plan["program"]["units"], "plan_steps": len(plan["program"]["steps"]),
+        "target_ratio_at_1MiB_and_above": TARGET,
+        "max_ratio_at_1MiB_and_above": max((r["ratio"] for r in big), default=None),
+        "meets_target": all(r["ratio"] <= TARGET for r in big),
+        "all_correct": all(r["correct"] for r in rows),
+        "host": {"python": platform.python_version(), "cpus": os.cpu_count(),
+                 "load_avg_1m": os.getloadavg()[0]},
+        "wall_s": time.perf_counter() - t0, "results": rows,
+    }
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    write_atomic(args.out, (json.dumps(doc, indent=2) + "\n").encode())
+    plot(doc, args.out.with_suffix(".png"))
+    print(f"wrote {args.out} and {args.out.with_suffix('.png')}; max ratio at >= 1 MiB: "
+          f"{doc['max_ratio_at_1MiB_and_above']:.3f} (target {TARGET})", file=sys.stderr)
+    return 0 if doc["all_correct"] else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
