@@ -3,7 +3,12 @@
 from __future__ import annotations
 
 import copy
+import json
+import os
 import socket
+import subprocess
+import sys
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -131,3 +136,26 @@ def test_launch_falls_back_and_warns_once(launched: tuple[dict[str, Any], PlanSe
         assert not res["using_plan"] and why in res["reason"], (rank, res)
         # Training went on with the native all-reduce: same parameters as plain DDP.
         assert res["identical"] and res["max_diff"] < 1e-6, (rank, res)
+
+
+@pytest.mark.slow
+def test_torchrun_job_fetches_and_runs_the_plan() -> None:
+    """The real launcher: torchrun, job id and service URL in the environment."""
+    ranks = [f"{HOST}/cpu{i}" for i in range(2)]
+    srv = PlanServer({"/v1/jobs/tr/plan": [(200, {**ring_plan(2, 64, ranks=ranks),
+                                                  "topology_version": 9})]})
+    env = {**os.environ, "SYNCPLAN_JOB_ID": "tr", "SYNCPLAN_SERVER": srv.url,
+           "SYNCPLAN_JOB_TOKEN": "tok"}
+    with srv.running():
+        out = subprocess.run(
+            [sys.executable, "-m", "torch.distributed.run", "--standalone",
+             "--nproc-per-node", "2", "-m", "executor.demo", "--steps", "3"],
+            env=env, cwd=Path(__file__).resolve().parents[2], capture_output=True, text=True,
+            timeout=150)
+    assert out.returncode == 0, out.stderr[-2000:]
+    lines = [json.loads(x) for x in out.stdout.splitlines() if x.startswith("{")]
+    assert sorted(x["rank"] for x in lines) == [0, 1]
+    assert all(x["using_plan"] for x in lines), lines
+    assert len({x["checksum"] for x in lines}) == 1
+    assert "running plan test-ring-2-64 (ring, topology version 9)" in out.stderr
+    assert srv.hits["/v1/jobs/tr/plan"] == 1
