@@ -80,13 +80,14 @@ def bench_worker(plan: dict[str, Any], cases: Sequence[BenchCase], dtype_name: s
         # A call lasts until its slowest rank is done.
         both = torch.tensor(times["plan"] + times["native"], dtype=torch.float64)
         dist.all_reduce(both, op=dist.ReduceOp.MAX)
-        plan_s = statistics.median(both[:case.repeat].tolist())
-        native_s = statistics.median(both[case.repeat:].tolist())
+        plan_t, native_t = both[:case.repeat].tolist(), both[case.repeat:].tolist()
+        plan_s, native_s = statistics.median(plan_t), statistics.median(native_t)
+        paired = statistics.median(p / q for p, q in zip(plan_t, native_t, strict=True))
         res = {"numel": case.numel, "bytes": case.numel * x.element_size(), "dtype": dtype_name,
                "nprocs": n, "correct": stats[1].item() == 0 and len(set(digests)) == 1,
                "identical_on_all_ranks": len(set(digests)) == 1,
                "max_abs_err": stats[0].item(), "plan_s": plan_s, "native_s": native_s,
-               "ratio": plan_s / native_s, "repeat": case.repeat}
+               "ratio": plan_s / native_s, "paired_ratio": paired, "repeat": case.repeat}
         out.append(res)
         if progress and rank == 0:
             print(f"  {res['bytes']:>12,d} B  plan {plan_s * 1e3:9.3f} ms  native "

@@ -36,17 +36,21 @@ class ExecutorConfig:
     timeout_s: float = 300.0  # bound on each wait for a step's messages
     verify: bool = True  # check the program is a correct all-reduce before use
     max_prepared: int = 32  # prepared (element count, dtype, device) entries kept
+    segment_bytes: int = 1 << 20  # gloo: cut longer messages into segments (0: never)
 
     def __post_init__(self) -> None:
+        if self.segment_bytes < 0:
+            raise ValueError(f"segment_bytes must be >= 0, got {self.segment_bytes}")
         if not self.timeout_s > 0:
             raise ValueError(f"timeout_s must be > 0, got {self.timeout_s}")
         if self.max_prepared < 1:
             raise ValueError(f"max_prepared must be >= 1, got {self.max_prepared}")
 
 
-# Per active step: sends, receives (gloo: ([tensor], group peer, tag) for ProcessGroup.send
-# and .recv; NCCL: P2POps) and applies (destination view, staged view, reduce).
-_Ops = tuple[list[Any], list[Any], list[tuple[torch.Tensor, torch.Tensor, bool]]]
+# Per active step: sends and receives (gloo: ([tensor], group peer, tag) for
+# ProcessGroup.send / .recv; NCCL: P2POps) and, per receive, its applies
+# (destination view, staged view, reduce).
+_Ops = tuple[list[Any], list[Any], list[list[tuple[torch.Tensor, torch.Tensor, bool]]]]
 
 
 class _Prepared:
@@ -60,20 +64,21 @@ class _Prepared:
         area = sched.staging_numel
         self.staging = torch.empty(2 * area, dtype=dtype, device=device)
         # Per active step: program step index (the message tag), sends (group peer, start,
-        # stop), receives (group peer, start, stop, staging view or None) and applies
-        # (start, stop, staging view, reduce), with staging views built once.
+        # stop) and receives (group peer, start, stop, staging view or None, applies as
+        # (start, stop, staging view, reduce)), staging views built once.
         self.steps: list[tuple[int, list[tuple[int, int, int]],
-                               list[tuple[int, int, int, torch.Tensor | None]],
-                               list[tuple[int, int, torch.Tensor, bool]]]] = []
+                               list[tuple[int, int, int, torch.Tensor | None,
+                                          list[tuple[int, int, torch.Tensor, bool]]]]]] = []
         for i, step in enumerate(sched.steps):
             st = self.staging[(i % 2) * area:(i % 2 + 1) * area]
-            sends = [(rank_map[m.peer], m.start, m.stop) for m in step.sends]
-            recvs = [(rank_map[m.peer], m.start, m.stop,
-                      None if m.staged is None else st[m.staged:m.staged + m.stop - m.start])
-                     for m in step.recvs]
-            applies = [(a.start, a.stop, st[a.staged:a.staged + a.stop - a.start], a.reduce)
-                       for a in step.applies]
-            self.steps.append((step.index, sends, recvs, applies))
+            self.steps.append((
+                step.index,
+                [(rank_map[m.peer], m.start, m.stop) for m in step.sends],
+                [(rank_map[m.peer], m.start, m.stop,
+                  None if m.staged is None else st[m.staged:m.staged + m.stop - m.start],
+                  [(a.start, a.stop, st[a.staged:a.staged + a.stop - a.start], a.reduce)
+                   for a in m.applies])
+                 for m in step.recvs]))
         self._plan_send_waits()
         self.group = group
         self.pg = group if group is not None else dist.group.WORLD
@@ -81,12 +86,10 @@ class _Prepared:
         self._ops: list[_Ops] = []
 
     def _plan_send_waits(self) -> None:
-        """Sends are waited for lazily: only before a receive lands on (or a staged value
+        """Sends are waited for lazily: only before a receive may land on (or a staged value
         is applied to) elements a send may still be reading, and at the end of the call.
-        Decide once, per step, which (step, send) pairs to wait for at each point."""
+        Decide once which (step, send) pairs to wait for at each point of _run_gloo."""
         out: list[tuple[int, int, int, int]] = []  # (step, send index, start, stop)
-        self.wait_before_post: list[list[tuple[int, int]]] = []
-        self.wait_before_apply: list[list[tuple[int, int]]] = []
 
         def settle(ranges: list[tuple[int, int]]) -> list[tuple[int, int]]:
             hit = [o for o in out if any(o[2] < b and a < o[3] for a, b in ranges)]
@@ -95,13 +98,15 @@ class _Prepared:
             return [(j, k) for j, k, _, _ in hit]
 
         steps = self.steps
-        self.wait_before_post.append([])  # step 0's receives: posted before any send
-        for i, (_, sends, _, applies) in enumerate(steps):  # the order _run_gloo follows
+        self.wait_before_post: list[list[tuple[int, int]]] = [[]]  # step 0: before any send
+        self.wait_before_apply: list[list[list[tuple[int, int]]]] = []
+        for i, (_, sends, recvs) in enumerate(steps):
             out += [(i, k, a, b) for k, (_, a, b) in enumerate(sends)]
             if i + 1 < len(steps):
                 self.wait_before_post.append(
-                    settle([(a, b) for _, a, b, v in steps[i + 1][2] if v is None]))
-            self.wait_before_apply.append(settle([(a, b) for a, b, _, _ in applies]))
+                    settle([(a, b) for _, a, b, v, _ in steps[i + 1][2] if v is None]))
+            self.wait_before_apply.append(
+                [settle([(a, b) for a, b, _, _ in applies]) for *_, applies in recvs])
         self.wait_at_end = [(j, k) for j, k, _, _ in out]
 
     def ops(self, flat: torch.Tensor) -> list[_Ops]:
@@ -114,19 +119,22 @@ class _Prepared:
             g = self.group
             glob = [peer if g is None else dist.get_global_rank(g, peer)
                     for peer in range(dist.get_world_size(g))]
-            for tag, sends, recvs, applies in self.steps:
-                applied = [(flat[a:b], v, red) for a, b, v, red in applies]
-                if flat.device.type == "cpu":
+            cpu = flat.device.type == "cpu"
+            for tag, sends, recvs in self.steps:
+                into = [flat[a:b] if v is None else v for _, a, b, v, _ in recvs]
+                applied = [[(flat[a:b], v, red) for a, b, v, red in applies]
+                           for *_, applies in recvs]
+                if cpu:
                     self._ops.append((
                         [([flat[a:b]], peer, tag) for peer, a, b in sends],
-                        [([flat[a:b] if v is None else v], peer, tag) for peer, a, b, v in recvs],
+                        [([t], peer, tag) for t, (peer, *_) in zip(into, recvs, strict=True)],
                         applied))
                 else:
                     self._ops.append((
                         [dist.P2POp(dist.isend, flat[a:b], glob[peer], g, tag)
                          for peer, a, b in sends],
-                        [dist.P2POp(dist.irecv, flat[a:b] if v is None else v, glob[peer], g,
-                                    tag) for peer, a, b, v in recvs],
+                        [dist.P2POp(dist.irecv, t, glob[peer], g, tag)
+                         for t, (peer, *_) in zip(into, recvs, strict=True)],
                         applied))
             self._ops_for = ptr
         return self._ops
@@ -181,7 +189,9 @@ class PlanExecutor:
             raise PlanError(f"CUDA tensors need an NCCL process group, not {self.backend!r}")
         if device.type == "cpu" and "gloo" not in self.backend:
             raise PlanError(f"CPU tensors need a gloo process group, not {self.backend!r}")
-        sched = build_schedule(self.program, self.plan_rank, numel)
+        seg = self.config.segment_bytes // torch.empty(0, dtype=dtype).element_size()
+        sched = build_schedule(self.program, self.plan_rank, numel,
+                               segment=seg if device.type == "cpu" and seg > 0 else None)
         prep = _Prepared(sched, self.rank_map, dtype, device, self.group)
         if len(self._prepared) >= self.config.max_prepared:
             self._prepared.pop(next(iter(self._prepared)))
@@ -211,7 +221,6 @@ class PlanExecutor:
         steps = prep.ops(flat)
         if not steps:
             return
-        timeout = self._timeout
         try:
             if flat.device.type == "cpu":
                 self._run_gloo(prep, steps)
@@ -219,18 +228,19 @@ class PlanExecutor:
                 # NCCL runs a group's kernels in stream order: early receives could deadlock.
                 for sends, recvs, applies in steps:
                     for w in dist.batch_isend_irecv(sends + recvs):
-                        w.wait(timeout)
-                    _apply(applies)
+                        w.wait(self._timeout)
+                    for a in applies:
+                        _apply(a)
         except RuntimeError as exc:
             raise ExecutorError(f"plan {self.program.plan_id}: a step failed on rank "
                                 f"{dist.get_rank()}: {exc}") from exc
-
 
     def _run_gloo(self, prep: _Prepared, steps: list[_Ops]) -> None:
         """gloo: a step's batch is its sends and receives posted back to back through the
         ProcessGroup (what batch_isend_irecv does on gloo, without its per-op Python
         checks). Receives are posted one step early, so the receiver-ready handshake overlaps
-        the previous step; sends are waited for only where needed."""
+        the previous step; each received segment is applied as soon as it is in, once the
+        sends that still read its elements are done; other sends are waited for lazily."""
         timeout = self._timeout
         send, recv = prep.pg.send, prep.pg.recv
         sent: list[list[Any]] = []
@@ -243,11 +253,12 @@ class PlanExecutor:
                 for j, k in prep.wait_before_post[i + 1]:
                     sent[j][k].wait(timeout)
                 ahead = [recv(t, p, tag) for t, p, tag in steps[i + 1][1]]
-            for w in pending:
+            for w, todo, waits in zip(pending, applies, prep.wait_before_apply[i],
+                                      strict=True):
                 w.wait(timeout)
-            for j, k in prep.wait_before_apply[i]:
-                sent[j][k].wait(timeout)
-            _apply(applies)
+                for j, k in waits:
+                    sent[j][k].wait(timeout)
+                _apply(todo)
             pending = ahead
         for j, k in prep.wait_at_end:
             sent[j][k].wait(timeout)

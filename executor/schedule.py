@@ -2,7 +2,9 @@
 
 Units map to elements by ``boundary(u) = u * numel // units``, so any element count works.
 Transfers between the same pair in one step whose element ranges touch are coalesced into
-one message; sender and receiver derive the same messages in the same order.
+one message, and a message longer than ``segment`` elements is cut into segments, so the
+receiver can apply one segment while the next is still arriving. Sender and receiver derive
+the same messages in the same order.
 """
 
 from __future__ import annotations
@@ -21,19 +23,8 @@ class Send:
 
 
 @dataclass(frozen=True, slots=True)
-class Recv:
-    """A message into ``[start, stop)``: directly (``staged`` is None) or into staging
-    elements ``staged .. staged + stop - start`` and applied after the step."""
-
-    peer: int
-    start: int
-    stop: int
-    staged: int | None
-
-
-@dataclass(frozen=True, slots=True)
 class Apply:
-    """After the step: ``buf[start:stop] (+)= staging[staged:staged + stop - start]``."""
+    """``buf[start:stop] (+)= staging[staged:staged + stop - start]``."""
 
     start: int
     stop: int
@@ -42,11 +33,22 @@ class Apply:
 
 
 @dataclass(frozen=True, slots=True)
+class Recv:
+    """A message into ``[start, stop)``: in place (``staged`` is None), or into staging
+    elements ``staged .. staged + stop - start`` followed by ``applies`` once it arrived."""
+
+    peer: int
+    start: int
+    stop: int
+    staged: int | None
+    applies: tuple[Apply, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
 class RankStep:
     index: int  # step index in the program
     sends: tuple[Send, ...]
     recvs: tuple[Recv, ...]
-    applies: tuple[Apply, ...]
 
 
 @dataclass(frozen=True, slots=True)
@@ -68,23 +70,37 @@ def element_bounds(units: int, numel: int) -> list[int]:
     return [u * numel // units for u in range(units + 1)]
 
 
-def _messages(transfers: list[Transfer], bounds: list[int]) -> list[list[tuple[int, int, bool]]]:
-    """Coalesce one pair's transfers into messages; each is a list of (start, stop, reduce)
-    element parts, empty parts dropped."""
+Part = tuple[int, int, bool]  # element range and reduce flag of one transfer's share
+
+
+def _messages(transfers: list[Transfer], bounds: list[int], segment: int | None
+              ) -> list[list[Part]]:
+    """One pair's transfers as messages, each a list of contiguous parts; empty parts are
+    dropped, touching ones coalesced, long ones cut into segments."""
     parts = sorted((bounds[t.start], bounds[t.stop], t.reduce) for t in transfers)
-    out: list[list[tuple[int, int, bool]]] = []
+    merged: list[list[Part]] = []
     for a, b, red in parts:
         if a == b:
             continue
-        if out and out[-1][-1][1] == a:
-            out[-1].append((a, b, red))
+        if merged and merged[-1][-1][1] == a:
+            merged[-1].append((a, b, red))
         else:
-            out.append([(a, b, red)])
+            merged.append([(a, b, red)])
+    if not segment:
+        return merged
+    out: list[list[Part]] = []
+    for m in merged:
+        lo, hi = m[0][0], m[-1][1]
+        for c in range(lo, hi, segment):
+            d = min(c + segment, hi)
+            out.append([(max(a, c), min(b, d), red) for a, b, red in m if a < d and c < b])
     return out
 
 
-def build_schedule(program: Program, rank: int, numel: int) -> RankSchedule:
-    """The messages plan rank ``rank`` sends and receives per step for ``numel`` elements.
+def build_schedule(program: Program, rank: int, numel: int, *,
+                   segment: int | None = None) -> RankSchedule:
+    """The messages plan rank ``rank`` sends and receives per step for ``numel`` elements,
+    messages cut at ``segment`` elements (None: never).
 
     Receives may be posted while the rank's previous active step is still running (the
     engine posts them early to hide the receiver-ready handshake), so a replacing message
@@ -95,6 +111,8 @@ def build_schedule(program: Program, rank: int, numel: int) -> RankSchedule:
         raise ValueError(f"rank {rank} is outside the plan's {program.nranks} ranks")
     if numel < 0:
         raise ValueError(f"numel must be >= 0, got {numel}")
+    if segment is not None and segment < 1:
+        raise ValueError(f"segment must be >= 1 element, got {segment}")
     bounds = element_bounds(program.units, numel)
     steps: list[RankStep] = []
     staging_max = 0
@@ -108,32 +126,32 @@ def build_schedule(program: Program, rank: int, numel: int) -> RankSchedule:
             elif t.dst == rank:
                 inc[t.src].append(t)
         sends = [Send(peer, m[0][0], m[-1][1])
-                 for peer in sorted(out) for m in _messages(out[peer], bounds)]
-        incoming = [(peer, m) for peer in sorted(inc) for m in _messages(inc[peer], bounds)]
-        recvs: list[Recv] = []
-        applies: list[Apply] = []
-        staged = 0
+                 for peer in sorted(out) for m in _messages(out[peer], bounds, segment)]
+        incoming = [(peer, m) for peer in sorted(inc)
+                    for m in _messages(inc[peer], bounds, segment)]
+        ranges = [(m[0][0], m[-1][1]) for _, m in incoming]
         busy = [(m.start, m.stop) for m in sends] + busy_before
+        recvs: list[Recv] = []
+        staged = 0
         for j, (peer, m) in enumerate(incoming):
-            a, b = m[0][0], m[-1][1]
-            others = [(mm[0][0], mm[-1][1]) for k, (_, mm) in enumerate(incoming) if k != j]
+            a, b = ranges[j]
+            others = ranges[:j] + ranges[j + 1:]
             if not any(p[2] for p in m) and not _overlaps(a, b, busy + others):
                 recvs.append(Recv(peer, a, b, None))
                 continue
-            recvs.append(Recv(peer, a, b, staged))
+            applies: list[Apply] = []
             for pa, pb, red in m:
                 prev = applies[-1] if applies else None
-                if (prev is not None and prev.reduce == red and prev.stop == pa
-                        and prev.staged + prev.stop - prev.start == staged + pa - a):
+                if prev is not None and prev.reduce == red:
                     applies[-1] = Apply(prev.start, pb, prev.staged, red)
                 else:
                     applies.append(Apply(pa, pb, staged + pa - a, red))
+            recvs.append(Recv(peer, a, b, staged, tuple(applies)))
             staged += b - a
         staging_max = max(staging_max, staged)
         if sends or recvs:
-            steps.append(RankStep(s, tuple(sends), tuple(recvs), tuple(applies)))
-            busy_before = ([(m.start, m.stop) for m in sends]
-                           + [(m.start, m.stop) for m in recvs])
+            steps.append(RankStep(s, tuple(sends), tuple(recvs)))
+            busy_before = [(m.start, m.stop) for m in sends] + ranges
     return RankSchedule(rank=rank, numel=numel, steps=tuple(steps), staging_numel=staging_max)
 
 

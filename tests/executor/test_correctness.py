@@ -2,34 +2,34 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 import pytest
 
 from executor.localrun import LocalRunConfig, run_local
 from tests.executor.conftest import plans_for
 from tests.executor.plans import butterfly_plan, crossing_plan, ring_plan
-from tests.executor.workers import check_cases
+from tests.executor.workers import Case, check_cases
 
 BIG = 1_000_003  # not a multiple of any plan's units
 DTYPES = ("float32", "float16", "bfloat16")
 
 
-def cases_for(nranks: int) -> list[tuple[dict[str, Any], int, str, list[int] | None]]:
-    cases: list[tuple[dict[str, Any], int, str, list[int] | None]] = []
+def cases_for(nranks: int) -> list[Case]:
+    cases: list[Case] = []
     for plan in plans_for(nranks):
-        cases += [(plan, BIG, dt, None) for dt in DTYPES]
-        cases.append((plan, 1001, "float64", None))
+        cases += [(plan, BIG, dt, None, None) for dt in DTYPES]
+        cases.append((plan, 1001, "float64", None, None))
     ring = ring_plan(nranks, 4096)
     cases += [
-        (ring, 5, "float32", None),  # fewer elements than units: most messages are empty
-        (ring, 1, "float32", None),
-        (ring, 777, "float32", list(reversed(range(nranks)))),  # plan rank i on rank n-1-i
-        (ring_plan(nranks, 2 * nranks + 1), 100_003, "bfloat16", None),
-        (butterfly_plan(nranks), 10_001, "float16", None),  # send and add the same units
+        (ring, 5, "float32", None, None),  # fewer elements than units: most messages empty
+        (ring, 1, "float32", None, None),
+        (ring, 777, "float32", list(reversed(range(nranks))), None),  # plan rank i: n-1-i
+        (ring_plan(nranks, 2 * nranks + 1), 100_003, "bfloat16", None, 4000),  # segments
+        (butterfly_plan(nranks), 10_001, "float16", None, None),  # send and add same units
+        (butterfly_plan(nranks), 10_001, "float32", None, 1000),
     ]
     if nranks == 4:
-        cases.append((crossing_plan(), 10_001, "float32", None))
+        cases += [(crossing_plan(), 10_001, "float32", None, None),
+                  (crossing_plan(), 10_001, "float32", None, 400)]
     return cases
 
 

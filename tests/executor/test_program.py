@@ -90,17 +90,22 @@ def test_element_bounds_cover_the_buffer(units: int, numel: int) -> None:
 
 
 @pytest.mark.parametrize("numel", [1_000_003, 4095, 5])
-def test_senders_and_receivers_agree(numel: int) -> None:
+@pytest.mark.parametrize("segment", [None, 1000])
+def test_senders_and_receivers_agree(numel: int, segment: int | None) -> None:
     """Every message one rank sends is received, same size and order, by its peer."""
     for doc in (ring_plan(4, 4096), butterfly_plan(8), crossing_plan()):
         p = _program(doc)
-        scheds = [build_schedule(p, r, numel) for r in range(p.nranks)]
+        scheds = [build_schedule(p, r, numel, segment=segment) for r in range(p.nranks)]
         for s in range(len(p.steps)):
-            sent = {(r, m.peer, m.stop - m.start) for sc in scheds for st in sc.steps
-                    if st.index == s for m in st.sends for r in [sc.rank]}
-            got = {(m.peer, r, m.stop - m.start) for sc in scheds for st in sc.steps
-                   if st.index == s for m in st.recvs for r in [sc.rank]}
-            assert sent == got
+            sent = [(r, m.peer, m.stop - m.start) for sc in scheds for st in sc.steps
+                    if st.index == s for m in st.sends for r in [sc.rank]]
+            got = [(m.peer, r, m.stop - m.start) for sc in scheds for st in sc.steps
+                   if st.index == s for m in st.recvs for r in [sc.rank]]
+            # Same messages, and between each pair in the same order.
+            assert sorted(sent) == sorted(got)
+            for x, y in {(a, b) for a, b, _ in sent}:
+                assert ([n for a, b, n in sent if (a, b) == (x, y)]
+                        == [n for a, b, n in got if (a, b) == (x, y)])
             assert all(size > 0 for *_, size in sent)
 
 
@@ -110,13 +115,13 @@ def test_crossing_values_are_staged_and_adjacent_chunks_coalesced() -> None:
     step0 = r1.steps[0]
     # Rank 1 sends units 0..1 in step 0 while rank 0's value replaces them: staged.
     assert step0.recvs[0].staged is not None
-    assert [(a.start, a.stop, a.reduce) for a in step0.applies] == [(0, 11, False)]
+    assert [(a.start, a.stop, a.reduce) for a in step0.recvs[0].applies] == [(0, 11, False)]
     # Step 2: two adjacent one-unit chunks from rank 0 arrive as one message, staged since
     # it may be posted while step 1 still sends from those elements.
     last = r1.steps[-1]
     assert len(last.recvs) == 1 and last.recvs[0].staged is not None
     assert (last.recvs[0].start, last.recvs[0].stop) == (0, 11)
-    assert [(a.start, a.stop, a.reduce) for a in last.applies] == [(0, 11, False)]
+    assert [(a.start, a.stop, a.reduce) for a in last.recvs[0].applies] == [(0, 11, False)]
     r0 = build_schedule(p, 0, 11)
     assert len(r0.steps[-1].sends) == 3
     assert r0.staging_numel == 22  # two reductions into the same units in step 1
@@ -128,7 +133,7 @@ def test_ring_schedule_shape() -> None:
     assert len(s.steps) == 6 and s.messages == 12
     # Reduce-scatter receives are staged and added; all-gather receives land in place.
     assert all(st.recvs[0].staged is not None for st in s.steps[:3])
-    assert all(st.recvs[0].staged is None and not st.applies for st in s.steps[3:])
+    assert all(st.recvs[0].staged is None and not st.recvs[0].applies for st in s.steps[3:])
     assert s.staging_numel == max(st.recvs[0].stop - st.recvs[0].start for st in s.steps[:3])
 
 
@@ -137,3 +142,19 @@ def test_idle_steps_are_skipped() -> None:
     assert [st.index for st in build_schedule(p, 3, 11).steps] == [1, 2]
     with pytest.raises(ValueError, match="outside"):
         build_schedule(p, 4, 11)
+
+
+def test_long_messages_are_cut_into_segments() -> None:
+    p = _program(ring_plan(4, 4096))
+    whole = build_schedule(p, 1, 1_000_003)
+    cut = build_schedule(p, 1, 1_000_003, segment=100_000)
+    for a, b in zip(whole.steps, cut.steps, strict=True):
+        assert len(b.sends) == len(b.recvs) == 3  # 250,000 elements in 3 segments
+        assert (b.sends[0].start, b.sends[-1].stop) == (a.sends[0].start, a.sends[0].stop)
+        assert all(m.stop - m.start <= 100_000 for m in b.sends + b.recvs)
+        for r in b.recvs:
+            if r.staged is not None:  # each segment applies exactly its own elements
+                assert [(x.start, x.stop) for x in r.applies] == [(r.start, r.stop)]
+    assert cut.staging_numel == whole.staging_numel
+    with pytest.raises(ValueError, match="segment"):
+        build_schedule(p, 1, 10, segment=0)

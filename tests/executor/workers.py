@@ -42,19 +42,25 @@ def compare(y: torch.Tensor, x: torch.Tensor) -> dict[str, Any]:
             "identical": len(set(digests)) == 1, "changed": not torch.equal(y, x)}
 
 
-def check_cases(cases: list[tuple[dict[str, Any], int, str, list[int] | None]]
-                ) -> list[dict[str, Any]]:
-    """Run each (plan, numel, dtype, rank_map) twice (the second run reuses the prepared
-    schedule) and compare with torch's all-reduce."""
+Case = tuple[dict[str, Any], int, str, list[int] | None, int | None]
+
+
+def check_cases(cases: list[Case]) -> list[dict[str, Any]]:
+    """Run each (plan, numel, dtype, rank_map, segment_bytes) twice (the second run reuses
+    the prepared schedule) and compare with torch's all-reduce."""
+    from executor.engine import ExecutorConfig
+
     out = []
-    for i, (plan, numel, dtype, rank_map) in enumerate(cases):
-        ex = PlanExecutor(plan, rank_map=rank_map)
+    for i, (plan, numel, dtype, rank_map, segment) in enumerate(cases):
+        cfg = ExecutorConfig() if segment is None else ExecutorConfig(segment_bytes=segment)
+        ex = PlanExecutor(plan, rank_map=rank_map, config=cfg)
         x = inputs(numel, DTYPES[dtype], seed=i)
         y = ex.all_reduce(x.clone())
         again = ex.all_reduce(x.clone())
         res = compare(y, x)
         res["repeatable"] = torch.equal(y, again)
-        res["case"] = f"{plan.get('algorithm')}:{plan['plan_id']} n={numel} {dtype} map={rank_map}"
+        res["case"] = (f"{plan.get('algorithm')}:{plan['plan_id']} n={numel} {dtype} "
+                       f"map={rank_map} segment={segment}")
         out.append(res)
     return out
 
