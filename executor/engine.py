@@ -1,9 +1,11 @@
 """Run an all-reduce program on a tensor with torch.distributed point-to-point operations.
 
-Each step is one ``batch_isend_irecv`` per rank. Sends read the live buffer; a received value
-that the step could still read (or that must be added) lands in a staging buffer and is
-applied after the whole step completed, which gives the CONTRACTS semantics: every transfer
-carries the value its source held at the start of the step.
+CONTRACTS semantics: every transfer carries the value its source held at the start of its
+step. Sends read the live buffer; a received value that its step could still read (or that
+must be added) lands in a staging buffer and is applied once the sends reading those
+elements are done. NCCL (CUDA tensors) runs one ``batch_isend_irecv`` per step. gloo (CPU
+tensors) runs a data-flow order of the same messages, cut into segments, so consecutive
+steps overlap wherever the data allows (see ``executor.schedule.dataflow``).
 """
 
 from __future__ import annotations
@@ -18,7 +20,15 @@ import torch
 import torch.distributed as dist
 
 from executor.program import PlanError, Program
-from executor.schedule import RankSchedule, build_schedule
+from executor.schedule import (
+    APPLY,
+    POST_RECV,
+    POST_SEND,
+    WAIT_RECV,
+    RankSchedule,
+    build_schedule,
+    dataflow,
+)
 
 log = logging.getLogger(__name__)
 
@@ -47,97 +57,103 @@ class ExecutorConfig:
             raise ValueError(f"max_prepared must be >= 1, got {self.max_prepared}")
 
 
-# Per active step: sends and receives (gloo: ([tensor], group peer, tag) for
-# ProcessGroup.send / .recv; NCCL: P2POps) and, per receive, its applies
-# (destination view, staged view, reduce).
-_Ops = tuple[list[Any], list[Any], list[list[tuple[torch.Tensor, torch.Tensor, bool]]]]
+class _GlooPrepared:
+    """gloo: one rank's data-flow program (executor.schedule.dataflow) for one (element
+    count, dtype) with its staging buffer. Messages go through the ProcessGroup's own send
+    and recv, which is what batch_isend_irecv does on gloo, minus its per-op Python checks."""
+
+    def __init__(self, sched: RankSchedule, rank_map: Sequence[int], dtype: torch.dtype,
+                 group: Any) -> None:
+        flow = dataflow(sched)
+        self.flow = flow
+        self.staging = torch.empty(flow.staging_numel, dtype=dtype)
+        self.pg = group if group is not None else dist.group.WORLD
+        self.sends = [(rank_map[p], a, b, tag) for p, a, b, tag in flow.sends]
+        self.recvs = [(rank_map[p], a, b, tag) for p, a, b, tag in flow.recvs]
+        self.code = list(flow.instructions)
+        self._for: int | None = None  # data_ptr of the buffer the cached views point into
+        self._views: tuple[list[list[torch.Tensor]], list[list[torch.Tensor]],
+                           list[list[tuple[torch.Tensor, torch.Tensor, bool]]]] = ([], [], [])
+
+    def views(self, flat: torch.Tensor) -> tuple[list[list[torch.Tensor]],
+                                                 list[list[torch.Tensor]],
+                                                 list[list[tuple[torch.Tensor, torch.Tensor,
+                                                                 bool]]]]:
+        """Send buffers, receive buffers and applies for ``flat``, cached for the last
+        buffer seen (the cached views keep it alive, so no other tensor can take its
+        address while it is cached)."""
+        ptr = flat.data_ptr()
+        if self._for != ptr:
+            st, flow = self.staging, self.flow
+            self._views = (
+                [[flat[a:b]] for _, a, b, _ in self.sends],
+                [[flat[a:b] if off is None else st[off:off + b - a]]
+                 for (_, a, b, _), off in zip(self.recvs, flow.staged, strict=True)],
+                [[(flat[x.start:x.stop], st[x.staged:x.staged + x.stop - x.start], x.reduce)
+                  for x in applies] for applies in flow.recv_applies])
+            self._for = ptr
+        return self._views
+
+    def run(self, flat: torch.Tensor, timeout: timedelta) -> None:
+        send_bufs, recv_bufs, applies = self.views(flat)
+        send, recv = self.pg.send, self.pg.recv
+        sends, recvs = self.sends, self.recvs
+        sent: list[Any] = [None] * len(sends)
+        got: list[Any] = [None] * len(recvs)
+        for op, i in self.code:
+            if op == WAIT_RECV:
+                got[i].wait(timeout)
+            elif op == POST_SEND:
+                peer, _, _, tag = sends[i]
+                sent[i] = send(send_bufs[i], peer, tag)
+            elif op == POST_RECV:
+                peer, _, _, tag = recvs[i]
+                got[i] = recv(recv_bufs[i], peer, tag)
+            elif op == APPLY:
+                _apply(applies[i])
+            else:
+                sent[i].wait(timeout)
 
 
-class _Prepared:
-    """One rank's schedule for one (element count, dtype, device) with its staging buffer:
-    two areas, used by alternate active steps, so a step's receives can be posted while the
-    previous step's staged values are still waiting to be applied."""
+class _StepPrepared:
+    """NCCL: one batch_isend_irecv per step, staged values applied after the step (NCCL
+    runs a group's kernels in stream order, so steps are not overlapped)."""
 
     def __init__(self, sched: RankSchedule, rank_map: Sequence[int], dtype: torch.dtype,
                  device: torch.device, group: Any) -> None:
-        self.numel = sched.numel
-        area = sched.staging_numel
-        self.staging = torch.empty(2 * area, dtype=dtype, device=device)
-        # Per active step: program step index (the message tag), sends (group peer, start,
-        # stop) and receives (group peer, start, stop, staging view or None, applies as
-        # (start, stop, staging view, reduce)), staging views built once.
-        self.steps: list[tuple[int, list[tuple[int, int, int]],
-                               list[tuple[int, int, int, torch.Tensor | None,
-                                          list[tuple[int, int, torch.Tensor, bool]]]]]] = []
-        for i, step in enumerate(sched.steps):
-            st = self.staging[(i % 2) * area:(i % 2 + 1) * area]
-            self.steps.append((
-                step.index,
-                [(rank_map[m.peer], m.start, m.stop) for m in step.sends],
-                [(rank_map[m.peer], m.start, m.stop,
-                  None if m.staged is None else st[m.staged:m.staged + m.stop - m.start],
-                  [(a.start, a.stop, st[a.staged:a.staged + a.stop - a.start], a.reduce)
-                   for a in m.applies])
-                 for m in step.recvs]))
-        self._plan_send_waits()
+        self.staging = torch.empty(sched.staging_numel, dtype=dtype, device=device)
+        self.sched = sched
         self.group = group
-        self.pg = group if group is not None else dist.group.WORLD
-        self._ops_for: int | None = None  # data_ptr of the buffer the cached ops point into
-        self._ops: list[_Ops] = []
+        g = group
+        self.glob = [dist.get_global_rank(g, r) if g is not None else r for r in rank_map]
+        self._for: int | None = None
+        self._ops: list[tuple[list[dist.P2POp],
+                              list[tuple[torch.Tensor, torch.Tensor, bool]]]] = []
 
-    def _plan_send_waits(self) -> None:
-        """Sends are waited for lazily: only before a receive may land on (or a staged value
-        is applied to) elements a send may still be reading, and at the end of the call.
-        Decide once which (step, send) pairs to wait for at each point of _run_gloo."""
-        out: list[tuple[int, int, int, int]] = []  # (step, send index, start, stop)
-
-        def settle(ranges: list[tuple[int, int]]) -> list[tuple[int, int]]:
-            hit = [o for o in out if any(o[2] < b and a < o[3] for a, b in ranges)]
-            for o in hit:
-                out.remove(o)
-            return [(j, k) for j, k, _, _ in hit]
-
-        steps = self.steps
-        self.wait_before_post: list[list[tuple[int, int]]] = [[]]  # step 0: before any send
-        self.wait_before_apply: list[list[list[tuple[int, int]]]] = []
-        for i, (_, sends, recvs) in enumerate(steps):
-            out += [(i, k, a, b) for k, (_, a, b) in enumerate(sends)]
-            if i + 1 < len(steps):
-                self.wait_before_post.append(
-                    settle([(a, b) for _, a, b, v, _ in steps[i + 1][2] if v is None]))
-            self.wait_before_apply.append(
-                [settle([(a, b) for a, b, _, _ in applies]) for *_, applies in recvs])
-        self.wait_at_end = [(j, k) for j, k, _, _ in out]
-
-    def ops(self, flat: torch.Tensor) -> list[_Ops]:
-        """Per active step: send ops, receive ops and apply views for ``flat``; cached for
-        the last buffer seen (the cached views keep that buffer alive, so its address cannot
-        be reused by another tensor while it is cached)."""
+    def ops(self, flat: torch.Tensor) -> list[tuple[list[dist.P2POp],
+                                                    list[tuple[torch.Tensor, torch.Tensor,
+                                                               bool]]]]:
         ptr = flat.data_ptr()
-        if self._ops_for != ptr:
+        if self._for != ptr:
+            st, g, glob = self.staging, self.group, self.glob
             self._ops = []
-            g = self.group
-            glob = [peer if g is None else dist.get_global_rank(g, peer)
-                    for peer in range(dist.get_world_size(g))]
-            cpu = flat.device.type == "cpu"
-            for tag, sends, recvs in self.steps:
-                into = [flat[a:b] if v is None else v for _, a, b, v, _ in recvs]
-                applied = [[(flat[a:b], v, red) for a, b, v, red in applies]
-                           for *_, applies in recvs]
-                if cpu:
-                    self._ops.append((
-                        [([flat[a:b]], peer, tag) for peer, a, b in sends],
-                        [([t], peer, tag) for t, (peer, *_) in zip(into, recvs, strict=True)],
-                        applied))
-                else:
-                    self._ops.append((
-                        [dist.P2POp(dist.isend, flat[a:b], glob[peer], g, tag)
-                         for peer, a, b in sends],
-                        [dist.P2POp(dist.irecv, t, glob[peer], g, tag)
-                         for t, (peer, *_) in zip(into, recvs, strict=True)],
-                        applied))
-            self._ops_for = ptr
+            for step in self.sched.steps:
+                ops = [dist.P2POp(dist.isend, flat[m.start:m.stop], glob[m.peer], g)
+                       for m in step.sends]
+                ops += [dist.P2POp(dist.irecv, flat[m.start:m.stop] if m.staged is None else
+                                   st[m.staged:m.staged + m.stop - m.start], glob[m.peer], g)
+                        for m in step.recvs]
+                applies = [(flat[x.start:x.stop], st[x.staged:x.staged + x.stop - x.start],
+                            x.reduce) for m in step.recvs for x in m.applies]
+                self._ops.append((ops, applies))
+            self._for = ptr
         return self._ops
+
+    def run(self, flat: torch.Tensor, timeout: timedelta) -> None:
+        for ops, applies in self.ops(flat):
+            for w in dist.batch_isend_irecv(ops):
+                w.wait(timeout)
+            _apply(applies)
 
 
 class PlanExecutor:
@@ -168,14 +184,16 @@ class PlanExecutor:
         self.plan_rank = rmap.index(me)
         self.backend = str(dist.get_backend(group))
         self._timeout = timedelta(seconds=self.config.timeout_s)
-        self._prepared: dict[tuple[int, torch.dtype, torch.device], _Prepared] = {}
+        self._prepared: dict[tuple[int, torch.dtype, torch.device],
+                             _GlooPrepared | _StepPrepared] = {}
         self._warmed: set[torch.device] = set()
 
     @property
     def world_size(self) -> int:
         return self.program.nranks
 
-    def prepare(self, numel: int, dtype: torch.dtype, device: torch.device | str) -> _Prepared:
+    def prepare(self, numel: int, dtype: torch.dtype,
+                device: torch.device | str) -> _GlooPrepared | _StepPrepared:
         """Build (or fetch) this rank's schedule and staging buffer for one tensor shape."""
         device = torch.device(device)
         key = (numel, dtype, device)
@@ -189,10 +207,14 @@ class PlanExecutor:
             raise PlanError(f"CUDA tensors need an NCCL process group, not {self.backend!r}")
         if device.type == "cpu" and "gloo" not in self.backend:
             raise PlanError(f"CPU tensors need a gloo process group, not {self.backend!r}")
-        seg = self.config.segment_bytes // torch.empty(0, dtype=dtype).element_size()
-        sched = build_schedule(self.program, self.plan_rank, numel,
-                               segment=seg if device.type == "cpu" and seg > 0 else None)
-        prep = _Prepared(sched, self.rank_map, dtype, device, self.group)
+        prep: _GlooPrepared | _StepPrepared
+        if device.type == "cpu":
+            seg = self.config.segment_bytes // torch.empty(0, dtype=dtype).element_size()
+            sched = build_schedule(self.program, self.plan_rank, numel, segment=seg or None)
+            prep = _GlooPrepared(sched, self.rank_map, dtype, self.group)
+        else:
+            sched = build_schedule(self.program, self.plan_rank, numel)
+            prep = _StepPrepared(sched, self.rank_map, dtype, device, self.group)
         if len(self._prepared) >= self.config.max_prepared:
             self._prepared.pop(next(iter(self._prepared)))
         self._prepared[key] = prep
@@ -217,51 +239,12 @@ class PlanExecutor:
         self._run(prep, flat)
         return tensor
 
-    def _run(self, prep: _Prepared, flat: torch.Tensor) -> None:
-        steps = prep.ops(flat)
-        if not steps:
-            return
+    def _run(self, prep: _GlooPrepared | _StepPrepared, flat: torch.Tensor) -> None:
         try:
-            if flat.device.type == "cpu":
-                self._run_gloo(prep, steps)
-            else:
-                # NCCL runs a group's kernels in stream order: early receives could deadlock.
-                for sends, recvs, applies in steps:
-                    for w in dist.batch_isend_irecv(sends + recvs):
-                        w.wait(self._timeout)
-                    for a in applies:
-                        _apply(a)
+            prep.run(flat, self._timeout)
         except RuntimeError as exc:
-            raise ExecutorError(f"plan {self.program.plan_id}: a step failed on rank "
+            raise ExecutorError(f"plan {self.program.plan_id}: a transfer failed on rank "
                                 f"{dist.get_rank()}: {exc}") from exc
-
-    def _run_gloo(self, prep: _Prepared, steps: list[_Ops]) -> None:
-        """gloo: a step's batch is its sends and receives posted back to back through the
-        ProcessGroup (what batch_isend_irecv does on gloo, without its per-op Python
-        checks). Receives are posted one step early, so the receiver-ready handshake overlaps
-        the previous step; each received segment is applied as soon as it is in, once the
-        sends that still read its elements are done; other sends are waited for lazily."""
-        timeout = self._timeout
-        send, recv = prep.pg.send, prep.pg.recv
-        sent: list[list[Any]] = []
-        pending = [recv(t, p, tag) for t, p, tag in steps[0][1]]
-        last = len(steps) - 1
-        for i, (sends, _, applies) in enumerate(steps):
-            sent.append([send(t, p, tag) for t, p, tag in sends])
-            ahead: list[Any] = []
-            if i < last:
-                for j, k in prep.wait_before_post[i + 1]:
-                    sent[j][k].wait(timeout)
-                ahead = [recv(t, p, tag) for t, p, tag in steps[i + 1][1]]
-            for w, todo, waits in zip(pending, applies, prep.wait_before_apply[i],
-                                      strict=True):
-                w.wait(timeout)
-                for j, k in waits:
-                    sent[j][k].wait(timeout)
-                _apply(todo)
-            pending = ahead
-        for j, k in prep.wait_at_end:
-            sent[j][k].wait(timeout)
 
 
 def _apply(applies: list[tuple[torch.Tensor, torch.Tensor, bool]]) -> None:
