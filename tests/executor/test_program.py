@@ -158,3 +158,55 @@ def test_long_messages_are_cut_into_segments() -> None:
     assert cut.staging_numel == whole.staging_numel
     with pytest.raises(ValueError, match="segment"):
         build_schedule(p, 1, 10, segment=0)
+
+
+def _check_flow(sched: Any) -> None:
+    """Every send reads its step's start value; writes land in step order."""
+    from executor.schedule import APPLY, POST_RECV, POST_SEND, WAIT_RECV, WAIT_SEND, dataflow
+
+    flow = dataflow(sched)
+    send_step = [k for k, st in enumerate(sched.steps) for _ in st.sends]
+    recv_step = [k for k, st in enumerate(sched.steps) for _ in st.recvs]
+    at: dict[tuple[int, int], int] = {}
+    for t, (op, i) in enumerate(flow.instructions):
+        assert (op, i) not in at, f"instruction {(op, i)} twice"
+        at[op, i] = t
+    reads = [(send_step[i], a, b, at[POST_SEND, i], at[WAIT_SEND, i])
+             for i, (_, a, b, _) in enumerate(flow.sends)]
+    writes = []
+    for j, (_, a, b, _) in enumerate(flow.recvs):
+        assert at[POST_RECV, j] < at[WAIT_RECV, j]
+        if flow.staged[j] is None:
+            writes.append((recv_step[j], a, b, at[POST_RECV, j], at[WAIT_RECV, j]))
+        else:
+            assert at[WAIT_RECV, j] < at[APPLY, j]
+            writes.append((recv_step[j], a, b, at[APPLY, j], at[APPLY, j]))
+    for i in range(len(flow.sends)):
+        assert at[POST_SEND, i] < at[WAIT_SEND, i]
+    for ws, wa, wb, w0, w1 in writes:
+        for rs, ra, rb, r0, r1 in reads:
+            if wa < rb and ra < wb:
+                assert (w1 < r0) if ws < rs else (r1 < w0), (ws, rs, wa, wb, ra, rb)
+        for vs, va, vb, v0, _ in writes:
+            if wa < vb and va < wb and ws < vs:
+                assert w1 < v0
+
+
+@pytest.mark.parametrize("segment", [None, 7, 1000])
+def test_dataflow_orders_reads_and_writes_like_the_steps(segment: int | None) -> None:
+    for doc in (ring_plan(4, 4096), ring_plan(3, 5), butterfly_plan(8), crossing_plan()):
+        p = _program(doc)
+        for r in range(p.nranks):
+            _check_flow(build_schedule(p, r, 2_003, segment=segment))
+
+
+def test_dataflow_pipelines_a_ring() -> None:
+    """A reduce-scatter segment is forwarded as soon as it is added, before the rest of
+    its step arrived."""
+    from executor.schedule import APPLY, POST_SEND, WAIT_RECV, dataflow
+
+    flow = dataflow(build_schedule(_program(ring_plan(4, 4)), 0, 100, segment=10))
+    code = flow.instructions
+    first_apply = code.index((APPLY, 0))
+    assert code[first_apply + 1] == (POST_SEND, 3)  # step 1's first segment goes out
+    assert code.index((WAIT_RECV, 2)) > first_apply  # while step 0's last is pending
