@@ -36,16 +36,18 @@ def _digest(t: Any) -> str:
 
 
 def bench_worker(plan: dict[str, Any], cases: Sequence[BenchCase], dtype_name: str,
-                 seed: int, progress: bool) -> list[dict[str, Any]]:
+                 seed: int, progress: bool, segment_bytes: int | None = None
+                 ) -> list[dict[str, Any]]:
     """Runs in every process (rank i plays plan rank i); returns one result per case."""
     import torch
     import torch.distributed as dist
 
-    from executor.engine import PlanExecutor
+    from executor.engine import ExecutorConfig, PlanExecutor
 
     dtype = getattr(torch, dtype_name)
     rank, n = dist.get_rank(), dist.get_world_size()
-    ex = PlanExecutor(plan)
+    ex = PlanExecutor(plan, config=ExecutorConfig() if segment_bytes is None else
+                      ExecutorConfig(segment_bytes=segment_bytes))
     out = []
     for case in cases:
         g = torch.Generator().manual_seed(seed * 7919 + rank)
@@ -68,15 +70,20 @@ def bench_worker(plan: dict[str, Any], cases: Sequence[BenchCase], dtype_name: s
         ops: list[tuple[str, Callable[[Any], Any]]] = [("plan", ex.all_reduce),
                                                        ("native", dist.all_reduce)]
         times: dict[str, list[float]] = {"plan": [], "native": []}
+        cpu: dict[str, list[float]] = {"plan": [], "native": []}
         for i in range(case.warmup + case.repeat):
             for name, op in ops if i % 2 == 0 else ops[::-1]:  # alternate who goes first
                 work.copy_(x)
                 dist.barrier()
-                t0 = time.perf_counter()
+                c0, t0 = time.process_time(), time.perf_counter()
                 op(work)
-                dt = time.perf_counter() - t0
+                dt, dc = time.perf_counter() - t0, time.process_time() - c0
                 if i >= case.warmup:
                     times[name].append(dt)
+                    cpu[name].append(dc)
+        # CPU seconds per call, all processes together: a load-independent cost measure.
+        cpu_t = torch.tensor(cpu["plan"] + cpu["native"], dtype=torch.float64)
+        dist.all_reduce(cpu_t)
         # A call lasts until its slowest rank is done.
         both = torch.tensor(times["plan"] + times["native"], dtype=torch.float64)
         dist.all_reduce(both, op=dist.ReduceOp.MAX)
@@ -87,23 +94,27 @@ def bench_worker(plan: dict[str, Any], cases: Sequence[BenchCase], dtype_name: s
                "nprocs": n, "correct": stats[1].item() == 0 and len(set(digests)) == 1,
                "identical_on_all_ranks": len(set(digests)) == 1,
                "max_abs_err": stats[0].item(), "plan_s": plan_s, "native_s": native_s,
-               "ratio": plan_s / native_s, "paired_ratio": paired, "repeat": case.repeat}
+               "ratio": plan_s / native_s, "paired_ratio": paired, "repeat": case.repeat,
+               "plan_cpu_s": statistics.median(cpu_t[:case.repeat].tolist()),
+               "native_cpu_s": statistics.median(cpu_t[case.repeat:].tolist())}
         out.append(res)
         if progress and rank == 0:
             print(f"  {res['bytes']:>12,d} B  plan {plan_s * 1e3:9.3f} ms  native "
-                  f"{native_s * 1e3:9.3f} ms  ratio {res['ratio']:.3f}  "
+                  f"{native_s * 1e3:9.3f} ms  ratio {res['ratio']:.3f}  cpu ratio "
+                  f"{res['plan_cpu_s'] / max(res['native_cpu_s'], 1e-9):.3f}  "
                   f"correct={res['correct']}", file=sys.stderr, flush=True)
     return out
 
 
 def run_bench(plan: dict[str, Any], nprocs: int, cases: Sequence[BenchCase], *,
               dtype: str = "float32", seed: int = 0, timeout_s: float = 600.0,
-              progress: bool = True) -> list[dict[str, Any]]:
+              progress: bool = True, segment_bytes: int | None = None
+              ) -> list[dict[str, Any]]:
     """Spawn ``nprocs`` gloo processes on loopback and benchmark every case."""
     from executor.localrun import LocalRunConfig, run_local
 
     if dtype not in DTYPES:
         raise ValueError(f"dtype must be one of {', '.join(DTYPES)}, got {dtype!r}")
-    results = run_local(bench_worker, (plan, list(cases), dtype, seed, progress),
+    results = run_local(bench_worker, (plan, list(cases), dtype, seed, progress, segment_bytes),
                         LocalRunConfig(nprocs, timeout_s=timeout_s, pg_timeout_s=timeout_s))
     return results[0]

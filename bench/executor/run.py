@@ -2,7 +2,7 @@
 N gloo processes on loopback, 64 KiB to 64 MiB. Writes bench/results/executor.json and
 bench/results/executor.png.
 
-    python bench/executor/run.py [--nprocs 4] [--max-size 64MiB] [--repeat 15]
+    python bench/executor/run.py [--nprocs 4] [--max-size 64MiB] [--repeat 60]
 """
 
 from __future__ import annotations
@@ -20,6 +20,7 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
 from executor.bench import BenchCase, run_bench  # noqa: E402
+from executor.engine import ExecutorConfig  # noqa: E402
 from planner.plan import make_plan  # noqa: E402
 from planner.sizes import parse_size  # noqa: E402
 from planner.topology import Topology  # noqa: E402
@@ -80,7 +81,10 @@ def main() -> int:
     ap.add_argument("--nprocs", type=int, default=4)
     ap.add_argument("--min-size", default="64KiB")
     ap.add_argument("--max-size", default="64MiB")
-    ap.add_argument("--repeat", type=int, default=15, help="timed calls per size (default 15)")
+    ap.add_argument("--repeat", type=int, default=60,
+                    help="timed calls per size up to 4 MiB, fewer above (default 60)")
+    ap.add_argument("--segment-bytes", type=int, default=None,
+                    help="executor message segment size (default: ExecutorConfig's)")
     ap.add_argument("--out", type=Path, default=RESULTS / "executor.json")
     args = ap.parse_args()
     lo, hi = parse_size(args.min_size), parse_size(args.max_size)
@@ -89,18 +93,21 @@ def main() -> int:
     while s <= hi:
         sizes.append(s)
         s *= 4
-    cases = [BenchCase(numel=b // 4, repeat=args.repeat if b <= 16 << 20 else
-                       max(5, args.repeat // 2), warmup=2) for b in sizes]
+    cases = [BenchCase(numel=b // 4, warmup=2,
+                       repeat=max(11, args.repeat // max(1, b // (4 << 20))))
+             for b in sizes]
     plan = ring_plan(args.nprocs)
     print(f"executor bench: ring plan {plan['plan_id']}, {args.nprocs} processes, "
           f"{len(sizes)} sizes", file=sys.stderr)
     t0 = time.perf_counter()
-    rows = run_bench(plan, args.nprocs, cases, dtype="float32", timeout_s=1200)
+    rows = run_bench(plan, args.nprocs, cases, dtype="float32", timeout_s=1200,
+                     segment_bytes=args.segment_bytes)
     big = [r for r in rows if r["bytes"] >= 1 << 20]
     doc = {
         "bench": "executor", "what": "median per-call time, executor running a plain ring "
         "plan vs torch.distributed.all_reduce, same inputs, gloo over loopback",
         "nprocs": args.nprocs, "dtype": "float32", "plan_id": plan["plan_id"],
+        "segment_bytes": args.segment_bytes or ExecutorConfig().segment_bytes,
         "plan_units": plan["program"]["units"], "plan_steps": len(plan["program"]["steps"]),
         "target_ratio_at_1MiB_and_above": TARGET,
         "max_ratio_at_1MiB_and_above": max((r["ratio"] for r in big), default=None),
