@@ -35,6 +35,9 @@ def test_session_measures_both_directions(server) -> None:  # type: ignore[no-un
     (back,) = server.results
     assert back.peer_host == "a" and back.bandwidth_GBps > 0
     assert back.latency_us == pytest.approx(r.latency_us)
+    deadline = time.time() + 5  # the responder releases its lock right after its last reply
+    while server.lock.locked() and time.time() < deadline:
+        time.sleep(0.01)
     assert not server.lock.locked()
 
 
