@@ -49,7 +49,7 @@ def register(subparsers: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from syncplan.cli import CLIError
+    from syncplan.errors import CLIError
 
     if args.record_nvml:
         from agents.record_nvml import record
