@@ -93,7 +93,7 @@ def up(scenario: Scenario, state_dir: Path, prefix: str | None = None) -> State:
         log.info("removing leftovers of %s (prefix %s)", scenario.name, old.prefix)
         down(old)
     state = State(scenario=scenario.to_dict(), prefix=prefix or new_prefix(), path=path)
-    state.processes.append(_self_record("up"))
+    state.processes.append(self_record("up"))
     p = state.prefix
     state.namespaces = ([f"{p}-sw{r}" for r in scenario.racks]
                         + [f"{p}-{h.name}" for h in scenario.hosts] + [f"{p}-svc"])
@@ -109,7 +109,7 @@ def up(scenario: Scenario, state_dir: Path, prefix: str | None = None) -> State:
     return state
 
 
-def _self_record(role: str) -> ProcRecord:
+def self_record(role: str) -> ProcRecord:
     return ProcRecord(pid=os.getpid(), start_ticks=start_ticks(os.getpid()), role=role)
 
 
