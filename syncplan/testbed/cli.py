@@ -66,6 +66,14 @@ def register(subparsers: Any) -> None:
     p.add_argument("--seconds", type=float, default=2.0, help="per direction")
     p.set_defaults(func=_wrap(_cmd_check))
 
+    p = sub.add_parser("plans", help="write plan documents from the scenario's shaped rates "
+                       "(development aid: the real loop plans from agents' measurements)")
+    p.add_argument("scenario")
+    p.add_argument("--sizes", default="64MiB", help="comma-separated sizes")
+    p.add_argument("--algorithms", default="ring,hierarchical,forest,auto")
+    p.add_argument("--out-dir", type=Path, required=True)
+    p.set_defaults(func=_wrap(_cmd_plans))
+
     p = sub.add_parser("plot", help="plot result files into one PNG")
     p.add_argument("results", nargs="+", type=Path)
     p.add_argument("--out", type=Path, required=True)
@@ -230,6 +238,20 @@ def _cmd_check(args: argparse.Namespace) -> int:
     if state is None or state.phase != "up":
         raise TestbedError(f"testbed {name} is not up; run `syncplan testbed up {name}`")
     _check(state, args.seconds)
+    return 0
+
+
+def _cmd_plans(args: argparse.Namespace) -> int:
+    from planner.sizes import parse_size
+    from syncplan.testbed import TestbedError
+    from syncplan.testbed.runner import write_ground_truth_plans
+    from syncplan.testbed.scenario import load_scenario
+
+    scenario = load_scenario(args.scenario)
+    sizes = [parse_size(s) for s in args.sizes.split(",") if s.strip()]
+    algos = [a.strip() for a in args.algorithms.split(",") if a.strip()]
+    if not write_ground_truth_plans(scenario, sizes, algos, args.out_dir, progress=_say):
+        raise TestbedError("no plan could be made")
     return 0
 
 

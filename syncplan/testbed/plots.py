@@ -40,7 +40,7 @@ def plot_results(results: list[dict[str, Any]], out: Path) -> Path:
         sizes = sorted({e["size_bytes"] for e in r["results"]})
         bounds = {e["size_bytes"]: e.get("ring_bound_s") for e in r["results"]}
         if all(bounds[s] for s in sizes):
-            ax.plot([s / MIB for s in sizes], [bounds[s] for s in sizes], "k--", lw=0.8,
+            ax.plot([s / MIB for s in sizes], [bounds[s] for s in sizes], "k--", marker="x", lw=0.8,
                     label="ring bound")
         ax.set_xscale("log", base=2)
         ax.set_yscale("log")

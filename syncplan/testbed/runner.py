@@ -135,3 +135,35 @@ def _tail(path: Path, n: int = 15) -> str:
         return "\n".join(path.read_text(errors="replace").splitlines()[-n:])
     except OSError:
         return "(no log)"
+
+
+def write_ground_truth_plans(scenario: Scenario, sizes: Sequence[int], algorithms: Sequence[str],
+                             out_dir: Path,
+                             progress: Callable[[str], None] = print) -> list[Path]:
+    """Plan documents from the scenario's shaped rates (not from agents' measurements).
+
+    For developing the executor path only: the real loop plans from what the agents measure.
+    Each document gets ``label`` = the requested algorithm (``auto`` keeps its label).
+    An algorithm the planner lacks or that cannot serve the request is skipped with a note.
+    """
+    from planner.errors import PlannerError
+    from planner.plan import make_plan
+    from planner.topology import Topology
+
+    topo = Topology.from_dict(scenario.ground_truth_topology())
+    ranks = [f"{h.name}/cpu0" for h in scenario.hosts]
+    written = []
+    for size in sizes:
+        for algo in algorithms:
+            try:
+                doc = make_plan(topo, ranks, size, algo)
+            except PlannerError as exc:
+                progress(f"[{scenario.name}] no {algo} plan for {size} bytes: {exc}")
+                continue
+            doc["label"] = algo
+            path = out_dir / f"{scenario.name}-{algo}-{size}.json"
+            atomic_write_json(path, doc)
+            progress(f"[{scenario.name}] {algo} ({doc['algorithm']}) {size} bytes: predicted "
+                     f"{doc['predicted_time_s']:.3f} s -> {path}")
+            written.append(path)
+    return written
