@@ -28,6 +28,8 @@ def plot_results(results: list[dict[str, Any]], out: Path) -> Path:
     has_plans = any(len(_series(r)) > 1 for r in results)
     predicted = [(e["predicted_time_s"], e["median_s"], e["algorithm"])
                  for r in results for e in r["results"] if e.get("predicted_time_s")]
+    algos = sorted({e["algorithm"] for r in results for e in r["results"]} - {"gloo"})
+    color = {"gloo": "C0", **{a: f"C{i + 1}" for i, a in enumerate(algos)}}
     rows = 2 if has_plans else 1
     cols = len(results) + (1 if predicted else 0)
     fig, axes = plt.subplots(rows, cols, figsize=(4.2 * cols, 3.6 * rows), squeeze=False)
@@ -36,7 +38,8 @@ def plot_results(results: list[dict[str, Any]], out: Path) -> Path:
         series = _series(r)
         ax = axes[0][c]
         for algo, pts in series.items():
-            ax.plot([s / MIB for s, _ in pts], [t for _, t in pts], marker="o", label=algo)
+            ax.plot([s / MIB for s, _ in pts], [t for _, t in pts], marker="o", label=algo,
+                    color=color[algo])
         sizes = sorted({e["size_bytes"] for e in r["results"]})
         bounds = {e["size_bytes"]: e.get("ring_bound_s") for e in r["results"]}
         if all(bounds[s] for s in sizes):
@@ -56,7 +59,8 @@ def plot_results(results: list[dict[str, Any]], out: Path) -> Path:
                 if algo == "gloo":
                     continue
                 xs = [(s, gloo[s] / t) for s, t in pts if s in gloo and t > 0]
-                ax2.plot([s / MIB for s, _ in xs], [v for _, v in xs], marker="o", label=algo)
+                ax2.plot([s / MIB for s, _ in xs], [v for _, v in xs], marker="o", label=algo,
+                         color=color[algo])
             ax2.axhline(1.0, color="k", lw=0.8)
             ax2.set_xscale("log", base=2)
             ax2.set_xlabel("buffer (MiB)")
@@ -65,7 +69,12 @@ def plot_results(results: list[dict[str, Any]], out: Path) -> Path:
             ax2.legend(fontsize=7)
     if predicted:
         ax = axes[0][-1]
-        ax.scatter([p for p, _, _ in predicted], [m for _, m, _ in predicted], s=12)
+        for algo in algos:
+            pts = [(p, m) for p, m, a in predicted if a == algo]
+            if pts:
+                ax.scatter([p for p, _ in pts], [m for _, m in pts], s=14, label=algo,
+                           color=color[algo])
+        ax.legend(fontsize=7)
         hi = max(max(p, m) for p, m, _ in predicted)
         ax.plot([0, hi], [0, hi], "k--", lw=0.8)
         ax.set_xlabel("predicted (s)")

@@ -78,7 +78,8 @@ def run_benchmark(state: State, scenario: Scenario, cfg: RunConfig, out_path: Pa
             if h.rank == 0:
                 argv += ["--out", str(raw_out)]
             procs.append(spawn(state, h.netns, argv, "worker", run_dir / f"rank{h.rank}.log",
-                               env={"GLOO_SOCKET_IFNAME": h.iface, "OMP_NUM_THREADS": "1"}))
+                               env={"GLOO_SOCKET_IFNAME": h.iface, "OMP_NUM_THREADS": "1",
+                                    "TORCH_CPP_LOG_LEVEL": "ERROR"}))
         log0 = run_dir / "rank0.log"
         seen = 0
         while True:

@@ -21,26 +21,29 @@ from pathlib import Path
 from typing import Any
 
 PATTERN = 251
-PlanRunner = Callable[[dict[str, Any], Any], None]
+TensorOp = Callable[[Any], Any]
+PlanFactory = Callable[[dict[str, Any]], TensorOp]
 
 
-def find_executor() -> tuple[PlanRunner | None, str]:
-    """A function running a plan document in place on a tensor, or None and the reason.
+def find_executor() -> tuple[PlanFactory | None, str]:
+    """A factory turning a plan document into an in-place all-reduce op, or None and why.
 
-    Looks for ``executor.run_plan(plan, tensor)`` or ``executor.PlanExecutor(plan).run(tensor)``
-    (the executor package's public entry points).
+    Uses ``executor.engine.PlanExecutor(plan).all_reduce`` (built once per plan, before the
+    timed calls), else ``executor.run_plan(plan, tensor)``.
     """
     try:
-        import executor
+        from executor.engine import PlanExecutor
     except ImportError as exc:
-        return None, f"executor package not importable ({exc})"
-    fn = getattr(executor, "run_plan", None)
-    if callable(fn):
-        return (lambda plan, t: fn(plan, t)), "executor.run_plan"
-    cls = getattr(executor, "PlanExecutor", None)
-    if cls is not None:
-        return (lambda plan, t: cls(plan).run(t)), "executor.PlanExecutor"
-    return None, "executor has neither run_plan nor PlanExecutor (not merged yet?)"
+        try:
+            from executor import run_plan  # type: ignore[attr-defined]
+        except ImportError:
+            return None, f"executor not importable ({exc})"
+        return (lambda plan: lambda t: run_plan(plan, t)), "executor.run_plan"
+    return (lambda plan: PlanExecutor(plan).all_reduce), "executor.engine.PlanExecutor"
+
+
+def _mib(size: int) -> str:
+    return f"{size / 2**20:g} MiB"
 
 
 def _time_collective(dist: Any, torch: Any, op: Callable[[Any], Any], buf: Any) -> float:
@@ -77,9 +80,9 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                             world_size=world, timeout=timedelta(seconds=args.timeout))
     try:
         plans = _load_plans(args.plans)
-        runner, how = find_executor() if plans else (None, "no plans given")
+        factory, how = find_executor() if plans else (None, "no plans given")
         notes = []
-        if plans and runner is None:
+        if plans and factory is None:
             notes.append(f"plans skipped: {how}")
             say(f"note: {len(plans)} plan(s) skipped: {how}")
         warm = torch.ones(1024)
@@ -91,23 +94,23 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             expected = base * world + world * (world - 1) / 2
             buf = torch.empty_like(base)
             todo: list[tuple[str, dict[str, Any] | None]] = [("gloo", None)]
-            todo += [(p["label"], p) for p in plans if runner and p.get("size_bytes") == size]
+            todo += [(p["label"], p) for p in plans if factory and p.get("size_bytes") == size]
             for label, plan in todo:
+                op: TensorOp = dist.all_reduce
+                if plan is not None:
+                    assert factory is not None
+                    op = factory(plan)
                 times, correct = [], True
                 for rep in range(args.warmup + args.reps):
                     buf.copy_(base).add_(rank)
-                    if plan is None:
-                        dt = _time_collective(dist, torch, dist.all_reduce, buf)
-                    else:
-                        assert runner is not None
-                        dt = _time_collective(dist, torch, lambda t, p=plan: runner(p, t), buf)
+                    dt = _time_collective(dist, torch, op, buf)
                     ok = _all_true(dist, torch, bool(torch.equal(buf, expected)))
                     correct = correct and ok
                     if rep < args.warmup:
-                        say(f"size {size} {label} warm-up: {dt:.3f} s")
+                        say(f"size {_mib(size)} {label} warm-up: {dt:.3f} s")
                         continue
                     times.append(dt)
-                    say(f"size {size} {label} rep {rep - args.warmup + 1}/{args.reps}: "
+                    say(f"size {_mib(size)} {label} rep {rep - args.warmup + 1}/{args.reps}: "
                         f"{dt:.3f} s{'' if ok else ' WRONG RESULT'}")
                 entry: dict[str, Any] = {"size_bytes": size, "algorithm": label,
                                          "times_s": times, "median_s": statistics.median(times),
