@@ -34,6 +34,17 @@ pytestmark = [
 MIB = 1 << 20
 
 
+@pytest.fixture(autouse=True, scope="module")
+def _namespaces_allowed() -> None:
+    """Skip (with the kernel's reason) where root may not create network namespaces."""
+    probe = f"sptprobe{os.getpid()}-x"
+    res = subprocess.run(["ip", "netns", "add", probe], capture_output=True, text=True,
+                         timeout=30)
+    if res.returncode != 0:
+        pytest.skip(f"cannot create network namespaces here: {res.stderr.strip()}")
+    subprocess.run(["ip", "netns", "del", probe], capture_output=True, timeout=30)
+
+
 def leftovers(prefix: str) -> list[str]:
     return ([ns for ns in netns_list() if ns.startswith(prefix)]
             + [link for link in root_links() if link.startswith(prefix)])
