@@ -80,3 +80,14 @@ def test_cli_plot_writes_a_png(tmp_path: Path) -> None:
     assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     res = cli("plot", str(tmp_path / "nope.json"), "--out", str(out))
     assert res.returncode == 2 and "cannot read results" in res.stderr
+
+
+def test_bad_command_template_is_refused_before_starting_anything(tmp_path: Path) -> None:
+    from syncplan.testbed.emulator import spawn_template
+
+    st = State(scenario={"name": "x"}, prefix="spt12345", path=tmp_path / "x.json",
+               namespaces=["spt12345-h0"])
+    st.hosts.append(HostRecord("h0", 0, "spt12345-h0", "spt123450h", "10.77.0.1", 100.0, 0))
+    with pytest.raises(TestbedError, match="bad command template"):
+        spawn_template(st, "agent --host {nope}", "host")
+    assert st.processes == []
