@@ -23,6 +23,7 @@ import contextlib
 import logging
 import os
 import secrets
+import shutil
 import subprocess
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -192,6 +193,8 @@ def down(state: State) -> list[str]:
     if left:
         raise TestbedError(f"could not remove namespaces {left}")
     if state.path is not None:
+        for sub in ("run", "logs"):  # worker and process logs of this testbed
+            shutil.rmtree(state.path.parent / f"{state.prefix}-{sub}", ignore_errors=True)
         state.path.unlink(missing_ok=True)
     return removed
 

@@ -86,6 +86,7 @@ def test_small_scenario_shapes_runs_and_cleans_up(tmp_path: Path) -> None:
     finally:
         emulator.down(state)
     assert leftovers(prefix) == []
+    assert list(tmp_path.glob(f"{prefix}*")) == []
     assert not state_file(tmp_path, "small").exists()
 
 
