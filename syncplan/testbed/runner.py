@@ -60,6 +60,14 @@ def run_benchmark(state: State, scenario: Scenario, cfg: RunConfig, out_path: Pa
     """Run one worker per host, gather rank 0's results, write ``out_path``; returns them."""
     if state.phase != "up":
         raise TestbedError(f"testbed {scenario.name} is not up (phase {state.phase})")
+    for p in cfg.plans:
+        try:
+            doc = json.loads(Path(p).read_text())
+        except (OSError, ValueError) as exc:
+            raise TestbedError(f"plan {p}: unreadable ({exc})") from exc
+        if not isinstance(doc, dict) or len(doc.get("ranks") or []) != len(state.hosts):
+            raise TestbedError(f"plan {p}: needs one rank per host ({len(state.hosts)}); "
+                               "is it a plan document for this scenario?")
     run_dir = (state.path.parent if state.path else Path(".")) / f"{state.prefix}-run"
     raw_out = run_dir / "rank0.json"
     raw_out.unlink(missing_ok=True)
