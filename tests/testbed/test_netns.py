@@ -91,7 +91,7 @@ def test_small_scenario_shapes_runs_and_cleans_up(tmp_path: Path) -> None:
 
 
 def test_kill_runner_mid_run_then_up_and_down_clean_everything(tmp_path: Path) -> None:
-    cmd = [sys.executable, "-m", "syncplan.cli", "testbed", "run", "small", "--state-dir",
+    cmd = [sys.executable, "-m", "syncplan", "testbed", "run", "small", "--state-dir",
            str(tmp_path), "--sizes", "16MiB", "--reps", "20", "--out",
            str(tmp_path / "r.json")]
     runner = subprocess.Popen(cmd, cwd=REPO_ROOT, stdout=subprocess.PIPE,
@@ -122,7 +122,7 @@ def test_kill_runner_mid_run_then_up_and_down_clean_everything(tmp_path: Path) -
         assert not any(_running(pid) for pid in workers)
         assert fresh.prefix != old_prefix and set(fresh.namespaces) <= set(netns_list())
     finally:
-        res = subprocess.run([sys.executable, "-m", "syncplan.cli", "testbed", "down", "small",
+        res = subprocess.run([sys.executable, "-m", "syncplan", "testbed", "down", "small",
                               "--state-dir", str(tmp_path)], cwd=REPO_ROOT,
                              capture_output=True, text=True, timeout=60)
     assert res.returncode == 0, res.stderr

@@ -54,7 +54,7 @@ def test_htb_commands_shape_at_the_rate_and_prioritise_small_packets() -> None:
 
 
 def cli(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "syncplan.cli", "testbed", *args],
+    return subprocess.run([sys.executable, "-m", "syncplan", "testbed", *args],
                           capture_output=True, text=True, timeout=120)
 
 
