@@ -141,6 +141,14 @@ def ddp_run(plans: list[dict[str, Any]]) -> list[dict[str, Any]]:
             "fused_shapes_kept": all(w.shape == t.shape for w, t in zip(work, tensors,
                                                                           strict=True)),
             "buckets": len(fusion.buckets(tensors))})
+    # A tensor the plan cannot serve: one warning (rank 0), then the native all-reduce.
+    handler = _Count()
+    logging.getLogger("executor").addHandler(handler)
+    ints = [comm.all_reduce(torch.ones(3, dtype=torch.int64)) for _ in range(2)]
+    logging.getLogger("executor").removeHandler(handler)
+    out.append({"ints": [t.tolist() for t in ints], "using_plan": comm.using_plan,
+                "warnings": [r.getMessage() for r in handler.records
+                             if r.levelno >= logging.WARNING]})
     return out
 
 
