@@ -47,8 +47,13 @@ class ExecutorConfig:
     verify: bool = True  # check the program is a correct all-reduce before use
     max_prepared: int = 32  # prepared (element count, dtype, device) entries kept
     segment_bytes: int = 1 << 20  # gloo: cut longer messages into segments (0: never)
+    # "auto": data-flow order on gloo, one batch_isend_irecv per step on NCCL;
+    # "steps": one batch per step everywhere.
+    schedule: str = "auto"
 
     def __post_init__(self) -> None:
+        if self.schedule not in ("auto", "steps"):
+            raise ValueError(f"schedule must be 'auto' or 'steps', got {self.schedule!r}")
         if self.segment_bytes < 0:
             raise ValueError(f"segment_bytes must be >= 0, got {self.segment_bytes}")
         if not self.timeout_s > 0:
@@ -116,8 +121,8 @@ class _GlooPrepared:
 
 
 class _StepPrepared:
-    """NCCL: one batch_isend_irecv per step, staged values applied after the step (NCCL
-    runs a group's kernels in stream order, so steps are not overlapped)."""
+    """One batch_isend_irecv per step, staged values applied after the step. Used for NCCL,
+    which runs a group's kernels in stream order, so steps are not overlapped."""
 
     def __init__(self, sched: RankSchedule, rank_map: Sequence[int], dtype: torch.dtype,
                  device: torch.device, group: Any) -> None:
@@ -208,7 +213,7 @@ class PlanExecutor:
         if device.type == "cpu" and "gloo" not in self.backend:
             raise PlanError(f"CPU tensors need a gloo process group, not {self.backend!r}")
         prep: _GlooPrepared | _StepPrepared
-        if device.type == "cpu":
+        if device.type == "cpu" and self.config.schedule == "auto":
             seg = self.config.segment_bytes // torch.empty(0, dtype=dtype).element_size()
             sched = build_schedule(self.program, self.plan_rank, numel, segment=seg or None)
             prep = _GlooPrepared(sched, self.rank_map, dtype, self.group)

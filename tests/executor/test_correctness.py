@@ -19,17 +19,23 @@ def cases_for(nranks: int) -> list[Case]:
         cases += [(plan, BIG, dt, None, None) for dt in DTYPES]
         cases.append((plan, 1001, "float64", None, None))
     ring = ring_plan(nranks, 4096)
+    seg = {"segment_bytes": 4000}
+    steps = {"schedule": "steps"}  # the path NCCL takes, here on gloo
     cases += [
         (ring, 5, "float32", None, None),  # fewer elements than units: most messages empty
         (ring, 1, "float32", None, None),
         (ring, 777, "float32", list(reversed(range(nranks))), None),  # plan rank i: n-1-i
-        (ring_plan(nranks, 2 * nranks + 1), 100_003, "bfloat16", None, 4000),  # segments
+        (ring_plan(nranks, 2 * nranks + 1), 100_003, "bfloat16", None, seg),
         (butterfly_plan(nranks), 10_001, "float16", None, None),  # send and add same units
-        (butterfly_plan(nranks), 10_001, "float32", None, 1000),
+        (butterfly_plan(nranks), 10_001, "float32", None, {"segment_bytes": 1000}),
+        (ring, 100_003, "float16", list(reversed(range(nranks))), steps),
+        (butterfly_plan(nranks), 10_001, "float32", None, steps),
+        (plans_for(nranks)[-1], 100_003, "bfloat16", None, steps),
     ]
     if nranks == 4:
         cases += [(crossing_plan(), 10_001, "float32", None, None),
-                  (crossing_plan(), 10_001, "float32", None, 400)]
+                  (crossing_plan(), 10_001, "float32", None, {"segment_bytes": 400}),
+                  (crossing_plan(), 10_001, "float32", None, steps)]
     return cases
 
 

@@ -42,17 +42,17 @@ def compare(y: torch.Tensor, x: torch.Tensor) -> dict[str, Any]:
             "identical": len(set(digests)) == 1, "changed": not torch.equal(y, x)}
 
 
-Case = tuple[dict[str, Any], int, str, list[int] | None, int | None]
+Case = tuple[dict[str, Any], int, str, list[int] | None, dict[str, Any] | None]
 
 
 def check_cases(cases: list[Case]) -> list[dict[str, Any]]:
-    """Run each (plan, numel, dtype, rank_map, segment_bytes) twice (the second run reuses
-    the prepared schedule) and compare with torch's all-reduce."""
+    """Run each (plan, numel, dtype, rank_map, ExecutorConfig keywords) twice (the second
+    run reuses the prepared schedule) and compare with torch's all-reduce."""
     from executor.engine import ExecutorConfig
 
     out = []
-    for i, (plan, numel, dtype, rank_map, segment) in enumerate(cases):
-        cfg = ExecutorConfig() if segment is None else ExecutorConfig(segment_bytes=segment)
+    for i, (plan, numel, dtype, rank_map, settings) in enumerate(cases):
+        cfg = ExecutorConfig(**(settings or {}))
         ex = PlanExecutor(plan, rank_map=rank_map, config=cfg)
         x = inputs(numel, DTYPES[dtype], seed=i)
         y = ex.all_reduce(x.clone())
@@ -60,7 +60,7 @@ def check_cases(cases: list[Case]) -> list[dict[str, Any]]:
         res = compare(y, x)
         res["repeatable"] = torch.equal(y, again)
         res["case"] = (f"{plan.get('algorithm')}:{plan['plan_id']} n={numel} {dtype} "
-                       f"map={rank_map} segment={segment}")
+                       f"map={rank_map} config={settings}")
         out.append(res)
     return out
 
