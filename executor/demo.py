@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import sys
 
 import torch
 import torch.distributed as dist
@@ -43,8 +44,10 @@ def main(argv: list[str] | None = None) -> int:
             torch.nn.functional.mse_loss(ddp(x.to(device)), y.to(device)).backward()
             opt.step()
         checksum = float(sum(p.detach().double().sum() for p in model.parameters()))
-        print(json.dumps({"rank": dist.get_rank(), "using_plan": comm.using_plan,
-                          "reason": comm.reason, "checksum": checksum}), flush=True)
+        line = json.dumps({"rank": dist.get_rank(), "using_plan": comm.using_plan,
+                           "reason": comm.reason, "checksum": checksum})
+        sys.stdout.write(line + "\n")  # one write: lines of the ranks do not interleave
+        sys.stdout.flush()
     return 0
 
 
