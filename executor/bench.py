@@ -96,7 +96,10 @@ def bench_worker(plan: dict[str, Any], cases: Sequence[BenchCase], dtype_name: s
                "max_abs_err": stats[0].item(), "plan_s": plan_s, "native_s": native_s,
                "ratio": plan_s / native_s, "paired_ratio": paired, "repeat": case.repeat,
                "plan_cpu_s": statistics.median(cpu_t[:case.repeat].tolist()),
-               "native_cpu_s": statistics.median(cpu_t[case.repeat:].tolist())}
+               "native_cpu_s": statistics.median(cpu_t[case.repeat:].tolist()),
+               "samples": {"plan_s": plan_t, "native_s": native_t,
+                           "plan_cpu_s": cpu_t[:case.repeat].tolist(),
+                           "native_cpu_s": cpu_t[case.repeat:].tolist()}}
         out.append(res)
         if progress and rank == 0:
             print(f"  {res['bytes']:>12,d} B  plan {plan_s * 1e3:9.3f} ms  native "

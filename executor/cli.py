@@ -54,5 +54,6 @@ def exec_bench(args: argparse.Namespace) -> int:
     except RuntimeError as exc:
         raise CLIError(str(exc)) from None
     res["plan_id"] = program.plan_id
+    del res["samples"]
     print(json.dumps(res))
     return 0 if res["correct"] else 1

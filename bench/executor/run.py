@@ -11,6 +11,7 @@ import argparse
 import json
 import os
 import platform
+import statistics
 import sys
 import time
 from pathlib import Path
@@ -38,6 +39,23 @@ def ring_plan(nprocs: int) -> dict[str, Any]:
         "links": [{"src": r, "dst": "lo/sw", "bandwidth_GBps": 10.0, "latency_us": 5.0}
                   for r in ranks]})
     return make_plan(topo, ranks, 64 << 20, algorithm="ring")
+
+
+def pool(parts: list[dict[str, Any]]) -> dict[str, Any]:
+    """One size's results over all rounds: medians of the pooled samples."""
+    out = {k: v for k, v in parts[0].items() if k != "samples"}
+    samples = {k: [x for p in parts for x in p["samples"][k]] for k in parts[0]["samples"]}
+    med = {k: statistics.median(v) for k, v in samples.items()}
+    out.update(med)
+    out["ratio"] = med["plan_s"] / med["native_s"]
+    out["paired_ratio"] = statistics.median(
+        p / q for p, q in zip(samples["plan_s"], samples["native_s"], strict=True))
+    out["repeat"] = len(samples["plan_s"])
+    out["correct"] = all(p["correct"] for p in parts)
+    out["identical_on_all_ranks"] = all(p["identical_on_all_ranks"] for p in parts)
+    out["max_abs_err"] = max(p["max_abs_err"] for p in parts)
+    out["round_ratios"] = [p["ratio"] for p in parts]
+    return out
 
 
 def write_atomic(path: Path, data: bytes) -> None:
@@ -82,7 +100,9 @@ def main() -> int:
     ap.add_argument("--min-size", default="64KiB")
     ap.add_argument("--max-size", default="64MiB")
     ap.add_argument("--repeat", type=int, default=60,
-                    help="timed calls per size up to 4 MiB, fewer above (default 60)")
+                    help="timed calls per size up to 4 MiB over all rounds, fewer above "
+                         "(default 60)")
+    ap.add_argument("--rounds", type=int, default=3, help="sweeps over all sizes (default 3)")
     ap.add_argument("--segment-bytes", type=int, default=None,
                     help="executor message segment size (default: ExecutorConfig's)")
     ap.add_argument("--out", type=Path, default=RESULTS / "executor.json")
@@ -93,15 +113,19 @@ def main() -> int:
     while s <= hi:
         sizes.append(s)
         s *= 4
-    cases = [BenchCase(numel=b // 4, warmup=2,
-                       repeat=max(11, args.repeat // max(1, b // (4 << 20))))
-             for b in sizes]
+    # Several rounds over all sizes, so a burst of load on this shared machine does not
+    # land on one size only; samples of all rounds are pooled per size.
+    rounds = args.rounds
+    cases = [BenchCase(numel=b // 4, warmup=1,
+                       repeat=max(4, args.repeat // rounds // max(1, b // (4 << 20))))
+             for _ in range(rounds) for b in sizes]
     plan = ring_plan(args.nprocs)
     print(f"executor bench: ring plan {plan['plan_id']}, {args.nprocs} processes, "
-          f"{len(sizes)} sizes", file=sys.stderr)
+          f"{len(sizes)} sizes x {rounds} rounds", file=sys.stderr)
     t0 = time.perf_counter()
-    rows = run_bench(plan, args.nprocs, cases, dtype="float32", timeout_s=1200,
-                     segment_bytes=args.segment_bytes)
+    raw = run_bench(plan, args.nprocs, cases, dtype="float32", timeout_s=1200,
+                    segment_bytes=args.segment_bytes)
+    rows = [pool([r for r in raw if r["bytes"] == b]) for b in sizes]
     big = [r for r in rows if r["bytes"] >= 1 << 20]
     doc = {
         "bench": "executor", "what": "median per-call time, executor running a plain ring "
