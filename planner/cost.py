@@ -1,0 +1,60 @@
+"""The cost model: alpha-beta along routed paths with per-step link sharing.
+
+One step's transfers run concurrently. A transfer of ``b`` bytes over path ``P`` takes
+``sum(lat_e for e in P) + max(load_e / bw_e for e in P)``, where ``load_e`` is the bytes that
+every transfer of the step puts on arc ``e``: transfers sharing an arc share its bandwidth.
+A step lasts as long as its slowest transfer plus ``step_overhead_s``; a program is the sum
+of its steps. See docs/cost-model.md.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+from planner.program import Program, Transfer
+from planner.routing import Router
+
+
+class CostModel:
+    def __init__(self, router: Router, step_overhead_s: float = 0.0) -> None:
+        if step_overhead_s < 0:
+            raise ValueError("step_overhead_s must be >= 0")
+        self.router = router
+        self.step_overhead_s = step_overhead_s
+        self._arc_cache: dict[tuple[str, ...], tuple[np.ndarray, float]] = {}
+
+    def _path_arcs(self, path: tuple[str, ...]) -> tuple[np.ndarray, float]:
+        hit = self._arc_cache.get(path)
+        if hit is None:
+            arcs = np.asarray(self.router.arcs(path), dtype=np.int64)
+            hit = (arcs, float(self.router.lat[arcs].sum()))
+            self._arc_cache[path] = hit
+        return hit
+
+    def route(self, ranks: Sequence[str], t: Transfer) -> tuple[str, ...]:
+        return t.path if t.path is not None else self.router.path(ranks[t.src], ranks[t.dst])
+
+    def step_time(self, ranks: Sequence[str], step: Sequence[Transfer],
+                  bytes_per_unit: float) -> float:
+        if not step:
+            return 0.0
+        arc_lists, lats, nbytes = [], np.empty(len(step)), np.empty(len(step))
+        for i, t in enumerate(step):
+            arcs, lat = self._path_arcs(self.route(ranks, t))
+            arc_lists.append(arcs)
+            lats[i] = lat
+            nbytes[i] = (t.hi - t.lo) * bytes_per_unit
+        counts = np.fromiter((len(a) for a in arc_lists), dtype=np.int64, count=len(step))
+        flat = np.concatenate(arc_lists)
+        loads = np.bincount(flat, weights=np.repeat(nbytes, counts),
+                            minlength=len(self.router.bw))
+        ratio = loads[flat] / self.router.bw[flat]
+        offsets = np.concatenate(([0], np.cumsum(counts)[:-1]))
+        per_transfer = np.maximum.reduceat(ratio, offsets) + lats
+        return float(per_transfer.max()) + self.step_overhead_s
+
+    def program_time(self, ranks: Sequence[str], program: Program, size_bytes: float) -> float:
+        bpu = size_bytes / program.units
+        return sum(self.step_time(ranks, step, bpu) for step in program.steps)

@@ -1,0 +1,193 @@
+"""Independent checker of all-reduce programs (plan documents, CONTRACTS section 3).
+
+It shares no code with the algorithms: it replays the program symbolically, tracking for
+every rank and every elementary segment of the buffer the set of inputs (a bitmask over
+ranks) its value holds, and re-derives the time under the documented cost model with its
+own routing. It reports the first error: malformed field, path over a missing link,
+conflicting writes in a step, an input counted twice, or a rank missing an input.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections import defaultdict
+from dataclasses import dataclass
+from typing import Any
+
+import networkx as nx
+
+from planner.topology import Topology
+
+_ROUTE_REF_BYTES = 1 << 20  # routing rule of docs/cost-model.md: minimise lat + 1 MiB / bw
+
+
+@dataclass(frozen=True)
+class VerifyReport:
+    ok: bool
+    error: str | None
+    simulated_time_s: float | None
+    steps: int
+    transfers: int
+
+    def __bool__(self) -> bool:
+        return self.ok
+
+
+class _Invalid(Exception):
+    pass
+
+
+def verify_plan(plan: dict[str, Any], topo: Topology, *, size_bytes: float | None = None,
+                step_overhead_s: float = 0.0) -> VerifyReport:
+    """Check that ``plan`` is a correct all-reduce on ``topo``; never raises on bad plans."""
+    steps_n = transfers_n = 0
+    try:
+        ranks, units, steps = _shape(plan, topo)
+        steps_n, transfers_n = len(steps), sum(len(s) for s in steps)
+        size = float(size_bytes if size_bytes is not None else plan.get("size_bytes", units))
+        _replay(ranks, units, steps)
+        sim = _simulate_time(topo, ranks, units, steps, size, step_overhead_s)
+    except _Invalid as exc:
+        return VerifyReport(False, str(exc), None, steps_n, transfers_n)
+    return VerifyReport(True, None, sim, steps_n, transfers_n)
+
+
+def _shape(plan: Any, topo: Topology) -> tuple[list[str], int, list[list[dict]]]:
+    if not isinstance(plan, dict):
+        raise _Invalid("plan must be an object")
+    if plan.get("collective", "allreduce") != "allreduce":
+        raise _Invalid(f"collective {plan.get('collective')!r} is not supported by the checker")
+    ranks = plan.get("ranks")
+    if not isinstance(ranks, list) or not ranks or not all(isinstance(r, str) for r in ranks):
+        raise _Invalid("ranks must be a non-empty list of node ids")
+    if len(set(ranks)) != len(ranks):
+        raise _Invalid("ranks must be distinct")
+    for i, r in enumerate(ranks):
+        if r not in topo.nodes:
+            raise _Invalid(f"ranks[{i}] {r!r} is not a node of the topology")
+        if not topo.nodes[r].can_hold_rank:
+            raise _Invalid(f"ranks[{i}] {r!r} is a {topo.nodes[r].kind}, which cannot hold a rank")
+    program = plan.get("program")
+    if not isinstance(program, dict):
+        raise _Invalid("program must be an object")
+    units = program.get("units")
+    if not isinstance(units, int) or isinstance(units, bool) or units < 1:
+        raise _Invalid("program.units must be a positive integer")
+    steps = program.get("steps")
+    if not isinstance(steps, list):
+        raise _Invalid("program.steps must be a list")
+    n = len(ranks)
+    for si, step in enumerate(steps):
+        if not isinstance(step, list):
+            raise _Invalid(f"step {si}: must be a list of transfers")
+        for ti, t in enumerate(step):
+            where = f"step {si} transfer {ti}"
+            if not isinstance(t, dict):
+                raise _Invalid(f"{where}: must be an object")
+            src, dst, chunk = t.get("src"), t.get("dst"), t.get("chunk")
+            for name, v in (("src", src), ("dst", dst)):
+                if not isinstance(v, int) or isinstance(v, bool) or not 0 <= v < n:
+                    raise _Invalid(f"{where}: {name} must be a rank index in [0, {n})")
+            if src == dst:
+                raise _Invalid(f"{where}: src and dst are both rank {src}")
+            if (not isinstance(chunk, list) or len(chunk) != 2
+                    or not all(isinstance(c, int) and not isinstance(c, bool) for c in chunk)
+                    or not 0 <= chunk[0] < chunk[1] <= units):
+                raise _Invalid(f"{where}: chunk must be [a, b] with 0 <= a < b <= {units}")
+            if not isinstance(t.get("reduce"), bool):
+                raise _Invalid(f"{where}: reduce must be true or false")
+            path = t.get("path")
+            if path is not None:
+                _check_path(where, path, ranks[src], ranks[dst], topo)
+    return ranks, units, steps
+
+
+def _check_path(where: str, path: Any, src: str, dst: str, topo: Topology) -> None:
+    if not isinstance(path, list) or len(path) < 2 or not all(isinstance(p, str) for p in path):
+        raise _Invalid(f"{where}: path must be a list of at least two node ids")
+    if path[0] != src or path[-1] != dst:
+        raise _Invalid(f"{where}: path must run from {src!r} to {dst!r}, "
+                       f"got {path[0]!r} .. {path[-1]!r}")
+    for a, b in itertools.pairwise(path):
+        if not topo.graph.has_edge(a, b):
+            raise _Invalid(f"{where}: path uses a missing link {a!r} -> {b!r}")
+
+
+def _replay(ranks: list[str], units: int, steps: list[list[dict]]) -> None:
+    n = len(ranks)
+    cuts = {0, units}
+    for step in steps:
+        for t in step:
+            cuts.update(t["chunk"])
+    bounds = sorted(cuts)
+    seg_of = {b: i for i, b in enumerate(bounds)}
+    nseg = len(bounds) - 1
+    # value[r][s]: bitmask of the inputs summed into rank r's value of segment s
+    value = [[1 << r] * nseg for r in range(n)]
+    for si, step in enumerate(steps):
+        incoming: dict[tuple[int, int], list[tuple[int, bool, int]]] = defaultdict(list)
+        for ti, t in enumerate(step):
+            src, dst = t["src"], t["dst"]
+            a, b = seg_of[t["chunk"][0]], seg_of[t["chunk"][1]]
+            row = value[src]
+            for s in range(a, b):
+                incoming[(dst, s)].append((row[s], t["reduce"], ti))
+        for (dst, s), writes in incoming.items():
+            lo, hi = bounds[s], bounds[s + 1]
+            if len(writes) > 1 and not all(red for _, red, _ in writes):
+                tis = ", ".join(str(w[2]) for w in writes)
+                raise _Invalid(f"step {si}: conflicting writes to rank {dst} units [{lo}, {hi}) "
+                               f"by transfers {tis} (a replace must be the only write)")
+            mask = value[dst][s]
+            for m, red, ti in writes:
+                if not red:
+                    mask = m
+                    continue
+                twice = mask & m
+                if twice:
+                    who = twice.bit_length() - 1
+                    raise _Invalid(f"step {si} transfer {ti}: rank {dst} units [{lo}, {hi}) "
+                                   f"would count the input of rank {who} twice")
+                mask |= m
+            value[dst][s] = mask
+    full = (1 << n) - 1
+    for r in range(n):
+        for s in range(nseg):
+            missing = full & ~value[r][s]
+            if missing or value[r][s] != full:
+                who = (missing & -missing).bit_length() - 1
+                raise _Invalid(f"after the last step rank {r} units [{bounds[s]}, {bounds[s + 1]})"
+                               f" lack the input of rank {who}")
+
+
+def _simulate_time(topo: Topology, ranks: list[str], units: int, steps: list[list[dict]],
+                   size: float, step_overhead_s: float) -> float:
+    g = topo.graph
+    routes: dict[tuple[str, str], list[str]] = {}
+
+    def route(a: str, b: str) -> list[str]:
+        if (a, b) not in routes:
+            routes[(a, b)] = nx.shortest_path(
+                g, a, b, weight=lambda u, v, d: d["lat"] + _ROUTE_REF_BYTES / d["bw"])
+        return routes[(a, b)]
+
+    per_unit = size / units
+    total = 0.0
+    for step in steps:
+        if not step:
+            continue
+        loads: dict[tuple[str, str], float] = defaultdict(float)
+        paths = []
+        for t in step:
+            p = t.get("path") or route(ranks[t["src"]], ranks[t["dst"]])
+            arcs = list(itertools.pairwise(p))
+            nbytes = (t["chunk"][1] - t["chunk"][0]) * per_unit
+            for arc in arcs:
+                loads[arc] += nbytes
+            paths.append(arcs)
+        worst = 0.0
+        for arcs in paths:
+            lat = sum(g.edges[a]["lat"] for a in arcs)
+            worst = max(worst, lat + max(loads[a] / g.edges[a]["bw"] for a in arcs))
+        total += worst + step_overhead_s
+    return total
