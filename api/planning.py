@@ -20,6 +20,7 @@ from api.errors import APIError, planner_error
 from api.metrics import Metrics
 from api.state import Snapshot
 from planner.errors import PlannerError
+from planner.sizes import parse_size as planner_parse_size
 
 
 @dataclass(frozen=True)
@@ -42,6 +43,7 @@ class PlanKey:
 
     @property
     def plan_id(self) -> str:
+        """The id used when the planner gives none."""
         return f"{self.version[:12]}-{self.digest[:20]}"
 
 
@@ -56,13 +58,9 @@ def parse_size(value: int | str, loc: list[str | int]) -> int:
     if isinstance(value, int):
         return value
     try:
-        from planner.sizes import parse_size as planner_parse_size
-    except ImportError:  # planner without size parsing: plain integers only
-        planner_parse_size = int  # type: ignore[assignment]
-    try:
-        size = int(planner_parse_size(value))
+        size = planner_parse_size(value)
     except (ValueError, TypeError) as exc:
-        raise APIError(422, f"invalid size {value!r}: {exc}", loc) from None
+        raise APIError(422, str(exc), loc) from None
     if size <= 0:
         raise APIError(422, f"size must be positive, got {value!r}", loc)
     return size
@@ -148,24 +146,20 @@ class PlanService:
         elapsed = time.perf_counter() - start
         self.solves += 1
         self._metrics.solve.labels(str(doc.get("algorithm", key.algorithm))).observe(elapsed)
-        planner_id = doc.get("plan_id")
-        doc["plan_id"] = key.plan_id
-        if planner_id and planner_id != key.plan_id:
-            doc["planner_plan_id"] = planner_id
+        doc["plan_id"] = str(doc.get("plan_id") or key.plan_id)
         doc["topology_version"] = key.version
-        doc.setdefault("solve_time_s", round(elapsed, 6))
         body = json.dumps(doc, separators=(",", ":"), allow_nan=False).encode()
-        await run_sync(self._store_row, key, body)
-        return CachedPlan(key.plan_id, body)
+        await run_sync(self._store_row, key, doc["plan_id"], body)
+        return CachedPlan(doc["plan_id"], body)
 
     def _load_row(self, digest: str) -> CachedPlan | None:
         with self._factory() as s:
             row = store.get_plan_by_key(s, digest)
             return None if row is None else CachedPlan(row.plan_id, row.document.encode())
 
-    def _store_row(self, key: PlanKey, body: bytes) -> None:
+    def _store_row(self, key: PlanKey, plan_id: str, body: bytes) -> None:
         with self._factory() as s:
-            store.put_plan(s, key.plan_id, key.digest, key.version, body, time.time())
+            store.put_plan(s, plan_id, key.digest, key.version, body, time.time())
 
     async def by_id(self, plan_id: str) -> CachedPlan | None:
         digest = self._by_id.get(plan_id)
