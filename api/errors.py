@@ -61,13 +61,16 @@ def responses(*codes: int) -> dict[int | str, dict[str, Any]]:
 
 
 _FIELD = re.compile(r"^([A-Za-z_]\w*(?:\[\d+\])*(?:\.[A-Za-z_]\w*(?:\[\d+\])*)*)"
-                    r"(?: \([^)]*\))?: ")
+                    r"(?: \([^)]*\))?(:?) ")
+_KNOWN = frozenset({"ranks", "algorithm", "collective", "size_bytes", "nodes", "links", "peers",
+                    "gpus", "bucket_sizes"})
 
 
 def planner_loc(msg: str, prefix: list[str | int]) -> list[str | int]:
-    """Turn a planner message's leading ``ranks[3]:`` into ``prefix + ["ranks", 3]``."""
+    """Turn a planner message's leading ``ranks[3]:`` (or a leading request field name, as
+    in ``algorithm 'x' is unknown``) into ``prefix + ["ranks", 3]``."""
     m = _FIELD.match(msg)
-    if not m:
+    if not m or not (m.group(2) or m.group(1) in _KNOWN):
         return list(prefix)
     loc: list[str | int] = list(prefix)
     for part in m.group(1).split("."):
