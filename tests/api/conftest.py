@@ -106,3 +106,8 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
 def settings_env(monkeypatch: pytest.MonkeyPatch) -> None:
     for scope, token in TOKENS.items():
         monkeypatch.setenv(f"SYNCPLAN_{scope.upper()}_TOKEN", token)
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    return "asyncio"
