@@ -27,7 +27,8 @@ def ring_orders(ctx: PlanContext) -> dict[str, list[list[int]]]:
             shift = c * local // nics
             rotated.append([i for g in groups for i in g[shift:] + g[:shift]])
         sets[f"{nics} rings (one per NIC)"] = rotated
-        sets[f"{2 * nics} rings (one per NIC, both directions)"] = rotated + [o[::-1] for o in rotated]
+        both = rotated + [o[::-1] for o in rotated]
+        sets[f"{2 * nics} rings (one per NIC, both directions)"] = both
     return sets
 
 
