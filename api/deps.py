@@ -20,28 +20,30 @@ from api.settings import Settings
 from api.state import ClusterState, Snapshot
 
 
-def get_settings(request: Request) -> Settings:
+# The trivial getters are ``async`` so FastAPI does not send them to a worker thread.
+async def get_settings(request: Request) -> Settings:
     return request.app.state.settings
 
 
 def get_session(request: Request) -> Iterator[Session]:
+    """A store session; used by sync routes, which run in the worker threads anyway."""
     with request.app.state.sessions() as session:
         yield session
 
 
-def get_cluster(request: Request) -> ClusterState:
+async def get_cluster(request: Request) -> ClusterState:
     return request.app.state.cluster
 
 
-def get_plans(request: Request) -> PlanService:
+async def get_plans(request: Request) -> PlanService:
     return request.app.state.plans
 
 
-def get_jobs(request: Request) -> JobService:
+async def get_jobs(request: Request) -> JobService:
     return request.app.state.jobs
 
 
-def get_metrics(request: Request) -> Metrics:
+async def get_metrics(request: Request) -> Metrics:
     return request.app.state.metrics
 
 
