@@ -77,6 +77,16 @@ def local_graph(report: HostReport) -> tuple[list[dict[str, Any]], list[dict[str
     return nodes, links
 
 
+def graph_key(report: HostReport) -> str:
+    """A digest of what the merge reads from a report: unchanged when only ``seq``,
+    timestamps or inventory details change."""
+    nodes, links = local_graph(report)
+    peers = sorted((p.peer_host, round3(p.bandwidth_GBps), p.latency_us, p.nic or "")
+                   for p in report.peers)
+    speeds = sorted(n.speed_GBps or 0.0 for n in report.nics)
+    return digest([nodes, links, peers, speeds])
+
+
 def check_report(report: HostReport) -> None:
     """Raise TopologyError (naming the field) unless the report is self-consistent."""
     nodes, links = local_graph(report)

@@ -19,7 +19,7 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from agents.report import HostReport
 from api import store
-from api.merge import Merged, merge
+from api.merge import Merged, graph_key, merge
 from api.models import HostStatus, TopologyPublic
 from planner.errors import PlannerError
 from planner.topology import RANK_KINDS, Topology
@@ -55,10 +55,11 @@ class ClusterState:
         self._sync = sync_interval_s
         self._clock = clock
         self._lock = threading.Lock()
-        self._reports: dict[str, tuple[str, HostReport]] = {}
+        self._reports: dict[str, tuple[str, HostReport, str]] = {}
         self._fabric: tuple[str, dict[str, Any]] | None = None
         self._snapshot: Snapshot | None = None
         self._dirty = True
+        self.merges = 0
         self._synced_at = 0.0
         self._merge_key: tuple[Any, ...] | None = None
         self._merged: tuple[Merged, Topology | None, dict[str, list[str]]] | None = None
@@ -101,7 +102,8 @@ class ClusterState:
                 if h not in hosts_now:
                     del self._reports[h]
             for h, (d, body) in bodies.items():
-                self._reports[h] = (d, HostReport.model_validate_json(body))
+                report = HostReport.model_validate_json(body)
+                self._reports[h] = (d, report, graph_key(report))
             if fabric_row is None:
                 self._fabric = None
             elif self._fabric is None or self._fabric[0] != fabric_row.digest:
@@ -114,10 +116,11 @@ class ClusterState:
         stale = frozenset(r.host for r in index if now - r.received_at >= self._ttl)
         fresh = {r.host: self._reports[r.host][1] for r in index
                  if r.host not in stale and r.host in self._reports}
-        key = (tuple(sorted((h, self._reports[h][0]) for h in fresh)), stale,
+        key = (tuple(sorted((h, self._reports[h][2]) for h in fresh)), stale,
                self._fabric[0] if self._fabric else None)
         if key != self._merge_key or self._merged is None:
             merged = merge(fresh, self._fabric[1] if self._fabric else None, stale)
+            self.merges += 1
             topo: Topology | None = None
             if merged.graph["nodes"]:
                 try:
@@ -150,7 +153,7 @@ class ClusterState:
         snap = self.refresh() if self.current() is None else self._snapshot
         assert snap is not None
         with self._lock:
-            fresh = {h: r for h, (_, r) in self._reports.items() if h not in snap.stale}
+            fresh = {h: r for h, (_, r, _) in self._reports.items() if h not in snap.stale}
         merged = merge(fresh, fabric, snap.stale)
         if merged.graph["nodes"]:
             Topology.from_dict(merged.graph)
