@@ -80,11 +80,13 @@ class JobService:
     """Job specs cached per store generation; job-plan responses cached as bytes."""
 
     def __init__(self, factory: sessionmaker[Session], cluster: ClusterState,
-                 plans: PlanService, cache_size: int) -> None:
+                 plans: PlanService, cache_size: int, cache_bytes: int = 512 << 20) -> None:
         self._factory, self._cluster, self._plans = factory, cluster, plans
         self._jobs: dict[str, JobEntry] = {}
         self._responses: OrderedDict[tuple[str, int, str], bytes] = OrderedDict()
         self._size = cache_size
+        self._max_bytes = cache_bytes
+        self._bytes = 0
 
     def put(self, job_id: str, spec: JobCreate) -> float:
         """Store the job (blocking)."""
@@ -147,11 +149,18 @@ class JobService:
             docs = b",".join(plans[k].body for k in keys)
             body = json.dumps(head, separators=(",", ":"))[:-1].encode() + b',"plans":[' + \
                 docs + b"]}"
-        self._responses[(job_id, snapshot.generation, snapshot.version)] = body
-        self._responses.move_to_end((job_id, snapshot.generation, snapshot.version))
-        while len(self._responses) > self._size:
-            self._responses.popitem(last=False)
+        self._keep((job_id, snapshot.generation, snapshot.version), body)
         return body
+
+    def _keep(self, key: tuple[str, int, str], body: bytes) -> None:
+        if len(body) > self._max_bytes:
+            return
+        old = self._responses.pop(key, None)
+        self._bytes += len(body) - (len(old) if old is not None else 0)
+        self._responses[key] = body
+        while len(self._responses) > self._size or self._bytes > self._max_bytes:
+            _, dropped = self._responses.popitem(last=False)
+            self._bytes -= len(dropped)
 
     def public(self, job_id: str, entry: JobEntry, snapshot: Snapshot) -> dict[str, Any]:
         return {"job_id": job_id, "spec": entry.spec.model_dump(mode="json", exclude_none=True),

@@ -36,14 +36,16 @@ def create_app(settings: Settings | None = None) -> FastAPI:
                           "per-job all-reduce plans.")
     metrics = Metrics()
     cluster = ClusterState(sessions, settings.stale_after_s, settings.sync_interval_s)
-    planner = PlanService(sessions, metrics, settings.plan_cache_size, settings.solver_threads)
+    planner = PlanService(sessions, metrics, settings.plan_cache_size, settings.solver_threads,
+                          settings.plan_cache_bytes)
     app.state.settings = settings
     app.state.engine = engine
     app.state.sessions = sessions
     app.state.metrics = metrics
     app.state.cluster = cluster
     app.state.plans = planner
-    app.state.jobs = JobService(sessions, cluster, planner, settings.plan_cache_size * 4)
+    app.state.jobs = JobService(sessions, cluster, planner, settings.plan_cache_size * 4,
+                                settings.plan_cache_bytes)
     app.state.token_scopes = settings.token_scopes()
     errors.install(app)
     for module in (health, agents, fabric, topology, plans, jobs):

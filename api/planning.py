@@ -81,10 +81,12 @@ class PlanService:
     """See the module doc; one instance per app, used from the event loop only."""
 
     def __init__(self, factory: sessionmaker[Session], metrics: Metrics, cache_size: int,
-                 solver_threads: int) -> None:
+                 solver_threads: int, cache_bytes: int = 512 << 20) -> None:
         self._factory = factory
         self._metrics = metrics
         self._size = cache_size
+        self._max_bytes = cache_bytes
+        self._bytes = 0
         self._lru: OrderedDict[str, CachedPlan] = OrderedDict()
         self._by_id: dict[str, str] = {}
         self._inflight: dict[str, asyncio.Task[CachedPlan]] = {}
@@ -92,12 +94,22 @@ class PlanService:
         self.solves = 0
 
     def _remember(self, digest: str, plan: CachedPlan) -> None:
+        """Keep ``plan``, evicting the least recently used beyond the count or byte budget
+        (a plan larger than the whole budget is not kept in memory: the store has it)."""
+        if len(plan.body) > self._max_bytes:
+            return
+        old_plan = self._lru.pop(digest, None)
+        if old_plan is not None:
+            self._bytes -= len(old_plan.body)
         self._lru[digest] = plan
+        self._bytes += len(plan.body)
         self._by_id[plan.plan_id] = digest
-        self._lru.move_to_end(digest)
-        while len(self._lru) > self._size:
+        while len(self._lru) > self._size or self._bytes > self._max_bytes:
             _, old = self._lru.popitem(last=False)
-            self._by_id.pop(old.plan_id, None)
+            self._bytes -= len(old.body)
+            if self._by_id.get(old.plan_id) is not None and \
+                    self._by_id[old.plan_id] not in self._lru:
+                del self._by_id[old.plan_id]
 
     def cached(self, key: PlanKey) -> CachedPlan | None:
         plan = self._lru.get(key.digest)
@@ -138,19 +150,26 @@ class PlanService:
             self._metrics.cache.labels("store", "hit").inc()
             return row
         self._metrics.cache.labels("store", "miss").inc()
-        start = time.perf_counter()
         try:
-            doc = await run_sync(solve, snapshot, key, limiter=self._limiter)
+            plan, algorithm, elapsed = await run_sync(self._solve_and_store, snapshot, key,
+                                                      limiter=self._limiter)
         except PlannerError as exc:
             raise planner_error(exc, ["body"]) from None
-        elapsed = time.perf_counter() - start
         self.solves += 1
-        self._metrics.solve.labels(str(doc.get("algorithm", key.algorithm))).observe(elapsed)
+        self._metrics.solve.labels(algorithm).observe(elapsed)
+        return plan
+
+    def _solve_and_store(self, snapshot: Snapshot, key: PlanKey
+                         ) -> tuple[CachedPlan, str, float]:
+        """Solve, serialize and store in the worker thread: large plans are tens of MB."""
+        start = time.perf_counter()
+        doc = solve(snapshot, key)
+        elapsed = time.perf_counter() - start
         doc["plan_id"] = str(doc.get("plan_id") or key.plan_id)
         doc["topology_version"] = key.version
         body = json.dumps(doc, separators=(",", ":"), allow_nan=False).encode()
-        await run_sync(self._store_row, key, doc["plan_id"], body)
-        return CachedPlan(doc["plan_id"], body)
+        self._store_row(key, doc["plan_id"], body)
+        return CachedPlan(doc["plan_id"], body), str(doc.get("algorithm", key.algorithm)), elapsed
 
     def _load_row(self, digest: str) -> CachedPlan | None:
         with self._factory() as s:

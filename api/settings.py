@@ -24,6 +24,9 @@ class Settings(BaseSettings):
     stale_after_s: float = Field(default=60.0, gt=0, description="host report TTL")
     max_body_bytes: int = Field(default=8 * 1024 * 1024, ge=1024)
     plan_cache_size: int = Field(default=256, ge=1)
+    plan_cache_bytes: int = Field(default=512 * 1024 * 1024, ge=1024 * 1024,
+                                  description="memory for cached plans, and as much again "
+                                              "for cached job-plan responses")
     solver_threads: int = Field(default=2, ge=1, le=64)
     sync_interval_s: float = Field(
         default=1.0, ge=0,

@@ -13,6 +13,7 @@ import threading
 import time
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from functools import cached_property
 from typing import Any
 
 from sqlalchemy.orm import Session, sessionmaker
@@ -20,24 +21,34 @@ from sqlalchemy.orm import Session, sessionmaker
 from agents.report import HostReport
 from api import store
 from api.merge import Merged, graph_key, merge
-from api.models import HostStatus, TopologyPublic
+from api.models import HostStatus
 from planner.errors import PlannerError
 from planner.topology import RANK_KINDS, Topology
 
 log = logging.getLogger(__name__)
 
 
-@dataclass(frozen=True)
+@dataclass
 class Snapshot:
     version: str
     graph: dict[str, Any]
     topology: Topology | None
     hosts: dict[str, HostStatus]
     stale: frozenset[str]
-    body: bytes
     generation: int
     valid_until: float
     endpoints_by_host: dict[str, list[str]] = field(default_factory=dict)
+    graph_json: bytes = b""
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    @cached_property
+    def body(self) -> bytes:
+        """The ``GET /v1/topology`` document (TopologyPublic), built on first use."""
+        hosts = {h: st.model_dump(mode="json") for h, st in self.hosts.items()}
+        tail = json.dumps({"hosts": hosts, "stale_hosts": sorted(self.stale), **self.extra},
+                          separators=(",", ":"))
+        return (b'{"version":"' + self.version.encode() + b'",' + self.graph_json[1:-1] +
+                b"," + tail[1:].encode())
 
 
 def utc(t: float) -> datetime:
@@ -62,7 +73,7 @@ class ClusterState:
         self.merges = 0
         self._synced_at = 0.0
         self._merge_key: tuple[Any, ...] | None = None
-        self._merged: tuple[Merged, Topology | None, dict[str, list[str]]] | None = None
+        self._merged: tuple[Merged, Topology | None, dict[str, list[str]], bytes] | None = None
 
     def invalidate(self) -> None:
         """Mark the view out of date (after a write through this process)."""
@@ -91,6 +102,12 @@ class ClusterState:
                 return snap
             self._dirty = False
             now = self._clock()
+            prev = self._snapshot
+            if prev is not None and now < prev.valid_until:
+                with self._factory() as s:
+                    if store.generation(s) == prev.generation:
+                        self._synced_at = now
+                        return prev
             with self._factory() as s:
                 gen, index = store.report_index(s)
                 changed = [r.host for r in index
@@ -131,22 +148,22 @@ class ClusterState:
             for n in merged.graph["nodes"]:
                 if n["kind"] in RANK_KINDS:
                     by_host.setdefault(n.get("host") or n["id"], []).append(n["id"])
-            self._merged = (merged, topo, by_host)
+            graph_json = json.dumps({"nodes": merged.graph["nodes"],
+                                     "links": merged.graph["links"]},
+                                    separators=(",", ":")).encode()
+            self._merged = (merged, topo, by_host, graph_json)
             self._merge_key = key
-        merged, topo, by_host = self._merged
+        merged, topo, by_host, graph_json = self._merged
         hosts = {r.host: HostStatus(seq=r.seq, last_report_at=utc(r.received_at),
                                     stale=r.host in stale,
                                     measured_GBps=merged.host_rates.get(r.host),
                                     endpoints=len(by_host.get(r.host, [])))
                  for r in sorted(index, key=lambda r: r.host)}
         fresh_deadlines = [r.received_at + self._ttl for r in index if r.host not in stale]
-        body = TopologyPublic(version=merged.version, nodes=merged.graph["nodes"],
-                              links=merged.graph["links"], hosts=hosts,
-                              stale_hosts=sorted(stale), unlinked_hosts=merged.unlinked,
-                              dropped_fabric_links=merged.dropped_fabric_links
-                              ).model_dump_json().encode()
-        return Snapshot(merged.version, merged.graph, topo, hosts, stale, body, gen,
-                        min(fresh_deadlines, default=float("inf")), by_host)
+        return Snapshot(merged.version, merged.graph, topo, hosts, stale, gen,
+                        min(fresh_deadlines, default=float("inf")), by_host, graph_json,
+                        {"unlinked_hosts": merged.unlinked,
+                         "dropped_fabric_links": merged.dropped_fabric_links})
 
     def check_fabric(self, fabric: dict[str, Any]) -> None:
         """Raise PlannerError if ``fabric`` would not merge with the current reports."""

@@ -3,6 +3,7 @@ store generation so that other replicas notice it."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 from dataclasses import dataclass
 from typing import Any
@@ -38,7 +39,7 @@ class ReportIndex:
 def put_report(session: Session, report: HostReport, now: float) -> tuple[str, float]:
     """Store ``report``; return ("stored" | "unchanged", received_at). 409 on an old seq."""
     body = canonical_json(report.model_dump(mode="json"))
-    body_digest = digest(report.model_dump(mode="json"))
+    body_digest = hashlib.sha256(body).hexdigest()
     try:
         with session.begin():
             row = session.get(HostReportRow, report.host, with_for_update=True)

@@ -119,7 +119,8 @@ def cold_plan(c: httpx.Client, hosts: int) -> dict[str, Any]:
             "body_bytes": len(r.content)}
 
 
-async def ingest(url: str, hosts: int, period_s: float, rounds: int) -> dict[str, Any]:
+async def ingest(url: str, hosts: int, period_s: float, rounds: int, server_pid: int
+                 ) -> dict[str, Any]:
     """Every host reports once per ``period_s``, spread evenly; ``rounds`` periods."""
     names = [f"n{i:04d}" for i in range(hosts)]
     bodies = {}
@@ -127,15 +128,23 @@ async def ingest(url: str, hosts: int, period_s: float, rounds: int) -> dict[str
         peers = {names[(i + k) % hosts]: 12.0 - 0.5 * (i % 3) for k in (1, 2, 3, 4)}
         bodies[h] = host_report(h, 0, gpus=8, peers=peers)
     lat: list[float] = []
-    errors = 0
-    limits = httpx.Limits(max_connections=64, max_keepalive_connections=64)
+    errors = retries = 0
+    limits = httpx.Limits(max_connections=64, max_keepalive_connections=64,
+                          keepalive_expiry=4.0)
     async with httpx.AsyncClient(base_url=url, headers=auth("agent"), limits=limits,
                                  timeout=30) as c:
         async def send(h: str, seq: int) -> None:
-            nonlocal errors
+            nonlocal errors, retries
             body = dict(bodies[h], seq=seq)
             t0 = time.perf_counter()
-            r = await c.put(f"/v1/agents/{h}/report", json=body)
+            for attempt in range(3):  # as an agent does: a closed keep-alive is retried
+                try:
+                    r = await c.put(f"/v1/agents/{h}/report", json=body)
+                    break
+                except httpx.TransportError:
+                    if attempt == 2:
+                        raise
+                    retries += 1
             lat.append(time.perf_counter() - t0)
             errors += r.status_code != 200
 
@@ -153,6 +162,7 @@ async def ingest(url: str, hosts: int, period_s: float, rounds: int) -> dict[str
                  "p99_ms": pct(lat, 0.99) * 1e3}
         lat.clear()
         # steady: offered load hosts / period_s reports per second
+        cpu0 = cpu_seconds(server_pid)
         start = time.perf_counter()
         tasks = []
         gap = period_s / hosts
@@ -165,6 +175,7 @@ async def ingest(url: str, hosts: int, period_s: float, rounds: int) -> dict[str
                 tasks.append(asyncio.create_task(send(h, 2 + r)))
         await asyncio.gather(*tasks)
         steady_s = time.perf_counter() - start
+        steady_cpu = cpu_seconds(server_pid) - cpu0
         t0 = time.perf_counter()
         topo = await c.get("/v1/topology", headers=auth("job"))
         merge_s = time.perf_counter() - t0
@@ -175,7 +186,8 @@ async def ingest(url: str, hosts: int, period_s: float, rounds: int) -> dict[str
     return {"hosts": hosts, "period_s": period_s, "rounds": rounds,
             "offered_per_s": hosts / period_s, "achieved_per_s": len(lat) / steady_s,
             "p50_ms": pct(lat, 0.5) * 1e3, "p99_ms": pct(lat, 0.99) * 1e3,
-            "max_ms": max(lat) * 1e3, "errors": errors, "burst": burst,
+            "max_ms": max(lat) * 1e3, "errors": errors, "retries": retries,
+            "server_cpu_per_report_ms": steady_cpu / max(1, len(lat)) * 1e3, "burst": burst,
             "topology_rebuild_s": merge_s, "topology_cached_s": cached_topo_s,
             "topology_nodes": len(data["nodes"]), "topology_bytes": len(topo.content)}
 
@@ -270,7 +282,8 @@ def main() -> int:
             f["ratio_to_healthz"] = f["per_s"] / h["per_s"]
         hosts, rounds = (128, 1) if args.quick else (1000, 2)
         log(f"ingest: {hosts} hosts reporting every 10 s, {rounds} rounds ...")
-        result["ingest"] = asyncio.run(ingest(srv.url, hosts, 10.0, rounds))
+        result["ingest"] = asyncio.run(ingest(srv.url, hosts, 10.0, rounds,
+                                              srv.proc.pid if srv.proc else 0))
         log(f"  {result['ingest']}")
     finally:
         srv.stop()

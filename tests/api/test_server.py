@@ -9,6 +9,7 @@ from pathlib import Path
 
 import httpx
 
+from api.models import TopologyPublic
 from planner.topology import Topology
 from planner.verify import verify_plan
 from tests.api.helpers import ServerProcess, auth, host_report
@@ -36,6 +37,7 @@ def test_reports_topology_plans_survive_restart(store_url: str, tmp_path: Path) 
         with httpx.Client(base_url=srv.url, timeout=60) as c:
             _report_all(c)
             topo = c.get("/v1/topology", headers=auth("job")).json()
+            TopologyPublic.model_validate(topo)
             ids = {n["id"]: n for n in topo["nodes"]}
             assert ids["h1/gpu3"] == {"id": "h1/gpu3", "kind": "gpu", "host": "h1"}
             assert ids["fabric"]["kind"] == "switch"
