@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
@@ -16,6 +18,21 @@ from agents.report import HostReport
 from api.db import FabricRow, HostReportRow, JobRow, Meta, PlanRow
 from api.errors import APIError
 from api.merge import canonical_json, digest
+
+
+@contextmanager
+def _tx(session: Session) -> Iterator[None]:
+    """One transaction: the session's current one (committed here) or a new one."""
+    if not session.in_transaction():
+        with session.begin():
+            yield
+        return
+    try:
+        yield
+    except BaseException:
+        session.rollback()
+        raise
+    session.commit()
 
 
 def generation(session: Session) -> int:
@@ -37,35 +54,49 @@ class ReportIndex:
 
 
 def put_report(session: Session, report: HostReport, now: float) -> tuple[str, float]:
-    """Store ``report``; return ("stored" | "unchanged", received_at). 409 on an old seq."""
+    """Store ``report``; return ("stored" | "unchanged", received_at). 409 on an old seq.
+
+    The seq check and the write are one conditional UPDATE, so concurrent writers (even
+    on SQLite, whose driver does not lock on SELECT) can never replace a newer report.
+    """
     body = canonical_json(report.model_dump(mode="json"))
     body_digest = hashlib.sha256(body).hexdigest()
-    try:
-        with session.begin():
-            row = session.get(HostReportRow, report.host, with_for_update=True)
-            if row is not None:
+    values = {"seq": report.seq, "digest": body_digest, "body": body.decode(),
+              "received_at": now}
+    for attempt in range(2):
+        try:
+            with _tx(session):
+                done = session.execute(
+                    update(HostReportRow)
+                    .where(HostReportRow.host == report.host, HostReportRow.seq < report.seq)
+                    .values(**values)).rowcount
+                if done:
+                    _bump(session)
+                    return "stored", now
+                row = session.execute(select(HostReportRow.seq, HostReportRow.digest,
+                                             HostReportRow.received_at)
+                                      .where(HostReportRow.host == report.host)).first()
+                if row is None:
+                    session.add(HostReportRow(host=report.host, **values))
+                    session.flush()
+                    _bump(session)
+                    return "stored", now
                 if report.seq < row.seq:
                     raise APIError(409, f"seq {report.seq} is older than the stored report's "
                                    f"seq {row.seq}", ["body", "seq"], "stale_seq")
-                if report.seq == row.seq:
-                    if row.digest == body_digest:
-                        return "unchanged", row.received_at
-                    raise APIError(409, f"seq {report.seq} is already stored with a different "
-                                   "body; send a higher seq", ["body", "seq"], "seq_conflict")
-                row.seq, row.digest, row.body, row.received_at = (report.seq, body_digest,
-                                                                  body.decode(), now)
-            else:
-                session.add(HostReportRow(host=report.host, seq=report.seq, digest=body_digest,
-                                          body=body.decode(), received_at=now))
-            _bump(session)
-    except IntegrityError:
-        raise APIError(409, "a concurrent report for this host was stored first; retry",
-                       ["path", "host"], "conflict") from None
-    return "stored", now
+                if row.digest == body_digest:
+                    return "unchanged", row.received_at
+                raise APIError(409, f"seq {report.seq} is already stored with a different "
+                               "body; send a higher seq", ["body", "seq"], "seq_conflict")
+        except IntegrityError:
+            if attempt:  # the host's first report raced another: the second try updates
+                raise APIError(409, "a concurrent report for this host was stored first; "
+                               "retry", ["path", "host"], "conflict") from None
+    raise AssertionError("unreachable")
 
 
 def delete_report(session: Session, host: str) -> bool:
-    with session.begin():
+    with _tx(session):
         gone = session.execute(delete(HostReportRow).where(HostReportRow.host == host)).rowcount
         if gone:
             _bump(session)
@@ -75,7 +106,7 @@ def delete_report(session: Session, host: str) -> bool:
 def report_index(session: Session) -> tuple[int, list[ReportIndex]]:
     """The store generation and (host, seq, digest, received_at) of every report, read in
     one transaction."""
-    with session.begin():
+    with _tx(session):
         gen = generation(session)
         rows = session.execute(select(HostReportRow.host, HostReportRow.seq,
                                       HostReportRow.digest, HostReportRow.received_at)).all()
@@ -96,7 +127,7 @@ def report_bodies(session: Session, hosts: list[str]) -> dict[str, tuple[str, st
 
 def put_fabric(session: Session, fabric: dict[str, Any], now: float) -> str:
     body_digest = digest(fabric)
-    with session.begin():
+    with _tx(session):
         row = session.get(FabricRow, 1, with_for_update=True)
         if row is not None and row.digest == body_digest:
             return body_digest
@@ -111,7 +142,7 @@ def get_fabric(session: Session) -> FabricRow | None:
 
 
 def delete_fabric(session: Session) -> bool:
-    with session.begin():
+    with _tx(session):
         gone = session.execute(delete(FabricRow)).rowcount
         if gone:
             _bump(session)
@@ -130,7 +161,7 @@ def put_plan(session: Session, plan_id: str, key: str, version: str, document: b
              now: float) -> None:
     """Store a plan; a plan already stored under the same id (another replica) is kept."""
     try:
-        with session.begin():
+        with _tx(session):
             if session.get(PlanRow, plan_id) is None:
                 session.add(PlanRow(plan_id=plan_id, cache_key=key, topology_version=version,
                                     document=document.decode(), created_at=now))
@@ -139,7 +170,7 @@ def put_plan(session: Session, plan_id: str, key: str, version: str, document: b
 
 
 def put_job(session: Session, job_id: str, spec: dict[str, Any], now: float) -> None:
-    with session.begin():
+    with _tx(session):
         session.merge(JobRow(job_id=job_id, spec=json.dumps(spec, sort_keys=True),
                              updated_at=now))
         _bump(session)
@@ -150,7 +181,7 @@ def get_job(session: Session, job_id: str) -> JobRow | None:
 
 
 def delete_job(session: Session, job_id: str) -> bool:
-    with session.begin():
+    with _tx(session):
         gone = session.execute(delete(JobRow).where(JobRow.job_id == job_id)).rowcount
         if gone:
             _bump(session)

@@ -3,7 +3,6 @@ hosts leave at their TTL, writes by another process are picked up."""
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
 from sqlalchemy.orm import Session, sessionmaker
@@ -28,8 +27,8 @@ def _put(factory: sessionmaker[Session], clock: Clock, host: str, seq: int, **kw
         store.put_report(s, HostReport.model_validate(host_report(host, seq, **kw)), clock.now)
 
 
-def test_rebuilds_only_when_needed(tmp_path: Path) -> None:
-    engine = make_engine(f"sqlite:///{tmp_path / 's.db'}")
+def test_rebuilds_only_when_needed(store_url: str) -> None:
+    engine = make_engine(store_url)
     init_schema(engine)
     factory = session_factory(engine)
     clock = Clock()
