@@ -13,6 +13,7 @@ from anyio.to_thread import run_sync
 from sqlalchemy.orm import Session, sessionmaker
 
 from api import store
+from api.encoding import Body
 from api.errors import APIError, planner_error
 from api.models import JobCreate, RankRef
 from api.planning import PlanKey, PlanService, parse_size
@@ -83,7 +84,7 @@ class JobService:
                  plans: PlanService, cache_size: int, cache_bytes: int = 512 << 20) -> None:
         self._factory, self._cluster, self._plans = factory, cluster, plans
         self._jobs: dict[str, JobEntry] = {}
-        self._responses: OrderedDict[tuple[str, int, str], bytes] = OrderedDict()
+        self._responses: OrderedDict[tuple[str, int, str], Body] = OrderedDict()
         self._size = cache_size
         self._max_bytes = cache_bytes
         self._bytes = 0
@@ -122,17 +123,17 @@ class JobService:
             self._jobs[job_id] = entry
         return entry
 
-    def cached_plan(self, job_id: str, snapshot: Snapshot) -> bytes | None:
+    def cached_plan(self, job_id: str, snapshot: Snapshot) -> Body | None:
         entry = self._jobs.get(job_id)
         if entry is None or entry.generation != snapshot.generation:
             return None
         return self._responses.get((job_id, snapshot.generation, snapshot.version))
 
-    async def plan(self, job_id: str, snapshot: Snapshot) -> bytes:
+    async def plan(self, job_id: str, snapshot: Snapshot) -> Body:
         """The job's plan response for the current graph (see JobPlanPublic)."""
-        body = self.cached_plan(job_id, snapshot)
-        if body is not None:
-            return body
+        cached = self.cached_plan(job_id, snapshot)
+        if cached is not None:
+            return cached
         entry = await self.entry(job_id, snapshot)
         ranks = resolve_ranks(snapshot, entry.spec.ranks, status=409)
         keys = [PlanKey(snapshot.version, tuple(ranks), entry.spec.collective, size,
@@ -143,24 +144,25 @@ class JobService:
         head = {"job_id": job_id, "topology_version": snapshot.version}
         if entry.spec.bucket_sizes is None:
             prefix = json.dumps(head, separators=(",", ":"))[:-1].encode()
-            body = prefix + b"," + plans[keys[0]].body[1:]
+            body = prefix + b"," + plans[keys[0]].body.raw[1:]
         else:
             head["bucket_sizes"] = entry.sizes  # type: ignore[assignment]
-            docs = b",".join(plans[k].body for k in keys)
+            docs = b",".join(plans[k].body.raw for k in keys)
             body = json.dumps(head, separators=(",", ":"))[:-1].encode() + b',"plans":[' + \
                 docs + b"]}"
-        self._keep((job_id, snapshot.generation, snapshot.version), body)
-        return body
+        encoded = await run_sync(Body.of, body)
+        self._keep((job_id, snapshot.generation, snapshot.version), encoded)
+        return encoded
 
-    def _keep(self, key: tuple[str, int, str], body: bytes) -> None:
-        if len(body) > self._max_bytes:
+    def _keep(self, key: tuple[str, int, str], body: Body) -> None:
+        if body.size > self._max_bytes:
             return
         old = self._responses.pop(key, None)
-        self._bytes += len(body) - (len(old) if old is not None else 0)
+        self._bytes += body.size - (old.size if old is not None else 0)
         self._responses[key] = body
         while len(self._responses) > self._size or self._bytes > self._max_bytes:
             _, dropped = self._responses.popitem(last=False)
-            self._bytes -= len(dropped)
+            self._bytes -= dropped.size
 
     def public(self, job_id: str, entry: JobEntry, snapshot: Snapshot) -> dict[str, Any]:
         return {"job_id": job_id, "spec": entry.spec.model_dump(mode="json", exclude_none=True),

@@ -16,6 +16,7 @@ from anyio.to_thread import run_sync
 from sqlalchemy.orm import Session, sessionmaker
 
 from api import store
+from api.encoding import Body
 from api.errors import APIError, planner_error
 from api.metrics import Metrics
 from api.state import Snapshot
@@ -50,7 +51,7 @@ class PlanKey:
 @dataclass(frozen=True)
 class CachedPlan:
     plan_id: str
-    body: bytes
+    body: Body
 
 
 def parse_size(value: int | str, loc: list[str | int]) -> int:
@@ -96,17 +97,17 @@ class PlanService:
     def _remember(self, digest: str, plan: CachedPlan) -> None:
         """Keep ``plan``, evicting the least recently used beyond the count or byte budget
         (a plan larger than the whole budget is not kept in memory: the store has it)."""
-        if len(plan.body) > self._max_bytes:
+        if plan.body.size > self._max_bytes:
             return
         old_plan = self._lru.pop(digest, None)
         if old_plan is not None:
-            self._bytes -= len(old_plan.body)
+            self._bytes -= old_plan.body.size
         self._lru[digest] = plan
-        self._bytes += len(plan.body)
+        self._bytes += plan.body.size
         self._by_id[plan.plan_id] = digest
         while len(self._lru) > self._size or self._bytes > self._max_bytes:
             _, old = self._lru.popitem(last=False)
-            self._bytes -= len(old.body)
+            self._bytes -= old.body.size
             if self._by_id.get(old.plan_id) is not None and \
                     self._by_id[old.plan_id] not in self._lru:
                 del self._by_id[old.plan_id]
@@ -169,12 +170,14 @@ class PlanService:
         doc["topology_version"] = key.version
         body = json.dumps(doc, separators=(",", ":"), allow_nan=False).encode()
         self._store_row(key, doc["plan_id"], body)
-        return CachedPlan(doc["plan_id"], body), str(doc.get("algorithm", key.algorithm)), elapsed
+        plan = CachedPlan(doc["plan_id"], Body.of(body))
+        return plan, str(doc.get("algorithm", key.algorithm)), elapsed
 
     def _load_row(self, digest: str) -> CachedPlan | None:
         with self._factory() as s:
             row = store.get_plan_by_key(s, digest)
-            return None if row is None else CachedPlan(row.plan_id, row.document.encode())
+            return None if row is None else CachedPlan(row.plan_id,
+                                                          Body.of(row.document.encode()))
 
     def _store_row(self, key: PlanKey, plan_id: str, body: bytes) -> None:
         with self._factory() as s:
@@ -189,6 +192,7 @@ class PlanService:
         def load() -> CachedPlan | None:
             with self._factory() as s:
                 row = store.get_plan(s, plan_id)
-                return None if row is None else CachedPlan(row.plan_id, row.document.encode())
+                return None if row is None else CachedPlan(row.plan_id,
+                                                          Body.of(row.document.encode()))
 
         return await run_sync(load)

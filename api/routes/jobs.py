@@ -5,9 +5,10 @@ from __future__ import annotations
 from typing import Annotated
 
 from anyio.to_thread import run_sync
-from fastapi import APIRouter, Path, Response
+from fastapi import APIRouter, Path, Request, Response
 
 from api.deps import AUTH_ERRORS, JobsDep, JobToken, SnapshotDep
+from api.encoding import respond
 from api.errors import APIError, responses
 from api.jobs import resolve_ranks, sizes_of
 from api.models import JobCreate, JobId, JobPlanPublic, JobPublic
@@ -50,14 +51,14 @@ async def get_job(job_id: JobPath, _: JobToken, snapshot: SnapshotDep, jobs: Job
 @router.get("/{job_id}/plan", response_class=Response,
             responses={200: {"model": JobPlanPublic, "description": "the job's plan"},
                        **responses(404, 409, 422)})
-async def get_job_plan(job_id: JobPath, _: JobToken, snapshot: SnapshotDep, jobs: JobsDep
-                       ) -> Response:
+async def get_job_plan(http: Request, job_id: JobPath, _: JobToken, snapshot: SnapshotDep,
+                       jobs: JobsDep) -> Response:
     """The job's plan for the current graph, cached per (graph version, request). For a
     ``size_bytes`` job: the plan document plus ``job_id`` and ``topology_version``; for a
     ``bucket_sizes`` job: ``plans``, one document per bucket. 409 when the job's ranks are
     no longer in the graph (a host went stale) or no plan exists."""
     body = jobs.cached_plan(job_id, snapshot) or await jobs.plan(job_id, snapshot)
-    return Response(body, media_type="application/json")
+    return respond(http, body)
 
 
 @router.delete("/{job_id}", status_code=204, response_class=Response,

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from fastapi import APIRouter, Path, Response
+from fastapi import APIRouter, Path, Request, Response
 
 from api.deps import AUTH_ERRORS, JobToken, PlansDep, SnapshotDep
+from api.encoding import respond
 from api.errors import APIError, responses
 from api.models import PlanCreate, PlanPublic
 from api.planning import PlanKey, parse_size
@@ -17,7 +18,7 @@ PLAN_DOC = {200: {"model": PlanPublic, "description": "a plan document"}}
 
 
 @router.post("", response_class=Response, responses={**PLAN_DOC, **responses(409, 413, 422)})
-async def create_plan(request: PlanCreate, _: JobToken, snapshot: SnapshotDep,
+async def create_plan(http: Request, request: PlanCreate, _: JobToken, snapshot: SnapshotDep,
                       plans: PlansDep) -> Response:
     """Plan on the current graph. Identical requests on the same graph version share one
     solve and one ``plan_id``; 422 names a bad field, 409 means no plan of that algorithm
@@ -25,14 +26,14 @@ async def create_plan(request: PlanCreate, _: JobToken, snapshot: SnapshotDep,
     key = PlanKey(snapshot.version, tuple(request.ranks), request.collective,
                   parse_size(request.size_bytes, ["body", "size_bytes"]), request.algorithm)
     plan = await plans.get(snapshot, key)
-    return Response(plan.body, media_type="application/json")
+    return respond(http, plan.body)
 
 
 @router.get("/{plan_id}", response_class=Response, responses={**PLAN_DOC, **responses(404)})
-async def get_plan(plan_id: Annotated[str, Path(max_length=128)], _: JobToken,
-                   plans: PlansDep) -> Response:
+async def get_plan(http: Request, plan_id: Annotated[str, Path(max_length=128)],
+                   _: JobToken, plans: PlansDep) -> Response:
     """A plan made earlier (kept in the store across restarts)."""
     plan = await plans.by_id(plan_id)
     if plan is None:
         raise APIError(404, f"no plan {plan_id!r}", ["path", "plan_id"], "not_found")
-    return Response(plan.body, media_type="application/json")
+    return respond(http, plan.body)

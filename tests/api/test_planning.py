@@ -117,6 +117,7 @@ async def test_plans_come_back_from_the_store(client, tmp_path: Path) -> None:
 
 
 def test_memory_cache_is_bounded_by_count_and_bytes() -> None:
+    from api.encoding import Body
     from api.metrics import Metrics
     from api.planning import CachedPlan, PlanService
 
@@ -124,11 +125,11 @@ def test_memory_cache_is_bounded_by_count_and_bytes() -> None:
                       cache_bytes=1000)
     keys = [PlanKey("v", ("a",), "allreduce", n, "auto") for n in range(1, 6)]
     for k in keys[:4]:
-        svc._remember(k.digest, CachedPlan(f"p{k.size_bytes}", b"x" * 100))
+        svc._remember(k.digest, CachedPlan(f"p{k.size_bytes}", Body(b"x" * 100)))
     assert [svc.cached(k) is not None for k in keys[:4]] == [False, True, True, True]
-    svc._remember(keys[4].digest, CachedPlan("p5", b"x" * 900))  # over the byte budget
+    svc._remember(keys[4].digest, CachedPlan("p5", Body(b"x" * 900)))  # over the byte budget
     assert svc.cached(keys[4]) is not None and svc._bytes <= 1000
     assert [svc.cached(k) is not None for k in keys[:4]] == [False, False, False, True]
-    svc._remember(keys[0].digest, CachedPlan("big", b"x" * 1001))  # larger than it all
+    svc._remember(keys[0].digest, CachedPlan("big", Body(b"x" * 1001)))  # larger than it all
     assert svc.cached(keys[0]) is None and svc._bytes == 1000
     assert set(svc._by_id) == {"p4", "p5"}

@@ -67,7 +67,13 @@ def test_reports_topology_plans_survive_restart(store_url: str, tmp_path: Path) 
             r = c.put("/v1/jobs/train-1", json=job, headers=auth("job"))
             assert r.status_code == 200, r.text
             assert r.json()["ranks"][4] == "h2/gpu0"
-            job_plan = c.get("/v1/jobs/train-1/plan", headers=auth("job")).json()
+            fetched = c.get("/v1/jobs/train-1/plan", headers=auth("job"))
+            assert fetched.headers["content-encoding"] == "gzip"  # httpx asks for it
+            plain = c.get("/v1/jobs/train-1/plan",
+                          headers={**auth("job"), "Accept-Encoding": "identity"})
+            assert "content-encoding" not in plain.headers
+            assert plain.content == fetched.content
+            job_plan = fetched.json()
             assert job_plan["topology_version"] == topo["version"]
             assert [p["size_bytes"] for p in job_plan["plans"]] == job["bucket_sizes"]
             assert job_plan["plans"][0] == job_plan["plans"][2]
