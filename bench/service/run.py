@@ -42,31 +42,31 @@ def log(msg: str) -> None:
 
 
 async def _loop(url: str, path: str, headers: dict[str, str], clients: int,
-                start_at: float, stop_at: float) -> tuple[list[float], int, int]:
+                start_at: float, stop_at: float) -> tuple[list[float], int, int, int]:
     """``clients`` connections fetching ``path`` back to back from start_at to stop_at."""
     limits = httpx.Limits(max_connections=clients, max_keepalive_connections=clients)
     lat: list[float] = []
-    errors = nbytes = 0
+    errors = nbytes = wire = 0
     async with httpx.AsyncClient(base_url=url, headers=headers, limits=limits,
                                  timeout=30) as c:
         await asyncio.gather(*(c.get(path) for _ in range(clients)))  # open connections
         await asyncio.sleep(max(0.0, start_at - time.time()))
 
         async def worker() -> None:
-            nonlocal errors, nbytes
+            nonlocal errors, nbytes, wire
             while time.time() < stop_at:
                 t0 = time.perf_counter()
                 r = await c.get(path)
                 lat.append(time.perf_counter() - t0)
-                nbytes = len(r.content)
+                nbytes, wire = len(r.content), r.num_bytes_downloaded
                 errors += r.status_code != 200
 
         await asyncio.gather(*(worker() for _ in range(clients)))
-    return lat, errors, nbytes
+    return lat, errors, nbytes, wire
 
 
 def _client_proc(args: tuple[str, str, dict[str, str], int, float, float]
-                 ) -> tuple[list[float], int, int]:
+                 ) -> tuple[list[float], int, int, int]:
     return asyncio.run(_loop(*args))
 
 
@@ -97,7 +97,8 @@ def closed_loop(url: str, path: str, headers: dict[str, str], clients: int,
     return {"clients": clients, "client_procs": procs, "requests": len(lat),
             "errors": sum(p[1] for p in parts), "per_s": len(lat) / duration,
             "p50_ms": pct(lat, 0.5) * 1e3, "p99_ms": pct(lat, 0.99) * 1e3,
-            "body_bytes": max(p[2] for p in parts), "server_cpu_s": cpu,
+            "body_bytes": max(p[2] for p in parts), "wire_bytes": max(p[3] for p in parts),
+            "server_cpu_s": cpu,
             "per_server_cpu_s": len(lat) / cpu if cpu > 0 else None}
 
 
@@ -276,7 +277,8 @@ def main() -> int:
                                 args.client_procs, srv.proc.pid if srv.proc else 0)
                 result[key].append(r)
                 log(f"{key:12s} {clients:3d} clients: {r['per_s']:8.0f}/s  p50 "
-                    f"{r['p50_ms']:6.2f} ms  p99 {r['p99_ms']:6.2f} ms  ({r['body_bytes']} B), "
+                    f"{r['p50_ms']:6.2f} ms  p99 {r['p99_ms']:6.2f} ms  "
+                    f"({r['wire_bytes']} B sent), "
                     f"{r['per_server_cpu_s'] or 0:.0f} per server CPU-second")
         for f, h in zip(result["cached_fetch"], result["healthz"], strict=True):
             f["ratio_to_healthz"] = f["per_s"] / h["per_s"]

@@ -133,3 +133,19 @@ def test_memory_cache_is_bounded_by_count_and_bytes() -> None:
     svc._remember(keys[0].digest, CachedPlan("big", Body(b"x" * 1001)))  # larger than it all
     assert svc.cached(keys[0]) is None and svc._bytes == 1000
     assert set(svc._by_id) == {"p4", "p5"}
+
+
+@pytest.mark.anyio
+async def test_plan_ids_are_stable_across_stores(client, tmp_path: Path) -> None:
+    c, _ = client
+    first = (await c.post("/v1/plans", json=_req(8192), headers=auth("job"))).json()
+    other = create_app(Settings(database_url=f"sqlite:///{tmp_path / 'other.db'}",
+                                admin_token=TOKENS["admin"], agent_token=TOKENS["agent"],
+                                job_token=TOKENS["job"]))
+    transport = httpx.ASGITransport(app=other)
+    async with httpx.AsyncClient(transport=transport, base_url="http://test") as c2:
+        await c2.put("/v1/fabric", json=dgx_cluster(2, gpus=4), headers=auth("admin"))
+        second = (await c2.post("/v1/plans", json=_req(8192), headers=auth("job"))).json()
+    assert other.state.plans.solves == 1
+    assert second["plan_id"] == first["plan_id"]
+    assert second["topology_version"] == first["topology_version"]
