@@ -205,6 +205,8 @@ def plot(result: dict[str, Any], path: Path) -> None:
     ax = axes[0]
     ax.plot(xs, [r["per_s"] for r in fetch], "o-", label="cached job plan")
     ax.plot(xs, [r["per_s"] for r in health], "s--", label="/healthz (floor)")
+    ax.plot(xs, [r["per_server_cpu_s"] or 0 for r in fetch], "^:",
+            label="job plan per server CPU-second")
     ax.axhline(1000, color="grey", lw=0.8, ls=":", label="target 1,000/s")
     ax.set(xscale="log", xlabel="concurrent clients", ylabel="requests/s",
            title="Cached job-plan fetches")
