@@ -13,6 +13,7 @@ import logging
 import sys
 
 from planner.errors import PlannerError
+from syncplan.errors import CLIError
 
 COMPONENTS = (
     "planner.cli",
@@ -21,10 +22,6 @@ COMPONENTS = (
     "executor.cli",
     "syncplan.testbed.cli",
 )
-
-
-class CLIError(Exception):
-    """A user-facing error: printed as one line, exit status 2."""
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -64,5 +61,4 @@ def main(argv: list[str] | None = None) -> int:
         return 130
 
 
-if __name__ == "__main__":
-    sys.exit(main())
+__all__ = ["CLIError", "build_parser", "main"]

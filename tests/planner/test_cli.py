@@ -11,7 +11,7 @@ from .conftest import EXAMPLES
 
 
 def run(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "syncplan.cli", *args], capture_output=True,
+    return subprocess.run([sys.executable, "-m", "syncplan", *args], capture_output=True,
                           text=True, timeout=120, cwd=cwd)
 
 

@@ -1,0 +1,199 @@
+"""Deliver reports to ``PUT {server}/v1/agents/{host}/report``; never lose the latest one.
+
+Each report gets a sequence number ``max(last + 1, unix milliseconds)``, persisted in the spool
+folder before it is sent, so numbers keep growing across restarts and even when the spool is
+lost. The latest undelivered report is kept in ``spool/pending.json`` (written atomically);
+a sender thread delivers it, retrying with exponential backoff and jitter while the service is
+unreachable, and removes it once the service accepted it. Reports are full snapshots, so only
+the newest one matters: a newer report replaces an undelivered older one.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import os
+import random
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from agents.atomic import atomic_write_text
+from agents.report import HostReport
+
+log = logging.getLogger("syncplan.agent.reporter")
+
+RETRY_STATUSES = {401, 403, 404, 408, 425, 429}  # may heal without a new report
+
+
+@dataclass(frozen=True)
+class Backoff:
+    """Delay before retry ``attempt`` (0-based): ``cap/2 + uniform(0, cap/2)``, ``cap`` growing
+    ``base * factor**attempt`` up to ``max_s``."""
+
+    base_s: float = 1.0
+    factor: float = 2.0
+    max_s: float = 60.0
+
+    def __post_init__(self) -> None:
+        if self.base_s <= 0 or self.factor < 1 or self.max_s < self.base_s:
+            raise ValueError("backoff needs base_s > 0, factor >= 1, max_s >= base_s")
+
+    def delay(self, attempt: int, rng: random.Random | None = None) -> float:
+        cap = min(self.max_s, self.base_s * self.factor ** min(attempt, 64))
+        return cap / 2 + (rng or random).uniform(0, cap / 2)
+
+
+class Reporter:
+    """Spools and sends reports; ``start()`` the sender, ``stop()`` to end it."""
+
+    def __init__(self, server: str | None, host: str, token: str | None,
+                 spool_dir: str | os.PathLike[str], *, timeout_s: float = 10.0,
+                 backoff: Backoff | None = None,
+                 on_delivered: Callable[[int], None] | None = None,
+                 on_failure: Callable[[str], None] | None = None) -> None:
+        self.server = server.rstrip("/") if server else None
+        self.host = host
+        self.token = token
+        self.spool = Path(spool_dir)
+        self.spool.mkdir(parents=True, exist_ok=True)
+        self.timeout_s = timeout_s
+        self.backoff = backoff or Backoff()
+        self.on_delivered = on_delivered
+        self.on_failure = on_failure
+        self._lock = threading.Lock()
+        self._wake = threading.Event()
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self.last_delivered_seq: int | None = None
+        self.last_success_at: float | None = None
+
+    # sequence numbers -----------------------------------------------------------------
+
+    @property
+    def _seq_file(self) -> Path:
+        return self.spool / "seq"
+
+    @property
+    def pending_file(self) -> Path:
+        return self.spool / "pending.json"
+
+    def _last_seq(self) -> int:
+        try:
+            return int(self._seq_file.read_text().strip())
+        except (OSError, ValueError):
+            return -1
+
+    def next_seq(self) -> int:
+        with self._lock:
+            seq = max(self._last_seq() + 1, int(time.time() * 1000))
+            atomic_write_text(self._seq_file, f"{seq}\n")
+            return seq
+
+    # spooling --------------------------------------------------------------------------
+
+    def submit(self, report: HostReport) -> HostReport:
+        """Number the report, spool it and wake the sender; returns the numbered report."""
+        numbered = report.model_copy(update={"seq": self.next_seq()})
+        with self._lock:
+            atomic_write_text(self.pending_file, numbered.model_dump_json() + "\n")
+        self._wake.set()
+        return numbered
+
+    def pending(self) -> dict | None:
+        with self._lock:
+            try:
+                return json.loads(self.pending_file.read_text())
+            except (OSError, ValueError):
+                return None
+
+    def _clear_pending(self, seq: int) -> None:
+        with self._lock:
+            try:
+                current = json.loads(self.pending_file.read_text())
+            except (OSError, ValueError):
+                return
+            if current.get("seq") == seq:  # a newer report may have been spooled meanwhile
+                with contextlib.suppress(OSError):
+                    self.pending_file.unlink()
+
+    # sending ---------------------------------------------------------------------------
+
+    def start(self) -> Reporter:
+        if self.server and self._thread is None:
+            self._thread = threading.Thread(target=self._run, name="reporter", daemon=True)
+            self._thread.start()
+        return self
+
+    def stop(self, flush_timeout_s: float = 0.0) -> None:
+        """Stop the sender; first try for up to ``flush_timeout_s`` to deliver the pending one."""
+        if flush_timeout_s > 0 and self.server:
+            deadline = time.monotonic() + flush_timeout_s
+            while self.pending() is not None and time.monotonic() < deadline:
+                time.sleep(0.05)
+        self._stop.set()
+        self._wake.set()
+        if self._thread is not None:
+            self._thread.join(timeout=self.timeout_s + 5)
+            self._thread = None
+
+    close = stop
+
+    def _run(self) -> None:
+        import httpx
+
+        attempt = 0
+        headers = {"Content-Type": "application/json"}
+        if self.token:
+            headers["Authorization"] = f"Bearer {self.token}"
+        url = f"{self.server}/v1/agents/{self.host}/report"
+        with httpx.Client(timeout=self.timeout_s, headers=headers) as client:
+            while not self._stop.is_set():
+                body = self.pending()
+                if body is None:
+                    self._wake.wait(timeout=1.0)
+                    self._wake.clear()
+                    continue
+                outcome = self._send(client, url, body)
+                if outcome == "retry":
+                    delay = self.backoff.delay(attempt)
+                    attempt += 1
+                    self._stop.wait(delay)
+                else:
+                    attempt = 0
+
+    def _send(self, client, url: str, body: dict) -> str:  # type: ignore[no-untyped-def]
+        import httpx
+
+        seq = int(body.get("seq", -1))
+        try:
+            resp = client.put(url, content=json.dumps(body))
+        except httpx.HTTPError as exc:
+            self._failed(f"service unreachable: {exc.__class__.__name__}: {exc}")
+            return "retry"
+        if 200 <= resp.status_code < 300:
+            self.last_delivered_seq = seq
+            self.last_success_at = time.time()
+            self._clear_pending(seq)
+            if self.on_delivered:
+                self.on_delivered(seq)
+            log.debug("report seq %d delivered", seq)
+            return "ok"
+        detail = resp.text[:300]
+        if resp.status_code >= 500 or resp.status_code in RETRY_STATUSES:
+            self._failed(f"service answered {resp.status_code}: {detail}")
+            return "retry"
+        # 400/409/413/422: this report will never be accepted; drop it, keep the next one.
+        log.error("report seq %d refused with %d: %s", seq, resp.status_code, detail)
+        self._clear_pending(seq)
+        if self.on_failure:
+            self.on_failure(f"refused {resp.status_code}")
+        return "dropped"
+
+    def _failed(self, why: str) -> None:
+        log.warning("report not delivered (%s); will retry", why)
+        if self.on_failure:
+            self.on_failure(why)

@@ -1,0 +1,267 @@
+"""``syncplan testbed up|run|down|status|check|plot``: the emulated cluster on the CLI."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import signal
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+RESULTS_DIR_NAME = "bench/results"
+
+
+def register(subparsers: Any) -> None:
+    tb = subparsers.add_parser("testbed", help="emulated cluster: namespaces + shaped links",
+                               description="Emulate a cluster with network namespaces and tc.")
+    sub = tb.add_subparsers(dest="testbed_command", metavar="ACTION", required=True)
+
+    def common(p: argparse.ArgumentParser) -> None:
+        p.add_argument("scenario", help="scenario name (bench/testbed/scenarios) or file")
+        p.add_argument("--state-dir", type=Path, default=None,
+                       help="where state files live (default /run/syncplan-testbed, or "
+                            "$SYNCPLAN_TESTBED_STATE)")
+
+    p = sub.add_parser("up", help="create the namespaces, veths and shaped links")
+    common(p)
+    p.add_argument("--check-links", type=float, metavar="SECONDS", default=None,
+                   help="then measure every link for SECONDS per direction")
+    p.add_argument("--host-cmd", metavar="TEMPLATE",
+                   help="start this command in every host namespace; placeholders {host} "
+                        "{rank} {netns} {iface} {addr} {world} {service_addr} {prefix}")
+    p.add_argument("--service-cmd", metavar="TEMPLATE",
+                   help="start this command in the service namespace (same placeholders)")
+    p.set_defaults(func=_wrap(_cmd_up))
+
+    p = sub.add_parser("run", help="time all-reduce over the testbed (brought up if needed)")
+    common(p)
+    p.add_argument("--sizes", default="1MiB,4MiB,16MiB,64MiB,256MiB",
+                   help="comma-separated buffer sizes (default %(default)s)")
+    p.add_argument("--reps", type=int, default=3, help="timed repetitions per size")
+    p.add_argument("--warmup", type=int, default=0, help="untimed repetitions per size")
+    p.add_argument("--plans", nargs="*", type=Path, default=[],
+                   help="plan documents to time through the executor as well")
+    p.add_argument("--check-links", type=float, metavar="SECONDS", default=None,
+                   help="measure every link first (SECONDS per direction); stored in results")
+    p.add_argument("--out", type=Path, help="results JSON (default "
+                   "bench/results/testbed-SCENARIO.json)")
+    p.add_argument("--plot", type=Path, help="plot PNG (default: results path with .png)")
+    p.add_argument("--keep", action="store_true", help="leave a testbed this run created up")
+    p.add_argument("--timeout", type=float, default=None, help="limit for the whole run, s")
+    p.set_defaults(func=_wrap(_cmd_run))
+
+    p = sub.add_parser("down", help="remove everything the testbed created")
+    common(p)
+    p.add_argument("--force", action="store_true", help="even if a runner seems to use it")
+    p.set_defaults(func=_wrap(_cmd_down))
+
+    p = sub.add_parser("status", help="print what exists of the testbed (JSON)")
+    common(p)
+    p.set_defaults(func=_wrap(_cmd_status))
+
+    p = sub.add_parser("check", help="measure the shaped links of an up testbed")
+    common(p)
+    p.add_argument("--seconds", type=float, default=2.0, help="per direction")
+    p.set_defaults(func=_wrap(_cmd_check))
+
+    p = sub.add_parser("plans", help="write plan documents from the scenario's shaped rates "
+                       "(development aid: the real loop plans from agents' measurements)")
+    p.add_argument("scenario")
+    p.add_argument("--sizes", default="64MiB", help="comma-separated sizes")
+    p.add_argument("--algorithms", default="ring,hierarchical,forest,auto")
+    p.add_argument("--out-dir", type=Path, required=True)
+    p.set_defaults(func=_wrap(_cmd_plans))
+
+    p = sub.add_parser("plot", help="plot result files into one PNG")
+    p.add_argument("results", nargs="+", type=Path)
+    p.add_argument("--out", type=Path, required=True)
+    p.set_defaults(func=_wrap(_cmd_plot))
+
+
+def _wrap(fn: Callable[[argparse.Namespace], int]) -> Callable[[argparse.Namespace], int]:
+    """Turn TestbedError into one message and exit status 2."""
+
+    def run(args: argparse.Namespace) -> int:
+        from syncplan.testbed import TestbedError
+
+        try:
+            return fn(args)
+        except TestbedError as exc:
+            print(f"syncplan testbed: error: {exc}", file=sys.stderr)
+            return 2
+
+    return run
+
+
+def _need_root() -> None:
+    from syncplan.testbed import TestbedError
+    from syncplan.testbed.netns import is_root
+
+    if not is_root():
+        raise TestbedError("needs root (network namespaces and tc)")
+
+
+def _state_dir(args: argparse.Namespace) -> Path:
+    from syncplan.testbed.state import DEFAULT_STATE_DIR
+
+    return args.state_dir or DEFAULT_STATE_DIR
+
+
+def _say(msg: str) -> None:
+    print(msg, flush=True)
+
+
+def _sigterm_as_interrupt() -> None:
+    def handler(signum: int, _frame: Any) -> None:
+        raise KeyboardInterrupt(f"signal {signum}")
+
+    signal.signal(signal.SIGTERM, handler)
+    signal.signal(signal.SIGHUP, handler)
+
+
+def _check(state: Any, seconds: float) -> list[dict[str, Any]]:
+    from syncplan.testbed.linkcheck import measure_links
+
+    return [m.to_dict() for m in measure_links(state, seconds, progress=_say)]
+
+
+def _cmd_up(args: argparse.Namespace) -> int:
+    from syncplan.testbed import emulator
+    from syncplan.testbed.scenario import load_scenario
+
+    _need_root()
+    scenario = load_scenario(args.scenario)
+    state = emulator.up(scenario, _state_dir(args))
+    _say(f"testbed {scenario.name} up: prefix {state.prefix}, {len(state.hosts)} hosts, "
+         f"state {state.path}")
+    for h in state.hosts:
+        _say(f"  {h.name}: netns {h.netns} iface {h.iface} addr {h.addr} {h.rate_mbit:g} Mbit/s")
+    if args.check_links:
+        _check(state, args.check_links)
+    if args.service_cmd:
+        emulator.spawn_template(state, args.service_cmd, "service", service=True)
+    if args.host_cmd:
+        emulator.spawn_template(state, args.host_cmd, "host")
+    return 0
+
+
+def _cmd_run(args: argparse.Namespace) -> int:
+    from planner.sizes import parse_size
+    from syncplan.testbed import emulator
+    from syncplan.testbed.plots import plot_results
+    from syncplan.testbed.runner import RunConfig, run_benchmark
+    from syncplan.testbed.scenario import REPO_ROOT, load_scenario
+    from syncplan.testbed.state import load_state, state_file
+
+    _need_root()
+    scenario = load_scenario(args.scenario)
+    sizes = [parse_size(s) for s in args.sizes.split(",") if s.strip()]
+    cfg = RunConfig(sizes=sizes, reps=args.reps, warmup=args.warmup, plans=args.plans,
+                    timeout_s=args.timeout)
+    out = args.out or REPO_ROOT / RESULTS_DIR_NAME / f"testbed-{scenario.name}.json"
+    _sigterm_as_interrupt()
+    state = load_state(state_file(_state_dir(args), scenario.name))
+    created = state is None or state.phase != "up"
+    if created:
+        state = emulator.up(scenario, _state_dir(args))
+        _say(f"[{scenario.name}] testbed up: prefix {state.prefix}")
+    else:
+        emulator.ensure_unused(state)
+        _say(f"[{scenario.name}] using the testbed already up (prefix {state.prefix})")
+    assert state is not None
+    state.processes.append(emulator.self_record("run"))
+    state.save()
+    try:
+        links = _check(state, args.check_links) if args.check_links else None
+        result = run_benchmark(state, scenario, cfg, out, progress=_say, links=links)
+    finally:
+        if created and not args.keep:
+            removed = emulator.down(state)
+            _say(f"[{scenario.name}] testbed down: removed {len(removed)} namespaces")
+        else:
+            emulator.kill_recorded(state, "run")
+    _say(f"[{scenario.name}] results: {out}")
+    for e in result["results"]:
+        _say(f"  {e['size_bytes'] / 2**20:g} MiB {e['algorithm']}: median {e['median_s']:.3f} s"
+             f" (ring bound {e['ring_bound_s']:.3f} s){'' if e['correct'] else ' WRONG'}")
+    png = plot_results([result], args.plot or out.with_suffix(".png"))
+    _say(f"[{scenario.name}] plot: {png}")
+    return 0 if all(e["correct"] for e in result["results"]) else 1
+
+
+def _cmd_down(args: argparse.Namespace) -> int:
+    from syncplan.testbed.emulator import down_by_name
+
+    _need_root()
+    name = _scenario_name(args.scenario)
+    removed = down_by_name(_state_dir(args), name, force=args.force)
+    _say(f"testbed {name}: removed {len(removed)} objects" if removed
+         else f"testbed {name}: nothing recorded, nothing to remove")
+    return 0
+
+
+def _scenario_name(arg: str) -> str:
+    """The scenario's name; a bare valid name even if its file is gone (to clean up)."""
+    from syncplan.testbed import TestbedError
+    from syncplan.testbed.scenario import NAME_RE, load_scenario
+
+    try:
+        return load_scenario(arg).name
+    except TestbedError:
+        if NAME_RE.match(arg):
+            return arg
+        raise
+
+
+def _cmd_status(args: argparse.Namespace) -> int:
+    from syncplan.testbed import TestbedError
+    from syncplan.testbed.emulator import status
+    from syncplan.testbed.state import load_state, state_file
+
+    name = _scenario_name(args.scenario)
+    state = load_state(state_file(_state_dir(args), name))
+    if state is None:
+        raise TestbedError(f"testbed {name} is not up (no state in {_state_dir(args)})")
+    print(json.dumps(status(state), indent=2))
+    return 0
+
+
+def _cmd_check(args: argparse.Namespace) -> int:
+    from syncplan.testbed import TestbedError
+    from syncplan.testbed.state import load_state, state_file
+
+    _need_root()
+    name = _scenario_name(args.scenario)
+    state = load_state(state_file(_state_dir(args), name))
+    if state is None or state.phase != "up":
+        raise TestbedError(f"testbed {name} is not up; run `syncplan testbed up {name}`")
+    _check(state, args.seconds)
+    return 0
+
+
+def _cmd_plans(args: argparse.Namespace) -> int:
+    from planner.sizes import parse_size
+    from syncplan.testbed import TestbedError
+    from syncplan.testbed.runner import write_ground_truth_plans
+    from syncplan.testbed.scenario import load_scenario
+
+    scenario = load_scenario(args.scenario)
+    sizes = [parse_size(s) for s in args.sizes.split(",") if s.strip()]
+    algos = [a.strip() for a in args.algorithms.split(",") if a.strip()]
+    if not write_ground_truth_plans(scenario, sizes, algos, args.out_dir, progress=_say):
+        raise TestbedError("no plan could be made")
+    return 0
+
+
+def _cmd_plot(args: argparse.Namespace) -> int:
+    from syncplan.testbed import TestbedError
+    from syncplan.testbed.plots import plot_results
+
+    try:
+        results = [json.loads(p.read_text()) for p in args.results]
+    except (OSError, ValueError) as exc:
+        raise TestbedError(f"cannot read results: {exc}") from exc
+    _say(f"plot: {plot_results(results, args.out)}")
+    return 0

@@ -1,0 +1,91 @@
+"""Plots of testbed results (matplotlib, Agg): time per size, speed-up over gloo, prediction."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from pathlib import Path
+from typing import Any
+
+MIB = 1024 * 1024
+
+
+def _series(result: dict[str, Any]) -> dict[str, list[tuple[int, float]]]:
+    out: dict[str, list[tuple[int, float]]] = defaultdict(list)
+    for e in result["results"]:
+        out[e["algorithm"]].append((e["size_bytes"], e["median_s"]))
+    return {k: sorted(v) for k, v in out.items()}
+
+
+def plot_results(results: list[dict[str, Any]], out: Path) -> Path:
+    """One column per scenario: median time vs size (with the ring bound), and, when plans
+    were timed, speed-up over gloo; a last panel of predicted vs measured time if any plan
+    carries a prediction. Writes ``out`` (PNG) and returns it."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    has_plans = any(len(_series(r)) > 1 for r in results)
+    predicted = [(e["predicted_time_s"], e["median_s"], e["algorithm"])
+                 for r in results for e in r["results"] if e.get("predicted_time_s")]
+    algos = sorted({e["algorithm"] for r in results for e in r["results"]} - {"gloo"})
+    color = {"gloo": "C0", **{a: f"C{i + 1}" for i, a in enumerate(algos)}}
+    rows = 2 if has_plans else 1
+    cols = len(results) + (1 if predicted else 0)
+    fig, axes = plt.subplots(rows, cols, figsize=(4.2 * cols, 3.6 * rows), squeeze=False)
+    for c, r in enumerate(results):
+        name = r["scenario"]["name"]
+        series = _series(r)
+        ax = axes[0][c]
+        for algo, pts in series.items():
+            ax.plot([s / MIB for s, _ in pts], [t for _, t in pts], marker="o", label=algo,
+                    color=color[algo])
+        sizes = sorted({e["size_bytes"] for e in r["results"]})
+        bounds = {e["size_bytes"]: e.get("ring_bound_s") for e in r["results"]}
+        if all(bounds[s] for s in sizes):
+            ax.plot([s / MIB for s in sizes], [bounds[s] for s in sizes], "k--", marker="x", lw=0.8,
+                    label="ring bound")
+        ax.set_xscale("log", base=2)
+        ax.set_yscale("log")
+        ax.set_title(name)
+        ax.set_xlabel("buffer (MiB)")
+        ax.set_ylabel("median time (s)")
+        ax.grid(True, which="both", lw=0.3)
+        ax.legend(fontsize=7)
+        if has_plans:
+            ax2 = axes[1][c]
+            gloo = dict(series.get("gloo", []))
+            for algo, pts in series.items():
+                if algo == "gloo":
+                    continue
+                xs = [(s, gloo[s] / t) for s, t in pts if s in gloo and t > 0]
+                ax2.plot([s / MIB for s, _ in xs], [v for _, v in xs], marker="o", label=algo,
+                         color=color[algo])
+            ax2.axhline(1.0, color="k", lw=0.8)
+            ax2.set_xscale("log", base=2)
+            ax2.set_xlabel("buffer (MiB)")
+            ax2.set_ylabel("speed-up over gloo")
+            ax2.grid(True, lw=0.3)
+            ax2.legend(fontsize=7)
+    if predicted:
+        ax = axes[0][-1]
+        for algo in algos:
+            pts = [(p, m) for p, m, a in predicted if a == algo]
+            if pts:
+                ax.scatter([p for p, _ in pts], [m for _, m in pts], s=14, label=algo,
+                           color=color[algo])
+        ax.legend(fontsize=7)
+        hi = max(max(p, m) for p, m, _ in predicted)
+        ax.plot([0, hi], [0, hi], "k--", lw=0.8)
+        ax.set_xlabel("predicted (s)")
+        ax.set_ylabel("measured (s)")
+        ax.set_title("prediction")
+        if rows > 1:
+            axes[1][-1].axis("off")
+    fig.tight_layout()
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = out.with_name(f".{out.name}.tmp.png")
+    fig.savefig(tmp, dpi=110)
+    plt.close(fig)
+    tmp.replace(out)
+    return out

@@ -1,0 +1,152 @@
+"""One rank of the all-reduce benchmark, run inside a host namespace by ``runner``.
+
+Every rank holds float32 buffers ``x_r = (i mod 251) + r`` (exact integers, so any summation
+order gives the same result); after an all-reduce each element must equal
+``n * (i mod 251) + n(n-1)/2`` exactly. For each size it times gloo's ``all_reduce`` and then
+each plan document of that size through the executor (when the executor is importable).
+A timing is the slowest rank's wall time for one collective, started after a barrier.
+Rank 0 prints progress lines and writes the results JSON.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+import time
+from collections.abc import Callable
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+PATTERN = 251
+TensorOp = Callable[[Any], Any]
+PlanFactory = Callable[[dict[str, Any]], TensorOp]
+
+
+def find_executor() -> tuple[PlanFactory | None, str]:
+    """A factory turning a plan document into an in-place all-reduce op, or None and why.
+
+    Uses ``executor.engine.PlanExecutor(plan).all_reduce`` (built once per plan, before the
+    timed calls), else ``executor.run_plan(plan, tensor)``.
+    """
+    try:
+        from executor.engine import PlanExecutor
+    except ImportError as exc:
+        try:
+            from executor import run_plan  # type: ignore[attr-defined]
+        except ImportError:
+            return None, f"executor not importable ({exc})"
+        return (lambda plan: lambda t: run_plan(plan, t)), "executor.run_plan"
+    return (lambda plan: PlanExecutor(plan).all_reduce), "executor.engine.PlanExecutor"
+
+
+def _mib(size: int) -> str:
+    return f"{size / 2**20:g} MiB"
+
+
+def _time_collective(dist: Any, torch: Any, op: Callable[[Any], Any], buf: Any) -> float:
+    dist.barrier()
+    t0 = time.perf_counter()
+    op(buf)
+    elapsed = torch.tensor([time.perf_counter() - t0], dtype=torch.float64)
+    dist.all_reduce(elapsed, op=dist.ReduceOp.MAX)
+    return float(elapsed.item())
+
+
+def _all_true(dist: Any, torch: Any, flag: bool) -> bool:
+    t = torch.tensor([1 if flag else 0], dtype=torch.int32)
+    dist.all_reduce(t, op=dist.ReduceOp.MIN)
+    return bool(t.item())
+
+
+def _load_plans(paths: list[str]) -> list[dict[str, Any]]:
+    plans = []
+    for p in paths:
+        doc = json.loads(Path(p).read_text())
+        doc.setdefault("label", doc.get("algorithm", Path(p).stem))
+        plans.append(doc)
+    return plans
+
+
+def run(args: argparse.Namespace) -> dict[str, Any]:
+    import torch
+    import torch.distributed as dist
+
+    rank, world = args.rank, args.world
+    say = (lambda msg: print(msg, flush=True)) if rank == 0 else (lambda msg: None)
+    dist.init_process_group("gloo", init_method=f"tcp://{args.master}", rank=rank,
+                            world_size=world, timeout=timedelta(seconds=args.timeout))
+    try:
+        plans = _load_plans(args.plans)
+        factory, how = find_executor() if plans else (None, "no plans given")
+        notes = []
+        if plans and factory is None:
+            notes.append(f"plans skipped: {how}")
+            say(f"note: {len(plans)} plan(s) skipped: {how}")
+        warm = torch.ones(1024)
+        dist.all_reduce(warm)
+        results = []
+        for size in args.sizes:
+            count = size // 4
+            base = torch.arange(count, dtype=torch.int32).remainder_(PATTERN).to(torch.float32)
+            expected = base * world + world * (world - 1) / 2
+            buf = torch.empty_like(base)
+            todo: list[tuple[str, dict[str, Any] | None]] = [("gloo", None)]
+            todo += [(p["label"], p) for p in plans if factory and p.get("size_bytes") == size]
+            for label, plan in todo:
+                op: TensorOp = dist.all_reduce
+                if plan is not None:
+                    assert factory is not None
+                    op = factory(plan)
+                times, correct = [], True
+                for rep in range(args.warmup + args.reps):
+                    buf.copy_(base).add_(rank)
+                    dt = _time_collective(dist, torch, op, buf)
+                    ok = _all_true(dist, torch, bool(torch.equal(buf, expected)))
+                    correct = correct and ok
+                    if rep < args.warmup:
+                        say(f"size {_mib(size)} {label} warm-up: {dt:.3f} s")
+                        continue
+                    times.append(dt)
+                    say(f"size {_mib(size)} {label} rep {rep - args.warmup + 1}/{args.reps}: "
+                        f"{dt:.3f} s{'' if ok else ' WRONG RESULT'}")
+                entry: dict[str, Any] = {"size_bytes": size, "algorithm": label,
+                                         "times_s": times, "median_s": statistics.median(times),
+                                         "correct": correct}
+                if plan is not None:
+                    entry.update({k: plan.get(k) for k in ("plan_id", "predicted_time_s",
+                                                           "lower_bound_time_s")})
+                    entry["plan_algorithm"] = plan.get("algorithm")
+                results.append(entry)
+            del base, expected, buf
+        return {"world_size": world, "dtype": "float32", "backend": "gloo",
+                "torch": torch.__version__, "executor": how if plans else None,
+                "notes": notes, "results": results}
+    finally:
+        dist.destroy_process_group()
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m syncplan.testbed.worker")
+    ap.add_argument("--rank", type=int, required=True)
+    ap.add_argument("--world", type=int, required=True)
+    ap.add_argument("--master", required=True, help="ADDR:PORT of rank 0")
+    ap.add_argument("--sizes", type=int, nargs="+", required=True, help="bytes, multiples of 4")
+    ap.add_argument("--reps", type=int, default=3)
+    ap.add_argument("--warmup", type=int, default=0)
+    ap.add_argument("--plans", nargs="*", default=[])
+    ap.add_argument("--timeout", type=float, default=900.0, help="gloo timeout, seconds")
+    ap.add_argument("--out", help="results JSON (rank 0)")
+    args = ap.parse_args(argv)
+    result = run(args)
+    if args.rank == 0 and args.out:
+        from syncplan.testbed.state import atomic_write_json
+
+        atomic_write_json(Path(args.out), result)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
