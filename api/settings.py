@@ -8,7 +8,7 @@ from pydantic import Field, SecretStr, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 DEV_TOKENS = {"admin": "dev-admin-token", "agent": "dev-agent-token", "job": "dev-job-token"}
-MIN_TOKEN_LENGTH = 16
+MIN_TOKEN_LENGTH = 8
 
 
 class Settings(BaseSettings):

@@ -21,7 +21,6 @@ ENDPOINTS: list[tuple[str, str, Any, set[str]]] = [
      {"admin"}),
     ("GET", "/v1/fabric", None, ALL),
     ("DELETE", "/v1/fabric", None, {"admin"}),
-    ("GET", "/v1/topology", None, ALL),
     ("POST", "/v1/plans", {"ranks": ["h9/gpu0"], "size_bytes": 1024}, {"job", "admin"}),
     ("GET", "/v1/plans/{plan_id}", None, {"job", "admin"}),
     ("PUT", "/v1/jobs/{job_id}", {"ranks": ["h9/gpu0"], "size_bytes": 1024}, {"job", "admin"}),
@@ -29,7 +28,7 @@ ENDPOINTS: list[tuple[str, str, Any, set[str]]] = [
     ("GET", "/v1/jobs/{job_id}/plan", None, {"job", "admin"}),
     ("DELETE", "/v1/jobs/{job_id}", None, {"job", "admin"}),
 ]
-PUBLIC = {("GET", "/healthz"), ("GET", "/readyz"), ("GET", "/metrics")}
+PUBLIC = {("GET", "/healthz"), ("GET", "/readyz"), ("GET", "/metrics"), ("GET", "/v1/topology")}
 
 
 def _url(template: str) -> str:
@@ -69,5 +68,6 @@ def test_public_endpoints(server: ServerProcess) -> None:
     with httpx.Client(base_url=server.url, timeout=30) as c:
         assert c.get("/healthz").json() == {"status": "ok"}
         assert c.get("/readyz").json() == {"status": "ready", "database": "sqlite"}
+        assert c.get("/v1/topology").status_code == 200
         text = c.get("/metrics").text
         assert 'syncplan_http_requests_total{method="GET",route="/readyz",status="200"}' in text

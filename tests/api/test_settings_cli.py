@@ -38,9 +38,9 @@ def test_production_needs_tokens(monkeypatch: pytest.MonkeyPatch) -> None:
     with pytest.raises(ValidationError, match="SYNCPLAN_ADMIN_TOKEN"):
         Settings()
     with pytest.raises(ValidationError, match="shorter"):
-        Settings(admin_token="short", agent_token="a" * 16, job_token="j" * 16)
+        Settings(admin_token="short", agent_token="a" * 8, job_token="j" * 8)
     with pytest.raises(ValidationError, match="differ"):
-        Settings(admin_token="x" * 16, agent_token="x" * 16, job_token="j" * 16)
+        Settings(admin_token="x" * 8, agent_token="x" * 8, job_token="j" * 8)
     dev = Settings(environment="development")
     assert dev.admin_token is not None
     assert dev.admin_token.get_secret_value() == DEV_TOKENS["admin"]
