@@ -69,6 +69,15 @@ def sizes_of(spec: JobCreate) -> list[int]:
     return [parse_size(spec.size_bytes, ["body", "size_bytes"])]
 
 
+def _compose(head: dict[str, Any], docs: list[bytes], buckets: bool) -> Body:
+    """The response: one document with ``head``'s keys spliced in front, or ``head`` plus
+    ``plans``; then compressed (a worker thread: documents can be tens of MB)."""
+    prefix = json.dumps(head, separators=(",", ":"))[:-1].encode()
+    if buckets:
+        return Body.of(prefix + b',"plans":[' + b",".join(docs) + b"]}")
+    return Body.of(prefix + b"," + docs[0][1:])
+
+
 @dataclass(frozen=True)
 class JobEntry:
     spec: JobCreate
@@ -88,6 +97,7 @@ class JobService:
         self._size = cache_size
         self._max_bytes = cache_bytes
         self._bytes = 0
+        self._inflight: dict[tuple[str, int, str], asyncio.Task[Body]] = {}
 
     def put(self, job_id: str, spec: JobCreate) -> float:
         """Store the job (blocking)."""
@@ -130,10 +140,25 @@ class JobService:
         return self._responses.get((job_id, snapshot.generation, snapshot.version))
 
     async def plan(self, job_id: str, snapshot: Snapshot) -> Body:
-        """The job's plan response for the current graph (see JobPlanPublic)."""
+        """The job's plan response for the current graph (see JobPlanPublic); all the ranks
+        of a job fetching at once share one build."""
         cached = self.cached_plan(job_id, snapshot)
         if cached is not None:
             return cached
+        key = (job_id, snapshot.generation, snapshot.version)
+        task = self._inflight.get(key)
+        if task is None:
+            task = asyncio.create_task(self._build(job_id, snapshot))
+            self._inflight[key] = task
+            task.add_done_callback(lambda t: self._built(key, t))
+        return await asyncio.shield(task)
+
+    def _built(self, key: tuple[str, int, str], task: asyncio.Task[Body]) -> None:
+        self._inflight.pop(key, None)
+        if not task.cancelled():
+            task.exception()  # retrieved here so an unawaited failure is not logged
+
+    async def _build(self, job_id: str, snapshot: Snapshot) -> Body:
         entry = await self.entry(job_id, snapshot)
         ranks = resolve_ranks(snapshot, entry.spec.ranks, status=409)
         keys = [PlanKey(snapshot.version, tuple(ranks), entry.spec.collective, size,
@@ -141,16 +166,11 @@ class JobService:
         unique = list(dict.fromkeys(keys))
         plans = dict(zip(unique, await asyncio.gather(
             *(self._plans.get(snapshot, k) for k in unique)), strict=True))
-        head = {"job_id": job_id, "topology_version": snapshot.version}
-        if entry.spec.bucket_sizes is None:
-            prefix = json.dumps(head, separators=(",", ":"))[:-1].encode()
-            body = prefix + b"," + plans[keys[0]].body.raw[1:]
-        else:
-            head["bucket_sizes"] = entry.sizes  # type: ignore[assignment]
-            docs = b",".join(plans[k].body.raw for k in keys)
-            body = json.dumps(head, separators=(",", ":"))[:-1].encode() + b',"plans":[' + \
-                docs + b"]}"
-        encoded = await run_sync(Body.of, body)
+        head: dict[str, Any] = {"job_id": job_id, "topology_version": snapshot.version}
+        if entry.spec.bucket_sizes is not None:
+            head["bucket_sizes"] = entry.sizes
+        docs = [plans[k].body.raw for k in keys]
+        encoded = await run_sync(_compose, head, docs, entry.spec.bucket_sizes is not None)
         self._keep((job_id, snapshot.generation, snapshot.version), encoded)
         return encoded
 

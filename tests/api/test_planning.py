@@ -149,3 +149,26 @@ async def test_plan_ids_are_stable_across_stores(client, tmp_path: Path) -> None
     assert other.state.plans.solves == 1
     assert second["plan_id"] == first["plan_id"]
     assert second["topology_version"] == first["topology_version"]
+
+
+@pytest.mark.anyio
+async def test_a_job_launch_builds_its_response_once(client, monkeypatch) -> None:
+    import api.jobs
+
+    c, app = client
+    composed = []
+    real = api.jobs._compose
+    monkeypatch.setattr(api.jobs, "_compose", lambda *a: composed.append(1) or real(*a))
+    job = {"ranks": [{"host": f"h{h}", "local_rank": r} for h in range(2) for r in range(4)],
+           "bucket_sizes": [4096, 8192, 4096]}
+    put = await c.put("/v1/jobs/launch", json=job, headers=auth("job"))
+    assert put.status_code == 200, put.text
+    assert put.json()["ranks"] == [f"h{h}/gpu{g}" for h in range(2) for g in range(4)]
+    fetches = await asyncio.gather(*(c.get("/v1/jobs/launch/plan", headers=auth("job"))
+                                     for _ in range(32)))
+    assert {r.status_code for r in fetches} == {200}
+    assert len({r.content for r in fetches}) == 1
+    doc = fetches[0].json()
+    assert doc["bucket_sizes"] == [4096, 8192, 4096]
+    assert [p["size_bytes"] for p in doc["plans"]] == [4096, 8192, 4096]
+    assert composed == [1] and app.state.plans.solves == 2

@@ -135,6 +135,8 @@ def test_stale_hosts_left_out(tmp_path: Path) -> None:
             r = c.get("/v1/jobs/j/plan", headers=auth("job"))
             assert r.status_code == 409
             assert "h2/gpu0" in r.json()["detail"][0]["msg"]
+            job = c.get("/v1/jobs/j", headers=auth("job")).json()
+            assert job["ranks"] is None and "h2/gpu0" in job["problem"]
             metrics = c.get("/metrics").text
             assert "syncplan_hosts_stale 1.0" in metrics
             assert "syncplan_hosts_reporting 2.0" in metrics
