@@ -2,15 +2,29 @@
 
 Family: every share of the buffer is reduced to some rank (its root) and broadcast from it;
 any routing; partial sums merge only at ranks (no in-network reduction or replication);
-aggregation and broadcast may overlap. For any cut (S, V-S) that separates ranks, every share
-crosses it at least once in each direction (towards its root while reducing, away from it
-while broadcasting), so at least ``size`` bytes cross each way and, under the cost model,
-``T >= size / min(cap(S->V-S), cap(V-S->S))``. Every rank's input must also reach every
-other rank, so ``T >= max latency between ranks``.
+aggregation and broadcast may overlap. Under the cost model every step lasts at least as long
+as any arc needs for the bytes the step puts on it, so ``T >= total bytes on arc e / bw_e``
+for every arc, and the bounds below count bytes that must cross arcs.
+
+Partition bound. Take k >= 2 disjoint node sets ("parts"), each holding at least one rank and
+together holding every rank. For every byte position of the buffer, each part that does not
+hold the root must send the partial sum of its inputs out (one transfer leaving it) and must
+receive the final value (one transfer entering it, which leaves another part). These are
+distinct transfers, so the arcs leaving parts carry at least ``2 (k - 1) size`` bytes, and so
+do the arcs entering parts:
+
+    T >= 2 (k - 1) size / sum(cap out of part)    and the same with cap in;
+
+with k = 2 each direction is crossed once by every byte: ``T >= size / cap(S -> V-S)``
+(the classical cut bound). Parts used: single ranks, hosts, and for up to EXACT_MAX_RANKS
+ranks the exact minimum rank-separating cut (max-flow). Latency: the input of every rank must
+reach every other rank, so ``T >= max latency between ranks``; every non-empty step also pays
+at least the smallest arc latency leaving a rank, so ``T >= that + bandwidth bound``.
 """
 
 from __future__ import annotations
 
+from collections import defaultdict
 from dataclasses import dataclass
 
 import networkx as nx
@@ -28,6 +42,7 @@ class Bound:
     latency_s: float
     method: str
     family: str = FAMILY
+    partition_s: float = 0.0  # the best partition (k >= 2 parts) bandwidth bound
 
 
 def lower_bound(ctx: PlanContext) -> Bound:
@@ -35,11 +50,61 @@ def lower_bound(ctx: PlanContext) -> Bound:
     if n == 1:
         return Bound(0.0, float("inf"), 0.0, "single rank")
     if n <= EXACT_MAX_RANKS:
-        cut, method = _min_rank_cut(ctx), "exact minimum rank-separating cut (max-flow)"
+        cut, cut_method = _min_rank_cut(ctx), "exact minimum rank-separating cut (max-flow)"
     else:
-        cut, method = _host_cuts(ctx), "minimum over host and rank cuts"
+        cut, cut_method = _host_cuts(ctx), "minimum over host and rank cuts"
+    size = float(ctx.size_bytes)
+    part_time, part_name = _partition_bound(ctx)
+    cut_time = size / cut
+    if part_time > cut_time:
+        bw_time, method = part_time, f"partition bound over {part_name}"
+    else:
+        bw_time, method = cut_time, cut_method
     lat = _latency_floor(ctx)
-    return Bound(max(ctx.size_bytes / cut, lat), cut, lat, method)
+    step_lat = _min_step_latency(ctx)
+    if lat >= bw_time + step_lat:
+        return Bound(lat, cut, lat, method + "; latency floor binds", partition_s=part_time)
+    return Bound(bw_time + step_lat, cut, lat, method, partition_s=part_time)
+
+
+def parts_by_host(ctx: PlanContext) -> list[set[str]]:
+    """One part per host of the ranks: the host's nodes and its ranks."""
+    by_host: dict[str, set[str]] = defaultdict(set)
+    for nid, node in ctx.topo.nodes.items():
+        if node.host is not None:
+            by_host[node.host].add(nid)
+    parts = []
+    for group in ctx.host_groups:
+        host = ctx.topo.host_of(ctx.ranks[group[0]])
+        parts.append(by_host.get(host, set()) | {ctx.ranks[i] for i in group})
+    return parts
+
+
+def _caps(ctx: PlanContext, side: set[str]) -> tuple[float, float]:
+    g = ctx.topo.graph
+    out = sum(d["bw"] for u in side for _, v, d in g.out_edges(u, data=True) if v not in side)
+    inn = sum(d["bw"] for u in side for v, _, d in g.in_edges(u, data=True) if v not in side)
+    return out, inn
+
+
+def partition_time(ctx: PlanContext, parts: list[set[str]]) -> float:
+    """The partition bound for disjoint ``parts`` that together hold every rank."""
+    k = len(parts)
+    if k < 2:
+        return 0.0
+    caps = [_caps(ctx, p) for p in parts]
+    total_out = sum(c[0] for c in caps)
+    total_in = sum(c[1] for c in caps)
+    return 2 * (k - 1) * ctx.size_bytes / min(total_out, total_in)
+
+
+def _partition_bound(ctx: PlanContext) -> tuple[float, str]:
+    best, name = partition_time(ctx, [{r} for r in ctx.ranks]), "single ranks"
+    if len(ctx.host_groups) >= 2:
+        t = partition_time(ctx, parts_by_host(ctx))
+        if t > best:
+            best, name = t, "hosts"
+    return best, name
 
 
 def _min_rank_cut(ctx: PlanContext) -> float:
@@ -53,19 +118,9 @@ def _min_rank_cut(ctx: PlanContext) -> float:
 
 
 def _host_cuts(ctx: PlanContext) -> float:
-    g = ctx.topo.graph
     sides: list[set[str]] = [{r} for r in ctx.ranks]
-    for group in ctx.host_groups:
-        host = ctx.topo.host_of(ctx.ranks[group[0]])
-        side = {n for n, node in ctx.topo.nodes.items() if node.host == host}
-        side.update(ctx.ranks[i] for i in group)
-        sides.append(side)
-    best = float("inf")
-    for side in sides:
-        out = sum(d["bw"] for u in side for _, v, d in g.out_edges(u, data=True) if v not in side)
-        inn = sum(d["bw"] for u in side for v, _, d in g.in_edges(u, data=True) if v not in side)
-        best = min(best, out, inn)
-    return best
+    sides.extend(parts_by_host(ctx))
+    return min(min(_caps(ctx, side)) for side in sides)
 
 
 def _latency_floor(ctx: PlanContext) -> float:
@@ -74,3 +129,10 @@ def _latency_floor(ctx: PlanContext) -> float:
     dist = nx.single_source_dijkstra_path_length(g, src, weight="lat")
     back = nx.single_source_dijkstra_path_length(g.reverse(copy=False), src, weight="lat")
     return max(max(dist[r] for r in ctx.ranks), max(back[r] for r in ctx.ranks))
+
+
+def _min_step_latency(ctx: PlanContext) -> float:
+    """No transfer is faster than the cheapest arc leaving a rank."""
+    g = ctx.topo.graph
+    return min((d["lat"] for r in ctx.ranks for _, _, d in g.out_edges(r, data=True)),
+               default=0.0)

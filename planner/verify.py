@@ -77,6 +77,7 @@ def _shape(plan: Any, topo: Topology) -> tuple[list[str], int, list[list[dict]]]
     if not isinstance(steps, list):
         raise _Invalid("program.steps must be a list")
     n = len(ranks)
+    checked: set[tuple[str, ...]] = set()  # paths repeat across pieces: check each once
     for si, step in enumerate(steps):
         if not isinstance(step, list):
             raise _Invalid(f"step {si}: must be a list of transfers")
@@ -98,7 +99,12 @@ def _shape(plan: Any, topo: Topology) -> tuple[list[str], int, list[list[dict]]]
                 raise _Invalid(f"{where}: reduce must be true or false")
             path = t.get("path")
             if path is not None:
-                _check_path(where, path, ranks[src], ranks[dst], topo)
+                key = tuple(path) if isinstance(path, list) else None
+                if key is None or key not in checked:
+                    _check_path(where, path, ranks[src], ranks[dst], topo)
+                    checked.add(key)  # type: ignore[arg-type]
+                elif path[0] != ranks[src] or path[-1] != ranks[dst]:
+                    _check_path(where, path, ranks[src], ranks[dst], topo)
     return ranks, units, steps
 
 
@@ -172,6 +178,17 @@ def _simulate_time(topo: Topology, ranks: list[str], units: int, steps: list[lis
         return routes[(a, b)]
 
     per_unit = size / units
+    arcs_of: dict[tuple[str, ...], tuple[list[tuple[str, str]], float]] = {}
+
+    def arcs_lat(p: list[str]) -> tuple[list[tuple[str, str]], float]:
+        key = tuple(p)
+        hit = arcs_of.get(key)
+        if hit is None:
+            arcs = list(itertools.pairwise(key))
+            hit = arcs_of[key] = (arcs, sum(g.edges[a]["lat"] for a in arcs))
+        return hit
+
+    bw = {(u, v): d["bw"] for u, v, d in g.edges(data=True)}
     total = 0.0
     for step in steps:
         if not step:
@@ -179,15 +196,13 @@ def _simulate_time(topo: Topology, ranks: list[str], units: int, steps: list[lis
         loads: dict[tuple[str, str], float] = defaultdict(float)
         paths = []
         for t in step:
-            p = t.get("path") or route(ranks[t["src"]], ranks[t["dst"]])
-            arcs = list(itertools.pairwise(p))
+            arcs, lat = arcs_lat(t.get("path") or route(ranks[t["src"]], ranks[t["dst"]]))
             nbytes = (t["chunk"][1] - t["chunk"][0]) * per_unit
             for arc in arcs:
                 loads[arc] += nbytes
-            paths.append(arcs)
+            paths.append((arcs, lat))
         worst = 0.0
-        for arcs in paths:
-            lat = sum(g.edges[a]["lat"] for a in arcs)
-            worst = max(worst, lat + max(loads[a] / g.edges[a]["bw"] for a in arcs))
+        for arcs, lat in paths:
+            worst = max(worst, lat + max(loads[a] / bw[a] for a in arcs))
         total += worst + step_overhead_s
     return total

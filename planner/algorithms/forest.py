@@ -1,0 +1,522 @@
+"""Forest all-reduce: trees rooted at different ranks, reduce and broadcast pipelined together.
+
+Hosts are super-nodes. A *lane* fixes, on every host, one rank (its port) and one way out of
+the host (a NIC and the switch behind it); lanes spread over the host's ranks and NICs, so on
+a rail-optimised cluster lane i is GPU i, NIC i and rail i. Every tree lives in one lane:
+inside each host the other ranks reduce straight to the port and get the result back from it
+(one hop over NVLink/PCIe), and between hosts the ports form a shallow tree whose edges are
+routed port -> NIC -> switches -> NIC -> port.
+
+Host-level trees come from degree targets: a host's load on its NIC is its degree in the tree,
+so degrees are water-filled in proportion to the host's bandwidth (at least 1, summing to
+2 (hosts - 1)), and ``t`` trees are built in which every host is internal in about one tree and
+a leaf elsewhere (t = hosts gives stars; t ~ sqrt(hosts) keeps the height at 2). A linear
+program over all trees of all lanes (HiGHS) then sets the shares so that the most loaded arc,
+counting every arc of every routed path, is as light as possible.
+
+Schedule (lockstep cost model): each tree's share is cut into P pieces; piece p leaves a
+non-port rank at step p, leaves a port at host height h at step p + 1 + h, is broadcast from
+the root one host level per step from step p + 1 + H, and reaches non-port ranks at step
+p + 2 H + 1, so the reduce of later pieces overlaps the broadcast of earlier ones. Transfers
+that the trees of one lane share inside hosts are merged. P trades the pipeline's fill against
+the latency every step pays; it is chosen on an exact per-arc model of the step times.
+"""
+
+from __future__ import annotations
+
+import heapq
+import itertools
+import math
+from collections import defaultdict
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from planner.algorithms.base import Candidate, PlanContext
+from planner.errors import InfeasibleError
+from planner.program import Program, Step, Transfer
+from planner.routing import REF_BYTES
+
+MAX_LANES = 16
+MAX_TRANSFERS = 400_000  # keeps a plan document well under 100 MB
+MAX_UNITS = 1 << 20
+PIECE_CHOICES = (1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64, 96, 128)
+
+Path = tuple[str, ...]
+
+
+@dataclass
+class _Lane:
+    ports: list[int]  # per host: rank index of the port
+    up: list[Path]  # per host: port -> ... -> first node outside the host
+    down: list[Path]  # per host: first node outside -> ... -> port
+    cap: np.ndarray  # per host: bytes/s this lane can expect out of the host
+    leaves_in: list[list[tuple[int, Path]]] = field(default_factory=list)  # (rank, rank->port)
+    leaves_out: list[list[tuple[int, Path]]] = field(default_factory=list)  # (rank, port->rank)
+
+
+@dataclass
+class _Tree:
+    lane: int
+    root: int  # host index
+    parent: list[int]  # per host: parent host, -1 at the root
+    height: list[int]  # per host: height in the host tree (leaves 0)
+    depth: list[int]
+
+
+class _Arcs:
+    """Arc ids and latencies of node paths, cached."""
+
+    def __init__(self, ctx: PlanContext) -> None:
+        self.router = ctx.router
+        self._cache: dict[Path, tuple[np.ndarray, float]] = {}
+
+    def __call__(self, path: Path) -> tuple[np.ndarray, float]:
+        hit = self._cache.get(path)
+        if hit is None:
+            arcs = np.asarray(self.router.arcs(path), dtype=np.int64)
+            hit = (arcs, float(self.router.lat[arcs].sum()))
+            self._cache[path] = hit
+        return hit
+
+
+def _weight(data: dict) -> float:
+    return data["lat"] + REF_BYTES / data["bw"]
+
+
+def _local_tree(ctx: PlanContext, inside: set[str], src: str, reverse: bool) -> dict[str, Path]:
+    """Shortest paths from ``src`` to (``reverse``: into ``src`` from) every node of ``inside``,
+    using only nodes of ``inside``."""
+    g = ctx.topo.graph
+    adj = g.pred if reverse else g.succ
+    dist = {src: 0.0}
+    prev: dict[str, str] = {}
+    heap = [(0.0, src)]
+    while heap:
+        d, u = heapq.heappop(heap)
+        if d > dist[u]:
+            continue
+        for v, data in adj[u].items():
+            if v not in inside:
+                continue
+            nd = d + _weight(data)
+            if nd < dist.get(v, math.inf) - 1e-18:
+                dist[v] = nd
+                prev[v] = u
+                heapq.heappush(heap, (nd, v))
+    out: dict[str, Path] = {}
+    for v in dist:
+        nodes = [v]
+        while nodes[-1] != src:
+            nodes.append(prev[nodes[-1]])
+        out[v] = tuple(nodes) if reverse else tuple(reversed(nodes))
+    return out
+
+
+def _lanes(ctx: PlanContext) -> list[_Lane]:
+    topo, g = ctx.topo, ctx.topo.graph
+    groups = ctx.host_groups
+    m = len(groups)
+    nlanes = min(MAX_LANES, max(len(gr) for gr in groups))
+    by_host: dict[str, set[str]] = defaultdict(set)
+    for nid, node in topo.nodes.items():
+        if node.host is not None:
+            by_host[node.host].add(nid)
+    lanes = [_Lane([], [], [], np.zeros(m)) for _ in range(nlanes)]
+    for h, group in enumerate(groups):
+        host = topo.host_of(ctx.ranks[group[0]])
+        inside = by_host.get(host, set()) | {ctx.ranks[i] for i in group}
+        exits = [(u, v) for u in sorted(inside) for v in g.succ[u]
+                 if v not in inside and g.has_edge(v, u)]
+        if m > 1 and not exits:
+            raise InfeasibleError(f"forest: host {host!r} has no full-duplex link out")
+        used: dict[tuple[str, str], int] = defaultdict(int)
+        choice: list[tuple[str, str] | None] = []
+        for lane_i, lane in enumerate(lanes):
+            port = group[lane_i % len(group)]
+            pnode = ctx.ranks[port]
+            out_paths = _local_tree(ctx, inside, pnode, reverse=False)
+            in_paths = _local_tree(ctx, inside, pnode, reverse=True)
+            lane.ports.append(port)
+            lane.leaves_in.append([])
+            lane.leaves_out.append([])
+            for r in group:
+                if r == port:
+                    continue
+                rn = ctx.ranks[r]
+                lane.leaves_in[h].append((r, in_paths.get(rn) or ctx.router.path(rn, pnode)))
+                lane.leaves_out[h].append((r, out_paths.get(rn) or ctx.router.path(pnode, rn)))
+            if m == 1:
+                lane.up.append(())
+                lane.down.append(())
+                choice.append(None)
+                continue
+            cost = {}
+            for u, v in exits:
+                if u in out_paths and u in in_paths:
+                    d = _path_cost(g, out_paths[u]) + _path_cost(g, in_paths[u])
+                    cost[(u, v)] = d + _weight(g.edges[u, v]) + _weight(g.edges[v, u])
+            if not cost:
+                raise InfeasibleError(f"forest: rank {pnode!r} cannot reach a link out of its "
+                                      "host inside the host")
+            best = min(cost.values())
+            tied = [e for e in exits if e in cost and cost[e] <= best * (1 + 1e-9) + 1e-15]
+            exit_ = min(tied, key=lambda e: (used[e], exits.index(e)))
+            used[exit_] += 1
+            choice.append(exit_)
+            u, v = exit_
+            lane.up.append((*out_paths[u], v))
+            lane.down.append((v, *in_paths[u]))
+        for lane, exit_ in zip(lanes, choice, strict=True):
+            if exit_ is None:
+                lane.cap[h] = 1.0
+                continue
+            path = lane.up[h] + lane.down[h][1:]
+            bw = min(g.edges[a, b]["bw"] for a, b in itertools.pairwise(path))
+            lane.cap[h] = bw / used[exit_]
+    return lanes
+
+
+def _path_cost(g, path: Path) -> float:
+    return sum(_weight(g.edges[a, b]) for a, b in itertools.pairwise(path))
+
+
+# ---- host-level trees -------------------------------------------------------------------
+
+def degree_targets(cap: np.ndarray) -> np.ndarray:
+    """Tree degrees per host, in [1, m-1], summing to 2 (m-1), as proportional to ``cap`` as
+    those limits allow (water-filling)."""
+    m = len(cap)
+    if m <= 2:
+        return np.ones(m)
+    target = 2.0 * (m - 1)
+    lo, hi = 0.0, (m - 1) / cap.min()
+    for _ in range(100):
+        mid = (lo + hi) / 2
+        if np.clip(mid * cap, 1, m - 1).sum() < target:
+            lo = mid
+        else:
+            hi = mid
+    delta = np.clip(hi * cap, 1, m - 1)
+    excess = delta - 1
+    return 1 + excess * ((m - 2) / excess.sum())
+
+
+def _round_to_total(x: np.ndarray, total: int) -> np.ndarray:
+    base = np.floor(x).astype(np.int64)
+    short = total - int(base.sum())
+    if short > 0:
+        order = np.argsort(-(x - base), kind="stable")
+        base[order[:short]] += 1
+    return base
+
+
+def host_trees(cap: np.ndarray, groups: Sequence[int], t: int) -> list[tuple[int, list[int]]]:
+    """``t`` spanning trees over hosts as (root, parent list); ``groups[h]`` is the switch
+    group of host h (trees cross between groups once per group)."""
+    m = len(cap)
+    if m == 1:
+        return [(0, [-1])]
+    delta = degree_targets(cap)
+    extra = _round_to_total(t * (delta - 1), t * (m - 2))
+    bins: list[dict[int, int]] = [{} for _ in range(t)]
+    b, room = 0, m - 2
+    for h in np.argsort(-extra, kind="stable"):
+        left = int(extra[h])
+        while left > 0 and b < t:
+            take = min(left, room)
+            bins[b][int(h)] = bins[b].get(int(h), 0) + take
+            left -= take
+            room -= take
+            if room == 0:
+                b, room = b + 1, m - 2
+    order = np.argsort(-cap, kind="stable")
+    trees = []
+    for j, budget in enumerate(bins):
+        trees.append(_build_tree(m, budget, groups, order, j))
+    return trees
+
+
+def _build_tree(m: int, budget: dict[int, int], groups: Sequence[int], order: np.ndarray,
+                j: int) -> tuple[int, list[int]]:
+    members: dict[int, list[int]] = defaultdict(list)
+    for h in order:  # fastest hosts first
+        members[groups[h]].append(int(h))
+    parent = [-1] * m
+    group_roots = []
+    for grp, hosts in members.items():
+        internal = sorted((h for h in hosts if budget.get(h)), key=lambda h: -budget[h])
+        root = internal[0] if internal else hosts[j % len(hosts)]
+        children_left = {h: budget.get(h, 0) for h in hosts}
+        children_left[root] = budget.get(root, 0) + 1
+        rest = [h for h in internal if h != root] + [h for h in hosts
+                                                       if h != root and not budget.get(h)]
+        queue, qi, ri = [root], 0, 0
+        while ri < len(rest) and qi < len(queue):
+            node = queue[qi]
+            while children_left[node] > 0 and ri < len(rest):
+                child = rest[ri]
+                ri += 1
+                parent[child] = node
+                children_left[node] -= 1
+                if budget.get(child):
+                    queue.append(child)
+            qi += 1
+        for k, child in enumerate(rest[ri:]):  # rounding left some without a slot
+            parent[child] = queue[k % len(queue)]
+        group_roots.append((budget.get(root, 0), grp, root))
+    group_roots.sort(key=lambda x: -x[0])
+    top = group_roots[0][2]
+    for _, _, r in group_roots[1:]:
+        parent[r] = top
+    return top, parent
+
+
+def _heights(root: int, parent: list[int]) -> tuple[list[int], list[int]]:
+    m = len(parent)
+    children: list[list[int]] = [[] for _ in range(m)]
+    for h, p in enumerate(parent):
+        if p >= 0:
+            children[p].append(h)
+    depth, order = [0] * m, [root]
+    for h in order:
+        for c in children[h]:
+            depth[c] = depth[h] + 1
+            order.append(c)
+    if len(order) != m:
+        raise AssertionError("host tree does not span every host")
+    height = [0] * m
+    for h in reversed(order):
+        for c in children[h]:
+            height[h] = max(height[h], height[c] + 1)
+    return height, depth
+
+
+# ---- shares (LP) and pieces ---------------------------------------------------------------
+
+class _Plan:
+    """One choice of trees: their routed loads, shares, and the per-arc phase profile."""
+
+    def __init__(self, ctx: PlanContext, lanes: list[_Lane], trees: list[_Tree],
+                 arcs: _Arcs) -> None:
+        self.ctx, self.lanes, self.trees, self.arcs = ctx, lanes, trees, arcs
+        self.hmax = max((max(tr.height) for tr in trees), default=0)
+        self.offsets = 2 * self.hmax + 2
+        self._core: dict[tuple[str, str], Path] = {}
+
+    def edge_path(self, lane: _Lane, a: int, b: int) -> Path:
+        """Route from the port of host a to the port of host b."""
+        up, down = lane.up[a], lane.down[b]
+        if up[-1] == down[0]:
+            return up + down[1:]
+        key = (up[-1], down[0])
+        core = self._core.get(key)
+        if core is None:
+            core = self._core[key] = self.ctx.router.path(*key)
+        return up + core[1:] + down[1:]
+
+    def phases(self, j: int) -> list[tuple[int, int, int, bool, Path]]:
+        """Network transfers of tree j: (offset, src rank, dst rank, reduce, path)."""
+        tr, lane = self.trees[j], self.lanes[self.trees[j].lane]
+        out = []
+        for c, q in enumerate(tr.parent):
+            if q < 0:
+                continue
+            out.append((1 + tr.height[c], lane.ports[c], lane.ports[q], True,
+                        self.edge_path(lane, c, q)))
+            out.append((self.hmax + tr.depth[c], lane.ports[q], lane.ports[c], False,
+                        self.edge_path(lane, q, c)))
+        return out
+
+    def intra(self, li: int) -> list[tuple[int, int, int, bool, Path]]:
+        lane = self.lanes[li]
+        out = []
+        for h, port in enumerate(lane.ports):
+            for r, path in lane.leaves_in[h]:
+                out.append((0, r, port, True, path))
+            for r, path in lane.leaves_out[h]:
+                out.append((self.offsets - 1, port, r, False, path))
+        return out
+
+    def solve_shares(self) -> float:
+        """Set ``self.w`` (share per tree) minimising the busiest arc; return its time per
+        byte of buffer (the fluid time / size)."""
+        from scipy.optimize import linprog
+        from scipy.sparse import coo_matrix, hstack, vstack
+
+        nt = len(self.trees)
+        bw = self.ctx.router.bw
+        rows, cols, vals = [], [], []
+        lane_intra = {}
+        for li in {tr.lane for tr in self.trees}:
+            ids = [self.arcs(p)[0] for *_, p in self.intra(li)]
+            lane_intra[li] = np.concatenate(ids) if ids else np.zeros(0, dtype=np.int64)
+        for j in range(nt):
+            ids = [self.arcs(p)[0] for *_, p in self.phases(j)]
+            ids.append(lane_intra[self.trees[j].lane])
+            flat = np.concatenate(ids)
+            uniq, counts = np.unique(flat, return_counts=True)
+            rows.append(uniq)
+            cols.append(np.full(len(uniq), j))
+            vals.append(counts / bw[uniq])
+        r, c, v = np.concatenate(rows), np.concatenate(cols), np.concatenate(vals)
+        used, r = np.unique(r, return_inverse=True)
+        load = coo_matrix((v, (r, c)), shape=(len(used), nt)).tocsr()
+        if nt == 1:
+            self.w = np.ones(1)
+            return float(load.toarray().max())
+        scale = float(np.abs(v).max())  # HiGHS' tolerances want entries near 1
+        a_ub = hstack([load / scale, coo_matrix(-np.ones((len(used), 1)))]).tocsr()
+        a_eq = vstack([coo_matrix(np.hstack([np.ones(nt), [0.0]])[None, :])])
+        cost = np.zeros(nt + 1)
+        cost[-1] = 1.0
+        res = linprog(cost, A_ub=a_ub, b_ub=np.zeros(len(used)), A_eq=a_eq, b_eq=[1.0],
+                      bounds=[(0, None)] * (nt + 1), method="highs")
+        if res.status != 0:
+            self.w = np.full(nt, 1.0 / nt)
+            return float((load @ self.w).max())
+        w = np.maximum(res.x[:nt], 0)
+        self.w = w / w.sum()
+        return float((load @ self.w).max())
+
+    def profile(self) -> tuple[np.ndarray, np.ndarray]:
+        """Per distinct arc profile: seconds per byte of buffer in each phase offset, and the
+        largest path latency through the arc in each offset (-inf where unused)."""
+        nt, no = len(self.trees), self.offsets
+        bw, lat = self.ctx.router.bw, None
+        narcs = len(bw)
+        load = np.zeros(narcs * no)
+        lat = np.full(narcs * no, -np.inf)
+        lane_w: dict[int, float] = defaultdict(float)
+        for j in range(nt):
+            if self.w[j] <= 0:
+                continue
+            lane_w[self.trees[j].lane] += self.w[j]
+            self._add(self.phases(j), self.w[j], load, lat)
+        for li, wl in lane_w.items():
+            self._add(self.intra(li), wl, load, lat)
+        load = load.reshape(narcs, no) / bw[:, None]
+        lat = lat.reshape(narcs, no)
+        keep = np.isfinite(lat).any(axis=1)
+        table = np.hstack([load[keep], lat[keep]])
+        table = np.unique(np.round(table, 15), axis=0)
+        return table[:, :no], table[:, no:]
+
+    def _add(self, items, weight: float, load: np.ndarray, lat: np.ndarray) -> None:
+        no = self.offsets
+        for off, _, _, _, path in items:
+            ids, plat = self.arcs(path)
+            idx = ids * no + off
+            np.add.at(load, idx, weight)
+            np.maximum.at(lat, idx, plat)
+
+    def transfers_per_piece(self) -> int:
+        lanes_used = {self.trees[j].lane for j in range(len(self.trees)) if self.w[j] > 0}
+        net = sum(2 * (len(self.trees[j].parent) - 1) for j in range(len(self.trees))
+                  if self.w[j] > 0)
+        return net + sum(len(self.intra(li)) for li in lanes_used)
+
+
+def model_time(load: np.ndarray, lat: np.ndarray, size: float, pieces: int) -> float:
+    """Program time under the cost model for equal pieces, from the arc profile."""
+    no = load.shape[1]
+    total = 0.0
+    for k in range(pieces + no - 1):
+        lo, hi = max(0, k - pieces + 1), min(no, k + 1)
+        step_lat = lat[:, lo:hi].max(axis=1)
+        busy = np.isfinite(step_lat)
+        if not busy.any():
+            continue
+        t = step_lat[busy] + load[busy, lo:hi].sum(axis=1) * size / pieces
+        total += float(t.max())
+    return total
+
+
+# ---- program ------------------------------------------------------------------------------
+
+def _units_per_tree(w: np.ndarray, total: int) -> np.ndarray:
+    return _round_to_total(w * total / w.sum(), total)
+
+
+def build_program(plan: _Plan, pieces: int, units: int) -> Program:
+    trees, w = plan.trees, plan.w
+    live = [j for j in range(len(trees)) if w[j] > 0]
+    per_tree = dict(zip(live, _units_per_tree(w[live], units), strict=True))
+    nsteps = pieces + plan.offsets - 1
+    steps: list[Step] = [[] for _ in range(nsteps)]
+    by_lane: dict[int, list[int]] = defaultdict(list)
+    for j in live:
+        by_lane[trees[j].lane].append(j)
+    base = 0
+    for li in sorted(by_lane):
+        js = by_lane[li]
+        intra = plan.intra(li)
+        nets = {j: plan.phases(j) for j in js}
+        for p in range(pieces):
+            start = base
+            for j in js:
+                u = int(per_tree[j])
+                a, b = base, base + (u * (p + 1) // pieces - u * p // pieces)
+                base = b
+                if a == b:
+                    continue
+                for off, src, dst, red, path in nets[j]:
+                    steps[p + off].append(Transfer(src, dst, a, b, red, path))
+            if base > start:
+                for off, src, dst, red, path in intra:
+                    steps[p + off].append(Transfer(src, dst, start, base, red, path))
+    return Program(units, [s for s in steps if s])
+
+
+def _host_switch_groups(lane: _Lane) -> list[int]:
+    ids: dict[str, int] = {}
+    return [ids.setdefault(up[-1] if up else "", len(ids)) for up in lane.up]
+
+
+def tree_counts(m: int) -> list[int]:
+    """Trees per lane to try: stars, height-2 and height-3 trees."""
+    if m <= 2:
+        return [1 if m == 1 else 2]
+    cands = {m, math.isqrt(m - 1) + 2, round(m ** (1 / 3)) + 2}
+    return sorted(c for c in cands if c <= m)
+
+
+def forest(ctx: PlanContext) -> Candidate:
+    n = len(ctx.ranks)
+    if n == 1:
+        return Candidate("forest", 0.0, lambda: Program(1, []), {"trees": 0})
+    lanes = _lanes(ctx)
+    arcs = _Arcs(ctx)
+    m = len(ctx.host_groups)
+    size = float(ctx.size_bytes)
+    best: tuple[float, _Plan, int, float] | None = None
+    for t in tree_counts(m):
+        trees = []
+        for li, lane in enumerate(lanes):
+            for root, parent in host_trees(lane.cap, _host_switch_groups(lane), t):
+                height, depth = _heights(root, parent)
+                trees.append(_Tree(li, root, parent, height, depth))
+        plan = _Plan(ctx, lanes, trees, arcs)
+        fluid = plan.solve_shares()
+        per_piece = plan.transfers_per_piece()
+        live = int((plan.w > 0).sum())
+        max_units = min(MAX_UNITS, ctx.size_bytes)
+        if per_piece > MAX_TRANSFERS or live > max_units:
+            continue
+        load, lat = plan.profile()
+        for pieces in PIECE_CHOICES:
+            if pieces * per_piece > MAX_TRANSFERS or pieces * live > max_units:
+                break
+            est = model_time(load, lat, size, pieces)
+            if best is None or est < best[0]:
+                best = (est, plan, pieces, fluid * size)
+    if best is None:
+        raise InfeasibleError("forest: no tree set fits the plan size limits")
+    _, plan, pieces, fluid = best
+    units = min(MAX_UNITS, ctx.size_bytes)
+    program = build_program(plan, pieces, units)
+    predicted = ctx.cost.program_time(ctx.ranks, program, size)
+    details = {"trees": int((plan.w > 0).sum()), "lanes": len(lanes), "pieces": pieces,
+               "host_tree_height": plan.hmax, "fluid_time_s": fluid}
+    return Candidate("forest", predicted, lambda: program, details)

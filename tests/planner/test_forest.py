@@ -1,0 +1,70 @@
+"""Forest: near the bound where the lockstep latency allows, and its building blocks."""
+
+from __future__ import annotations
+
+import sys
+
+import numpy as np
+import pytest
+
+from planner.builders import mixed_pcie_cluster, star
+from planner.plan import make_plan
+from planner.topology import Topology
+from planner.verify import verify_plan
+
+F = sys.modules["planner.algorithms.forest"]
+SIZE = 256 << 20
+
+
+@pytest.mark.parametrize(("topo_dict", "tolerance"), [
+    (star([12.5, 12.5, 12.5, 3.125], latency_us=0.0), 1.01),  # fill: 1 step of 128 pieces
+    (star([12.5, 12.5, 12.5, 3.125]), 1.02),
+    (mixed_pcie_cluster([12.5, 12.5, 12.5, 3.125]), 1.03),  # examples/one-slow-nic.json
+])
+def test_forest_is_near_the_bound_on_slow_host_clusters(topo_dict: dict,
+                                                         tolerance: float) -> None:
+    topo = Topology.from_dict(topo_dict)
+    doc = make_plan(topo, topo.endpoints(), SIZE, "forest")
+    rep = verify_plan(doc, topo)
+    assert rep.ok, rep.error
+    assert rep.simulated_time_s == pytest.approx(doc["predicted_time_s"], rel=1e-9)
+    assert doc["lower_bound_time_s"] <= doc["predicted_time_s"]
+    assert doc["predicted_time_s"] <= tolerance * doc["lower_bound_time_s"]
+    ring = make_plan(topo, topo.endpoints(), SIZE, "ring")
+    assert ring["predicted_time_s"] > 1.4 * doc["predicted_time_s"]
+
+
+def test_auto_picks_forest_for_large_buffers_on_a_slow_host() -> None:
+    topo = Topology.from_dict(star([12.5, 12.5, 12.5, 3.125]))
+    assert make_plan(topo, topo.endpoints(), SIZE)["algorithm"] == "forest"
+
+
+@pytest.mark.parametrize("cap", [[1.0, 1.0, 1.0, 1.0], [4.0, 4.0, 4.0, 1.0], [1.0, 2.0, 3.0],
+                                 list(np.linspace(1, 8, 17))])
+def test_degree_targets(cap: list[float]) -> None:
+    d = F.degree_targets(np.asarray(cap))
+    m = len(cap)
+    assert d.sum() == pytest.approx(2 * (m - 1))
+    assert (d >= 1 - 1e-12).all() and (d <= m - 1 + 1e-12).all()
+    order = np.argsort(cap)
+    assert (np.diff(d[order]) >= -1e-9).all()  # faster hosts never get a smaller degree
+
+
+@pytest.mark.parametrize("m", [2, 3, 5, 16, 40])
+@pytest.mark.parametrize("t_kind", ["star", "sqrt"])
+def test_host_trees_span_and_are_shallow(m: int, t_kind: str) -> None:
+    t = m if t_kind == "star" else int(np.sqrt(m)) + 2
+    trees = F.host_trees(np.ones(m), [0] * m, t)
+    assert len(trees) == t
+    for root, parent in trees:
+        _height, depth = F._heights(root, parent)
+        assert parent[root] == -1 and sum(p < 0 for p in parent) == 1
+        assert max(depth) <= (1 if t_kind == "star" else 3)
+    degree = np.zeros(m)
+    for _root, parent in trees:
+        for c, p in enumerate(parent):
+            if p >= 0:
+                degree[c] += 1
+                degree[p] += 1
+    # every host carries about the same load summed over the trees
+    assert degree.max() <= degree.min() + 2
