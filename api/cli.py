@@ -25,9 +25,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--database-url", help="SQLAlchemy URL (SYNCPLAN_DATABASE_URL)")
     p.add_argument("--demo", action="store_true",
                    help="development mode: embedded SQLite, printed tokens, demo cluster")
-    p.add_argument("--demo-topology", default="examples/demo.json",
-                   help="topology file loaded as the fabric in --demo mode "
-                        "(default examples/demo.json)")
+    p.add_argument("--demo-topology", default=None,
+                   help="topology file loaded as the fabric in --demo mode (default "
+                        "examples/demo.json, or the built-in demo cluster when that is absent)")
     p.add_argument("--log-level", default="info",
                    choices=["critical", "error", "warning", "info", "debug"])
     p.set_defaults(func=serve)
@@ -37,7 +37,7 @@ def _settings(args: argparse.Namespace) -> Settings:
     from pydantic import ValidationError
 
     from api.settings import Settings
-    from syncplan.cli import CLIError
+    from syncplan.errors import CLIError
 
     overrides: dict[str, object] = {}
     if args.database_url:
@@ -54,6 +54,21 @@ def _settings(args: argparse.Namespace) -> Settings:
                        f"{first['msg'].removeprefix('Value error, ')}") from None
 
 
+def _default_demo_topology() -> str:
+    """examples/demo.json when run from a checkout, else the built-in demo cluster on disk."""
+    import json
+
+    from planner.builders import DEMO, EXAMPLES
+
+    if os.path.exists("examples/demo.json"):
+        return "examples/demo.json"
+    path = Path(DEMO_DB).with_name("syncplan-demo-cluster.json")
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps(EXAMPLES[DEMO](), indent=1))
+    tmp.replace(path)
+    return str(path)
+
+
 def load_demo(app: FastAPI, path: str) -> str:
     """Store the topology file at ``path`` as the fabric; return its graph version."""
     import json
@@ -66,7 +81,7 @@ def load_demo(app: FastAPI, path: str) -> str:
     from api.fabric import normalize_fabric
     from api.models import FabricCreate
     from planner.topology import load_topology
-    from syncplan.cli import CLIError
+    from syncplan.errors import CLIError
 
     load_topology(path)  # a clear TopologyError for a bad file
     try:
@@ -85,7 +100,7 @@ def serve(args: argparse.Namespace) -> int:
 
     from api.db import SchemaError
     from api.main import create_app
-    from syncplan.cli import CLIError
+    from syncplan.errors import CLIError
 
     settings = _settings(args)
     try:
@@ -93,6 +108,8 @@ def serve(args: argparse.Namespace) -> int:
     except (SchemaError, SQLAlchemyError) as exc:
         raise CLIError(f"cannot open the store {settings.database_url!r}: {exc}") from None
     if args.demo:
+        if args.demo_topology is None:
+            args.demo_topology = _default_demo_topology()
         if not os.path.exists(args.demo_topology):
             raise CLIError(f"--demo-topology {args.demo_topology}: no such file")
         version = load_demo(app, args.demo_topology)
