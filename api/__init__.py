@@ -1,0 +1,1 @@
+"""The central planning service: a FastAPI app over a SQL store (see docs/service.md)."""

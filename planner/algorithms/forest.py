@@ -42,6 +42,9 @@ MAX_LANES = 16
 MAX_TRANSFERS = 400_000  # keeps a plan document well under 100 MB
 MAX_UNITS = 1 << 20
 PIECE_CHOICES = (1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64, 96, 128)
+STAGGER_WIDTHS = (1, 2, 3, 4, 6, 8)
+RAMPS = (0, 1, 2, 3)
+MIN_PIECES = 4
 
 Path = tuple[str, ...]
 
@@ -296,14 +299,30 @@ def _heights(root: int, parent: list[int]) -> tuple[list[int], list[int]]:
 # ---- shares (LP) and pieces ---------------------------------------------------------------
 
 class _Plan:
-    """One choice of trees: their routed loads, shares, and the per-arc phase profile."""
+    """One choice of trees: their routed loads, shares, and the per-arc phase profile.
+
+    Trees of a lane may start later than the lane's first tree (``shift``): staggering the
+    trees spreads each NIC's reduce and broadcast bytes over more steps, so the busiest arc
+    changes less from step to step and the pipeline's fill and drain cost less.
+    """
 
     def __init__(self, ctx: PlanContext, lanes: list[_Lane], trees: list[_Tree],
                  arcs: _Arcs) -> None:
         self.ctx, self.lanes, self.trees, self.arcs = ctx, lanes, trees, arcs
         self.hmax = max((max(tr.height) for tr in trees), default=0)
-        self.offsets = 2 * self.hmax + 2
+        self.base_offsets = 2 * self.hmax + 2
+        self.shift = np.zeros(len(trees), dtype=np.int64)
+        self.offsets = self.base_offsets
         self._core: dict[tuple[str, str], Path] = {}
+        self._flat: tuple[np.ndarray, ...] | None = None
+
+    def set_stagger(self, width: int) -> None:
+        """Tree k of each lane starts ``k mod width`` steps after the lane's first tree."""
+        seen: dict[int, int] = defaultdict(int)
+        for j, tr in enumerate(self.trees):
+            self.shift[j] = seen[tr.lane] % width
+            seen[tr.lane] += 1
+        self.offsets = self.base_offsets + int(self.shift.max(initial=0))
 
     def edge_path(self, lane: _Lane, a: int, b: int) -> Path:
         """Route from the port of host a to the port of host b."""
@@ -319,13 +338,14 @@ class _Plan:
     def phases(self, j: int) -> list[tuple[int, int, int, bool, Path]]:
         """Network transfers of tree j: (offset, src rank, dst rank, reduce, path)."""
         tr, lane = self.trees[j], self.lanes[self.trees[j].lane]
+        s = int(self.shift[j])
         out = []
         for c, q in enumerate(tr.parent):
             if q < 0:
                 continue
-            out.append((1 + tr.height[c], lane.ports[c], lane.ports[q], True,
+            out.append((s + 1 + tr.height[c], lane.ports[c], lane.ports[q], True,
                         self.edge_path(lane, c, q)))
-            out.append((self.hmax + tr.depth[c], lane.ports[q], lane.ports[c], False,
+            out.append((s + self.hmax + tr.depth[c], lane.ports[q], lane.ports[c], False,
                         self.edge_path(lane, q, c)))
         return out
 
@@ -339,36 +359,63 @@ class _Plan:
                 out.append((self.offsets - 1, port, r, False, path))
         return out
 
+    def _entries(self) -> tuple[np.ndarray, ...]:
+        """Every arc crossing of every tree at shift 0, flattened: (arc, column, offset,
+        path latency, is-final-intra); column j < trees is tree j, trees + l is lane l's
+        intra-host transfers."""
+        if self._flat is not None:
+            return self._flat
+        nt = len(self.trees)
+        arc_l: list[np.ndarray] = []
+        meta: list[tuple[int, int, float, bool]] = []
+
+        def add(col: int, items: list, final: bool) -> None:
+            for off, _, _, _, path in items:
+                ids, plat = self.arcs(path)
+                arc_l.append(ids)
+                meta.append((col, off, plat, final and off > 0))
+
+        saved = self.shift.copy()
+        self.shift[:] = 0
+        for j in range(nt):
+            add(j, self.phases(j), False)
+        self.shift[:] = saved
+        for li in range(len(self.lanes)):
+            add(nt + li, self.intra(li), True)
+        counts = np.fromiter((len(a) for a in arc_l), dtype=np.int64, count=len(arc_l))
+        cols, offs, lats, finals = (np.repeat(np.asarray(x), counts)
+                                    for x in zip(*meta, strict=True))
+        self._flat = (np.concatenate(arc_l), cols, offs, lats, finals)
+        return self._flat
+
     def solve_shares(self) -> float:
         """Set ``self.w`` (share per tree) minimising the busiest arc; return its time per
         byte of buffer (the fluid time / size)."""
         from scipy.optimize import linprog
-        from scipy.sparse import coo_matrix, hstack, vstack
+        from scipy.sparse import coo_matrix, csr_matrix, hstack
 
         nt = len(self.trees)
         bw = self.ctx.router.bw
-        rows, cols, vals = [], [], []
-        lane_intra = {}
-        for li in {tr.lane for tr in self.trees}:
-            ids = [self.arcs(p)[0] for *_, p in self.intra(li)]
-            lane_intra[li] = np.concatenate(ids) if ids else np.zeros(0, dtype=np.int64)
-        for j in range(nt):
-            ids = [self.arcs(p)[0] for *_, p in self.phases(j)]
-            ids.append(lane_intra[self.trees[j].lane])
-            flat = np.concatenate(ids)
-            uniq, counts = np.unique(flat, return_counts=True)
-            rows.append(uniq)
-            cols.append(np.full(len(uniq), j))
-            vals.append(counts / bw[uniq])
-        r, c, v = np.concatenate(rows), np.concatenate(cols), np.concatenate(vals)
-        used, r = np.unique(r, return_inverse=True)
-        load = coo_matrix((v, (r, c)), shape=(len(used), nt)).tocsr()
+        arc, col, *_ = self._entries()
+        lane_of = np.array([tr.lane for tr in self.trees] + list(range(len(self.lanes))))
+        narcs = len(bw)
+        # crossings per (arc, tree), and per (arc, lane) for the lanes' intra-host transfers
+        net = col < nt
+        m_net = coo_matrix((np.ones(int(net.sum())), (arc[net], col[net])),
+                           shape=(narcs, nt)).tocsr()
+        m_intra = coo_matrix((np.ones(int((~net).sum())), (arc[~net], lane_of[col[~net]])),
+                             shape=(narcs, len(self.lanes))).tocsr()
+        tree_lane = csr_matrix((np.ones(nt), ([tr.lane for tr in self.trees], np.arange(nt))),
+                               shape=(len(self.lanes), nt))
+        load = (m_net + m_intra @ tree_lane).tocsr()
+        used = np.unique(load.nonzero()[0])
+        load = csr_matrix(load[used].multiply(1.0 / bw[used][:, None]))
         if nt == 1:
             self.w = np.ones(1)
             return float(load.toarray().max())
-        scale = float(np.abs(v).max())  # HiGHS' tolerances want entries near 1
+        scale = float(np.abs(load.data).max())  # HiGHS' tolerances want entries near 1
         a_ub = hstack([load / scale, coo_matrix(-np.ones((len(used), 1)))]).tocsr()
-        a_eq = vstack([coo_matrix(np.hstack([np.ones(nt), [0.0]])[None, :])])
+        a_eq = np.hstack([np.ones(nt), [0.0]])[None, :]
         cost = np.zeros(nt + 1)
         cost[-1] = 1.0
         res = linprog(cost, A_ub=a_ub, b_ub=np.zeros(len(used)), A_eq=a_eq, b_eq=[1.0],
@@ -384,18 +431,19 @@ class _Plan:
         """Per distinct arc profile: seconds per byte of buffer in each phase offset, and the
         largest path latency through the arc in each offset (-inf where unused)."""
         nt, no = len(self.trees), self.offsets
-        bw, lat = self.ctx.router.bw, None
+        bw = self.ctx.router.bw
         narcs = len(bw)
-        load = np.zeros(narcs * no)
+        arc, col, off, plat, last = self._entries()
+        lane_w = np.zeros(len(self.lanes))
+        np.add.at(lane_w, [tr.lane for tr in self.trees], self.w)
+        weight = np.concatenate([self.w, lane_w])[col]
+        off = np.where(col < nt, off + self.shift[np.minimum(col, nt - 1)], off)
+        off = np.where(last, no - 1, off)
+        live = weight > 0
+        idx = arc[live] * no + off[live]
+        load = np.bincount(idx, weights=weight[live], minlength=narcs * no)
         lat = np.full(narcs * no, -np.inf)
-        lane_w: dict[int, float] = defaultdict(float)
-        for j in range(nt):
-            if self.w[j] <= 0:
-                continue
-            lane_w[self.trees[j].lane] += self.w[j]
-            self._add(self.phases(j), self.w[j], load, lat)
-        for li, wl in lane_w.items():
-            self._add(self.intra(li), wl, load, lat)
+        np.maximum.at(lat, idx, plat[live])
         load = load.reshape(narcs, no) / bw[:, None]
         lat = lat.reshape(narcs, no)
         keep = np.isfinite(lat).any(axis=1)
@@ -403,34 +451,36 @@ class _Plan:
         table = np.unique(np.round(table, 15), axis=0)
         return table[:, :no], table[:, no:]
 
-    def _add(self, items, weight: float, load: np.ndarray, lat: np.ndarray) -> None:
-        no = self.offsets
-        for off, _, _, _, path in items:
-            ids, plat = self.arcs(path)
-            idx = ids * no + off
-            np.add.at(load, idx, weight)
-            np.maximum.at(lat, idx, plat)
-
-    def transfers_per_piece(self) -> int:
-        lanes_used = {self.trees[j].lane for j in range(len(self.trees)) if self.w[j] > 0}
-        net = sum(2 * (len(self.trees[j].parent) - 1) for j in range(len(self.trees))
-                  if self.w[j] > 0)
-        return net + sum(len(self.intra(li)) for li in lanes_used)
+    def transfers_per_piece(self, all_trees: bool = False) -> int:
+        """Transfers one piece adds (``all_trees``: before shares are known)."""
+        live = [j for j in range(len(self.trees)) if all_trees or self.w[j] > 0]
+        lanes_used = {self.trees[j].lane for j in live}
+        net = sum(2 * (len(self.trees[j].parent) - 1) for j in live)
+        return net + sum(2 * sum(len(x) for x in self.lanes[li].leaves_in) for li in lanes_used)
 
 
-def model_time(load: np.ndarray, lat: np.ndarray, size: float, pieces: int) -> float:
-    """Program time under the cost model for equal pieces, from the arc profile."""
-    no = load.shape[1]
-    total = 0.0
-    for k in range(pieces + no - 1):
-        lo, hi = max(0, k - pieces + 1), min(no, k + 1)
-        step_lat = lat[:, lo:hi].max(axis=1)
-        busy = np.isfinite(step_lat)
-        if not busy.any():
-            continue
-        t = step_lat[busy] + load[busy, lo:hi].sum(axis=1) * size / pieces
-        total += float(t.max())
-    return total
+def piece_fractions(pieces: int, ramp: int) -> np.ndarray:
+    """Piece sizes as fractions of a share: equal, or halving over ``ramp`` pieces at both
+    ends (small first and last pieces shorten the pipeline's fill and drain)."""
+    ramp = min(ramp, pieces // 2)
+    sizes = np.ones(pieces)
+    for i in range(ramp):
+        sizes[i] = sizes[pieces - 1 - i] = 0.5 ** (ramp - i)
+    return sizes / sizes.sum()
+
+
+def model_time(load: np.ndarray, lat: np.ndarray, size: float, fracs: np.ndarray) -> float:
+    """Program time under the cost model for pieces of the given fractions, from the arc
+    profile."""
+    no, pieces = load.shape[1], len(fracs)
+    nsteps = pieces + no - 1
+    step_load = np.zeros((load.shape[0], nsteps))
+    step_lat = np.full((load.shape[0], nsteps), -np.inf)
+    for o in range(no):
+        step_load[:, o:o + pieces] += load[:, o:o + 1] * fracs[None, :]
+        np.maximum(step_lat[:, o:o + pieces], lat[:, o:o + 1], out=step_lat[:, o:o + pieces])
+    t = step_lat + step_load * size
+    return float(np.where(np.isfinite(t), t, -np.inf).max(axis=0).clip(min=0).sum())
 
 
 # ---- program ------------------------------------------------------------------------------
@@ -439,8 +489,11 @@ def _units_per_tree(w: np.ndarray, total: int) -> np.ndarray:
     return _round_to_total(w * total / w.sum(), total)
 
 
-def build_program(plan: _Plan, pieces: int, units: int) -> Program:
+def build_program(plan: _Plan, fracs: np.ndarray, units: int) -> Program:
     trees, w = plan.trees, plan.w
+    pieces = len(fracs)
+    cum = np.concatenate([[0.0], np.cumsum(fracs)])
+    cum[-1] = 1.0
     live = [j for j in range(len(trees)) if w[j] > 0]
     per_tree = dict(zip(live, _units_per_tree(w[live], units), strict=True))
     nsteps = pieces + plan.offsets - 1
@@ -457,7 +510,7 @@ def build_program(plan: _Plan, pieces: int, units: int) -> Program:
             start = base
             for j in js:
                 u = int(per_tree[j])
-                a, b = base, base + (u * (p + 1) // pieces - u * p // pieces)
+                a, b = base, base + (round(u * cum[p + 1]) - round(u * cum[p]))
                 base = b
                 if a == b:
                     continue
@@ -490,7 +543,9 @@ def forest(ctx: PlanContext) -> Candidate:
     arcs = _Arcs(ctx)
     m = len(ctx.host_groups)
     size = float(ctx.size_bytes)
-    best: tuple[float, _Plan, int, float] | None = None
+    max_units = min(MAX_UNITS, ctx.size_bytes)
+    best: tuple[float, _Plan, np.ndarray, int, float] | None = None
+    t_min = min(tree_counts(m))
     for t in tree_counts(m):
         trees = []
         for li, lane in enumerate(lanes):
@@ -498,25 +553,36 @@ def forest(ctx: PlanContext) -> Candidate:
                 height, depth = _heights(root, parent)
                 trees.append(_Tree(li, root, parent, height, depth))
         plan = _Plan(ctx, lanes, trees, arcs)
+        # a tree set that fits fewer than MIN_PIECES pieces pays the whole pipeline fill
+        if plan.transfers_per_piece(all_trees=True) * MIN_PIECES > MAX_TRANSFERS and t != t_min:
+            continue
         fluid = plan.solve_shares()
         per_piece = plan.transfers_per_piece()
         live = int((plan.w > 0).sum())
-        max_units = min(MAX_UNITS, ctx.size_bytes)
-        if per_piece > MAX_TRANSFERS or live > max_units:
+        if live > max_units:
             continue
-        load, lat = plan.profile()
-        for pieces in PIECE_CHOICES:
-            if pieces * per_piece > MAX_TRANSFERS or pieces * live > max_units:
+        for width in STAGGER_WIDTHS:
+            if width > 1 and width > t:
                 break
-            est = model_time(load, lat, size, pieces)
-            if best is None or est < best[0]:
-                best = (est, plan, pieces, fluid * size)
+            plan.set_stagger(width)
+            load, lat = plan.profile()
+            for pieces in PIECE_CHOICES:
+                if pieces * per_piece > MAX_TRANSFERS or pieces * live > max_units:
+                    break
+                for ramp in RAMPS:
+                    if ramp and 2 * ramp > pieces:
+                        break
+                    fracs = piece_fractions(pieces, ramp)
+                    est = model_time(load, lat, size, fracs)
+                    if best is None or est < best[0]:
+                        best = (est, plan, fracs, width, fluid * size)
     if best is None:
         raise InfeasibleError("forest: no tree set fits the plan size limits")
-    _, plan, pieces, fluid = best
-    units = min(MAX_UNITS, ctx.size_bytes)
-    program = build_program(plan, pieces, units)
+    _, plan, fracs, width, fluid = best
+    plan.set_stagger(width)
+    program = build_program(plan, fracs, max_units)
     predicted = ctx.cost.program_time(ctx.ranks, program, size)
-    details = {"trees": int((plan.w > 0).sum()), "lanes": len(lanes), "pieces": pieces,
-               "host_tree_height": plan.hmax, "fluid_time_s": fluid}
+    details = {"trees": int((plan.w > 0).sum()), "lanes": len(lanes), "pieces": len(fracs),
+               "ramp": int((fracs < fracs.max() * (1 - 1e-9)).sum() // 2),
+               "stagger": width, "host_tree_height": plan.hmax, "fluid_time_s": fluid}
     return Candidate("forest", predicted, lambda: program, details)

@@ -83,10 +83,12 @@ class _Schedule:
         self.units, self.stages = units, stages
         self.region = [(0, units)] * nranks
 
-    def reduce_scatter(self, stage: int) -> list[Step]:
+    def reduce_scatter(self, stage: int, first_only: bool = False) -> list[Step]:
+        """The stage's steps (``first_only``: just its first step; regions still advance)."""
         groups, method = self.stages[stage]
         p = len(groups[0])
-        steps: list[Step] = [[] for _ in range(1 if method == "direct" else p - 1)]
+        nsteps = 1 if method == "direct" or first_only else p - 1
+        steps: list[Step] = [[] for _ in range(nsteps)]
         new_region = list(self.region)
         for members in groups:
             lo, hi = self.region[members[0]]
@@ -99,7 +101,7 @@ class _Schedule:
                 for j, r in enumerate(members):
                     new_region[r] = parts[j]
             else:
-                for s in range(p - 1):
+                for s in range(nsteps):
                     for i in range(p):
                         a, b = parts[(i - s) % p]
                         steps[s].append(Transfer(members[i], members[(i + 1) % p], a, b, True))
@@ -108,10 +110,12 @@ class _Schedule:
         self.region = new_region
         return steps
 
-    def all_gather(self, stage: int, regions_before: list[tuple[int, int]]) -> list[Step]:
+    def all_gather(self, stage: int, regions_before: list[tuple[int, int]],
+                   first_only: bool = False) -> list[Step]:
         groups, method = self.stages[stage]
         p = len(groups[0])
-        steps: list[Step] = [[] for _ in range(1 if method == "direct" else p - 1)]
+        nsteps = 1 if method == "direct" or first_only else p - 1
+        steps: list[Step] = [[] for _ in range(nsteps)]
         for members in groups:
             lo, hi = regions_before[members[0]]
             parts = [(lo + (hi - lo) * k // p, lo + (hi - lo) * (k + 1) // p) for k in range(p)]
@@ -121,7 +125,7 @@ class _Schedule:
                         if i != j:
                             steps[0].append(Transfer(src, dst, *parts[j], False))
             else:
-                for s in range(p - 1):
+                for s in range(nsteps):
                     for i in range(p):
                         a, b = parts[(i + 1 - s) % p]
                         steps[s].append(Transfer(members[i], members[(i + 1) % p], a, b, False))
@@ -184,11 +188,11 @@ def _predict(ctx: PlanContext, stages: list[tuple[list[list[int]], str]], n: int
     history = []
     for k, (groups, method) in enumerate(stages):
         history.append(sched.region)
-        steps = sched.reduce_scatter(k)[0]
+        steps = sched.reduce_scatter(k, first_only=True)[0]
         reps = 1 if method == "direct" else len(groups[0]) - 1
         total += reps * ctx.cost.step_time(ctx.ranks, steps, bpu)
     for k, (groups, method) in enumerate(stages):
-        steps = sched.all_gather(k, history[k])[0]
+        steps = sched.all_gather(k, history[k], first_only=True)[0]
         reps = 1 if method == "direct" else len(groups[0]) - 1
         total += reps * ctx.cost.step_time(ctx.ranks, steps, bpu)
     return total

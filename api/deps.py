@@ -1,0 +1,96 @@
+"""FastAPI dependencies as ``Annotated`` aliases: settings, store session, cluster snapshot,
+and bearer tokens of each scope."""
+
+from __future__ import annotations
+
+import hmac
+from collections.abc import Awaitable, Callable, Iterator
+from typing import Annotated
+
+from anyio.to_thread import run_sync
+from fastapi import Depends, Request, Security
+from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
+from sqlalchemy.orm import Session
+
+from api.errors import APIError, responses
+from api.jobs import JobService
+from api.metrics import Metrics
+from api.planning import PlanService
+from api.settings import Settings
+from api.state import ClusterState, Snapshot
+
+
+# The trivial getters are ``async`` so FastAPI does not send them to a worker thread.
+async def get_settings(request: Request) -> Settings:
+    return request.app.state.settings
+
+
+def get_session(request: Request) -> Iterator[Session]:
+    """A store session; used by sync routes, which run in the worker threads anyway."""
+    with request.app.state.sessions() as session:
+        yield session
+
+
+async def get_cluster(request: Request) -> ClusterState:
+    return request.app.state.cluster
+
+
+async def get_plans(request: Request) -> PlanService:
+    return request.app.state.plans
+
+
+async def get_jobs(request: Request) -> JobService:
+    return request.app.state.jobs
+
+
+async def get_metrics(request: Request) -> Metrics:
+    return request.app.state.metrics
+
+
+async def get_snapshot(request: Request) -> Snapshot:
+    cluster: ClusterState = request.app.state.cluster
+    return cluster.current() or await run_sync(cluster.refresh)
+
+
+SettingsDep = Annotated[Settings, Depends(get_settings)]
+SessionDep = Annotated[Session, Depends(get_session)]
+ClusterDep = Annotated[ClusterState, Depends(get_cluster)]
+SnapshotDep = Annotated[Snapshot, Depends(get_snapshot)]
+PlansDep = Annotated[PlanService, Depends(get_plans)]
+JobsDep = Annotated[JobService, Depends(get_jobs)]
+MetricsDep = Annotated[Metrics, Depends(get_metrics)]
+
+bearer = HTTPBearer(auto_error=False, description="Authorization: Bearer <token>; the admin "
+                    "token has every scope, the agent and job tokens their own plus 'read'.")
+
+
+def _require(scope: str) -> Callable[..., Awaitable[str]]:
+    async def check(request: Request,
+                    cred: Annotated[HTTPAuthorizationCredentials | None, Depends(bearer)]
+                    ) -> str:
+        if cred is None:
+            raise APIError(401, "missing bearer token", ["header", "Authorization"],
+                           "unauthorized", {"WWW-Authenticate": "Bearer"})
+        given = cred.credentials.encode()
+        granted: frozenset[str] | None = None
+        for token, scopes in request.app.state.token_scopes.items():
+            if hmac.compare_digest(given, token.encode()):
+                granted = scopes
+        if granted is None:
+            raise APIError(401, "invalid bearer token", ["header", "Authorization"],
+                           "unauthorized", {"WWW-Authenticate": "Bearer"})
+        if scope not in granted:
+            raise APIError(403, f"this token lacks the {scope!r} scope",
+                           ["header", "Authorization"], "forbidden")
+        return scope
+
+    check.__name__ = f"require_{scope}"
+    return check
+
+
+AdminToken = Annotated[str, Security(_require("admin"))]
+AgentToken = Annotated[str, Security(_require("agent"))]
+JobToken = Annotated[str, Security(_require("job"))]
+ReadToken = Annotated[str, Security(_require("read"))]
+
+AUTH_ERRORS = responses(401, 403)

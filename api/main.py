@@ -1,0 +1,55 @@
+"""The application factory."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
+from fastapi import FastAPI
+
+from api import errors
+from api.db import init_schema, make_engine, session_factory
+from api.jobs import JobService
+from api.limits import BodyLimitMiddleware
+from api.metrics import Metrics, MetricsMiddleware
+from api.planning import PlanService
+from api.routes import agents, fabric, health, jobs, plans, topology
+from api.settings import Settings
+from api.state import ClusterState
+
+
+def create_app(settings: Settings | None = None) -> FastAPI:
+    """Build the service for ``settings`` (from the environment when omitted); the store's
+    schema is created or checked here, so a wrong database fails before serving."""
+    settings = settings or Settings()
+    engine = make_engine(settings.database_url, settings.db_pool_size)
+    init_schema(engine)
+    sessions = session_factory(engine)
+
+    @asynccontextmanager
+    async def lifespan(_: FastAPI) -> AsyncIterator[None]:
+        yield
+        engine.dispose()
+
+    app = FastAPI(title="syncplan", version="0.1.0", lifespan=lifespan,
+                  summary="Central planning service: cluster graph from agents' reports, "
+                          "per-job all-reduce plans.")
+    metrics = Metrics()
+    cluster = ClusterState(sessions, settings.stale_after_s, settings.sync_interval_s)
+    planner = PlanService(sessions, metrics, settings.plan_cache_size, settings.solver_threads,
+                          settings.plan_cache_bytes)
+    app.state.settings = settings
+    app.state.engine = engine
+    app.state.sessions = sessions
+    app.state.metrics = metrics
+    app.state.cluster = cluster
+    app.state.plans = planner
+    app.state.jobs = JobService(sessions, cluster, planner, settings.plan_cache_size * 4,
+                                settings.plan_cache_bytes)
+    app.state.token_scopes = settings.token_scopes()
+    errors.install(app)
+    for module in (health, agents, fabric, topology, plans, jobs):
+        app.include_router(module.router)
+    app.add_middleware(BodyLimitMiddleware, limit=settings.max_body_bytes)
+    app.add_middleware(MetricsMiddleware, metrics=metrics)
+    return app

@@ -1,0 +1,198 @@
+"""Plans: solve in worker threads, coalesce identical requests, cache in memory and in the
+store. A plan is keyed by (topology version, canonical request)."""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+import time
+from collections import OrderedDict
+from dataclasses import dataclass
+from typing import Any
+
+import anyio
+from anyio.to_thread import run_sync
+from sqlalchemy.orm import Session, sessionmaker
+
+from api import store
+from api.encoding import Body
+from api.errors import APIError, planner_error
+from api.metrics import Metrics
+from api.state import Snapshot
+from planner.errors import PlannerError
+from planner.sizes import parse_size as planner_parse_size
+
+
+@dataclass(frozen=True)
+class PlanKey:
+    version: str
+    ranks: tuple[str, ...]
+    collective: str
+    size_bytes: int
+    algorithm: str
+
+    @property
+    def request(self) -> dict[str, Any]:
+        return {"ranks": list(self.ranks), "collective": self.collective,
+                "size_bytes": self.size_bytes, "algorithm": self.algorithm}
+
+    @property
+    def digest(self) -> str:
+        text = json.dumps([self.version, self.request], sort_keys=True, separators=(",", ":"))
+        return hashlib.sha256(text.encode()).hexdigest()
+
+    @property
+    def plan_id(self) -> str:
+        """The id used when the planner gives none."""
+        return f"{self.version[:12]}-{self.digest[:20]}"
+
+
+@dataclass(frozen=True)
+class CachedPlan:
+    plan_id: str
+    body: Body
+
+
+def parse_size(value: int | str, loc: list[str | int]) -> int:
+    """Bytes from an int or a string such as ``"256MiB"``; 422 naming ``loc`` otherwise."""
+    if isinstance(value, int):
+        return value
+    try:
+        size = planner_parse_size(value)
+    except (ValueError, TypeError) as exc:
+        raise APIError(422, str(exc), loc) from None
+    if size <= 0:
+        raise APIError(422, f"size must be positive, got {value!r}", loc)
+    return size
+
+
+def solve(snapshot: Snapshot, key: PlanKey) -> dict[str, Any]:
+    """Run the planner (blocking); planner errors propagate."""
+    from planner.plan import make_plan
+
+    if snapshot.topology is None:
+        raise APIError(409, "the cluster graph is empty or invalid; no plan can be made",
+                       ["body", "ranks"], "no_topology")
+    return make_plan(snapshot.topology, list(key.ranks), key.size_bytes,
+                     algorithm=key.algorithm, collective=key.collective)
+
+
+class PlanService:
+    """See the module doc; one instance per app, used from the event loop only."""
+
+    def __init__(self, factory: sessionmaker[Session], metrics: Metrics, cache_size: int,
+                 solver_threads: int, cache_bytes: int = 512 << 20) -> None:
+        self._factory = factory
+        self._metrics = metrics
+        self._size = cache_size
+        self._max_bytes = cache_bytes
+        self._bytes = 0
+        self._lru: OrderedDict[str, CachedPlan] = OrderedDict()
+        self._by_id: dict[str, str] = {}
+        self._inflight: dict[str, asyncio.Task[CachedPlan]] = {}
+        self._limiter = anyio.CapacityLimiter(solver_threads)
+        self.solves = 0
+
+    def _remember(self, digest: str, plan: CachedPlan) -> None:
+        """Keep ``plan``, evicting the least recently used beyond the count or byte budget
+        (a plan larger than the whole budget is not kept in memory: the store has it)."""
+        if plan.body.size > self._max_bytes:
+            return
+        old_plan = self._lru.pop(digest, None)
+        if old_plan is not None:
+            self._bytes -= old_plan.body.size
+        self._lru[digest] = plan
+        self._bytes += plan.body.size
+        self._by_id[plan.plan_id] = digest
+        while len(self._lru) > self._size or self._bytes > self._max_bytes:
+            _, old = self._lru.popitem(last=False)
+            self._bytes -= old.body.size
+            if self._by_id.get(old.plan_id) is not None and \
+                    self._by_id[old.plan_id] not in self._lru:
+                del self._by_id[old.plan_id]
+
+    def cached(self, key: PlanKey) -> CachedPlan | None:
+        plan = self._lru.get(key.digest)
+        if plan is not None:
+            self._lru.move_to_end(key.digest)
+        return plan
+
+    async def get(self, snapshot: Snapshot, key: PlanKey) -> CachedPlan:
+        """The plan for ``key``: memory, then store, then one solve shared by all callers."""
+        digest = key.digest
+        plan = self.cached(key)
+        if plan is not None:
+            self._metrics.cache.labels("memory", "hit").inc()
+            return plan
+        task = self._inflight.get(digest)
+        if task is None:
+            task = asyncio.create_task(self._produce(snapshot, key))
+            self._inflight[digest] = task
+            task.add_done_callback(lambda t: self._done(digest, t))
+        else:
+            self._metrics.shared.inc()
+        return await asyncio.shield(task)
+
+    def _done(self, digest: str, task: asyncio.Task[CachedPlan]) -> None:
+        self._inflight.pop(digest, None)
+        if not task.cancelled():
+            task.exception()  # retrieved here so an unawaited failure is not logged
+
+    async def _produce(self, snapshot: Snapshot, key: PlanKey) -> CachedPlan:
+        plan = await self._load_or_solve(snapshot, key)
+        self._remember(key.digest, plan)
+        return plan
+
+    async def _load_or_solve(self, snapshot: Snapshot, key: PlanKey) -> CachedPlan:
+        self._metrics.cache.labels("memory", "miss").inc()
+        row = await run_sync(self._load_row, key.digest)
+        if row is not None:
+            self._metrics.cache.labels("store", "hit").inc()
+            return row
+        self._metrics.cache.labels("store", "miss").inc()
+        try:
+            plan, algorithm, elapsed = await run_sync(self._solve_and_store, snapshot, key,
+                                                      limiter=self._limiter)
+        except PlannerError as exc:
+            raise planner_error(exc, ["body"]) from None
+        self.solves += 1
+        self._metrics.solve.labels(algorithm).observe(elapsed)
+        return plan
+
+    def _solve_and_store(self, snapshot: Snapshot, key: PlanKey
+                         ) -> tuple[CachedPlan, str, float]:
+        """Solve, serialize and store in the worker thread: large plans are tens of MB."""
+        start = time.perf_counter()
+        doc = solve(snapshot, key)
+        elapsed = time.perf_counter() - start
+        doc["plan_id"] = str(doc.get("plan_id") or key.plan_id)
+        doc["topology_version"] = key.version
+        body = json.dumps(doc, separators=(",", ":"), allow_nan=False).encode()
+        self._store_row(key, doc["plan_id"], body)
+        plan = CachedPlan(doc["plan_id"], Body.of(body))
+        return plan, str(doc.get("algorithm", key.algorithm)), elapsed
+
+    def _load_row(self, digest: str) -> CachedPlan | None:
+        with self._factory() as s:
+            row = store.get_plan_by_key(s, digest)
+            return None if row is None else CachedPlan(row.plan_id,
+                                                          Body.of(row.document.encode()))
+
+    def _store_row(self, key: PlanKey, plan_id: str, body: bytes) -> None:
+        with self._factory() as s:
+            store.put_plan(s, plan_id, key.digest, key.version, body, time.time())
+
+    async def by_id(self, plan_id: str) -> CachedPlan | None:
+        digest = self._by_id.get(plan_id)
+        if digest is not None and digest in self._lru:
+            self._metrics.cache.labels("memory", "hit").inc()
+            return self._lru[digest]
+
+        def load() -> CachedPlan | None:
+            with self._factory() as s:
+                row = store.get_plan(s, plan_id)
+                return None if row is None else CachedPlan(row.plan_id,
+                                                          Body.of(row.document.encode()))
+
+        return await run_sync(load)

@@ -1,0 +1,78 @@
+"""Host reports from agents."""
+
+from __future__ import annotations
+
+import time
+from typing import Annotated
+
+from anyio.to_thread import run_sync
+from fastapi import APIRouter, Path, Response
+
+from agents.report import HostReport
+from api import store
+from api.deps import (
+    AUTH_ERRORS,
+    AdminToken,
+    AgentToken,
+    ClusterDep,
+    MetricsDep,
+    ReadToken,
+    SessionDep,
+    SettingsDep,
+    SnapshotDep,
+)
+from api.errors import APIError, planner_error, responses
+from api.merge import check_report
+from api.models import AgentsPublic, HostName, ReportAccepted
+from api.state import ClusterState, utc
+from planner.errors import PlannerError
+
+router = APIRouter(prefix="/v1/agents", tags=["agents"], responses=AUTH_ERRORS)
+
+
+@router.put("/{host}/report", response_model=ReportAccepted,
+            responses=responses(409, 413, 422))
+async def put_report(host: Annotated[HostName, Path()], report: HostReport, _: AgentToken,
+                     cluster: ClusterDep, metrics: MetricsDep) -> ReportAccepted:
+    """Store one host's report. A lower ``seq`` than the stored one is refused (409); the
+    same ``seq`` with the same body is accepted again (``status: unchanged``)."""
+    if report.host != host:
+        raise APIError(422, f"body host {report.host!r} differs from the URL's {host!r}",
+                       ["body", "host"], "host_mismatch")
+    try:
+        status, received = await run_sync(_ingest, cluster, report)
+    except APIError:
+        metrics.reports.labels("refused").inc()
+        raise
+    metrics.reports.labels(status).inc()
+    return ReportAccepted(host=host, seq=report.seq, status=status, received_at=utc(received))
+
+
+def _ingest(cluster: ClusterState, report: HostReport) -> tuple[str, float]:
+    """Check and store a report in one worker-thread hop."""
+    try:
+        check_report(report)
+    except PlannerError as exc:
+        raise planner_error(exc, ["body"]) from None
+    with cluster.sessions() as session:
+        status, received = store.put_report(session, report, time.time())
+    if status == "stored":
+        cluster.invalidate()
+    return status, received
+
+
+@router.get("", response_model=AgentsPublic)
+async def list_agents(_: ReadToken, snapshot: SnapshotDep, settings: SettingsDep
+                      ) -> AgentsPublic:
+    """Every host that has reported, with its last seq and whether it is stale."""
+    return AgentsPublic(stale_after_s=settings.stale_after_s, hosts=snapshot.hosts)
+
+
+@router.delete("/{host}", status_code=204, response_class=Response, responses=responses(404))
+def delete_agent(host: Annotated[HostName, Path()], _: AdminToken, session: SessionDep,
+                 cluster: ClusterDep) -> Response:
+    """Forget a decommissioned host's report."""
+    if not store.delete_report(session, host):
+        raise APIError(404, f"no report from host {host!r}", ["path", "host"], "not_found")
+    cluster.invalidate()
+    return Response(status_code=204)

@@ -1,0 +1,174 @@
+"""Plan solving: identical concurrent requests share one solve, solving never blocks the
+event loop, cached plans are reused and persisted."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+import api.planning
+from api.main import create_app
+from api.planning import PlanKey
+from api.settings import Settings
+from api.state import Snapshot
+from planner.builders import dgx_cluster
+from tests.api.helpers import TOKENS, auth
+
+
+@pytest.fixture
+async def client(tmp_path: Path) -> AsyncIterator[tuple[httpx.AsyncClient, Any]]:
+    app = create_app(Settings(database_url=f"sqlite:///{tmp_path / 'p.db'}",
+                              admin_token=TOKENS["admin"], agent_token=TOKENS["agent"],
+                              job_token=TOKENS["job"]))
+    transport = httpx.ASGITransport(app=app)
+    async with httpx.AsyncClient(transport=transport, base_url="http://test", timeout=60) as c:
+        r = await c.put("/v1/fabric", json=dgx_cluster(2, gpus=4), headers=auth("admin"))
+        assert r.status_code == 200, r.text
+        yield c, app
+
+
+def _req(size: int) -> dict[str, Any]:
+    return {"ranks": [f"h{h}/gpu{g}" for h in range(2) for g in range(4)], "size_bytes": size}
+
+
+@pytest.fixture
+def gated_solve(monkeypatch: pytest.MonkeyPatch) -> threading.Event:
+    """Solves wait for the returned event, so a test controls when they finish."""
+    gate = threading.Event()
+    real = api.planning.solve
+
+    def gated(snapshot: Snapshot, key: PlanKey) -> dict[str, Any]:
+        assert gate.wait(timeout=30), "the test never released the solve"
+        return real(snapshot, key)
+
+    monkeypatch.setattr(api.planning, "solve", gated)
+    return gate
+
+
+@pytest.mark.anyio
+async def test_identical_requests_solved_once(client, gated_solve: threading.Event) -> None:
+    c, app = client
+    tasks = [asyncio.create_task(c.post("/v1/plans", json=_req(1 << 20), headers=auth("job")))
+             for _ in range(8)]
+    other = asyncio.create_task(c.post("/v1/plans", json=_req(2 << 20), headers=auth("job")))
+    while len(app.state.plans._inflight) < 2:  # both distinct solves have started
+        await asyncio.sleep(0.01)
+    await asyncio.sleep(0.05)
+    gated_solve.set()
+    results = await asyncio.gather(*tasks)
+    assert {r.status_code for r in results} == {200}
+    assert len({r.json()["plan_id"] for r in results}) == 1
+    assert (await other).json()["plan_id"] != results[0].json()["plan_id"]
+    assert app.state.plans.solves == 2
+    metrics = (await c.get("/metrics")).text
+    assert "syncplan_plan_requests_coalesced_total 7.0" in metrics
+    again = await c.post("/v1/plans", json=_req(1 << 20), headers=auth("job"))
+    assert again.content == results[0].content and app.state.plans.solves == 2
+    assert 'syncplan_plan_cache_total{layer="memory",outcome="hit"} 1.0' in \
+        (await c.get("/metrics")).text
+
+
+@pytest.mark.anyio
+async def test_solving_does_not_block_the_event_loop(client, gated_solve) -> None:
+    c, app = client
+    plan = asyncio.create_task(c.post("/v1/plans", json=_req(1 << 20), headers=auth("job")))
+    while not app.state.plans._inflight:
+        await asyncio.sleep(0.01)
+    # The solve is parked in its worker thread: other requests are still served.
+    health = await asyncio.wait_for(c.get("/healthz"), timeout=10)
+    topo = await asyncio.wait_for(c.get("/v1/topology", headers=auth("job")), timeout=10)
+    assert health.status_code == 200 and topo.status_code == 200
+    assert not plan.done()
+    gated_solve.set()
+    assert (await plan).status_code == 200
+
+
+@pytest.mark.anyio
+async def test_failed_solve_is_not_cached(client) -> None:
+    c, app = client
+    bad = {"ranks": ["h0/gpu0", "h1/gpu0"], "size_bytes": 1024, "collective": "alltoall"}
+    for _ in range(2):
+        r = await c.post("/v1/plans", json=bad, headers=auth("job"))
+        assert r.status_code == 422
+        assert r.json()["detail"][0]["loc"] == ["body", "collective"]
+    assert app.state.plans.solves == 0
+
+
+@pytest.mark.anyio
+async def test_plans_come_back_from_the_store(client, tmp_path: Path) -> None:
+    c, app = client
+    first = await c.post("/v1/plans", json=_req(4096), headers=auth("job"))
+    assert first.status_code == 200
+    # A second app on the same store (a restart, or another replica) reuses the stored plan.
+    app2 = create_app(app.state.settings)
+    transport = httpx.ASGITransport(app=app2)
+    async with httpx.AsyncClient(transport=transport, base_url="http://test") as c2:
+        by_id = await c2.get(f"/v1/plans/{first.json()['plan_id']}", headers=auth("job"))
+        assert by_id.content == first.content
+        again = await c2.post("/v1/plans", json=_req(4096), headers=auth("job"))
+        assert again.content == first.content
+        assert app2.state.plans.solves == 0
+
+
+def test_memory_cache_is_bounded_by_count_and_bytes() -> None:
+    from api.encoding import Body
+    from api.metrics import Metrics
+    from api.planning import CachedPlan, PlanService
+
+    svc = PlanService(None, Metrics(), cache_size=3, solver_threads=1,  # type: ignore[arg-type]
+                      cache_bytes=1000)
+    keys = [PlanKey("v", ("a",), "allreduce", n, "auto") for n in range(1, 6)]
+    for k in keys[:4]:
+        svc._remember(k.digest, CachedPlan(f"p{k.size_bytes}", Body(b"x" * 100)))
+    assert [svc.cached(k) is not None for k in keys[:4]] == [False, True, True, True]
+    svc._remember(keys[4].digest, CachedPlan("p5", Body(b"x" * 900)))  # over the byte budget
+    assert svc.cached(keys[4]) is not None and svc._bytes <= 1000
+    assert [svc.cached(k) is not None for k in keys[:4]] == [False, False, False, True]
+    svc._remember(keys[0].digest, CachedPlan("big", Body(b"x" * 1001)))  # larger than it all
+    assert svc.cached(keys[0]) is None and svc._bytes == 1000
+    assert set(svc._by_id) == {"p4", "p5"}
+
+
+@pytest.mark.anyio
+async def test_plan_ids_are_stable_across_stores(client, tmp_path: Path) -> None:
+    c, _ = client
+    first = (await c.post("/v1/plans", json=_req(8192), headers=auth("job"))).json()
+    other = create_app(Settings(database_url=f"sqlite:///{tmp_path / 'other.db'}",
+                                admin_token=TOKENS["admin"], agent_token=TOKENS["agent"],
+                                job_token=TOKENS["job"]))
+    transport = httpx.ASGITransport(app=other)
+    async with httpx.AsyncClient(transport=transport, base_url="http://test") as c2:
+        await c2.put("/v1/fabric", json=dgx_cluster(2, gpus=4), headers=auth("admin"))
+        second = (await c2.post("/v1/plans", json=_req(8192), headers=auth("job"))).json()
+    assert other.state.plans.solves == 1
+    assert second["plan_id"] == first["plan_id"]
+    assert second["topology_version"] == first["topology_version"]
+
+
+@pytest.mark.anyio
+async def test_a_job_launch_builds_its_response_once(client, monkeypatch) -> None:
+    import api.jobs
+
+    c, app = client
+    composed = []
+    real = api.jobs._compose
+    monkeypatch.setattr(api.jobs, "_compose", lambda *a: composed.append(1) or real(*a))
+    job = {"ranks": [{"host": f"h{h}", "local_rank": r} for h in range(2) for r in range(4)],
+           "bucket_sizes": [4096, 8192, 4096]}
+    put = await c.put("/v1/jobs/launch", json=job, headers=auth("job"))
+    assert put.status_code == 200, put.text
+    assert put.json()["ranks"] == [f"h{h}/gpu{g}" for h in range(2) for g in range(4)]
+    fetches = await asyncio.gather(*(c.get("/v1/jobs/launch/plan", headers=auth("job"))
+                                     for _ in range(32)))
+    assert {r.status_code for r in fetches} == {200}
+    assert len({r.content for r in fetches}) == 1
+    doc = fetches[0].json()
+    assert doc["bucket_sizes"] == [4096, 8192, 4096]
+    assert [p["size_bytes"] for p in doc["plans"]] == [4096, 8192, 4096]
+    assert composed == [1] and app.state.plans.solves == 2
