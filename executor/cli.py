@@ -31,7 +31,7 @@ def register(subparsers: Any) -> None:
 def exec_bench(args: argparse.Namespace) -> int:
     from executor.bench import BenchCase, run_bench
     from executor.program import Program
-    from syncplan.cli import CLIError
+    from syncplan.errors import CLIError
 
     try:
         doc = json.loads(args.plan.read_text())
