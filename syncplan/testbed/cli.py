@@ -52,6 +52,24 @@ def register(subparsers: Any) -> None:
     p.add_argument("--timeout", type=float, default=None, help="limit for the whole run, s")
     p.set_defaults(func=_wrap(_cmd_run))
 
+    p = sub.add_parser("loop", help="the whole loop: agents measure, the service plans, "
+                       "the executor runs; timed against gloo")
+    common(p)
+    p.add_argument("--sizes", default="1MiB,4MiB,16MiB,64MiB,256MiB",
+                   help="comma-separated buffer sizes (default %(default)s)")
+    p.add_argument("--reps", type=int, default=3, help="timed repetitions per size")
+    p.add_argument("--warmup", type=int, default=0, help="untimed repetitions per size")
+    p.add_argument("--algorithms", default="ring,hierarchical,forest,auto",
+                   help="plans to fetch from the service (default %(default)s)")
+    p.add_argument("--probe-duration", type=float, default=1.0,
+                   help="agents' seconds per probe direction (default 1)")
+    p.add_argument("--out", type=Path, help="results JSON (default "
+                   "bench/results/testbed-SCENARIO.json)")
+    p.add_argument("--plot", type=Path, help="plot PNG (default: results path with .png)")
+    p.add_argument("--keep", action="store_true", help="leave the testbed up at the end")
+    p.add_argument("--timeout", type=float, default=None, help="limit for the timed part, s")
+    p.set_defaults(func=_wrap(_cmd_loop))
+
     p = sub.add_parser("down", help="remove everything the testbed created")
     common(p)
     p.add_argument("--force", action="store_true", help="even if a runner seems to use it")
@@ -189,6 +207,39 @@ def _cmd_run(args: argparse.Namespace) -> int:
     png = plot_results([result], args.plot or out.with_suffix(".png"))
     _say(f"[{scenario.name}] plot: {png}")
     return 0 if all(e["correct"] for e in result["results"]) else 1
+
+
+def _cmd_loop(args: argparse.Namespace) -> int:
+    from planner.sizes import parse_size
+    from syncplan.testbed.loop import LoopConfig, run_loop
+    from syncplan.testbed.plots import plot_results
+    from syncplan.testbed.scenario import REPO_ROOT, load_scenario
+
+    _need_root()
+    scenario = load_scenario(args.scenario)
+    sizes = [parse_size(s) for s in args.sizes.split(",") if s.strip()]
+    algos = [a.strip() for a in args.algorithms.split(",") if a.strip()]
+    cfg = LoopConfig(sizes=sizes, reps=args.reps, warmup=args.warmup, algorithms=algos,
+                     probe_duration_s=args.probe_duration, run_timeout_s=args.timeout)
+    out = args.out or REPO_ROOT / RESULTS_DIR_NAME / f"testbed-{scenario.name}.json"
+    _sigterm_as_interrupt()
+    result = run_loop(scenario, _state_dir(args), cfg, out, say=_say, keep=args.keep)
+    _say(f"[{scenario.name}] results: {out}")
+    for a in result["loop"]["agents"]:
+        _say(f"  agent {a['host']}: measured {a['measured_mbit']} Mbit/s, shaped "
+             f"{a['shaped_mbit']:g}")
+    for row in result["summary"]:
+        extra = ""
+        if "speedup_over_gloo" in row and row["algorithm"] != "gloo":
+            extra += f", {row['speedup_over_gloo']:.2f}x gloo"
+        if "measured_over_predicted" in row:
+            extra += (f", predicted {row['predicted_time_s']:.3f} s "
+                      f"(measured/predicted {row['measured_over_predicted']:.2f})")
+        _say(f"  {row['size_bytes'] / 2**20:g} MiB {row['algorithm']}: median "
+             f"{row['median_s']:.3f} s{extra}{'' if row['correct'] else ' WRONG'}")
+    png = plot_results([result], args.plot or out.with_suffix(".png"))
+    _say(f"[{scenario.name}] plot: {png}")
+    return 0 if all(r["correct"] for r in result["summary"]) else 1
 
 
 def _cmd_down(args: argparse.Namespace) -> int:
