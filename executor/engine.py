@@ -50,6 +50,13 @@ class ExecutorConfig:
     # "auto": data-flow order on gloo, one batch_isend_irecv per step on NCCL;
     # "steps": one batch per step everywhere.
     schedule: str = "auto"
+    # gloo: stage every receive and post all of them before any send, so that each
+    # receiver-ready notice leaves ahead of the payload queued on its pair (see
+    # docs/executor.md), while the staging stays within this many times the buffer; 0: never.
+    eager_recv_factor: float = 4.0
+    # gloo: hold a send of step s until this rank's receives of the steps before
+    # s - lookahead_steps are done (None: no limit); see executor.schedule.dataflow.
+    lookahead_steps: int | None = 4
 
     def __post_init__(self) -> None:
         if self.schedule not in ("auto", "steps"):
@@ -58,6 +65,10 @@ class ExecutorConfig:
             raise ValueError(f"segment_bytes must be >= 0, got {self.segment_bytes}")
         if not self.timeout_s > 0:
             raise ValueError(f"timeout_s must be > 0, got {self.timeout_s}")
+        if self.eager_recv_factor < 0:
+            raise ValueError(f"eager_recv_factor must be >= 0, got {self.eager_recv_factor}")
+        if self.lookahead_steps is not None and self.lookahead_steps < 0:
+            raise ValueError(f"lookahead_steps must be >= 0 or None, got {self.lookahead_steps}")
         if self.max_prepared < 1:
             raise ValueError(f"max_prepared must be >= 1, got {self.max_prepared}")
 
@@ -68,8 +79,8 @@ class _GlooPrepared:
     and recv, which is what batch_isend_irecv does on gloo, minus its per-op Python checks."""
 
     def __init__(self, sched: RankSchedule, rank_map: Sequence[int], dtype: torch.dtype,
-                 group: Any) -> None:
-        flow = dataflow(sched)
+                 group: Any, lookahead: int | None = None) -> None:
+        flow = dataflow(sched, lookahead)
         self.flow = flow
         self.staging = torch.empty(flow.staging_numel, dtype=dtype)
         self.pg = group if group is not None else dist.group.WORLD
@@ -215,8 +226,14 @@ class PlanExecutor:
         prep: _GlooPrepared | _StepPrepared
         if device.type == "cpu" and self.config.schedule == "auto":
             seg = self.config.segment_bytes // torch.empty(0, dtype=dtype).element_size()
-            sched = build_schedule(self.program, self.plan_rank, numel, segment=seg or None)
-            prep = _GlooPrepared(sched, self.rank_map, dtype, self.group)
+            eager = self.config.eager_recv_factor > 0
+            sched = build_schedule(self.program, self.plan_rank, numel, segment=seg or None,
+                                   stage_all=eager)
+            if eager and sched.total_recv_numel > self.config.eager_recv_factor * numel:
+                sched = build_schedule(self.program, self.plan_rank, numel,
+                                       segment=seg or None)
+            prep = _GlooPrepared(sched, self.rank_map, dtype, self.group,
+                                 self.config.lookahead_steps)
         else:
             sched = build_schedule(self.program, self.plan_rank, numel)
             prep = _StepPrepared(sched, self.rank_map, dtype, device, self.group)

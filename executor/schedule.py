@@ -64,6 +64,12 @@ class RankSchedule:
     def messages(self) -> int:
         return sum(len(s.sends) + len(s.recvs) for s in self.steps)
 
+    @property
+    def total_recv_numel(self) -> int:
+        """Elements received over the whole program (the staging a data-flow run needs
+        when every receive is staged)."""
+        return sum(r.stop - r.start for s in self.steps for r in s.recvs)
+
 
 def element_bounds(units: int, numel: int) -> list[int]:
     """Element offset of every unit boundary 0..units."""
@@ -98,9 +104,10 @@ def _messages(transfers: list[Transfer], bounds: list[int], segment: int | None
 
 
 def build_schedule(program: Program, rank: int, numel: int, *,
-                   segment: int | None = None) -> RankSchedule:
+                   segment: int | None = None, stage_all: bool = False) -> RankSchedule:
     """The messages plan rank ``rank`` sends and receives per step for ``numel`` elements,
-    messages cut at ``segment`` elements (None: never).
+    messages cut at ``segment`` elements (None: never). ``stage_all`` stages every receive
+    (none lands in place), so that ``dataflow`` posts all of them at the start.
 
     Receives may be posted while the rank's previous active step is still running (the
     engine posts them early to hide the receiver-ready handshake), so a replacing message
@@ -136,7 +143,8 @@ def build_schedule(program: Program, rank: int, numel: int, *,
         for j, (peer, m) in enumerate(incoming):
             a, b = ranges[j]
             others = ranges[:j] + ranges[j + 1:]
-            if not any(p[2] for p in m) and not _overlaps(a, b, busy + others):
+            if (not stage_all and not any(p[2] for p in m)
+                    and not _overlaps(a, b, busy + others)):
                 recvs.append(Recv(peer, a, b, None))
                 continue
             applies: list[Apply] = []
@@ -153,6 +161,15 @@ def build_schedule(program: Program, rank: int, numel: int, *,
             steps.append(RankStep(s, tuple(sends), tuple(recvs)))
             busy_before = [(m.start, m.stop) for m in sends] + ranges
     return RankSchedule(rank=rank, numel=numel, steps=tuple(steps), staging_numel=staging_max)
+
+
+def _last_recv_below(done_before: list[tuple[int, int]], limit: int) -> int:
+    """The last receive of the steps whose program index is below ``limit`` (-1: none);
+    ``done_before`` lists (step index, last receive before that step) in step order."""
+    import bisect
+
+    k = bisect.bisect_left(done_before, (limit, -2))
+    return done_before[k][1] if k < len(done_before) else done_before[-1][1]
 
 
 def _overlaps(a: int, b: int, ranges: list[tuple[int, int]]) -> bool:
@@ -179,10 +196,15 @@ class Flow:
     staging_numel: int
 
 
-def dataflow(sched: RankSchedule) -> Flow:
+def dataflow(sched: RankSchedule, lookahead: int | None = None) -> Flow:
     """Order this rank's operations so that steps overlap wherever the data allows, which
     pipelines a ring segment by segment as native implementations do, while every transfer
     still carries the value its source held at the start of its step.
+
+    ``lookahead`` (None: unlimited) paces sends: a send of program step ``s`` is also held
+    until every receive of this rank from the steps before ``s - lookahead`` is done, so a
+    rank whose sends depend on nothing (a tree's leaf) cannot flood its links with pieces
+    the plan schedules much later, ahead of the pieces the others are waiting for.
 
     Every staged receive gets its own staging area and is posted at the start. Receives are
     waited for (and applied) in program order. A send is posted once every earlier step's
@@ -260,6 +282,22 @@ def dataflow(sched: RankSchedule) -> Flow:
         seen = ri[-1] if ri else seen
     step_of_send = {i: k for k, (si, _) in enumerate(by_step) for i in si}
     step_of_recv = {j: k for k, (_, ri) in enumerate(by_step) for j in ri}
+    if lookahead is not None:
+        if lookahead < 0:
+            raise ValueError(f"lookahead must be >= 0, got {lookahead}")
+        # (program step index, the last receive of the rank's steps before it)
+        prog = [st.index for st in sched.steps]
+        done_before = []
+        seen = -1
+        for k, (_, ri) in enumerate(by_step):
+            done_before.append((prog[k], seen))
+            seen = ri[-1] if ri else seen
+        done_before.append((1 << 62, seen))
+        for i in range(len(sends)):
+            limit = prog[step_of_send[i]] - lookahead
+            send_trigger[i] = max(send_trigger[i], _last_recv_below(done_before, limit))
+        for j in recv_trigger:  # an in-place receive still follows the sends it waits for
+            recv_trigger[j] = max([recv_trigger[j], *(send_trigger[i] for i in recv_readers[j])])
     triggered: dict[int, list[tuple[int, int, int]]] = defaultdict(list)
     for i, t in enumerate(send_trigger):
         triggered[t].append((step_of_send[i], 0, i))

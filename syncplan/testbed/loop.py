@@ -237,7 +237,7 @@ def fetch_plans(svc: Service, state: State, topology: dict[str, Any], cfg: LoopC
     from planner.topology import Topology
     from planner.verify import verify_plan
 
-    topo = Topology.from_dict(topology.get("graph", topology))
+    topo = Topology.from_dict(topology)
     ranks = [f"{h.name}/cpu0" for h in state.hosts]
     paths = []
     for algo in cfg.algorithms:
@@ -323,7 +323,7 @@ def run_loop(scenario: Scenario, state_dir: Path, cfg: LoopConfig, out_path: Pat
                  f"rounds of {slot:g} s)")
         topology = wait_measured(svc, state, cfg.measure_timeout_s, progress)
         measure_s = time.monotonic() - t_measure
-        rates = measured_rates(topology.get("graph", topology), [h.name for h in state.hosts])
+        rates = measured_rates(topology, [h.name for h in state.hosts])
         agents = []
         for h in state.hosts:
             m = rates[h.name]
@@ -343,7 +343,7 @@ def run_loop(scenario: Scenario, state_dir: Path, cfg: LoopConfig, out_path: Pat
             "probe_duration_s": cfg.probe_duration_s,
             "algorithms": list(cfg.algorithms),
             "agents": agents,
-            "graph": topology.get("graph"),
+            "graph": {"nodes": topology.get("nodes"), "links": topology.get("links")},
             "load_before": load_before, "load_after": cpu_load(),
             **cfg.extra,
         }

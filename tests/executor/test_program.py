@@ -160,11 +160,11 @@ def test_long_messages_are_cut_into_segments() -> None:
         build_schedule(p, 1, 10, segment=0)
 
 
-def _check_flow(sched: Any) -> None:
+def _check_flow(sched: Any, lookahead: int | None = None) -> None:
     """Every send reads its step's start value; writes land in step order."""
     from executor.schedule import APPLY, POST_RECV, POST_SEND, WAIT_RECV, WAIT_SEND, dataflow
 
-    flow = dataflow(sched)
+    flow = dataflow(sched, lookahead)
     send_step = [k for k, st in enumerate(sched.steps) for _ in st.sends]
     recv_step = [k for k, st in enumerate(sched.steps) for _ in st.recvs]
     at: dict[tuple[int, int], int] = {}
@@ -192,12 +192,55 @@ def _check_flow(sched: Any) -> None:
                 assert w1 < v0
 
 
+@pytest.mark.parametrize(("stage_all", "lookahead"), [(False, None), (True, None),
+                                                      (False, 0), (True, 1), (True, 4)])
 @pytest.mark.parametrize("segment", [None, 7, 1000])
-def test_dataflow_orders_reads_and_writes_like_the_steps(segment: int | None) -> None:
+def test_dataflow_orders_reads_and_writes_like_the_steps(segment: int | None, stage_all: bool,
+                                                         lookahead: int | None) -> None:
     for doc in (ring_plan(4, 4096), ring_plan(3, 5), butterfly_plan(8), crossing_plan()):
         p = _program(doc)
         for r in range(p.nranks):
-            _check_flow(build_schedule(p, r, 2_003, segment=segment))
+            _check_flow(build_schedule(p, r, 2_003, segment=segment, stage_all=stage_all),
+                        lookahead)
+
+
+def test_stage_all_posts_every_receive_before_any_send() -> None:
+    """With every receive staged, all receiver-ready notices go out first."""
+    from executor.schedule import POST_RECV, POST_SEND, dataflow
+
+    sched = build_schedule(_program(ring_plan(4, 4)), 1, 100, segment=10, stage_all=True)
+    assert all(r.staged is not None for st in sched.steps for r in st.recvs)
+    assert sched.total_recv_numel == sum(r.stop - r.start for st in sched.steps
+                                         for r in st.recvs) > 0
+    flow = dataflow(sched)
+    code = flow.instructions
+    recvs = [t for t, (op, _) in enumerate(code) if op == POST_RECV]
+    assert len(recvs) == len(flow.recvs)
+    assert max(recvs) < min(t for t, (op, _) in enumerate(code) if op == POST_SEND)
+
+
+def test_lookahead_holds_sends_that_depend_on_nothing() -> None:
+    """A rank whose sends read only its own input (a leaf that sends a piece per step and
+    receives one per step) posts the send of step s only after the receives of the steps
+    before s - lookahead; without a limit it posts them all at once."""
+    from executor.schedule import POST_SEND, WAIT_RECV, dataflow
+
+    steps = [[{"src": 1, "dst": 0, "chunk": [k, k + 1], "reduce": True},
+              {"src": 0, "dst": 1, "chunk": [k - 1, k], "reduce": False}] if k else
+             [{"src": 1, "dst": 0, "chunk": [0, 1], "reduce": True}] for k in range(8)]
+    steps.append([{"src": 0, "dst": 1, "chunk": [7, 8], "reduce": False}])
+    doc = {"plan_id": "leaf", "ranks": ["a", "b"], "size_bytes": 32,
+           "program": {"units": 8, "steps": steps}}
+    sched = build_schedule(_program(doc), 1, 8, stage_all=True)
+    free = dataflow(sched).instructions
+    assert free.index((POST_SEND, 7)) < free.index((WAIT_RECV, 0))
+    paced = dataflow(sched, lookahead=2).instructions
+    # the receive of step k has index k - 1: the send of step s waits for the receives of
+    # steps < s - 2, the last of which is index s - 4, and for no later one
+    for s in range(4, 8):
+        assert paced.index((WAIT_RECV, s - 4)) < paced.index((POST_SEND, s))
+        assert paced.index((POST_SEND, s)) < paced.index((WAIT_RECV, s - 3))
+    _check_flow(sched, 2)
 
 
 def test_dataflow_pipelines_a_ring() -> None:

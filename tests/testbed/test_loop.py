@@ -1,0 +1,65 @@
+"""The whole loop on the small scenario: agents measure, the service plans, the executor runs.
+
+Needs root and iproute2 (skipped otherwise); about a minute. No timing thresholds: it checks
+that the agents' rates match the shaping, that every plan came from the service and passed
+the verifier, that every result equals gloo's, and that nothing is left behind.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from syncplan.testbed.loop import ALGORITHMS, LoopConfig, run_loop
+from syncplan.testbed.netns import netns_list
+from syncplan.testbed.scenario import load_scenario
+
+pytestmark = [
+    pytest.mark.netns,
+    pytest.mark.skipif(os.geteuid() != 0, reason="needs root for network namespaces and tc"),
+    pytest.mark.skipif(shutil.which("ip") is None or shutil.which("tc") is None,
+                       reason="needs iproute2 (ip, tc)"),
+]
+MIB = 1 << 20
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _namespaces_allowed() -> None:
+    probe = f"sptloop{os.getpid()}-x"
+    res = subprocess.run(["ip", "netns", "add", probe], capture_output=True, text=True,
+                         timeout=30)
+    if res.returncode != 0:
+        pytest.skip(f"cannot create network namespaces here: {res.stderr.strip()}")
+    subprocess.run(["ip", "netns", "del", probe], capture_output=True, timeout=30)
+
+
+def test_full_loop_on_small_scenario(tmp_path: Path) -> None:
+    scenario = load_scenario("small")
+    before = set(netns_list())
+    out = tmp_path / "loop.json"
+    lines: list[str] = []
+    cfg = LoopConfig(sizes=[1 * MIB, 2 * MIB], reps=2, probe_duration_s=1.0,
+                     measure_timeout_s=120.0)
+    result = run_loop(scenario, tmp_path / "state", cfg, out, say=lines.append)
+
+    assert out.is_file()
+    assert set(netns_list()) == before, "the loop left namespaces behind"
+    assert not any(p.name.endswith("-logs") for p in (tmp_path / "state").iterdir())
+    agents = result["loop"]["agents"]
+    assert [a["host"] for a in agents] == [h.name for h in scenario.hosts]
+    for a in agents:
+        assert a["measured_mbit"] is not None, a
+        assert abs(a["measured_mbit"] / a["shaped_mbit"] - 1) <= 0.15, a
+    # every plan came from the service's job plans and passed the verifier (fetch_plans
+    # raises otherwise); each algorithm and size was timed and gave gloo's exact result
+    rows = {(r["algorithm"], r["size_bytes"]) for r in result["summary"]}
+    assert rows == {(a, s) for a in ("gloo", *ALGORITHMS) for s in cfg.sizes}
+    assert all(r["correct"] for r in result["summary"])
+    for e in result["results"]:
+        if e["algorithm"] != "gloo":
+            assert e["plan_id"] and e["predicted_time_s"] > 0
+    assert any("measured 4/4 hosts" in line for line in lines)
