@@ -95,6 +95,8 @@ def register(subparsers: Any) -> None:
     p = sub.add_parser("plot", help="plot result files into one PNG")
     p.add_argument("results", nargs="+", type=Path)
     p.add_argument("--out", type=Path, required=True)
+    p.add_argument("--speedups", action="store_true",
+                   help="bars of speed-up over gloo per scenario and size, and predictions")
     p.set_defaults(func=_wrap(_cmd_plot))
 
 
@@ -308,11 +310,12 @@ def _cmd_plans(args: argparse.Namespace) -> int:
 
 def _cmd_plot(args: argparse.Namespace) -> int:
     from syncplan.testbed import TestbedError
-    from syncplan.testbed.plots import plot_results
+    from syncplan.testbed.plots import plot_results, plot_speedups
 
     try:
         results = [json.loads(p.read_text()) for p in args.results]
     except (OSError, ValueError) as exc:
         raise TestbedError(f"cannot read results: {exc}") from exc
-    _say(f"plot: {plot_results(results, args.out)}")
+    plot = plot_speedups if args.speedups else plot_results
+    _say(f"plot: {plot(results, args.out)}")
     return 0

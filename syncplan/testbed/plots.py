@@ -89,3 +89,62 @@ def plot_results(results: list[dict[str, Any]], out: Path) -> Path:
     plt.close(fig)
     tmp.replace(out)
     return out
+
+
+def plot_speedups(results: list[dict[str, Any]], out: Path) -> Path:
+    """Bars of speed-up over gloo per scenario and size (one group per scenario and size,
+    one bar per algorithm), next to predicted vs measured time of every plan."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    groups = []  # (label, {algo: speed-up})
+    points = []  # (predicted, measured, algo)
+    for r in results:
+        name = r["scenario"]["name"]
+        gloo = {e["size_bytes"]: e["median_s"] for e in r["results"] if e["algorithm"] == "gloo"}
+        by_size: dict[int, dict[str, float]] = defaultdict(dict)
+        for e in r["results"]:
+            if e["algorithm"] != "gloo" and gloo.get(e["size_bytes"]) and e["median_s"] > 0:
+                by_size[e["size_bytes"]][e["algorithm"]] = gloo[e["size_bytes"]] / e["median_s"]
+            if e.get("predicted_time_s"):
+                points.append((e["predicted_time_s"], e["median_s"], e["algorithm"]))
+        for size in sorted(by_size):
+            groups.append((f"{name}\n{size / MIB:g} MiB", by_size[size]))
+    algos = sorted({a for _, g in groups for a in g})
+    color = {a: f"C{i + 1}" for i, a in enumerate(algos)}
+    fig, (ax, ax2) = plt.subplots(1, 2, figsize=(4 + 1.6 * len(groups), 4.2),
+                                  gridspec_kw={"width_ratios": [max(len(groups), 1), 2]})
+    width = 0.8 / max(len(algos), 1)
+    for k, a in enumerate(algos):
+        xs = [i + (k - (len(algos) - 1) / 2) * width for i in range(len(groups))]
+        ys = [g.get(a, 0.0) for _, g in groups]
+        bars = ax.bar(xs, ys, width, label=a, color=color[a])
+        ax.bar_label(bars, fmt="%.2f", fontsize=6)
+    ax.axhline(1.0, color="k", lw=0.8)
+    top = max((v for _, g in groups for v in g.values()), default=1.0)
+    ax.set_ylim(0, top * 1.3)
+    ax.set_xticks(range(len(groups)), [g for g, _ in groups], fontsize=8)
+    ax.set_ylabel("speed-up over gloo all_reduce")
+    ax.legend(fontsize=7, loc="upper right", ncols=len(algos))
+    ax.grid(True, axis="y", lw=0.3)
+    for a in algos:
+        pts = [(p, m) for p, m, al in points if al == a]
+        if pts:
+            ax2.scatter([p for p, _ in pts], [m for _, m in pts], s=16, label=a, color=color[a])
+    if points:
+        hi = max(max(p, m) for p, m, _ in points) * 1.05
+        ax2.plot([0, hi], [0, hi], "k--", lw=0.8)
+        ax2.plot([0, hi], [0, 1.2 * hi], "k:", lw=0.6)
+    ax2.set_xlabel("predicted (s)")
+    ax2.set_ylabel("measured median (s)")
+    ax2.set_title("plan prediction (dotted: +20%)", fontsize=9)
+    ax2.legend(fontsize=7)
+    fig.tight_layout()
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = out.with_name(f".{out.name}.tmp.png")
+    fig.savefig(tmp, dpi=110)
+    plt.close(fig)
+    tmp.replace(out)
+    return out
