@@ -20,6 +20,10 @@ log = logging.getLogger(__name__)
 
 COLLECTIVES = ("allreduce",)
 PLAN_FORMAT_VERSION = 1
+# auto: candidates predicted within this fraction of the fastest count as tied, and the tie
+# goes to the simplest (first in ALGORITHMS: ring, hierarchical, forest). On the testbed a
+# 0.02 % edge of a one-step direct exchange over the ring cost 3-15 % (docs/testbed.md).
+TIE_TOLERANCE = 0.01
 
 
 @dataclass
@@ -33,7 +37,13 @@ class Comparison:
 
     @property
     def best(self) -> Candidate:
-        return min(self.candidates.values(), key=lambda c: c.predicted_time_s)
+        """The fastest candidate; among those within TIE_TOLERANCE of it, the simplest."""
+        fastest = min(c.predicted_time_s for c in self.candidates.values())
+        order = {name: i for i, name in enumerate(ALGORITHMS)}
+        tied = [c for c in self.candidates.values()
+                if c.predicted_time_s <= fastest * (1 + TIE_TOLERANCE)]
+        return min(tied, key=lambda c: (order.get(c.algorithm, len(order)),
+                                        c.predicted_time_s))
 
 
 def _check_request(topo: Topology, ranks: list[str], size_bytes: int, algorithm: str,
