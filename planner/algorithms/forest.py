@@ -45,6 +45,9 @@ PIECE_CHOICES = (1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64, 96, 128)
 STAGGER_WIDTHS = (1, 2, 3, 4, 6, 8)
 RAMPS = (0, 1, 2, 3)
 MIN_PIECES = 4
+BALANCE_MAX_CROSSINGS = 100_000  # arc crossings per piece; above: fluid LP shares only
+LP_CONFIGS = 2  # best (trees, stagger) configurations whose piece sizes an LP refines
+LP_PIECES_BELOW = 3  # piece counts below the best equal/ramped one to try with LP sizes
 
 Path = tuple[str, ...]
 
@@ -427,6 +430,61 @@ class _Plan:
         self.w = w / w.sum()
         return float((load @ self.w).max())
 
+    def balance_phases(self, fluid: float, slack: float = 1e-4) -> None:
+        """Among shares within ``slack`` of the fluid optimum, pick ones whose pipeline fill
+        and drain are cheapest: minimise, summed over the first and last ``offsets - 1`` steps
+        of an equal-piece pipeline, the busiest arc's load (the bytes that started or still
+        have to run). Mirror-image trees (one reducing where another broadcasts) then share
+        the arcs, so every arc's load has the same shape in every step."""
+        from scipy.optimize import linprog
+        from scipy.sparse import coo_matrix, csr_matrix, hstack, vstack
+
+        nt, no = len(self.trees), self.base_offsets
+        if nt == 1:
+            return
+        bw = self.ctx.router.bw
+        arc, col, off, _, last = self._entries()
+        off = np.where(last, no - 1, off)
+        lane_of = np.array([tr.lane for tr in self.trees] + list(range(len(self.lanes))))
+        tree_lane = csr_matrix((np.ones(nt), ([tr.lane for tr in self.trees], np.arange(nt))),
+                               shape=(len(self.lanes), nt))
+        used = np.unique(arc)
+        pos = np.searchsorted(used, arc)
+        na = len(used)
+        net = col < nt
+        per_off = []
+        for o in range(no):
+            sel_n, sel_i = net & (off == o), ~net & (off == o)
+            mn = coo_matrix((np.ones(int(sel_n.sum())), (pos[sel_n], col[sel_n])), shape=(na, nt))
+            mi = coo_matrix((np.ones(int(sel_i.sum())), (pos[sel_i], lane_of[col[sel_i]])),
+                            shape=(na, len(self.lanes)))
+            per_off.append(csr_matrix((mn.tocsr() + mi.tocsr() @ tree_lane)
+                                      .multiply(1.0 / bw[used][:, None])))
+        total = per_off[0]
+        prefix = [per_off[0]]
+        for o in range(1, no):
+            total = total + per_off[o]
+            if o < no - 1:
+                prefix.append(total)
+        blocks = prefix + [total - p for p in prefix]
+        nz = len(blocks)
+        scale = float(abs(total).max())
+        if scale <= 0:
+            return
+        a_ub = vstack([hstack([b / scale, coo_matrix((-np.ones(na), (np.arange(na),
+                                                                      np.full(na, k))),
+                                                     shape=(na, nz))])
+                       for k, b in enumerate(blocks)]
+                      + [hstack([total / scale, csr_matrix((na, nz))])]).tocsr()
+        b_ub = np.concatenate([np.zeros(na * nz), np.full(na, fluid * (1 + slack) / scale)])
+        a_eq = np.concatenate([np.ones(nt), np.zeros(nz)])[None, :]
+        cost = np.concatenate([np.zeros(nt), np.ones(nz)])
+        res = linprog(cost, A_ub=a_ub, b_ub=b_ub, A_eq=a_eq, b_eq=[1.0],
+                      bounds=[(0, None)] * (nt + nz), method="highs")
+        if res.status == 0:
+            w = np.maximum(res.x[:nt], 0)
+            self.w = w / w.sum()
+
     def profile(self) -> tuple[np.ndarray, np.ndarray]:
         """Per distinct arc profile: seconds per byte of buffer in each phase offset, and the
         largest path latency through the arc in each offset (-inf where unused)."""
@@ -481,6 +539,47 @@ def model_time(load: np.ndarray, lat: np.ndarray, size: float, fracs: np.ndarray
         np.maximum(step_lat[:, o:o + pieces], lat[:, o:o + 1], out=step_lat[:, o:o + pieces])
     t = step_lat + step_load * size
     return float(np.where(np.isfinite(t), t, -np.inf).max(axis=0).clip(min=0).sum())
+
+
+def lp_fractions(load: np.ndarray, lat: np.ndarray, size: float, pieces: int) -> np.ndarray | None:
+    """Piece fractions minimising the program time for ``pieces`` pieces exactly as
+    ``model_time`` counts it (a linear program: each step is at least every arc's latency plus
+    its load); None if the solver fails."""
+    from scipy.optimize import linprog
+    from scipy.sparse import coo_matrix
+
+    na, no = load.shape
+    nsteps = pieces + no - 1
+    step_lat = np.full((na, nsteps), -np.inf)
+    for o in range(no):
+        np.maximum(step_lat[:, o:o + pieces], lat[:, o:o + 1], out=step_lat[:, o:o + pieces])
+    live = np.isfinite(step_lat)
+    row_of = np.full((na, nsteps), -1, dtype=np.int64)
+    nrows = int(live.sum())
+    row_of[live] = np.arange(nrows)
+    rows, cols, vals = [], [], []
+    p_idx = np.arange(pieces)
+    for o in range(no):
+        for a in np.nonzero(load[:, o] > 0)[0]:
+            rows.append(row_of[a, o + p_idx])
+            cols.append(p_idx)
+            vals.append(np.full(pieces, load[a, o] * size))
+    a_idx, s_idx = np.nonzero(live)
+    rows.append(row_of[a_idx, s_idx])
+    cols.append(pieces + s_idx)
+    vals.append(np.full(nrows, -1.0))
+    a_ub = coo_matrix((np.concatenate(vals), (np.concatenate(rows), np.concatenate(cols))),
+                      shape=(nrows, pieces + nsteps)).tocsr()
+    scale = max(float(np.abs(step_lat[live]).max()), 1e-12)  # HiGHS wants entries near 1
+    cost = np.concatenate([np.zeros(pieces), np.ones(nsteps)])
+    a_eq = np.concatenate([np.ones(pieces), np.zeros(nsteps)])[None, :]
+    res = linprog(cost, A_ub=a_ub / scale, b_ub=-step_lat[live] / scale, A_eq=a_eq, b_eq=[1.0],
+                  bounds=[(0, None)] * (pieces + nsteps), method="highs")
+    if res.status != 0:
+        return None
+    f = np.maximum(res.x[:pieces], 0)
+    f = f[f > f.max() * 1e-6]
+    return f / f.sum()
 
 
 # ---- program ------------------------------------------------------------------------------
@@ -544,7 +643,7 @@ def forest(ctx: PlanContext) -> Candidate:
     m = len(ctx.host_groups)
     size = float(ctx.size_bytes)
     max_units = min(MAX_UNITS, ctx.size_bytes)
-    best: tuple[float, _Plan, np.ndarray, int, float] | None = None
+    configs: dict[tuple[int, int], tuple[float, _Plan, int, np.ndarray, list[int], float]] = {}
     t_min = min(tree_counts(m))
     for t in tree_counts(m):
         trees = []
@@ -557,6 +656,8 @@ def forest(ctx: PlanContext) -> Candidate:
         if plan.transfers_per_piece(all_trees=True) * MIN_PIECES > MAX_TRANSFERS and t != t_min:
             continue
         fluid = plan.solve_shares()
+        if len(plan._entries()[0]) <= BALANCE_MAX_CROSSINGS:
+            plan.balance_phases(fluid)
         per_piece = plan.transfers_per_piece()
         live = int((plan.w > 0).sum())
         if live > max_units:
@@ -566,23 +667,38 @@ def forest(ctx: PlanContext) -> Candidate:
                 break
             plan.set_stagger(width)
             load, lat = plan.profile()
-            for pieces in PIECE_CHOICES:
-                if pieces * per_piece > MAX_TRANSFERS or pieces * live > max_units:
-                    break
+            fits = [p for p in PIECE_CHOICES
+                    if p * per_piece <= MAX_TRANSFERS and p * live <= max_units]
+            for pieces in fits:
                 for ramp in RAMPS:
                     if ramp and 2 * ramp > pieces:
                         break
                     fracs = piece_fractions(pieces, ramp)
                     est = model_time(load, lat, size, fracs)
-                    if best is None or est < best[0]:
-                        best = (est, plan, fracs, width, fluid * size)
-    if best is None:
+                    if est < configs.get((id(plan), width), (math.inf,))[0]:
+                        configs[(id(plan), width)] = (est, plan, width, fracs, fits,
+                                                      fluid * size)
+    if not configs:
         raise InfeasibleError("forest: no tree set fits the plan size limits")
-    _, plan, fracs, width, fluid = best
+    # piece sizes from an LP, for the best configurations, near their best piece count
+    ranked = sorted(configs.values(), key=lambda c: c[0])
+    best = ranked[0][:4] + ranked[0][5:]
+    for _est, plan, width, fracs0, fits, fluid in ranked[:LP_CONFIGS]:
+        plan.set_stagger(width)
+        load, lat = plan.profile()
+        k = fits.index(len(fracs0))
+        for pieces in fits[max(0, k - LP_PIECES_BELOW):k + 2]:
+            fracs = lp_fractions(load, lat, size, pieces)
+            if fracs is None:
+                continue
+            est = model_time(load, lat, size, fracs)
+            if est < best[0]:
+                best = (est, plan, width, fracs, fluid)
+    _, plan, width, fracs, fluid = best
     plan.set_stagger(width)
     program = build_program(plan, fracs, max_units)
     predicted = ctx.cost.program_time(ctx.ranks, program, size)
     details = {"trees": int((plan.w > 0).sum()), "lanes": len(lanes), "pieces": len(fracs),
-               "ramp": int((fracs < fracs.max() * (1 - 1e-9)).sum() // 2),
+               "smallest_piece": round(float(fracs.min() / fracs.max()), 4),
                "stagger": width, "host_tree_height": plan.hmax, "fluid_time_s": fluid}
     return Candidate("forest", predicted, lambda: program, details)

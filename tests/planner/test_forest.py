@@ -68,3 +68,29 @@ def test_host_trees_span_and_are_shallow(m: int, t_kind: str) -> None:
                 degree[p] += 1
     # every host carries about the same load summed over the trees
     assert degree.max() <= degree.min() + 2
+
+
+def test_balanced_shares_use_mirror_trees_on_two_hosts() -> None:
+    """On 2 hosts one tree is as good as two for the fluid LP, but only two mirror-image
+    trees (one reducing over each direction while the other broadcasts) avoid a pipeline
+    fill of one whole piece: within 1 % of the bound, not ~3 %."""
+    from planner.builders import dgx_cluster
+
+    topo = Topology.from_dict(dgx_cluster(2))
+    doc = make_plan(topo, topo.endpoints(), SIZE, "forest")
+    rep = verify_plan(doc, topo)
+    assert rep.ok, rep.error
+    assert doc["details"]["trees"] >= 2
+    assert doc["predicted_time_s"] <= 1.01 * doc["lower_bound_time_s"]
+
+
+@pytest.mark.parametrize("pieces", [2, 4, 8])
+def test_lp_piece_sizes_never_lose_to_equal_pieces(pieces: int) -> None:
+    rng = np.random.default_rng(pieces)
+    load = rng.random((12, 4)) * (rng.random((12, 4)) < 0.5) * 1e-11
+    lat = np.where(load > 0, 4e-6, -np.inf)
+    lat[:, 0] = 1e-6
+    fracs = F.lp_fractions(load, lat, float(SIZE), pieces)
+    assert fracs is not None and fracs.sum() == pytest.approx(1.0)
+    assert (F.model_time(load, lat, float(SIZE), fracs)
+            <= F.model_time(load, lat, float(SIZE), np.full(pieces, 1 / pieces)) * (1 + 1e-9))
