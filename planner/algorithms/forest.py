@@ -188,6 +188,61 @@ def _path_cost(g, path: Path) -> float:
     return sum(_weight(g.edges[a, b]) for a, b in itertools.pairwise(path))
 
 
+def _detour(ctx: PlanContext, inside: set[str], path: Path) -> Path | None:
+    """Shortest path with ``path``'s endpoints inside ``inside`` sharing no arc with it."""
+    g = ctx.topo.graph
+    banned = set(itertools.pairwise(path))
+    src, dst = path[0], path[-1]
+    dist, prev, heap = {src: 0.0}, {}, [(0.0, src)]
+    while heap:
+        d, u = heapq.heappop(heap)
+        if u == dst:
+            break
+        if d > dist[u]:
+            continue
+        for v, data in g.succ[u].items():
+            if v not in inside or (u, v) in banned:
+                continue
+            nd = d + _weight(data)
+            if nd < dist.get(v, math.inf) - 1e-18:
+                dist[v], prev[v] = nd, u
+                heapq.heappush(heap, (nd, v))
+    if dst not in prev:
+        return None
+    nodes = [dst]
+    while nodes[-1] != src:
+        nodes.append(prev[nodes[-1]])
+    return tuple(reversed(nodes))
+
+
+def detour_lanes(ctx: PlanContext, lanes: list[_Lane]) -> list[_Lane]:
+    """Per lane, a copy whose nearest leaves (per host, those with the cheapest detour) reach
+    the port and hear back from it over paths sharing no arc with the lane's own, e.g. a GPU's
+    PCIe partner besides NVLink. The share LP splits each lane's bytes between the two, so
+    links that the bound counts but the lane leaves idle carry their part."""
+    topo, g = ctx.topo, ctx.topo.graph
+    out = []
+    for lane in lanes:
+        ins, outs, swapped = [], [], False
+        for h, port in enumerate(lane.ports):
+            host = topo.host_of(ctx.ranks[port])
+            inside = {n for n, node in topo.nodes.items() if node.host == host}
+            inside |= {ctx.ranks[i] for i in ctx.host_groups[h]}
+            alt = {}
+            for (r, p_in), (_, p_out) in zip(lane.leaves_in[h], lane.leaves_out[h], strict=True):
+                a_in, a_out = _detour(ctx, inside, p_in), _detour(ctx, inside, p_out)
+                if a_in is not None and a_out is not None:
+                    alt[r] = (a_in, a_out, _path_cost(g, a_in) + _path_cost(g, a_out))
+            best = min((c for *_, c in alt.values()), default=math.inf)
+            pick = {r for r, (*_, c) in alt.items() if c <= best * (1 + 1e-9)}
+            swapped |= bool(pick)
+            ins.append([(r, alt[r][0] if r in pick else p) for r, p in lane.leaves_in[h]])
+            outs.append([(r, alt[r][1] if r in pick else p) for r, p in lane.leaves_out[h]])
+        if swapped:
+            out.append(_Lane(lane.ports, lane.up, lane.down, lane.cap, ins, outs))
+    return out
+
+
 # ---- host-level trees -------------------------------------------------------------------
 
 def degree_targets(cap: np.ndarray) -> np.ndarray:
@@ -413,6 +468,7 @@ class _Plan:
         load = (m_net + m_intra @ tree_lane).tocsr()
         used = np.unique(load.nonzero()[0])
         load = csr_matrix(load[used].multiply(1.0 / bw[used][:, None]))
+        self.busy_arcs = used
         if nt == 1:
             self.w = np.ones(1)
             return float(load.toarray().max())
@@ -428,7 +484,15 @@ class _Plan:
             return float((load @ self.w).max())
         w = np.maximum(res.x[:nt], 0)
         self.w = w / w.sum()
-        return float((load @ self.w).max())
+        arc_time = load @ self.w
+        self.busy_arcs = used[arc_time >= arc_time.max() * (1 - 1e-6)]
+        return float(arc_time.max())
+
+    def leaf_bound(self) -> bool:
+        """Whether a busiest arc of the fluid optimum carries intra-host leaf transfers."""
+        arc, col, *_ = self._entries()
+        leaf_arcs = arc[col >= len(self.trees)]
+        return bool(np.isin(self.busy_arcs, leaf_arcs).any())
 
     def balance_phases(self, fluid: float, slack: float = 1e-4) -> None:
         """Among shares within ``slack`` of the fluid optimum, pick ones whose pipeline fill
@@ -634,6 +698,15 @@ def tree_counts(m: int) -> list[int]:
     return sorted(c for c in cands if c <= m)
 
 
+def _trees(lanes: list[_Lane], t: int) -> list[_Tree]:
+    trees = []
+    for li, lane in enumerate(lanes):
+        for root, parent in host_trees(lane.cap, _host_switch_groups(lane), t):
+            height, depth = _heights(root, parent)
+            trees.append(_Tree(li, root, parent, height, depth))
+    return trees
+
+
 def forest(ctx: PlanContext) -> Candidate:
     n = len(ctx.ranks)
     if n == 1:
@@ -645,17 +718,20 @@ def forest(ctx: PlanContext) -> Candidate:
     max_units = min(MAX_UNITS, ctx.size_bytes)
     configs: dict[tuple[int, int], tuple[float, _Plan, int, np.ndarray, list[int], float]] = {}
     t_min = min(tree_counts(m))
+    detoured = False
     for t in tree_counts(m):
-        trees = []
-        for li, lane in enumerate(lanes):
-            for root, parent in host_trees(lane.cap, _host_switch_groups(lane), t):
-                height, depth = _heights(root, parent)
-                trees.append(_Tree(li, root, parent, height, depth))
-        plan = _Plan(ctx, lanes, trees, arcs)
+        plan = _Plan(ctx, lanes, _trees(lanes, t), arcs)
         # a tree set that fits fewer than MIN_PIECES pieces pays the whole pipeline fill
         if plan.transfers_per_piece(all_trees=True) * MIN_PIECES > MAX_TRANSFERS and t != t_min:
             continue
         fluid = plan.solve_shares()
+        if not detoured and plan.leaf_bound():
+            detoured = True
+            extra = detour_lanes(ctx, lanes)
+            if extra:
+                lanes = lanes + extra
+                plan = _Plan(ctx, lanes, _trees(lanes, t), arcs)
+                fluid = plan.solve_shares()
         if len(plan._entries()[0]) <= BALANCE_MAX_CROSSINGS:
             plan.balance_phases(fluid)
         per_piece = plan.transfers_per_piece()

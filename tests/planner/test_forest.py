@@ -94,3 +94,19 @@ def test_lp_piece_sizes_never_lose_to_equal_pieces(pieces: int) -> None:
     assert fracs is not None and fracs.sum() == pytest.approx(1.0)
     assert (F.model_time(load, lat, float(SIZE), fracs)
             <= F.model_time(load, lat, float(SIZE), np.full(pieces, 1 / pieces)) * (1 + 1e-9))
+
+
+def test_detour_lanes_use_the_pcie_partner_inside_an_nvswitch_host() -> None:
+    """One DGX host: NVLink-only lanes stop at 1.084x the bound (which counts every GPU's
+    PCIe link too); lanes whose PCIe partner reduces and hears back over PCIe close it."""
+    from planner.builders import dgx_cluster
+
+    topo = Topology.from_dict(dgx_cluster(1))
+    doc = make_plan(topo, topo.endpoints(), SIZE, "forest")
+    rep = verify_plan(doc, topo)
+    assert rep.ok, rep.error
+    assert rep.simulated_time_s == pytest.approx(doc["predicted_time_s"], rel=1e-9)
+    assert doc["predicted_time_s"] <= 1.01 * doc["lower_bound_time_s"]
+    pcie = [t for step in doc["program"]["steps"] for t in step
+            if any("pcie_switch" in n for n in t.get("path", []))]
+    assert pcie and all(len(t["path"]) == 3 for t in pcie)  # partner GPUs only, not via CPU
