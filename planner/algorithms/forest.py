@@ -24,6 +24,7 @@ the latency every step pays; it is chosen on an exact per-arc model of the step 
 
 from __future__ import annotations
 
+import dataclasses
 import heapq
 import itertools
 import math
@@ -60,6 +61,11 @@ class _Lane:
     cap: np.ndarray  # per host: bytes/s this lane can expect out of the host
     leaves_in: list[list[tuple[int, Path]]] = field(default_factory=list)  # (rank, rank->port)
     leaves_out: list[list[tuple[int, Path]]] = field(default_factory=list)  # (rank, port->rank)
+    # per host: first node outside -> (port -> ... -> it, it -> ... -> port), cheapest per node
+    exits: list[dict[str, tuple[Path, Path]]] = field(default_factory=list)
+    # hosts that leave by another switch than the lane's usual one; tree neighbours follow
+    detour: frozenset[int] = frozenset()
+    groups: list[int] | None = None  # switch groups for host trees (default: by exit)
 
 
 @dataclass
@@ -153,6 +159,7 @@ def _lanes(ctx: PlanContext) -> list[_Lane]:
                 rn = ctx.ranks[r]
                 lane.leaves_in[h].append((r, in_paths.get(rn) or ctx.router.path(rn, pnode)))
                 lane.leaves_out[h].append((r, out_paths.get(rn) or ctx.router.path(pnode, rn)))
+            lane.exits.append({})
             if m == 1:
                 lane.up.append(())
                 lane.down.append(())
@@ -163,6 +170,8 @@ def _lanes(ctx: PlanContext) -> list[_Lane]:
                 if u in out_paths and u in in_paths:
                     d = _path_cost(g, out_paths[u]) + _path_cost(g, in_paths[u])
                     cost[(u, v)] = d + _weight(g.edges[u, v]) + _weight(g.edges[v, u])
+            for u, v in sorted(cost, key=lambda e: -cost[e]):  # cheapest per switch last
+                lane.exits[h][v] = ((*out_paths[u], v), (v, *in_paths[u]))
             if not cost:
                 raise InfeasibleError(f"forest: rank {pnode!r} cannot reach a link out of its "
                                       "host inside the host")
@@ -181,6 +190,14 @@ def _lanes(ctx: PlanContext) -> list[_Lane]:
             path = lane.up[h] + lane.down[h][1:]
             bw = min(g.edges[a, b]["bw"] for a, b in itertools.pairwise(path))
             lane.cap[h] = bw / used[exit_]
+    for lane in lanes:
+        if m > 1:
+            usual = max(set(up[-1] for up in lane.up), key=[up[-1] for up in lane.up].count)
+            lane.detour = frozenset(h for h, up in enumerate(lane.up) if up[-1] != usual
+                                    and all(up[-1] in ex for ex in lane.exits))
+            if lane.detour:
+                lane.groups = [0 if h in lane.detour else g
+                               for h, g in enumerate(_host_switch_groups(lane))]
     return lanes
 
 
@@ -239,7 +256,43 @@ def detour_lanes(ctx: PlanContext, lanes: list[_Lane]) -> list[_Lane]:
             ins.append([(r, alt[r][0] if r in pick else p) for r, p in lane.leaves_in[h]])
             outs.append([(r, alt[r][1] if r in pick else p) for r, p in lane.leaves_out[h]])
         if swapped:
-            out.append(_Lane(lane.ports, lane.up, lane.down, lane.cap, ins, outs))
+            out.append(dataclasses.replace(lane, leaves_in=ins, leaves_out=outs))
+    return out
+
+
+def exit_detour_lanes(ctx: PlanContext, lanes: list[_Lane], limit: int) -> list[_Lane]:
+    """Where a host's exit in a lane is slower than its exits in other lanes (a degraded NIC),
+    copies of the lane in which that host leaves by another lane's exit, one copy per other
+    exit; the host's tree neighbours reach it through their own exit to the same switch. The
+    share LP moves bytes off the slow exit onto the others."""
+    g = ctx.topo.graph
+    out: list[_Lane] = []
+    for lane in lanes:
+        if not lane.up or not lane.up[0]:
+            continue
+        groups = _host_switch_groups(lane)
+        for h in range(len(lane.ports)):
+            if lane.cap[h] >= max(ln.cap[h] for ln in lanes) * (1 - 1e-9):
+                continue
+            own = lane.up[h][-1]
+            for sw in lane.exits[h]:
+                if sw == own or not all(sw in ex for ex in lane.exits):
+                    continue
+                users = [ln for ln in lanes if ln.up[h][-1] == sw]
+                # the host takes the port, leaves and way out of a lane that owns the exit
+                src = users[0] if users else lane
+                cap = lane.cap.copy()
+                up, down = (src.up[h], src.down[h]) if users else lane.exits[h][sw]
+                bw = min(g.edges[a, b]["bw"] for a, b in itertools.pairwise(up + down[1:]))
+                cap[h] = bw / max(1, len(users))
+                new = _Lane(list(lane.ports), list(lane.up), list(lane.down), cap,
+                            list(lane.leaves_in), list(lane.leaves_out), lane.exits,
+                            frozenset({h}), groups)
+                new.ports[h], new.up[h], new.down[h] = src.ports[h], up, down
+                new.leaves_in[h], new.leaves_out[h] = src.leaves_in[h], src.leaves_out[h]
+                out.append(new)
+                if len(out) >= limit:
+                    return out
     return out
 
 
@@ -385,6 +438,11 @@ class _Plan:
     def edge_path(self, lane: _Lane, a: int, b: int) -> Path:
         """Route from the port of host a to the port of host b."""
         up, down = lane.up[a], lane.down[b]
+        if up[-1] != down[0] and (a in lane.detour) != (b in lane.detour):
+            if b in lane.detour:
+                up = lane.exits[a].get(down[0], (up,))[0]
+            else:
+                down = lane.exits[b].get(up[-1], (None, down))[1]
         if up[-1] == down[0]:
             return up + down[1:]
         key = (up[-1], down[0])
@@ -687,6 +745,8 @@ def build_program(plan: _Plan, fracs: np.ndarray, units: int) -> Program:
 
 def _host_switch_groups(lane: _Lane) -> list[int]:
     ids: dict[str, int] = {}
+    if lane.groups is not None:
+        return lane.groups
     return [ids.setdefault(up[-1] if up else "", len(ids)) for up in lane.up]
 
 
@@ -701,7 +761,13 @@ def tree_counts(m: int) -> list[int]:
 def _trees(lanes: list[_Lane], t: int) -> list[_Tree]:
     trees = []
     for li, lane in enumerate(lanes):
-        for root, parent in host_trees(lane.cap, _host_switch_groups(lane), t):
+        groups = _host_switch_groups(lane)
+        m = len(groups)
+        if t == m and len(set(groups)) == 1:
+            sets = [(r, [-1 if h == r else r for h in range(m)]) for r in range(m)]
+        else:
+            sets = host_trees(lane.cap, groups, t)
+        for root, parent in sets:
             height, depth = _heights(root, parent)
             trees.append(_Tree(li, root, parent, height, depth))
     return trees
@@ -712,6 +778,7 @@ def forest(ctx: PlanContext) -> Candidate:
     if n == 1:
         return Candidate("forest", 0.0, lambda: Program(1, []), {"trees": 0})
     lanes = _lanes(ctx)
+    lanes = lanes + exit_detour_lanes(ctx, lanes, 2 * MAX_LANES - len(lanes))
     arcs = _Arcs(ctx)
     m = len(ctx.host_groups)
     size = float(ctx.size_bytes)
