@@ -87,7 +87,7 @@ class HostReport(_Strict):
 
     schema_version: int = REPORT_SCHEMA_VERSION
     host: str = Field(min_length=1, max_length=128, pattern=r"^[A-Za-z0-9_.:-]+$")
-    seq: int = Field(ge=0)
+    seq: int = Field(ge=0, le=2**63 - 1)  # stored as a signed 64-bit integer
     generated_at: datetime | None = None
     agent_version: str = "unknown"
     endpoint_kind: Literal["gpu", "cpu"] = "gpu"

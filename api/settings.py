@@ -50,6 +50,11 @@ class Settings(BaseSettings):
         if short:
             raise ValueError(f"SYNCPLAN_{short[0].upper()}_TOKEN is shorter than "
                              f"{MIN_TOKEN_LENGTH} characters")
+        insecure = [s for s, v in values.items()
+                    if v in DEV_TOKENS.values() or v.lower().startswith("change-me")]
+        if insecure:
+            raise ValueError(f"SYNCPLAN_{insecure[0].upper()}_TOKEN is a placeholder or "
+                             "development token; generate a random one outside development")
         if len(set(values.values())) != len(values):
             raise ValueError("the admin, agent and job tokens must all differ")
         return self

@@ -24,6 +24,7 @@ the latency every step pays; it is chosen on an exact per-arc model of the step 
 
 from __future__ import annotations
 
+import dataclasses
 import heapq
 import itertools
 import math
@@ -45,6 +46,9 @@ PIECE_CHOICES = (1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64, 96, 128)
 STAGGER_WIDTHS = (1, 2, 3, 4, 6, 8)
 RAMPS = (0, 1, 2, 3)
 MIN_PIECES = 4
+BALANCE_MAX_CROSSINGS = 100_000  # arc crossings per piece; above: fluid LP shares only
+LP_CONFIGS = 2  # best (trees, stagger) configurations whose piece sizes an LP refines
+LP_PIECES_BELOW = 3  # piece counts below the best equal/ramped one to try with LP sizes
 
 Path = tuple[str, ...]
 
@@ -57,6 +61,11 @@ class _Lane:
     cap: np.ndarray  # per host: bytes/s this lane can expect out of the host
     leaves_in: list[list[tuple[int, Path]]] = field(default_factory=list)  # (rank, rank->port)
     leaves_out: list[list[tuple[int, Path]]] = field(default_factory=list)  # (rank, port->rank)
+    # per host: first node outside -> (port -> ... -> it, it -> ... -> port), cheapest per node
+    exits: list[dict[str, tuple[Path, Path]]] = field(default_factory=list)
+    # hosts that leave by another switch than the lane's usual one; tree neighbours follow
+    detour: frozenset[int] = frozenset()
+    groups: list[int] | None = None  # switch groups for host trees (default: by exit)
 
 
 @dataclass
@@ -150,6 +159,7 @@ def _lanes(ctx: PlanContext) -> list[_Lane]:
                 rn = ctx.ranks[r]
                 lane.leaves_in[h].append((r, in_paths.get(rn) or ctx.router.path(rn, pnode)))
                 lane.leaves_out[h].append((r, out_paths.get(rn) or ctx.router.path(pnode, rn)))
+            lane.exits.append({})
             if m == 1:
                 lane.up.append(())
                 lane.down.append(())
@@ -160,6 +170,8 @@ def _lanes(ctx: PlanContext) -> list[_Lane]:
                 if u in out_paths and u in in_paths:
                     d = _path_cost(g, out_paths[u]) + _path_cost(g, in_paths[u])
                     cost[(u, v)] = d + _weight(g.edges[u, v]) + _weight(g.edges[v, u])
+            for u, v in sorted(cost, key=lambda e: -cost[e]):  # cheapest per switch last
+                lane.exits[h][v] = ((*out_paths[u], v), (v, *in_paths[u]))
             if not cost:
                 raise InfeasibleError(f"forest: rank {pnode!r} cannot reach a link out of its "
                                       "host inside the host")
@@ -178,11 +190,110 @@ def _lanes(ctx: PlanContext) -> list[_Lane]:
             path = lane.up[h] + lane.down[h][1:]
             bw = min(g.edges[a, b]["bw"] for a, b in itertools.pairwise(path))
             lane.cap[h] = bw / used[exit_]
+    for lane in lanes:
+        if m > 1:
+            usual = max(set(up[-1] for up in lane.up), key=[up[-1] for up in lane.up].count)
+            lane.detour = frozenset(h for h, up in enumerate(lane.up) if up[-1] != usual
+                                    and all(up[-1] in ex for ex in lane.exits))
+            if lane.detour:
+                lane.groups = [0 if h in lane.detour else g
+                               for h, g in enumerate(_host_switch_groups(lane))]
     return lanes
 
 
 def _path_cost(g, path: Path) -> float:
     return sum(_weight(g.edges[a, b]) for a, b in itertools.pairwise(path))
+
+
+def _detour(ctx: PlanContext, inside: set[str], path: Path) -> Path | None:
+    """Shortest path with ``path``'s endpoints inside ``inside`` sharing no arc with it."""
+    g = ctx.topo.graph
+    banned = set(itertools.pairwise(path))
+    src, dst = path[0], path[-1]
+    dist, prev, heap = {src: 0.0}, {}, [(0.0, src)]
+    while heap:
+        d, u = heapq.heappop(heap)
+        if u == dst:
+            break
+        if d > dist[u]:
+            continue
+        for v, data in g.succ[u].items():
+            if v not in inside or (u, v) in banned:
+                continue
+            nd = d + _weight(data)
+            if nd < dist.get(v, math.inf) - 1e-18:
+                dist[v], prev[v] = nd, u
+                heapq.heappush(heap, (nd, v))
+    if dst not in prev:
+        return None
+    nodes = [dst]
+    while nodes[-1] != src:
+        nodes.append(prev[nodes[-1]])
+    return tuple(reversed(nodes))
+
+
+def detour_lanes(ctx: PlanContext, lanes: list[_Lane]) -> list[_Lane]:
+    """Per lane, a copy whose nearest leaves (per host, those with the cheapest detour) reach
+    the port and hear back from it over paths sharing no arc with the lane's own, e.g. a GPU's
+    PCIe partner besides NVLink. The share LP splits each lane's bytes between the two, so
+    links that the bound counts but the lane leaves idle carry their part."""
+    topo, g = ctx.topo, ctx.topo.graph
+    out = []
+    for lane in lanes:
+        ins, outs, swapped = [], [], False
+        for h, port in enumerate(lane.ports):
+            host = topo.host_of(ctx.ranks[port])
+            inside = {n for n, node in topo.nodes.items() if node.host == host}
+            inside |= {ctx.ranks[i] for i in ctx.host_groups[h]}
+            alt = {}
+            for (r, p_in), (_, p_out) in zip(lane.leaves_in[h], lane.leaves_out[h], strict=True):
+                a_in, a_out = _detour(ctx, inside, p_in), _detour(ctx, inside, p_out)
+                if a_in is not None and a_out is not None:
+                    alt[r] = (a_in, a_out, _path_cost(g, a_in) + _path_cost(g, a_out))
+            best = min((c for *_, c in alt.values()), default=math.inf)
+            pick = {r for r, (*_, c) in alt.items() if c <= best * (1 + 1e-9)}
+            swapped |= bool(pick)
+            ins.append([(r, alt[r][0] if r in pick else p) for r, p in lane.leaves_in[h]])
+            outs.append([(r, alt[r][1] if r in pick else p) for r, p in lane.leaves_out[h]])
+        if swapped:
+            out.append(dataclasses.replace(lane, leaves_in=ins, leaves_out=outs))
+    return out
+
+
+def exit_detour_lanes(ctx: PlanContext, lanes: list[_Lane], limit: int) -> list[_Lane]:
+    """Where a host's exit in a lane is slower than its exits in other lanes (a degraded NIC),
+    copies of the lane in which that host leaves by another lane's exit, one copy per other
+    exit; the host's tree neighbours reach it through their own exit to the same switch. The
+    share LP moves bytes off the slow exit onto the others."""
+    g = ctx.topo.graph
+    out: list[_Lane] = []
+    for lane in lanes:
+        if not lane.up or not lane.up[0]:
+            continue
+        groups = _host_switch_groups(lane)
+        for h in range(len(lane.ports)):
+            if lane.cap[h] >= max(ln.cap[h] for ln in lanes) * (1 - 1e-9):
+                continue
+            own = lane.up[h][-1]
+            for sw in lane.exits[h]:
+                if sw == own or not all(sw in ex for ex in lane.exits):
+                    continue
+                users = [ln for ln in lanes if ln.up[h][-1] == sw]
+                # the host takes the port, leaves and way out of a lane that owns the exit
+                src = users[0] if users else lane
+                cap = lane.cap.copy()
+                up, down = (src.up[h], src.down[h]) if users else lane.exits[h][sw]
+                bw = min(g.edges[a, b]["bw"] for a, b in itertools.pairwise(up + down[1:]))
+                cap[h] = bw / max(1, len(users))
+                new = _Lane(list(lane.ports), list(lane.up), list(lane.down), cap,
+                            list(lane.leaves_in), list(lane.leaves_out), lane.exits,
+                            frozenset({h}), groups)
+                new.ports[h], new.up[h], new.down[h] = src.ports[h], up, down
+                new.leaves_in[h], new.leaves_out[h] = src.leaves_in[h], src.leaves_out[h]
+                out.append(new)
+                if len(out) >= limit:
+                    return out
+    return out
 
 
 # ---- host-level trees -------------------------------------------------------------------
@@ -327,6 +438,11 @@ class _Plan:
     def edge_path(self, lane: _Lane, a: int, b: int) -> Path:
         """Route from the port of host a to the port of host b."""
         up, down = lane.up[a], lane.down[b]
+        if up[-1] != down[0] and (a in lane.detour) != (b in lane.detour):
+            if b in lane.detour:
+                up = lane.exits[a].get(down[0], (up,))[0]
+            else:
+                down = lane.exits[b].get(up[-1], (None, down))[1]
         if up[-1] == down[0]:
             return up + down[1:]
         key = (up[-1], down[0])
@@ -410,6 +526,7 @@ class _Plan:
         load = (m_net + m_intra @ tree_lane).tocsr()
         used = np.unique(load.nonzero()[0])
         load = csr_matrix(load[used].multiply(1.0 / bw[used][:, None]))
+        self.busy_arcs = used
         if nt == 1:
             self.w = np.ones(1)
             return float(load.toarray().max())
@@ -425,7 +542,70 @@ class _Plan:
             return float((load @ self.w).max())
         w = np.maximum(res.x[:nt], 0)
         self.w = w / w.sum()
-        return float((load @ self.w).max())
+        arc_time = load @ self.w
+        self.busy_arcs = used[arc_time >= arc_time.max() * (1 - 1e-6)]
+        return float(arc_time.max())
+
+    def leaf_bound(self) -> bool:
+        """Whether a busiest arc of the fluid optimum carries intra-host leaf transfers."""
+        arc, col, *_ = self._entries()
+        leaf_arcs = arc[col >= len(self.trees)]
+        return bool(np.isin(self.busy_arcs, leaf_arcs).any())
+
+    def balance_phases(self, fluid: float, slack: float = 1e-4) -> None:
+        """Among shares within ``slack`` of the fluid optimum, pick ones whose pipeline fill
+        and drain are cheapest: minimise, summed over the first and last ``offsets - 1`` steps
+        of an equal-piece pipeline, the busiest arc's load (the bytes that started or still
+        have to run). Mirror-image trees (one reducing where another broadcasts) then share
+        the arcs, so every arc's load has the same shape in every step."""
+        from scipy.optimize import linprog
+        from scipy.sparse import coo_matrix, csr_matrix, hstack, vstack
+
+        nt, no = len(self.trees), self.base_offsets
+        if nt == 1:
+            return
+        bw = self.ctx.router.bw
+        arc, col, off, _, last = self._entries()
+        off = np.where(last, no - 1, off)
+        lane_of = np.array([tr.lane for tr in self.trees] + list(range(len(self.lanes))))
+        tree_lane = csr_matrix((np.ones(nt), ([tr.lane for tr in self.trees], np.arange(nt))),
+                               shape=(len(self.lanes), nt))
+        used = np.unique(arc)
+        pos = np.searchsorted(used, arc)
+        na = len(used)
+        net = col < nt
+        per_off = []
+        for o in range(no):
+            sel_n, sel_i = net & (off == o), ~net & (off == o)
+            mn = coo_matrix((np.ones(int(sel_n.sum())), (pos[sel_n], col[sel_n])), shape=(na, nt))
+            mi = coo_matrix((np.ones(int(sel_i.sum())), (pos[sel_i], lane_of[col[sel_i]])),
+                            shape=(na, len(self.lanes)))
+            per_off.append(csr_matrix((mn.tocsr() + mi.tocsr() @ tree_lane)
+                                      .multiply(1.0 / bw[used][:, None])))
+        total = per_off[0]
+        prefix = [per_off[0]]
+        for o in range(1, no):
+            total = total + per_off[o]
+            if o < no - 1:
+                prefix.append(total)
+        blocks = prefix + [total - p for p in prefix]
+        nz = len(blocks)
+        scale = float(abs(total).max())
+        if scale <= 0:
+            return
+        a_ub = vstack([hstack([b / scale, coo_matrix((-np.ones(na), (np.arange(na),
+                                                                      np.full(na, k))),
+                                                     shape=(na, nz))])
+                       for k, b in enumerate(blocks)]
+                      + [hstack([total / scale, csr_matrix((na, nz))])]).tocsr()
+        b_ub = np.concatenate([np.zeros(na * nz), np.full(na, fluid * (1 + slack) / scale)])
+        a_eq = np.concatenate([np.ones(nt), np.zeros(nz)])[None, :]
+        cost = np.concatenate([np.zeros(nt), np.ones(nz)])
+        res = linprog(cost, A_ub=a_ub, b_ub=b_ub, A_eq=a_eq, b_eq=[1.0],
+                      bounds=[(0, None)] * (nt + nz), method="highs")
+        if res.status == 0:
+            w = np.maximum(res.x[:nt], 0)
+            self.w = w / w.sum()
 
     def profile(self) -> tuple[np.ndarray, np.ndarray]:
         """Per distinct arc profile: seconds per byte of buffer in each phase offset, and the
@@ -483,6 +663,47 @@ def model_time(load: np.ndarray, lat: np.ndarray, size: float, fracs: np.ndarray
     return float(np.where(np.isfinite(t), t, -np.inf).max(axis=0).clip(min=0).sum())
 
 
+def lp_fractions(load: np.ndarray, lat: np.ndarray, size: float, pieces: int) -> np.ndarray | None:
+    """Piece fractions minimising the program time for ``pieces`` pieces exactly as
+    ``model_time`` counts it (a linear program: each step is at least every arc's latency plus
+    its load); None if the solver fails."""
+    from scipy.optimize import linprog
+    from scipy.sparse import coo_matrix
+
+    na, no = load.shape
+    nsteps = pieces + no - 1
+    step_lat = np.full((na, nsteps), -np.inf)
+    for o in range(no):
+        np.maximum(step_lat[:, o:o + pieces], lat[:, o:o + 1], out=step_lat[:, o:o + pieces])
+    live = np.isfinite(step_lat)
+    row_of = np.full((na, nsteps), -1, dtype=np.int64)
+    nrows = int(live.sum())
+    row_of[live] = np.arange(nrows)
+    rows, cols, vals = [], [], []
+    p_idx = np.arange(pieces)
+    for o in range(no):
+        for a in np.nonzero(load[:, o] > 0)[0]:
+            rows.append(row_of[a, o + p_idx])
+            cols.append(p_idx)
+            vals.append(np.full(pieces, load[a, o] * size))
+    a_idx, s_idx = np.nonzero(live)
+    rows.append(row_of[a_idx, s_idx])
+    cols.append(pieces + s_idx)
+    vals.append(np.full(nrows, -1.0))
+    a_ub = coo_matrix((np.concatenate(vals), (np.concatenate(rows), np.concatenate(cols))),
+                      shape=(nrows, pieces + nsteps)).tocsr()
+    scale = max(float(np.abs(step_lat[live]).max()), 1e-12)  # HiGHS wants entries near 1
+    cost = np.concatenate([np.zeros(pieces), np.ones(nsteps)])
+    a_eq = np.concatenate([np.ones(pieces), np.zeros(nsteps)])[None, :]
+    res = linprog(cost, A_ub=a_ub / scale, b_ub=-step_lat[live] / scale, A_eq=a_eq, b_eq=[1.0],
+                  bounds=[(0, None)] * (pieces + nsteps), method="highs")
+    if res.status != 0:
+        return None
+    f = np.maximum(res.x[:pieces], 0)
+    f = f[f > f.max() * 1e-6]
+    return f / f.sum()
+
+
 # ---- program ------------------------------------------------------------------------------
 
 def _units_per_tree(w: np.ndarray, total: int) -> np.ndarray:
@@ -524,6 +745,8 @@ def build_program(plan: _Plan, fracs: np.ndarray, units: int) -> Program:
 
 def _host_switch_groups(lane: _Lane) -> list[int]:
     ids: dict[str, int] = {}
+    if lane.groups is not None:
+        return lane.groups
     return [ids.setdefault(up[-1] if up else "", len(ids)) for up in lane.up]
 
 
@@ -535,28 +758,49 @@ def tree_counts(m: int) -> list[int]:
     return sorted(c for c in cands if c <= m)
 
 
+def _trees(lanes: list[_Lane], t: int) -> list[_Tree]:
+    trees = []
+    for li, lane in enumerate(lanes):
+        groups = _host_switch_groups(lane)
+        m = len(groups)
+        if t == m and len(set(groups)) == 1:
+            sets = [(r, [-1 if h == r else r for h in range(m)]) for r in range(m)]
+        else:
+            sets = host_trees(lane.cap, groups, t)
+        for root, parent in sets:
+            height, depth = _heights(root, parent)
+            trees.append(_Tree(li, root, parent, height, depth))
+    return trees
+
+
 def forest(ctx: PlanContext) -> Candidate:
     n = len(ctx.ranks)
     if n == 1:
         return Candidate("forest", 0.0, lambda: Program(1, []), {"trees": 0})
     lanes = _lanes(ctx)
+    lanes = lanes + exit_detour_lanes(ctx, lanes, 2 * MAX_LANES - len(lanes))
     arcs = _Arcs(ctx)
     m = len(ctx.host_groups)
     size = float(ctx.size_bytes)
     max_units = min(MAX_UNITS, ctx.size_bytes)
-    best: tuple[float, _Plan, np.ndarray, int, float] | None = None
+    configs: dict[tuple[int, int], tuple[float, _Plan, int, np.ndarray, list[int], float]] = {}
     t_min = min(tree_counts(m))
+    detoured = False
     for t in tree_counts(m):
-        trees = []
-        for li, lane in enumerate(lanes):
-            for root, parent in host_trees(lane.cap, _host_switch_groups(lane), t):
-                height, depth = _heights(root, parent)
-                trees.append(_Tree(li, root, parent, height, depth))
-        plan = _Plan(ctx, lanes, trees, arcs)
+        plan = _Plan(ctx, lanes, _trees(lanes, t), arcs)
         # a tree set that fits fewer than MIN_PIECES pieces pays the whole pipeline fill
         if plan.transfers_per_piece(all_trees=True) * MIN_PIECES > MAX_TRANSFERS and t != t_min:
             continue
         fluid = plan.solve_shares()
+        if not detoured and plan.leaf_bound():
+            detoured = True
+            extra = detour_lanes(ctx, lanes)
+            if extra:
+                lanes = lanes + extra
+                plan = _Plan(ctx, lanes, _trees(lanes, t), arcs)
+                fluid = plan.solve_shares()
+        if len(plan._entries()[0]) <= BALANCE_MAX_CROSSINGS:
+            plan.balance_phases(fluid)
         per_piece = plan.transfers_per_piece()
         live = int((plan.w > 0).sum())
         if live > max_units:
@@ -566,23 +810,38 @@ def forest(ctx: PlanContext) -> Candidate:
                 break
             plan.set_stagger(width)
             load, lat = plan.profile()
-            for pieces in PIECE_CHOICES:
-                if pieces * per_piece > MAX_TRANSFERS or pieces * live > max_units:
-                    break
+            fits = [p for p in PIECE_CHOICES
+                    if p * per_piece <= MAX_TRANSFERS and p * live <= max_units]
+            for pieces in fits:
                 for ramp in RAMPS:
                     if ramp and 2 * ramp > pieces:
                         break
                     fracs = piece_fractions(pieces, ramp)
                     est = model_time(load, lat, size, fracs)
-                    if best is None or est < best[0]:
-                        best = (est, plan, fracs, width, fluid * size)
-    if best is None:
+                    if est < configs.get((id(plan), width), (math.inf,))[0]:
+                        configs[(id(plan), width)] = (est, plan, width, fracs, fits,
+                                                      fluid * size)
+    if not configs:
         raise InfeasibleError("forest: no tree set fits the plan size limits")
-    _, plan, fracs, width, fluid = best
+    # piece sizes from an LP, for the best configurations, near their best piece count
+    ranked = sorted(configs.values(), key=lambda c: c[0])
+    best = ranked[0][:4] + ranked[0][5:]
+    for _est, plan, width, fracs0, fits, fluid in ranked[:LP_CONFIGS]:
+        plan.set_stagger(width)
+        load, lat = plan.profile()
+        k = fits.index(len(fracs0))
+        for pieces in fits[max(0, k - LP_PIECES_BELOW):k + 2]:
+            fracs = lp_fractions(load, lat, size, pieces)
+            if fracs is None:
+                continue
+            est = model_time(load, lat, size, fracs)
+            if est < best[0]:
+                best = (est, plan, width, fracs, fluid)
+    _, plan, width, fracs, fluid = best
     plan.set_stagger(width)
     program = build_program(plan, fracs, max_units)
     predicted = ctx.cost.program_time(ctx.ranks, program, size)
     details = {"trees": int((plan.w > 0).sum()), "lanes": len(lanes), "pieces": len(fracs),
-               "ramp": int((fracs < fracs.max() * (1 - 1e-9)).sum() // 2),
+               "smallest_piece": round(float(fracs.min() / fracs.max()), 4),
                "stagger": width, "host_tree_height": plan.hmax, "fluid_time_s": fluid}
     return Candidate("forest", predicted, lambda: program, details)

@@ -59,6 +59,8 @@ CASES: list[tuple[str, str, str, Any, str, int, list[Any]]] = [
      ["body", "seq"]),
     ("negative seq", "PUT", "/v1/agents/h0/report", _bad_report(seq=-1), "agent", 422,
      ["body", "seq"]),
+    ("seq beyond 64 bits", "PUT", "/v1/agents/h0/report", _bad_report(seq=2**63), "agent", 422,
+     ["body", "seq"]),
     ("unknown field", "PUT", "/v1/agents/h0/report", _bad_report(colour="red"), "agent", 422,
      ["body", "colour"]),
     ("host mismatch", "PUT", "/v1/agents/h1/report", _bad_report(), "agent", 422,

@@ -41,6 +41,11 @@ def test_production_needs_tokens(monkeypatch: pytest.MonkeyPatch) -> None:
         Settings(admin_token="short", agent_token="a" * 8, job_token="j" * 8)
     with pytest.raises(ValidationError, match="differ"):
         Settings(admin_token="x" * 8, agent_token="x" * 8, job_token="j" * 8)
+    with pytest.raises(ValidationError, match="SYNCPLAN_ADMIN_TOKEN is a placeholder"):
+        Settings(admin_token=DEV_TOKENS["admin"], agent_token="a" * 8, job_token="j" * 8)
+    with pytest.raises(ValidationError, match="SYNCPLAN_JOB_TOKEN is a placeholder"):
+        Settings(admin_token="x" * 8, agent_token="a" * 8,
+                 job_token="change-me-job-token-32-random-chars")
     dev = Settings(environment="development")
     assert dev.admin_token is not None
     assert dev.admin_token.get_secret_value() == DEV_TOKENS["admin"]

@@ -68,3 +68,65 @@ def test_host_trees_span_and_are_shallow(m: int, t_kind: str) -> None:
                 degree[p] += 1
     # every host carries about the same load summed over the trees
     assert degree.max() <= degree.min() + 2
+
+
+def test_balanced_shares_use_mirror_trees_on_two_hosts() -> None:
+    """On 2 hosts one tree is as good as two for the fluid LP, but only two mirror-image
+    trees (one reducing over each direction while the other broadcasts) avoid a pipeline
+    fill of one whole piece: within 1 % of the bound, not ~3 %."""
+    from planner.builders import dgx_cluster
+
+    topo = Topology.from_dict(dgx_cluster(2))
+    doc = make_plan(topo, topo.endpoints(), SIZE, "forest")
+    rep = verify_plan(doc, topo)
+    assert rep.ok, rep.error
+    assert doc["details"]["trees"] >= 2
+    assert doc["predicted_time_s"] <= 1.01 * doc["lower_bound_time_s"]
+
+
+@pytest.mark.parametrize("pieces", [2, 4, 8])
+def test_lp_piece_sizes_never_lose_to_equal_pieces(pieces: int) -> None:
+    rng = np.random.default_rng(pieces)
+    load = rng.random((12, 4)) * (rng.random((12, 4)) < 0.5) * 1e-11
+    lat = np.where(load > 0, 4e-6, -np.inf)
+    lat[:, 0] = 1e-6
+    fracs = F.lp_fractions(load, lat, float(SIZE), pieces)
+    assert fracs is not None and fracs.sum() == pytest.approx(1.0)
+    assert (F.model_time(load, lat, float(SIZE), fracs)
+            <= F.model_time(load, lat, float(SIZE), np.full(pieces, 1 / pieces)) * (1 + 1e-9))
+
+
+def test_detour_lanes_use_the_pcie_partner_inside_an_nvswitch_host() -> None:
+    """One DGX host: NVLink-only lanes stop at 1.084x the bound (which counts every GPU's
+    PCIe link too); lanes whose PCIe partner reduces and hears back over PCIe close it."""
+    from planner.builders import dgx_cluster
+
+    topo = Topology.from_dict(dgx_cluster(1))
+    doc = make_plan(topo, topo.endpoints(), SIZE, "forest")
+    rep = verify_plan(doc, topo)
+    assert rep.ok, rep.error
+    assert rep.simulated_time_s == pytest.approx(doc["predicted_time_s"], rel=1e-9)
+    assert doc["predicted_time_s"] <= 1.01 * doc["lower_bound_time_s"]
+    pcie = [t for step in doc["program"]["steps"] for t in step
+            if any("pcie_switch" in n for n in t.get("path", []))]
+    assert pcie and all(len(t["path"]) == 3 for t in pcie)  # partner GPUs only, not via CPU
+
+
+def test_exit_detour_lanes_move_bytes_off_a_degraded_rail() -> None:
+    """One host's NIC on rail 2 runs at a quarter rate: lanes that keep every host on its own
+    rail have a fluid optimum 4 % over the bound and a plan 24 % over; lanes in which that
+    host leaves by another rail (its tree neighbours following) reach the bound in the fluid
+    limit."""
+    from planner.builders import degraded_rail
+
+    topo = Topology.from_dict(degraded_rail())
+    doc = make_plan(topo, topo.endpoints(), SIZE, "forest")
+    rep = verify_plan(doc, topo)
+    assert rep.ok, rep.error
+    assert rep.simulated_time_s == pytest.approx(doc["predicted_time_s"], rel=1e-9)
+    assert doc["details"]["fluid_time_s"] <= 1.001 * doc["lower_bound_time_s"]
+    assert doc["predicted_time_s"] <= 1.10 * doc["lower_bound_time_s"]
+    rail3 = [t for step in doc["program"]["steps"] for t in step
+             if "h1/nic3" in t.get("path", []) and "h0/nic3" in t.get("path", [])
+             and topo.endpoints()[t["src"]].endswith("gpu2")]
+    assert rail3  # lane 2 bytes between h0 and h1 cross rail 3
