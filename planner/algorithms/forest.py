@@ -28,7 +28,7 @@ import dataclasses
 import heapq
 import itertools
 import math
-from collections import defaultdict
+from collections import Counter, defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
@@ -40,6 +40,7 @@ from planner.program import Program, Step, Transfer
 from planner.routing import REF_BYTES
 
 MAX_LANES = 16
+FAN_IN_TOLERANCE = 0.02  # model time traded for less fan-in: see forest() and docs/planner.md
 MAX_TRANSFERS = 400_000  # keeps a plan document well under 100 MB
 MAX_UNITS = 1 << 20
 PIECE_CHOICES = (1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64, 96, 128)
@@ -750,6 +751,16 @@ def _host_switch_groups(lane: _Lane) -> list[int]:
     return [ids.setdefault(up[-1] if up else "", len(ids)) for up in lane.up]
 
 
+def max_fan_in(plan: _Plan) -> int:
+    """The most children any host has in any tree that carries data."""
+    fan = 0
+    for tree, w in zip(plan.trees, plan.w, strict=True):
+        if w > 0:
+            kids = Counter(p for p in tree.parent if p >= 0)
+            fan = max(fan, max(kids.values(), default=0))
+    return fan
+
+
 def tree_counts(m: int) -> list[int]:
     """Trees per lane to try: stars, height-2 and height-3 trees."""
     if m <= 2:
@@ -837,6 +848,12 @@ def forest(ctx: PlanContext) -> Candidate:
             est = model_time(load, lat, size, fracs)
             if est < best[0]:
                 best = (est, plan, width, fracs, fluid)
+    # Many-to-one fan-in costs real transports more than the model says (incast at a star's
+    # root): among configurations within FAN_IN_TOLERANCE of the best, take the least fan-in.
+    calm = [c for c in ranked if c[0] <= best[0] * (1 + FAN_IN_TOLERANCE)]
+    pick = min(calm, key=lambda c: (max_fan_in(c[1]), c[0]), default=None)
+    if pick is not None and max_fan_in(pick[1]) < max_fan_in(best[1]):
+        best = (pick[0], pick[1], pick[2], pick[3], pick[5])
     _, plan, width, fracs, fluid = best
     plan.set_stagger(width)
     program = build_program(plan, fracs, max_units)
