@@ -7,34 +7,15 @@ the verifier, that every result equals gloo's, and that nothing is left behind.
 
 from __future__ import annotations
 
-import os
-import shutil
-import subprocess
 from pathlib import Path
-
-import pytest
 
 from syncplan.testbed.loop import ALGORITHMS, LoopConfig, run_loop
 from syncplan.testbed.netns import netns_list
 from syncplan.testbed.scenario import load_scenario
+from tests.testbed.marks import NETNS
 
-pytestmark = [
-    pytest.mark.netns,
-    pytest.mark.skipif(os.geteuid() != 0, reason="needs root for network namespaces and tc"),
-    pytest.mark.skipif(shutil.which("ip") is None or shutil.which("tc") is None,
-                       reason="needs iproute2 (ip, tc)"),
-]
+pytestmark = NETNS
 MIB = 1 << 20
-
-
-@pytest.fixture(autouse=True, scope="module")
-def _namespaces_allowed() -> None:
-    probe = f"sptloop{os.getpid()}-x"
-    res = subprocess.run(["ip", "netns", "add", probe], capture_output=True, text=True,
-                         timeout=30)
-    if res.returncode != 0:
-        pytest.skip(f"cannot create network namespaces here: {res.stderr.strip()}")
-    subprocess.run(["ip", "netns", "del", probe], capture_output=True, timeout=30)
 
 
 def test_full_loop_on_small_scenario(tmp_path: Path) -> None:
@@ -47,7 +28,9 @@ def test_full_loop_on_small_scenario(tmp_path: Path) -> None:
     result = run_loop(scenario, tmp_path / "state", cfg, out, say=lines.append)
 
     assert out.is_file()
-    assert set(netns_list()) == before, "the loop left namespaces behind"
+    prefix = next(line.split("prefix ")[1].split(",")[0] for line in lines if "prefix " in line)
+    assert not [ns for ns in set(netns_list()) - before if ns.startswith(prefix)], \
+        "the loop left namespaces behind"
     assert not any(p.name.endswith("-logs") for p in (tmp_path / "state").iterdir())
     agents = result["loop"]["agents"]
     assert [a["host"] for a in agents] == [h.name for h in scenario.hosts]

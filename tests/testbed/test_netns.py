@@ -6,8 +6,6 @@ Needs root and iproute2; skipped otherwise. About a minute in all.
 from __future__ import annotations
 
 import json
-import os
-import shutil
 import signal
 import subprocess
 import sys
@@ -24,25 +22,10 @@ from syncplan.testbed.netns import netns_list, root_links
 from syncplan.testbed.runner import RunConfig, run_benchmark
 from syncplan.testbed.scenario import REPO_ROOT, load_scenario
 from syncplan.testbed.state import load_state, state_file
+from tests.testbed.marks import NETNS
 
-pytestmark = [
-    pytest.mark.netns,
-    pytest.mark.skipif(os.geteuid() != 0, reason="needs root for network namespaces and tc"),
-    pytest.mark.skipif(shutil.which("ip") is None or shutil.which("tc") is None,
-                       reason="needs iproute2 (ip, tc)"),
-]
+pytestmark = NETNS
 MIB = 1 << 20
-
-
-@pytest.fixture(autouse=True, scope="module")
-def _namespaces_allowed() -> None:
-    """Skip (with the kernel's reason) where root may not create network namespaces."""
-    probe = f"sptprobe{os.getpid()}-x"
-    res = subprocess.run(["ip", "netns", "add", probe], capture_output=True, text=True,
-                         timeout=30)
-    if res.returncode != 0:
-        pytest.skip(f"cannot create network namespaces here: {res.stderr.strip()}")
-    subprocess.run(["ip", "netns", "del", probe], capture_output=True, timeout=30)
 
 
 def leftovers(prefix: str) -> list[str]:
