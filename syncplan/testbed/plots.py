@@ -82,13 +82,7 @@ def plot_results(results: list[dict[str, Any]], out: Path) -> Path:
         ax.set_title("prediction")
         if rows > 1:
             axes[1][-1].axis("off")
-    fig.tight_layout()
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = out.with_name(f".{out.name}.tmp.png")
-    fig.savefig(tmp, dpi=110)
-    plt.close(fig)
-    tmp.replace(out)
-    return out
+    return _save(fig, out)
 
 
 def plot_speedups(results: list[dict[str, Any]], out: Path) -> Path:
@@ -141,6 +135,13 @@ def plot_speedups(results: list[dict[str, Any]], out: Path) -> Path:
     ax2.set_ylabel("measured median (s)")
     ax2.set_title("plan prediction (dotted: +20%)", fontsize=9)
     ax2.legend(fontsize=7)
+    return _save(fig, out)
+
+
+def _save(fig: Any, out: Path) -> Path:
+    """Write ``fig`` to ``out`` atomically (a temporary file, then a rename) and close it."""
+    import matplotlib.pyplot as plt
+
     fig.tight_layout()
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = out.with_name(f".{out.name}.tmp.png")
