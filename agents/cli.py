@@ -41,6 +41,8 @@ def register(subparsers: Any) -> None:
     p.add_argument("--nvml-fixture", help="replay an NVML recording instead of the driver")
     p.add_argument("--once", action="store_true",
                    help="discover and measure once, then exit (no daemon)")
+    p.add_argument("--peer-wait", type=float, default=30.0, metavar="S",
+                   help="with --once: wait up to S seconds for peers' probe servers (default 30)")
     p.add_argument("--print", dest="print_report", action="store_true",
                    help="print the report as JSON (with --once)")
     p.add_argument("--record-nvml", metavar="FILE",
@@ -71,7 +73,7 @@ def run(args: argparse.Namespace) -> int:
             spool_dir=args.spool_dir, sysfs_root=args.sysfs_root,
             procfs_root=args.procfs_root, nvml_fixture=args.nvml_fixture,
             probe=ProbeSettings(duration_s=args.probe_duration), slot_s=args.slot,
-            gpu_copy=not args.no_gpu_copy)
+            gpu_copy=not args.no_gpu_copy, peer_wait_s=args.peer_wait)
     except ValueError as exc:
         raise CLIError(str(exc)) from None
     try:

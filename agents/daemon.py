@@ -15,7 +15,15 @@ from agents.discovery import Discoverer
 from agents.gpucopy import CopyBandwidth, measure_gpu_copies
 from agents.metrics import AgentHTTP, AgentMetrics
 from agents.nvml import RealNVML, RecordedNVML
-from agents.probe import PairResult, PeerBusy, ProbeError, ProbeServer, ProbeSettings, probe_peer
+from agents.probe import (
+    PairResult,
+    PeerBusy,
+    ProbeError,
+    ProbeServer,
+    ProbeSettings,
+    hello,
+    probe_peer,
+)
 from agents.procfs import ProcFS
 from agents.report import HostReport, PeerMeasurement
 from agents.reporter import Backoff, Reporter
@@ -66,6 +74,7 @@ class AgentConfig:
     slot_s: float | None = None
     gpu_copy: bool = True
     report_timeout_s: float = 10.0
+    peer_wait_s: float = 30.0
     backoff: Backoff = field(default_factory=Backoff)
 
     def __post_init__(self) -> None:
@@ -83,6 +92,8 @@ class AgentConfig:
             raise ValueError(f"server {self.server!r} must start with http:// or https://")
         if self.host in self.peers:
             self.peers = {k: v for k, v in self.peers.items() if k != self.host}
+        if not 0 <= self.peer_wait_s <= 3600:
+            raise ValueError(f"peer_wait_s must be in [0, 3600], got {self.peer_wait_s}")
         if self.slot_s is None:
             self.slot_s = round(2 * self.probe.duration_s + 3.0, 3)
         if self.slot_s < 2 * self.probe.duration_s + 0.5:
@@ -294,10 +305,32 @@ class Agent:
                     self.report_now()
             next_at = next_cycle_start(time.time(), interval, lead_s=0.0)
 
+    def wait_for_peers(self, timeout_s: float) -> list[str]:
+        """Wait until every peer's probe server answers; returns those that never did."""
+        pending = dict(self.peers())
+        deadline = time.time() + timeout_s
+        while pending and not self.stop_event.is_set():
+            for name, (addr, port) in list(pending.items()):
+                with contextlib.suppress(OSError, ProbeError):
+                    hello(addr, port, timeout_s=1.0)
+                    del pending[name]
+            if not pending or time.time() >= deadline:
+                break
+            self.stop_event.wait(0.2)
+        if pending:
+            log.warning("peers not answering after %.0f s: %s", timeout_s,
+                        ", ".join(sorted(pending)))
+        return sorted(pending)
+
     def once(self) -> HostReport:
-        """Discover, measure every peer once (serving peers until the cycle is over), report."""
+        """Discover, measure every peer once (serving peers until the cycle is over), report.
+
+        Agents started together agree on the cycle only once all their probe servers are up,
+        so this waits (``peer_wait_s``) for every peer to answer before the cycle starts.
+        """
         self.measure_gpus()
         if self.peers():
+            self.wait_for_peers(self.cfg.peer_wait_s)
             end = self.run_cycle()
             grace = float(self.cfg.slot_s or 5.0)
             self.stop_event.wait(max(0.0, end + grace - time.time()))
