@@ -105,7 +105,10 @@ def test_daemon_survives_service_outage(tmp_path: Path) -> None:
             time.sleep(0.05)
         assert sink.reports.get("f0")
         sink.stop()
-        time.sleep(2.0)  # reports pile up; the newest is spooled
+        deadline = time.time() + 20  # reports pile up; the newest is spooled
+        while not (tmp_path / "pending.json").exists() and time.time() < deadline:
+            time.sleep(0.05)
+        time.sleep(1.0)
         assert p.poll() is None
         spooled = json.loads((tmp_path / "pending.json").read_text())
         sink = ReportSink(port=port)

@@ -16,7 +16,7 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -119,6 +119,15 @@ def ns_get_json(ns: str, url: str, timeout: float = 5.0) -> dict | None:
         return json.loads(proc.stdout)
     except ValueError:
         return None
+
+
+def wait_until(check: Callable[[], bool], timeout_s: float) -> bool:
+    deadline = time.time() + timeout_s
+    while time.time() < deadline:
+        if check():
+            return True
+        time.sleep(0.3)
+    return check()
 
 
 def expected_GBps(a: str, b: str) -> float:
@@ -230,9 +239,13 @@ def test_service_outage_loses_nothing(net: Net, service: Service, tmp_path: Path
             "--interval", "1", "--probe-interval", "3600", "--no-gpu-copy",
             "--spool-dir", str(tmp_path / host)])
     try:
-        time.sleep(3)
+        # every agent has reported once before the outage (a loaded machine starts them slowly)
+        assert wait_until(lambda: (t := service.topology()) is not None
+                          and all(h in t["hosts"] for h in net.hosts), 60), "no first reports"
         service.stop()
-        time.sleep(4)
+        pending = [tmp_path / h / "pending.json" for h in net.hosts]
+        assert wait_until(lambda: all(f.exists() for f in pending), 30), "nothing spooled"
+        time.sleep(2)  # a few more failed deliveries while the service is down
         for host, p in procs.items():
             assert p.poll() is None, f"{host} died while the service was down"
         spooled = {h: json.loads((tmp_path / h / "pending.json").read_text())["seq"]
