@@ -22,7 +22,8 @@ def register(subparsers: Any) -> None:
                    help="seconds between probe cycles (default 300)")
     p.add_argument("--peers", default=os.environ.get("SYNCPLAN_AGENT_PEERS", ""),
                    help="peer probe servers: NAME=ADDR[:PORT],... (default "
-                        "$SYNCPLAN_AGENT_PEERS)")
+                        "$SYNCPLAN_AGENT_PEERS; when empty, every fresh host that the "
+                        "service (--server) lists with a probe address)")
     p.add_argument("--bind", default="0.0.0.0", help="probe server bind address")
     p.add_argument("--probe-port", type=int, default=7470, help="probe server port (7470)")
     p.add_argument("--advertise", help="address peers reach this host's probe server at")

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
+from agents.directory import PeerDirectory
 from agents.discovery import Discoverer
 from agents.gpucopy import CopyBandwidth, measure_gpu_copies
 from agents.metrics import AgentHTTP, AgentMetrics
@@ -122,6 +123,8 @@ class Agent:
         self.server: ProbeServer | None = None
         self.http: AgentHTTP | None = None
         self.reporter: Reporter | None = None
+        self.directory = (PeerDirectory(cfg.server, cfg.host, cfg.token, cfg.report_timeout_s)
+                          if cfg.server and not cfg.peers else None)
 
     # lifecycle --------------------------------------------------------------------------
 
@@ -238,7 +241,16 @@ class Agent:
     # probes -----------------------------------------------------------------------------
 
     def peers(self) -> dict[str, tuple[str, int]]:
-        return dict(self.cfg.peers)
+        """The static ``--peers``, else the last list fetched from the service."""
+        if self.cfg.peers or self.directory is None:
+            return dict(self.cfg.peers)
+        return dict(self.directory.peers)
+
+    def refresh_peers(self) -> dict[str, tuple[str, int]]:
+        """Fetch the peer list from the service (without ``--peers``); returns the peers."""
+        if not self.cfg.peers and self.directory is not None:
+            self.directory.refresh()
+        return self.peers()
 
     def _record(self, r: PairResult) -> None:
         with self._peers_lock:
@@ -296,7 +308,7 @@ class Agent:
             if self.stop_event.is_set():
                 return
             self.trigger_event.clear()
-            if self.peers():
+            if self.refresh_peers():
                 try:
                     self.run_cycle()
                 except Exception:
@@ -329,7 +341,7 @@ class Agent:
         so this waits (``peer_wait_s``) for every peer to answer before the cycle starts.
         """
         self.measure_gpus()
-        if self.peers():
+        if self.refresh_peers():
             self.wait_for_peers(self.cfg.peer_wait_s)
             end = self.run_cycle()
             grace = float(self.cfg.slot_s or 5.0)

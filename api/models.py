@@ -91,6 +91,7 @@ class HostStatus(BaseModel):
     stale: bool
     measured_GBps: float | None = None
     endpoints: int
+    probe_address: str | None = None
 
 
 class AgentsPublic(BaseModel):

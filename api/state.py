@@ -157,13 +157,18 @@ class ClusterState:
         hosts = {r.host: HostStatus(seq=r.seq, last_report_at=utc(r.received_at),
                                     stale=r.host in stale,
                                     measured_GBps=merged.host_rates.get(r.host),
-                                    endpoints=len(by_host.get(r.host, [])))
+                                    endpoints=len(by_host.get(r.host, [])),
+                                    probe_address=self._probe_address(r.host))
                  for r in sorted(index, key=lambda r: r.host)}
         fresh_deadlines = [r.received_at + self._ttl for r in index if r.host not in stale]
         return Snapshot(merged.version, merged.graph, topo, hosts, stale, gen,
                         min(fresh_deadlines, default=float("inf")), by_host, graph_json,
                         {"unlinked_hosts": merged.unlinked,
                          "dropped_fabric_links": merged.dropped_fabric_links})
+
+    def _probe_address(self, host: str) -> str | None:
+        entry = self._reports.get(host)
+        return entry[1].probe_address if entry else None
 
     def check_fabric(self, fabric: dict[str, Any]) -> None:
         """Raise PlannerError if ``fabric`` would not merge with the current reports."""
