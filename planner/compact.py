@@ -87,13 +87,22 @@ def expand_program(compact: Any) -> dict[str, Any]:
     raw_steps = compact.get("steps")
     if not isinstance(raw_steps, list):
         raise CompactError(f"{COMPACT_KEY}.steps must be a list")
-    route: dict[tuple[int, int], int] | None = None
+    def path_of(p: Any, where: str) -> list[str] | None:
+        if p == -1 and _is_int(p):
+            return None
+        if not _is_int(p) or not 0 <= p < len(paths):
+            raise CompactError(f"{where}: path index {p!r} out of range")
+        return paths[p]
+
+    route: dict[tuple[int, int], list[str] | None] | None = None
     if "routes" in compact:
         try:
-            route = {(a, b): p for a, b, p in compact["routes"]}
+            triples = [(a, b, p) for a, b, p in compact["routes"]]
         except (TypeError, ValueError):
             raise CompactError(f"{COMPACT_KEY}.routes must be [src, dst, path] triples"
                                ) from None
+        route = {(a, b): path_of(p, f"{COMPACT_KEY}.routes[{i}]")
+                 for i, (a, b, p) in enumerate(triples)}
     steps: list[list[dict[str, Any]]] = []
     names = ("src", "dst", "lo", "hi", "reduce") + (() if route is not None else ("path",))
     for s, cols in enumerate(raw_steps):
@@ -103,21 +112,23 @@ def expand_program(compact: Any) -> dict[str, Any]:
         n = len(cols["src"])
         if any(len(cols[k]) != n for k in names):
             raise CompactError(f"{where}: columns of different lengths")
-        pcol = cols["path"] if route is None else [None] * n
+        if route is None:
+            pcol = [path_of(p, f"{where}.path[{i}]") for i, p in enumerate(cols["path"])]
+        else:
+            pcol = []
+            for i, k in enumerate(zip(cols["src"], cols["dst"], strict=True)):
+                try:
+                    pcol.append(route[k])
+                except (KeyError, TypeError):
+                    raise CompactError(f"{where}[{i}]: no route for {k[0]!r} -> {k[1]!r}"
+                                       ) from None
         step: list[dict[str, Any]] = []
-        rows = zip(cols["src"], cols["dst"], cols["lo"], cols["hi"], cols["reduce"], pcol,
-                   strict=True)
-        for i, (src, dst, lo, hi, red, pc) in enumerate(rows):
+        for src, dst, lo, hi, red, path in zip(cols["src"], cols["dst"], cols["lo"],
+                                               cols["hi"], cols["reduce"], pcol, strict=True):
             t: dict[str, Any] = {"src": src, "dst": dst, "chunk": [lo, hi],
                                  "reduce": bool(red)}
-            try:
-                p = route[(src, dst)] if route is not None else pc
-            except (KeyError, TypeError):
-                raise CompactError(f"{where}[{i}]: no route for {src} -> {dst}") from None
-            if p != -1:
-                if not _is_int(p) or not 0 <= p < len(paths):
-                    raise CompactError(f"{where}[{i}]: path index {p!r} out of range")
-                t["path"] = list(paths[p])
+            if path is not None:
+                t["path"] = path.copy()
             step.append(t)
         steps.append(step)
     return {"units": compact.get("units"), "steps": steps}
