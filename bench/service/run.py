@@ -292,12 +292,15 @@ def plot(result: dict[str, Any], path: Path) -> None:
             label="job plan per server CPU-second")
     ax.axhline(1000, color="grey", lw=0.8, ls=":", label="target 1,000/s")
     ax.set(xscale="log", xlabel="concurrent clients", ylabel="requests/s",
-           title="Cached job-plan fetches")
+           title="Cached job-plan fetches", ylim=(0, None))
     ax.set_xticks(xs, [str(x) for x in xs])
-    ax.legend()
+    ax.legend(fontsize=7, loc="lower center")
     ax = axes[1]
     for key, style in (("p50_ms", "o-"), ("p99_ms", "s-")):
         ax.plot(xs, [r[key] for r in fetch], style, label=f"job plan {key[:3]}")
+    if full:
+        ax.plot([r["clients"] for r in full], [r["p99_ms"] for r in full], "x:",
+                label="full form p99")
     ax.axhline(50, color="grey", lw=0.8, ls=":", label="p99 target 50 ms")
     ax.set(xscale="log", yscale="log", xlabel="concurrent clients", ylabel="latency (ms)",
            title="Fetch latency")
