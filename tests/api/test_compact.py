@@ -170,3 +170,46 @@ async def test_gzip_and_etag(client: httpx.AsyncClient) -> None:
     fresh = await client.get("/v1/jobs/j/plan", headers={"If-None-Match": etag})
     assert fresh.status_code == 200 and fresh.headers["etag"] != etag
     assert fresh.json()["topology_version"] != plain.json()["topology_version"]
+
+
+@pytest.mark.anyio
+async def test_fast_path_answers_exactly_as_the_route(client: httpx.AsyncClient) -> None:
+    """api/fastpath.py serves cached fetches before FastAPI; with it on and off every
+    request gets the same status, headers and bytes, and it answers only cache hits."""
+    app = client._transport.app  # type: ignore[attr-defined]
+    assert (await client.put("/v1/jobs/j", json={"ranks": RANKS, "size_bytes": 1 << 26}
+                             )).status_code == 200
+    etag = (await client.get("/v1/jobs/j/plan")).headers["etag"]  # builds the full form
+    job, agent = auth("job")["Authorization"], auth("agent")["Authorization"]
+    cases: list[tuple[str, dict[str, str], bool]] = [  # (url, headers, served fast)
+        ("/v1/jobs/j/plan", {"Accept-Encoding": "gzip"}, True),
+        ("/v1/jobs/j/plan", {"Accept-Encoding": "identity"}, True),
+        ("/v1/jobs/j/plan?format=full", {"Accept-Encoding": "gzip"}, True),
+        ("/v1/jobs/j/plan", {"If-None-Match": etag}, True),
+        ("/v1/jobs/j/plan", {"If-None-Match": 'W/"x", ' + etag}, True),
+        ("/v1/jobs/j/plan", {"Authorization": admin_auth()}, True),
+        ("/v1/jobs/j/plan", {"Authorization": agent}, False),  # 403
+        ("/v1/jobs/j/plan", {"Authorization": "Bearer wrong-token-123"}, False),  # 401
+        ("/v1/jobs/j/plan", {"Authorization": job.replace("Bearer", "Basic")}, False),
+        ("/v1/jobs/j/plan?format=rows", {}, False),  # 422
+        ("/v1/jobs/nope/plan", {}, False),  # 404
+        ("/v1/jobs/j/plan?format=compact", {}, False),  # not built yet: the route builds it
+        ("/v1/jobs/j/plan?format=compact", {"Accept-Encoding": "gzip"}, True),
+    ]
+    for url, headers, fast in cases:
+        answers = []
+        for on in (True, False):
+            app.state.plan_fast_path = on
+            before = app.state.plan_fast_path_hits
+            r = await client.get(url, headers=headers)
+            answers.append((r.status_code, dict(r.headers), r.content))
+            assert app.state.plan_fast_path_hits - before == (fast and on), (url, headers)
+        assert answers[0] == answers[1], (url, headers)
+    app.state.plan_fast_path = True
+    metrics = (await client.get("/metrics")).text
+    assert 'route="/v1/jobs/{job_id}/plan",status="304"' in metrics.replace(
+        'method="GET",', "")
+
+
+def admin_auth() -> str:
+    return auth("admin")["Authorization"]
