@@ -2,7 +2,10 @@
 
 Measures (writes bench/results/service.json and bench/results/service.png):
   * cached job-plan fetches: throughput and p50/p99 latency at 1, 16 and 64 concurrent
-    clients, next to /healthz (the framework's floor) measured the same way in the same run;
+    clients, of the form the executor fetches (``?format=compact``, gzip-encoded; checked
+    once to expand to the full plan and pass the verifier), the full CONTRACTS form at 1 and
+    16 clients, and /healthz (a trivial FastAPI route) measured the same way in the same
+    run. Clients read each whole body without decoding it; only 200 answers count;
   * cold plan latency for 64 and 1,024 ranks (8 and 128 hosts of 8 GPUs);
   * 1,000 hosts reporting every 10 s: ingest latency at that offered rate, the burst ingest
     rate, and the time to rebuild the merged graph afterwards.
@@ -77,7 +80,8 @@ def raw_request(url: str, path: str, headers: dict[str, str]) -> bytes:
 
 
 async def _loop(url: str, path: str, headers: dict[str, str], clients: int,
-                start_at: float, stop_at: float) -> tuple[list[float], int, int, str]:
+                start_at: float, stop_at: float
+                ) -> tuple[list[float], int, int, str, float]:
     """``clients`` connections fetching ``path`` back to back from start_at to stop_at."""
     host, port = url.split("//", 1)[1].rsplit(":", 1)
     request = raw_request(url, path, headers)
@@ -85,6 +89,7 @@ async def _loop(url: str, path: str, headers: dict[str, str], clients: int,
     await asyncio.gather(*(c.open() for c in conns))
     await asyncio.gather(*(c.get() for c in conns))  # warm the connections
     await asyncio.sleep(max(0.0, start_at - time.time()))
+    cpu0 = time.process_time()
     lat: list[float] = []
     errors = nbytes = 0
     encoding = ""
@@ -94,17 +99,20 @@ async def _loop(url: str, path: str, headers: dict[str, str], clients: int,
         while time.time() < stop_at:
             t0 = time.perf_counter()
             status, nbytes, encoding = await c.get()
-            lat.append(time.perf_counter() - t0)
-            errors += status != 200
+            if status == 200:  # only complete answers count as fetches
+                lat.append(time.perf_counter() - t0)
+            else:
+                errors += 1
 
     await asyncio.gather(*(worker(c) for c in conns))
+    cpu = time.process_time() - cpu0
     for c in conns:
         c.close()
-    return lat, errors, nbytes, encoding
+    return lat, errors, nbytes, encoding, cpu
 
 
 def _client_proc(args: tuple[str, str, dict[str, str], int, float, float]
-                 ) -> tuple[list[float], int, int, str]:
+                 ) -> tuple[list[float], int, int, str, float]:
     try:
         import uvloop
 
@@ -142,7 +150,7 @@ def closed_loop(url: str, path: str, headers: dict[str, str], clients: int,
             "p50_ms": pct(lat, 0.5) * 1e3, "p99_ms": pct(lat, 0.99) * 1e3,
             "wire_bytes": max(p[2] for p in parts),
             "content_encoding": ",".join(sorted({p[3] for p in parts})),
-            "server_cpu_s": cpu,
+            "server_cpu_s": cpu, "client_cpu_s": sum(p[4] for p in parts),
             "per_server_cpu_s": len(lat) / cpu if cpu > 0 else None}
 
 
@@ -287,7 +295,7 @@ def plot(result: dict[str, Any], path: Path) -> None:
         kb = result["fetch_forms"]["full"]["wire_bytes"] / 1e3
         ax.plot([r["clients"] for r in full], [r["per_s"] for r in full], "x-",
                 label=f"same, full form gzip ({kb:.0f} kB)")
-    ax.plot(xs, [r["per_s"] for r in health], "s--", label="/healthz (floor)")
+    ax.plot(xs, [r["per_s"] for r in health], "s--", label="/healthz (through FastAPI)")
     ax.plot(xs, [r["per_server_cpu_s"] or 0 for r in fetch], "^:",
             label="job plan per server CPU-second")
     ax.axhline(1000, color="grey", lw=0.8, ls=":", label="target 1,000/s")
