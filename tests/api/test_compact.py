@@ -138,6 +138,9 @@ async def test_compact_job_plan_is_the_full_one_expanded(client: httpx.AsyncClie
     expanded = ({**body, "plans": [expand_document(d) for d in docs]} if "plans" in body
                 else expand_document(body))
     assert expanded == full.json()
+    if "plans" not in body:  # each key once
+        assert full.content.count(b'"topology_version"') == 1
+        assert compact.content.count(b'"topology_version"') == 1
     topo = Topology.from_dict(dgx_cluster(2, gpus=4))
     assert all(verify_plan(d, topo).ok for d in (expanded.get("plans") or [expanded]))
     assert len(compact.content) * 2 < len(full.content)
