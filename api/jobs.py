@@ -70,7 +70,6 @@ def sizes_of(spec: JobCreate) -> list[int]:
     return [parse_size(spec.size_bytes, ["body", "size_bytes"])]
 
 
-FORMS = ("full", "compact")
 COMPACT_GZIP_LEVEL = 9  # compact bodies are small: the best compression costs little
 
 
