@@ -64,6 +64,17 @@ bearer = HTTPBearer(auto_error=False, description="Authorization: Bearer <token>
                     "token has every scope, the agent and job tokens their own plus 'read'.")
 
 
+def scopes_of(token_scopes: dict[str, frozenset[str]], given: str) -> frozenset[str] | None:
+    """The scopes ``given`` grants (None: not a token of this service); every token is
+    compared, in constant time."""
+    granted: frozenset[str] | None = None
+    raw = given.encode()
+    for token, scopes in token_scopes.items():
+        if hmac.compare_digest(raw, token.encode()):
+            granted = scopes
+    return granted
+
+
 def _require(scope: str) -> Callable[..., Awaitable[str]]:
     async def check(request: Request,
                     cred: Annotated[HTTPAuthorizationCredentials | None, Depends(bearer)]
@@ -71,11 +82,7 @@ def _require(scope: str) -> Callable[..., Awaitable[str]]:
         if cred is None:
             raise APIError(401, "missing bearer token", ["header", "Authorization"],
                            "unauthorized", {"WWW-Authenticate": "Bearer"})
-        given = cred.credentials.encode()
-        granted: frozenset[str] | None = None
-        for token, scopes in request.app.state.token_scopes.items():
-            if hmac.compare_digest(given, token.encode()):
-                granted = scopes
+        granted = scopes_of(request.app.state.token_scopes, cred.credentials)
         if granted is None:
             raise APIError(401, "invalid bearer token", ["header", "Authorization"],
                            "unauthorized", {"WWW-Authenticate": "Bearer"})

@@ -13,11 +13,12 @@ from anyio.to_thread import run_sync
 from sqlalchemy.orm import Session, sessionmaker
 
 from api import store
-from api.encoding import Body
+from api.encoding import GZIP_LEVEL, Body
 from api.errors import APIError, planner_error
 from api.models import JobCreate, RankRef
 from api.planning import PlanKey, PlanService, parse_size
 from api.state import ClusterState, Snapshot
+from planner.compact import CompactError, compact_document
 from planner.errors import PlannerError
 
 
@@ -69,13 +70,38 @@ def sizes_of(spec: JobCreate) -> list[int]:
     return [parse_size(spec.size_bytes, ["body", "size_bytes"])]
 
 
-def _compose(head: dict[str, Any], docs: list[bytes], buckets: bool) -> Body:
+COMPACT_GZIP_LEVEL = 9  # compact bodies are small: the best compression costs little
+
+
+def _compact(doc: bytes) -> bytes:
+    """The document with its program in the compact form (planner.compact), or as it is
+    when the program cannot be encoded losslessly."""
+    parsed = json.loads(doc)
+    try:
+        parsed = compact_document(parsed)
+    except CompactError:
+        return doc
+    return json.dumps(parsed, separators=(",", ":"), allow_nan=False).encode()
+
+
+def _compose(head: dict[str, Any], docs: list[bytes], buckets: bool, form: str) -> Body:
     """The response: one document with ``head``'s keys spliced in front, or ``head`` plus
     ``plans``; then compressed (a worker thread: documents can be tens of MB)."""
-    prefix = json.dumps(head, separators=(",", ":"))[:-1].encode()
+    level = GZIP_LEVEL
+    if form == "compact":
+        done: dict[int, bytes] = {}  # equal bucket sizes share one document object
+        for d in docs:
+            if id(d) not in done:
+                done[id(d)] = _compact(d)
+        docs = [done[id(d)] for d in docs]
+        level = COMPACT_GZIP_LEVEL
     if buckets:
-        return Body.of(prefix + b',"plans":[' + b",".join(docs) + b"]}")
-    return Body.of(prefix + b"," + docs[0][1:])
+        prefix = json.dumps(head, separators=(",", ":"))[:-1].encode()
+        return Body.of(prefix + b',"plans":[' + b",".join(docs) + b"]}", level)
+    if b'"topology_version":' in docs[0][-64:]:  # the service's documents end with it
+        head = {k: v for k, v in head.items() if k != "topology_version"}
+    prefix = json.dumps(head, separators=(",", ":"))[:-1].encode()
+    return Body.of(prefix + b"," + docs[0][1:], level)
 
 
 @dataclass(frozen=True)
@@ -93,11 +119,11 @@ class JobService:
                  plans: PlanService, cache_size: int, cache_bytes: int = 512 << 20) -> None:
         self._factory, self._cluster, self._plans = factory, cluster, plans
         self._jobs: dict[str, JobEntry] = {}
-        self._responses: OrderedDict[tuple[str, int, str], Body] = OrderedDict()
+        self._responses: OrderedDict[tuple[str, int, str, str], Body] = OrderedDict()
         self._size = cache_size
         self._max_bytes = cache_bytes
         self._bytes = 0
-        self._inflight: dict[tuple[str, int, str], asyncio.Task[Body]] = {}
+        self._inflight: dict[tuple[str, int, str, str], asyncio.Task[Body]] = {}
 
     def put(self, job_id: str, spec: JobCreate) -> float:
         """Store the job (blocking)."""
@@ -133,32 +159,33 @@ class JobService:
             self._jobs[job_id] = entry
         return entry
 
-    def cached_plan(self, job_id: str, snapshot: Snapshot) -> Body | None:
+    def cached_plan(self, job_id: str, snapshot: Snapshot, form: str = "full") -> Body | None:
         entry = self._jobs.get(job_id)
         if entry is None or entry.generation != snapshot.generation:
             return None
-        return self._responses.get((job_id, snapshot.generation, snapshot.version))
+        return self._responses.get((job_id, snapshot.generation, snapshot.version, form))
 
-    async def plan(self, job_id: str, snapshot: Snapshot) -> Body:
-        """The job's plan response for the current graph (see JobPlanPublic); all the ranks
-        of a job fetching at once share one build."""
-        cached = self.cached_plan(job_id, snapshot)
+    async def plan(self, job_id: str, snapshot: Snapshot, form: str = "full") -> Body:
+        """The job's plan response for the current graph (see JobPlanPublic) in ``form``
+        (``full``: CONTRACTS documents; ``compact``: programs as planner.compact); all the
+        ranks of a job fetching at once share one build."""
+        cached = self.cached_plan(job_id, snapshot, form)
         if cached is not None:
             return cached
-        key = (job_id, snapshot.generation, snapshot.version)
+        key = (job_id, snapshot.generation, snapshot.version, form)
         task = self._inflight.get(key)
         if task is None:
-            task = asyncio.create_task(self._build(job_id, snapshot))
+            task = asyncio.create_task(self._build(job_id, snapshot, form))
             self._inflight[key] = task
             task.add_done_callback(lambda t: self._built(key, t))
         return await asyncio.shield(task)
 
-    def _built(self, key: tuple[str, int, str], task: asyncio.Task[Body]) -> None:
+    def _built(self, key: tuple[str, int, str, str], task: asyncio.Task[Body]) -> None:
         self._inflight.pop(key, None)
         if not task.cancelled():
             task.exception()  # retrieved here so an unawaited failure is not logged
 
-    async def _build(self, job_id: str, snapshot: Snapshot) -> Body:
+    async def _build(self, job_id: str, snapshot: Snapshot, form: str) -> Body:
         entry = await self.entry(job_id, snapshot)
         ranks = resolve_ranks(snapshot, entry.spec.ranks, status=409)
         keys = [PlanKey(snapshot.version, tuple(ranks), entry.spec.collective, size,
@@ -170,11 +197,12 @@ class JobService:
         if entry.spec.bucket_sizes is not None:
             head["bucket_sizes"] = entry.sizes
         docs = [plans[k].body.raw for k in keys]
-        encoded = await run_sync(_compose, head, docs, entry.spec.bucket_sizes is not None)
-        self._keep((job_id, snapshot.generation, snapshot.version), encoded)
+        encoded = await run_sync(_compose, head, docs, entry.spec.bucket_sizes is not None,
+                                 form)
+        self._keep((job_id, snapshot.generation, snapshot.version, form), encoded)
         return encoded
 
-    def _keep(self, key: tuple[str, int, str], body: Body) -> None:
+    def _keep(self, key: tuple[str, int, str, str], body: Body) -> None:
         if body.size > self._max_bytes:
             return
         old = self._responses.pop(key, None)

@@ -9,6 +9,7 @@ from fastapi import FastAPI
 
 from api import errors
 from api.db import init_schema, make_engine, session_factory
+from api.fastpath import CachedPlanFastPath
 from api.jobs import JobService
 from api.limits import BodyLimitMiddleware
 from api.metrics import Metrics, MetricsMiddleware
@@ -47,9 +48,12 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.state.jobs = JobService(sessions, cluster, planner, settings.plan_cache_size * 4,
                                 settings.plan_cache_bytes)
     app.state.token_scopes = settings.token_scopes()
+    app.state.plan_fast_path = True
+    app.state.plan_fast_path_hits = 0
     errors.install(app)
     for module in (health, agents, fabric, topology, plans, jobs):
         app.include_router(module.router)
+    app.add_middleware(CachedPlanFastPath)  # innermost: inside the metrics
     app.add_middleware(BodyLimitMiddleware, limit=settings.max_body_bytes)
     app.add_middleware(MetricsMiddleware, metrics=metrics)
     return app

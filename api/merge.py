@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import statistics
 from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass, field
@@ -47,7 +48,10 @@ def digest(data: Any) -> str:
 
 
 def round3(x: float) -> float:
-    return float(f"{x:.3g}")
+    """``x`` to three significant digits; a finite value near the float limit stays as it
+    is rather than round up to infinity (which JSON cannot carry)."""
+    r = float(f"{x:.3g}")
+    return r if math.isfinite(r) else x
 
 
 def local_graph(report: HostReport) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:

@@ -43,6 +43,7 @@ class LaunchConfig:
     token: str | None = None
     fetch_timeout_s: float = 5.0  # per HTTP attempt
     retries: int = 3  # attempts after the first one
+    compact: bool = True  # ask for the compact program form (planner.compact) and expand it
     backoff_s: float = 0.5  # doubled after each failed attempt
     host: str | None = None  # this process's host name in the topology (default: hostname)
     endpoint: str | None = None  # this process's endpoint id, overriding host + local rank
@@ -88,8 +89,13 @@ def local_endpoint(config: LaunchConfig, device: torch.device | None = None) -> 
 
 def fetch_plan(config: LaunchConfig) -> dict[str, Any]:
     """GET {server}/v1/jobs/{job_id}/plan with a timeout, retrying connection failures and
-    5xx answers with exponential backoff; return the plan document."""
+    5xx answers with exponential backoff; return the plan document (CONTRACTS section 3).
+    With ``config.compact`` it asks for ``?format=compact`` (gzip-encoded, about 20x fewer
+    bytes for a large forest plan) and expands the program; a service that ignores the
+    parameter answers with the full document, which is used as it is."""
     import httpx
+
+    from planner.compact import CompactError, expand_document
 
     if not config.job_id or not config.server:
         raise FetchError("no job id or service URL (set SYNCPLAN_JOB_ID and SYNCPLAN_SERVER)")
@@ -103,7 +109,8 @@ def fetch_plan(config: LaunchConfig) -> dict[str, Any]:
                 time.sleep(delay)
                 delay *= 2
             try:
-                resp = client.get(url)
+                resp = client.get(url, params={"format": "compact"} if config.compact
+                                  else None)
             except httpx.HTTPError as exc:
                 last = f"{type(exc).__name__}: {exc}"
                 continue
@@ -121,7 +128,10 @@ def fetch_plan(config: LaunchConfig) -> dict[str, Any]:
                 body = {**body["plan"], "topology_version": body.get("topology_version")}
             if not isinstance(body, dict):
                 raise FetchError(f"GET {url}: the answer is not a plan document")
-            return body
+            try:
+                return expand_document(body)
+            except CompactError as exc:
+                raise FetchError(f"GET {url}: {exc}") from None
     raise FetchError(f"GET {url} failed after {config.retries + 1} attempts: {last}")
 
 

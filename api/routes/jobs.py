@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Literal
 
 from anyio.to_thread import run_sync
-from fastapi import APIRouter, Path, Request, Response
+from fastapi import APIRouter, Path, Query, Request, Response
 
 from api.deps import AUTH_ERRORS, JobsDep, JobToken, SnapshotDep
 from api.encoding import respond
@@ -51,13 +51,19 @@ async def get_job(job_id: JobPath, _: JobToken, snapshot: SnapshotDep, jobs: Job
 @router.get("/{job_id}/plan", response_class=Response,
             responses={200: {"model": JobPlanPublic, "description": "the job's plan"},
                        **responses(404, 409, 422)})
-async def get_job_plan(http: Request, job_id: JobPath, _: JobToken, snapshot: SnapshotDep,
-                       jobs: JobsDep) -> Response:
+async def get_job_plan(
+        http: Request, job_id: JobPath, _: JobToken, snapshot: SnapshotDep, jobs: JobsDep,
+        form: Annotated[Literal["full", "compact"], Query(
+            alias="format",
+            description="full: CONTRACTS plan documents; compact: each `program` replaced "
+                        "by a lossless `program_compact` (planner/compact.py), about 5x "
+                        "smaller, 20x smaller gzip-encoded")] = "full") -> Response:
     """The job's plan for the current graph, cached per (graph version, request). For a
     ``size_bytes`` job: the plan document plus ``job_id`` and ``topology_version``; for a
     ``bucket_sizes`` job: ``plans``, one document per bucket. 409 when the job's ranks are
-    no longer in the graph (a host went stale) or no plan exists."""
-    body = jobs.cached_plan(job_id, snapshot) or await jobs.plan(job_id, snapshot)
+    no longer in the graph (a host went stale) or no plan exists. Sent gzip-encoded when
+    accepted; ``ETag`` / ``If-None-Match`` give 304 for a response the client holds."""
+    body = jobs.cached_plan(job_id, snapshot, form) or await jobs.plan(job_id, snapshot, form)
     return respond(http, body)
 
 

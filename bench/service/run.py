@@ -2,7 +2,10 @@
 
 Measures (writes bench/results/service.json and bench/results/service.png):
   * cached job-plan fetches: throughput and p50/p99 latency at 1, 16 and 64 concurrent
-    clients, next to /healthz (the framework's floor) measured the same way in the same run;
+    clients, of the form the executor fetches (``?format=compact``, gzip-encoded; checked
+    once to expand to the full plan and pass the verifier), the full CONTRACTS form at 1 and
+    16 clients, and /healthz (a trivial FastAPI route) measured the same way in the same
+    run. Clients read each whole body without decoding it; only 200 answers count;
   * cold plan latency for 64 and 1,024 ranks (8 and 128 hosts of 8 GPUs);
   * 1,000 hosts reporting every 10 s: ingest latency at that offered rate, the burst ingest
     rate, and the time to rebuild the merged graph afterwards.
@@ -41,33 +44,81 @@ def log(msg: str) -> None:
     print(f"[{time.strftime('%H:%M:%S')}] {msg}", flush=True)
 
 
+class RawClient:
+    """One keep-alive HTTP/1.1 connection that sends a fixed GET and reads the whole body
+    as bytes (Content-Length framing), decoding neither gzip nor JSON: the bench's clients
+    share the cores with the server and must cost far less than it."""
+
+    def __init__(self, host: str, port: int, request: bytes) -> None:
+        self.host, self.port, self.request = host, port, request
+
+    async def open(self) -> None:
+        self.reader, self.writer = await asyncio.open_connection(self.host, self.port)
+
+    async def get(self) -> tuple[int, int, str]:
+        """(status, body bytes received, content-encoding) of one request."""
+        self.writer.write(self.request)
+        head = await self.reader.readuntil(b"\r\n\r\n")
+        lines = head.decode("latin-1").split("\r\n")
+        status = int(lines[0].split(" ", 2)[1])
+        fields = {k.strip().lower(): v.strip()
+                  for k, _, v in (x.partition(":") for x in lines[1:] if x)}
+        if "content-length" not in fields:
+            raise RuntimeError(f"response without Content-Length: {lines[0]}")
+        body = await self.reader.readexactly(int(fields["content-length"]))
+        return status, len(body), fields.get("content-encoding", "identity")
+
+    def close(self) -> None:
+        self.writer.close()
+
+
+def raw_request(url: str, path: str, headers: dict[str, str]) -> bytes:
+    host = url.split("//", 1)[1]
+    lines = [f"GET {path} HTTP/1.1", f"Host: {host}",
+             *(f"{k}: {v}" for k, v in headers.items())]
+    return ("\r\n".join(lines) + "\r\n\r\n").encode()
+
+
 async def _loop(url: str, path: str, headers: dict[str, str], clients: int,
-                start_at: float, stop_at: float) -> tuple[list[float], int, int, int]:
+                start_at: float, stop_at: float
+                ) -> tuple[list[float], int, int, str, float]:
     """``clients`` connections fetching ``path`` back to back from start_at to stop_at."""
-    limits = httpx.Limits(max_connections=clients, max_keepalive_connections=clients)
+    host, port = url.split("//", 1)[1].rsplit(":", 1)
+    request = raw_request(url, path, headers)
+    conns = [RawClient(host, int(port), request) for _ in range(clients)]
+    await asyncio.gather(*(c.open() for c in conns))
+    await asyncio.gather(*(c.get() for c in conns))  # warm the connections
+    await asyncio.sleep(max(0.0, start_at - time.time()))
+    cpu0 = time.process_time()
     lat: list[float] = []
-    errors = nbytes = wire = 0
-    async with httpx.AsyncClient(base_url=url, headers=headers, limits=limits,
-                                 timeout=30) as c:
-        await asyncio.gather(*(c.get(path) for _ in range(clients)))  # open connections
-        await asyncio.sleep(max(0.0, start_at - time.time()))
+    errors = nbytes = 0
+    encoding = ""
 
-        async def worker() -> None:
-            nonlocal errors, nbytes, wire
-            while time.time() < stop_at:
-                t0 = time.perf_counter()
-                r = await c.get(path)
+    async def worker(c: RawClient) -> None:
+        nonlocal errors, nbytes, encoding
+        while time.time() < stop_at:
+            t0 = time.perf_counter()
+            status, nbytes, encoding = await c.get()
+            if status == 200:  # only complete answers count as fetches
                 lat.append(time.perf_counter() - t0)
-                nbytes, wire = len(r.content), r.num_bytes_downloaded
-                errors += r.status_code != 200
+            else:
+                errors += 1
 
-        await asyncio.gather(*(worker() for _ in range(clients)))
-    return lat, errors, nbytes, wire
+    await asyncio.gather(*(worker(c) for c in conns))
+    cpu = time.process_time() - cpu0
+    for c in conns:
+        c.close()
+    return lat, errors, nbytes, encoding, cpu
 
 
 def _client_proc(args: tuple[str, str, dict[str, str], int, float, float]
-                 ) -> tuple[list[float], int, int, int]:
-    return asyncio.run(_loop(*args))
+                 ) -> tuple[list[float], int, int, str, float]:
+    try:
+        import uvloop
+
+        return uvloop.run(_loop(*args))
+    except ImportError:
+        return asyncio.run(_loop(*args))
 
 
 def cpu_seconds(pid: int) -> float:
@@ -97,9 +148,42 @@ def closed_loop(url: str, path: str, headers: dict[str, str], clients: int,
     return {"clients": clients, "client_procs": procs, "requests": len(lat),
             "errors": sum(p[1] for p in parts), "per_s": len(lat) / duration,
             "p50_ms": pct(lat, 0.5) * 1e3, "p99_ms": pct(lat, 0.99) * 1e3,
-            "body_bytes": max(p[2] for p in parts), "wire_bytes": max(p[3] for p in parts),
-            "server_cpu_s": cpu,
+            "wire_bytes": max(p[2] for p in parts),
+            "content_encoding": ",".join(sorted({p[3] for p in parts})),
+            "server_cpu_s": cpu, "client_cpu_s": sum(p[4] for p in parts),
             "per_server_cpu_s": len(lat) / cpu if cpu > 0 else None}
+
+
+FORMS = {"compact": "/v1/jobs/bench/plan?format=compact", "full": "/v1/jobs/bench/plan"}
+
+
+def check_forms(c: httpx.Client, spec: dict[str, Any]) -> dict[str, Any]:
+    """Fetch the job's plan in both forms (decoded here, once, outside the timed loops):
+    the compact one must expand to the full one and pass the verifier. Returns the bytes
+    of each form as sent gzip-encoded and decoded."""
+    from planner.compact import expand_document
+    from planner.topology import Topology
+    from planner.verify import verify_plan
+
+    out: dict[str, Any] = {}
+    docs = {}
+    for form, path in FORMS.items():
+        r = c.get(path, headers={**auth("job"), "Accept-Encoding": "gzip"})
+        r.raise_for_status()
+        docs[form] = r.json()
+        out[form] = {"path": path, "content_encoding": r.headers.get("content-encoding"),
+                     "wire_bytes": int(r.headers["content-length"]),
+                     "body_bytes": len(r.content), "etag": r.headers.get("etag")}
+    expanded = expand_document(docs["compact"])
+    if expanded != docs["full"]:
+        raise RuntimeError("the compact plan does not expand to the full one")
+    report = verify_plan(expanded, Topology.from_dict(spec))
+    if not report.ok:
+        raise RuntimeError(f"the job's plan fails the verifier: {report.error}")
+    out["compact_expands_to_full"] = True
+    out["verified"] = True
+    out["transfers"] = report.transfers
+    return out
 
 
 def cold_plan(c: httpx.Client, hosts: int) -> dict[str, Any]:
@@ -203,18 +287,28 @@ def plot(result: dict[str, Any], path: Path) -> None:
     fetch, health = result["cached_fetch"], result["healthz"]
     xs = [r["clients"] for r in fetch]
     ax = axes[0]
-    ax.plot(xs, [r["per_s"] for r in fetch], "o-", label="cached job plan")
-    ax.plot(xs, [r["per_s"] for r in health], "s--", label="/healthz (floor)")
+    form = result.get("fetch_forms", {}).get("compact", {})
+    ax.plot(xs, [r["per_s"] for r in fetch], "o-",
+            label=f"cached job plan, compact gzip ({form.get('wire_bytes', 0) / 1e3:.0f} kB)")
+    full = result.get("cached_fetch_full") or []
+    if full:
+        kb = result["fetch_forms"]["full"]["wire_bytes"] / 1e3
+        ax.plot([r["clients"] for r in full], [r["per_s"] for r in full], "x-",
+                label=f"same, full form gzip ({kb:.0f} kB)")
+    ax.plot(xs, [r["per_s"] for r in health], "s--", label="/healthz (through FastAPI)")
     ax.plot(xs, [r["per_server_cpu_s"] or 0 for r in fetch], "^:",
             label="job plan per server CPU-second")
     ax.axhline(1000, color="grey", lw=0.8, ls=":", label="target 1,000/s")
     ax.set(xscale="log", xlabel="concurrent clients", ylabel="requests/s",
-           title="Cached job-plan fetches")
+           title="Cached job-plan fetches", ylim=(0, None))
     ax.set_xticks(xs, [str(x) for x in xs])
-    ax.legend()
+    ax.legend(fontsize=7, loc="lower center")
     ax = axes[1]
     for key, style in (("p50_ms", "o-"), ("p99_ms", "s-")):
         ax.plot(xs, [r[key] for r in fetch], style, label=f"job plan {key[:3]}")
+    if full:
+        ax.plot([r["clients"] for r in full], [r["p99_ms"] for r in full], "x:",
+                label="full form p99")
     ax.axhline(50, color="grey", lw=0.8, ls=":", label="p99 target 50 ms")
     ax.set(xscale="log", yscale="log", xlabel="concurrent clients", ylabel="latency (ms)",
            title="Fetch latency")
@@ -271,19 +365,29 @@ def main() -> int:
             job = {"ranks": [{"host": f"h{h}", "gpu": g} for h in range(8) for g in range(8)],
                    "size_bytes": 256 << 20}
             c.put("/v1/jobs/bench", json=job, headers=auth("job")).raise_for_status()
-            c.get("/v1/jobs/bench/plan", headers=auth("job")).raise_for_status()
-        result["cached_fetch"], result["healthz"] = [], []
+            result["fetch_forms"] = check_forms(c, dgx_cluster(8))
+            log(f"  forms: {result['fetch_forms']}")
+        gz = {**auth("job"), "Accept-Encoding": "gzip"}
+        levels = [("cached_fetch", FORMS["compact"], (1, 16, 64)),
+                  ("healthz", "/healthz", (1, 16, 64)),
+                  ("cached_fetch_full", FORMS["full"], (1, 16))]
+        for key, _, _ in levels:
+            result[key] = []
         for clients in (1, 16, 64):
-            for key, path in (("cached_fetch", "/v1/jobs/bench/plan"), ("healthz", "/healthz")):
-                r = closed_loop(srv.url, path, auth("job"), clients, duration,
+            for key, path, counts in levels:
+                if clients not in counts:
+                    continue
+                r = closed_loop(srv.url, path, gz, clients, duration,
                                 args.client_procs, srv.proc.pid if srv.proc else 0)
+                r["path"] = path
                 result[key].append(r)
                 log(f"{key:12s} {clients:3d} clients: {r['per_s']:8.0f}/s  p50 "
                     f"{r['p50_ms']:6.2f} ms  p99 {r['p99_ms']:6.2f} ms  "
                     f"({r['wire_bytes']} B sent), "
                     f"{r['per_server_cpu_s'] or 0:.0f} per server CPU-second")
-        for f, h in zip(result["cached_fetch"], result["healthz"], strict=True):
-            f["ratio_to_healthz"] = f["per_s"] / h["per_s"]
+        for key in ("cached_fetch", "cached_fetch_full"):
+            for f, h in zip(result[key], result["healthz"], strict=False):
+                f["ratio_to_healthz"] = f["per_s"] / h["per_s"]
         hosts, rounds = (128, 1) if args.quick else (1000, 2)
         log(f"ingest: {hosts} hosts reporting every 10 s, {rounds} rounds ...")
         result["ingest"] = asyncio.run(ingest(srv.url, hosts, 10.0, rounds,
@@ -298,6 +402,7 @@ def main() -> int:
     plot(result, args.out / "service.png")
     log(f"wrote {out} and {args.out / 'service.png'}")
     f16 = result["cached_fetch"][1]
+    log(f"(fetching {f16['path']}, {f16['content_encoding']}, {f16['wire_bytes']} B each)")
     log(f"16 clients: {f16['per_s']:.0f} fetches/s (target >= 1000), p99 "
         f"{f16['p99_ms']:.1f} ms (target < 50), {f16['ratio_to_healthz']:.2f}x /healthz")
     return 0

@@ -9,7 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from agents.report import HostReport
-from api.merge import AUTO_SWITCH, check_report, merge
+from api.merge import AUTO_SWITCH, check_report, merge, round3
 from planner.builders import dgx_cluster
 from planner.errors import TopologyError
 from planner.topology import Topology
@@ -130,3 +130,9 @@ def test_any_reports_merge_into_a_valid_graph(hosts: dict[str, Any], with_fabric
     fabric = dgx_cluster(3, gpus=2) if with_fabric else None
     m = merge(reps, fabric)
     Topology.from_dict(m.graph)
+
+
+def test_round3_keeps_huge_finite_values_finite() -> None:
+    # 1.797e308 rounds up past the largest float; the schema fuzz test once got a 500 here
+    assert round3(1.7976931348623157e308) == 1.7976931348623157e308
+    assert round3(12.3456) == 12.3

@@ -12,24 +12,28 @@ from typing import Any
 
 class PlanServer:
     """``routes[path]`` is a list of (status, body) answers, the last one repeating;
-    requests without ``Authorization: Bearer {token}`` get 401. ``hits`` counts requests."""
+    requests without ``Authorization: Bearer {token}`` get 401. ``hits`` counts requests
+    by path (the query string left out), ``queries`` lists each request's query string."""
 
     def __init__(self, routes: dict[str, list[tuple[int, Any]]], token: str = "tok") -> None:
         self.routes = routes
         self.hits: dict[str, int] = {}
+        self.queries: list[str] = []
         self.token = token
         server = self
 
         class Handler(BaseHTTPRequestHandler):
             def do_GET(self) -> None:
-                n = server.hits.get(self.path, 0)
-                server.hits[self.path] = n + 1
+                path, _, query = self.path.partition("?")
+                n = server.hits.get(path, 0)
+                server.hits[path] = n + 1
+                server.queries.append(query)
                 if self.headers.get("Authorization") != f"Bearer {server.token}":
                     status, body = 401, {"detail": "missing or wrong token"}
-                elif self.path not in server.routes:
+                elif path not in server.routes:
                     status, body = 404, {"detail": "no such job"}
                 else:
-                    answers = server.routes[self.path]
+                    answers = server.routes[path]
                     status, body = answers[min(n, len(answers) - 1)]
                 data = body if isinstance(body, bytes) else json.dumps(body).encode()
                 self.send_response(status)

@@ -8,6 +8,7 @@ import os
 import socket
 import subprocess
 import sys
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -15,6 +16,12 @@ import pytest
 
 from executor.launch import FetchError, LaunchConfig, fetch_plan, local_endpoint
 from executor.localrun import LocalRunConfig, free_port, run_local
+from executor.program import Program
+from planner.builders import dgx_cluster
+from planner.compact import compact_document
+from planner.topology import Topology
+from planner.verify import verify_plan
+from tests.api.helpers import ServerProcess, auth
 from tests.executor.httpserver import PlanServer
 from tests.executor.plans import ring_plan
 from tests.executor.workers import launch_run
@@ -78,6 +85,50 @@ def test_fetch_sends_the_token_and_gives_up_on_a_dead_service() -> None:
         fetch_plan(_cfg(srv.url))
     with pytest.raises(FetchError, match="ConnectError"):
         fetch_plan(_cfg(f"http://127.0.0.1:{free_port()}", retries=1))
+
+
+def test_fetch_asks_for_the_compact_form_and_expands_it() -> None:
+    doc = {**ring_plan(4, 64), "topology_version": 7}
+    wrapped = {"plan": compact_document(ring_plan(4, 64)), "topology_version": 7}
+    srv = PlanServer({"/v1/jobs/j1/plan": [(200, compact_document(doc))],
+                      "/v1/jobs/j2/plan": [(200, wrapped)]})
+    with srv.running():
+        assert fetch_plan(_cfg(srv.url)) == doc
+        assert fetch_plan(_cfg(srv.url, job="j2")) == doc
+        assert srv.queries == ["format=compact", "format=compact"]
+        # a service without the compact form ignores the parameter: the full document works
+        srv.routes["/v1/jobs/j1/plan"] = [(200, doc)]
+        assert fetch_plan(_cfg(srv.url)) == doc
+        assert fetch_plan(_cfg(srv.url, compact=False)) == doc
+        assert srv.queries[-1] == ""
+        bad = compact_document(doc)
+        bad["program_compact"]["steps"][0]["src"].pop()
+        srv.routes["/v1/jobs/j1/plan"] = [(200, bad)]
+        with pytest.raises(FetchError, match="columns of different lengths"):
+            fetch_plan(_cfg(srv.url))
+
+
+def test_fetch_from_the_service_compact_equals_full(tmp_path: Path) -> None:
+    """A real ``syncplan serve``: the expanded compact plan is the full one, the executor
+    reads the identical program, and the verifier accepts it."""
+    spec = dgx_cluster(2, gpus=4)
+    srv = ServerProcess(f"sqlite:///{tmp_path / 'svc.db'}").start()
+    try:
+        import httpx
+
+        with httpx.Client(base_url=srv.url, timeout=60) as c:
+            c.put("/v1/fabric", json=spec, headers=auth("admin")).raise_for_status()
+            c.put("/v1/jobs/j", json={"ranks": [f"h{h}/gpu{g}" for h in range(2)
+                                                for g in range(4)],
+                                      "size_bytes": 64 << 20},
+                  headers=auth("job")).raise_for_status()
+        cfg = LaunchConfig(job_id="j", server=srv.url, token=auth("job")["Authorization"][7:])
+        compact, full = fetch_plan(cfg), fetch_plan(replace(cfg, compact=False))
+    finally:
+        srv.stop()
+    assert compact == full and "program_compact" not in compact
+    assert Program.from_plan(compact) == Program.from_plan(full)
+    assert verify_plan(compact, Topology.from_dict(spec)).ok
 
 
 @pytest.fixture(scope="module")
