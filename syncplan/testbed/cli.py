@@ -208,7 +208,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
              f" (ring bound {e['ring_bound_s']:.3f} s){'' if e['correct'] else ' WRONG'}")
     png = plot_results([result], args.plot or out.with_suffix(".png"))
     _say(f"[{scenario.name}] plot: {png}")
-    return 0 if all(e["correct"] for e in result["results"]) else 1
+    return _exit_code(result, result["results"])
 
 
 def _cmd_loop(args: argparse.Namespace) -> int:
@@ -241,7 +241,19 @@ def _cmd_loop(args: argparse.Namespace) -> int:
              f"{row['median_s']:.3f} s{extra}{'' if row['correct'] else ' WRONG'}")
     png = plot_results([result], args.plot or out.with_suffix(".png"))
     _say(f"[{scenario.name}] plot: {png}")
-    return 0 if all(r["correct"] for r in result["summary"]) else 1
+    return _exit_code(result, result["summary"])
+
+
+def _exit_code(result: dict, rows: list[dict]) -> int:
+    """1 when a result is wrong, a run failed or runs are missing; reports the failures."""
+    for f in result.get("failures", []):
+        first = f["error"].splitlines()[0] if f["error"] else ""
+        _say(f"  {f['size_bytes'] / 2**20:g} MiB {f['algorithm']}: FAILED ({first})")
+    if result.get("incomplete"):
+        _say(f"  incomplete: {result['incomplete']}")
+    ok = all(r["correct"] for r in rows) and not result.get("failures") \
+        and not result.get("incomplete")
+    return 0 if ok else 1
 
 
 def _cmd_down(args: argparse.Namespace) -> int:

@@ -21,6 +21,7 @@ from syncplan.testbed.state import State, atomic_write_json
 
 MIB = 1024 * 1024
 FULL_SIZES = tuple(s * MIB for s in (1, 4, 16, 64, 256))
+MAX_ATTEMPTS = 6  # worker start-ups per benchmark: the first, then one after each failed run
 
 
 @dataclass
@@ -57,7 +58,10 @@ class RunConfig:
 def run_benchmark(state: State, scenario: Scenario, cfg: RunConfig, out_path: Path,
                   progress: Callable[[str], None] = print,
                   links: list[dict[str, Any]] | None = None) -> dict[str, Any]:
-    """Run one worker per host, gather rank 0's results, write ``out_path``; returns them."""
+    """Run one worker per host, gather rank 0's results, write ``out_path``; returns them.
+
+    A run that fails is listed under ``failures`` and the others go on; ``incomplete`` says
+    why when some runs could not be made at all."""
     if state.phase != "up":
         raise TestbedError(f"testbed {scenario.name} is not up (phase {state.phase})")
     for p in cfg.plans:
@@ -69,17 +73,72 @@ def run_benchmark(state: State, scenario: Scenario, cfg: RunConfig, out_path: Pa
             raise TestbedError(f"plan {p}: needs one rank per host ({len(state.hosts)}); "
                                "is it a plan document for this scenario?")
     run_dir = (state.path.parent if state.path else Path(".")) / f"{state.prefix}-run"
+    limit = cfg.timeout_s or cfg.estimate_s(scenario)
+    started = time.monotonic()
+    results: list[dict[str, Any]] = []
+    failures: list[dict[str, Any]] = []
+    raw: dict[str, Any] = {}
+    incomplete: str | None = None
+    # A run that fails (a rank dies or times out) breaks the process group: record it, start
+    # the workers again and go on with the runs not yet done.
+    for attempt in range(MAX_ATTEMPTS):
+        skip = [f"{e['algorithm']}@{e['size_bytes']}" for e in (*results, *failures)]
+        raw, error = _attempt(state, scenario, cfg, run_dir, skip, limit, progress)
+        results += raw.get("results", [])
+        if error is None:
+            break
+        running = raw.get("running")
+        if not running:
+            if not results and not failures:
+                raise TestbedError(error)
+            incomplete = f"workers failed outside a timed run: {error}"
+            break
+        failures.append({**running, "error": error, "attempt": attempt + 1})
+        progress(f"[{scenario.name}] {running['size_bytes'] / MIB:g} MiB "
+                 f"{running['algorithm']} FAILED; going on with the rest. {error}")
+    else:
+        incomplete = f"gave up after {MAX_ATTEMPTS} attempts"
+    if incomplete:
+        progress(f"[{scenario.name}] results are incomplete: {incomplete}")
+    raw = {k: v for k, v in raw.items() if k not in ("results", "running")}
+    result = {
+        "scenario": scenario.to_dict(),
+        "created": datetime.now(UTC).isoformat(timespec="seconds"),
+        "machine": {"cpus": os.cpu_count(), "kernel": platform.release(),
+                    "python": platform.python_version()},
+        "config": {"sizes": list(cfg.sizes), "reps": cfg.reps, "warmup": cfg.warmup,
+                   "plans": [str(p) for p in cfg.plans]},
+        "wall_s": round(time.monotonic() - started, 2),
+        **raw,
+        "results": results,
+        "failures": failures,
+        "incomplete": incomplete,
+    }
+    for entry in result["results"]:
+        entry["ring_bound_s"] = scenario.ring_bound_s(entry["size_bytes"])
+    if links is not None:
+        result["links"] = links
+    atomic_write_json(out_path, result)
+    return result
+
+
+def _attempt(state: State, scenario: Scenario, cfg: RunConfig, run_dir: Path,
+             skip: list[str], limit: float, progress: Callable[[str], None]
+             ) -> tuple[dict[str, Any], str | None]:
+    """Run the workers once; returns rank 0's (possibly partial) results and the error."""
     raw_out = run_dir / "rank0.json"
     raw_out.unlink(missing_ok=True)
     master = f"{state.hosts[0].addr}:{20000 + secrets.randbelow(30000)}"
-    limit = cfg.timeout_s or cfg.estimate_s(scenario)
     base = [sys.executable, "-u", "-m", "syncplan.testbed.worker", "--world",
             str(len(state.hosts)), "--master", master, "--reps", str(cfg.reps), "--warmup",
             str(cfg.warmup), "--timeout", str(int(limit)), "--sizes", *map(str, cfg.sizes)]
     if cfg.plans:
         base += ["--plans", *[str(Path(p).resolve()) for p in cfg.plans]]
+    if skip:
+        base += ["--skip", *skip]
     procs = []
     started = time.monotonic()
+    error: str | None = None
     try:
         for h in state.hosts:
             argv = [*base, "--rank", str(h.rank)]
@@ -97,32 +156,24 @@ def run_benchmark(state: State, scenario: Scenario, cfg: RunConfig, out_path: Pa
             if failed:
                 i, c = failed[0]
                 tail = _tail(run_dir / f"rank{i}.log")
-                raise TestbedError(f"rank {i} failed (exit {c}); last lines of its log:\n{tail}")
+                error = f"rank {i} failed (exit {c}); last lines of its log:\n{tail}"
+                break
             if all(c == 0 for c in codes):
                 break
             if time.monotonic() - started > limit:
-                raise TestbedError(f"benchmark did not finish within {limit:.0f} s")
+                error = f"benchmark did not finish within {limit:.0f} s"
+                break
             time.sleep(0.2)
         _relay(log0, seen, scenario.name, progress)
     finally:
         kill_recorded(state, "worker")
-    raw = json.loads(raw_out.read_text())
-    result = {
-        "scenario": scenario.to_dict(),
-        "created": datetime.now(UTC).isoformat(timespec="seconds"),
-        "machine": {"cpus": os.cpu_count(), "kernel": platform.release(),
-                    "python": platform.python_version()},
-        "config": {"sizes": list(cfg.sizes), "reps": cfg.reps, "warmup": cfg.warmup,
-                   "plans": [str(p) for p in cfg.plans]},
-        "wall_s": round(time.monotonic() - started, 2),
-        **raw,
-    }
-    for entry in result["results"]:
-        entry["ring_bound_s"] = scenario.ring_bound_s(entry["size_bytes"])
-    if links is not None:
-        result["links"] = links
-    atomic_write_json(out_path, result)
-    return result
+    try:
+        raw = json.loads(raw_out.read_text())
+    except (OSError, ValueError):
+        if error is None:
+            raise TestbedError(f"rank 0 wrote no results ({raw_out})") from None
+        raw = {}
+    return raw, error
 
 
 def _relay(path: Path, seen: int, tag: str, progress: Callable[[str], None]) -> int:

@@ -20,6 +20,8 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
+from syncplan.testbed.state import atomic_write_json
+
 PATTERN = 251
 TensorOp = Callable[[Any], Any]
 PlanFactory = Callable[[dict[str, Any]], TensorOp]
@@ -87,7 +89,17 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             say(f"note: {len(plans)} plan(s) skipped: {how}")
         warm = torch.ones(1024)
         dist.all_reduce(warm)
-        results = []
+        results: list[dict[str, Any]] = []
+        skip = set(args.skip)
+        meta = {"world_size": world, "dtype": "float32", "backend": "gloo",
+                "torch": torch.__version__, "executor": how if plans else None, "notes": notes}
+
+        def checkpoint(running: dict[str, Any] | None) -> None:
+            # rank 0's progress, so that the runner keeps what finished if a later run fails
+            if rank == 0 and args.out:
+                atomic_write_json(Path(args.out), {**meta, "results": results,
+                                                   "running": running})
+
         for size in args.sizes:
             count = size // 4
             base = torch.arange(count, dtype=torch.int32).remainder_(PATTERN).to(torch.float32)
@@ -96,6 +108,9 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             todo: list[tuple[str, dict[str, Any] | None]] = [("gloo", None)]
             todo += [(p["label"], p) for p in plans if factory and p.get("size_bytes") == size]
             for label, plan in todo:
+                if f"{label}@{size}" in skip:
+                    continue
+                checkpoint({"size_bytes": size, "algorithm": label})
                 op: TensorOp = dist.all_reduce
                 if plan is not None:
                     assert factory is not None
@@ -123,10 +138,9 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                                                            "lower_bound_time_s")})
                     entry["plan_algorithm"] = plan.get("algorithm")
                 results.append(entry)
+                checkpoint(None)
             del base, expected, buf
-        return {"world_size": world, "dtype": "float32", "backend": "gloo",
-                "torch": torch.__version__, "executor": how if plans else None,
-                "notes": notes, "results": results}
+        return {**meta, "results": results, "running": None}
     finally:
         dist.destroy_process_group()
 
@@ -141,12 +155,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--warmup", type=int, default=0)
     ap.add_argument("--plans", nargs="*", default=[])
     ap.add_argument("--timeout", type=float, default=900.0, help="gloo timeout, seconds")
-    ap.add_argument("--out", help="results JSON (rank 0)")
+    ap.add_argument("--out", help="results JSON (rank 0), rewritten after every run")
+    ap.add_argument("--skip", nargs="*", default=[], metavar="LABEL@SIZE",
+                    help="runs not to repeat (done or failed in an earlier attempt)")
     args = ap.parse_args(argv)
     result = run(args)
     if args.rank == 0 and args.out:
-        from syncplan.testbed.state import atomic_write_json
-
         atomic_write_json(Path(args.out), result)
     return 0
 

@@ -49,10 +49,18 @@ def test_small_scenario_shapes_runs_and_cleans_up(tmp_path: Path) -> None:
                          "ring")
         plan_file = tmp_path / "ring.json"
         plan_file.write_text(json.dumps(plan))
+        # a 1 MiB plan missing its last step: every rank refuses it, the run fails, the
+        # workers start again and the benchmark goes on with the 4 MiB runs
+        broken = make_plan(Topology.from_dict(scenario.ground_truth_topology()), ranks, MIB,
+                           "ring")
+        broken["program"]["steps"].pop()
+        broken["label"] = "broken"
+        broken_file = tmp_path / "broken.json"
+        broken_file.write_text(json.dumps(broken))
         out = tmp_path / "results.json"
         lines: list[str] = []
         result = run_benchmark(state, scenario, RunConfig(sizes=[MIB, 4 * MIB], reps=2,
-                                                          plans=[plan_file]),
+                                                          plans=[broken_file, plan_file]),
                                out, progress=lines.append)
         assert json.loads(out.read_text()) == result
         gloo = [e for e in result["results"] if e["algorithm"] == "gloo"]
@@ -63,6 +71,11 @@ def test_small_scenario_shapes_runs_and_cleans_up(tmp_path: Path) -> None:
             assert "plans skipped" in result["notes"][0] and not ring
         else:
             assert len(ring) == 1 and ring[0]["correct"] and ring[0]["size_bytes"] == 4 * MIB
+            assert [(f["algorithm"], f["size_bytes"]) for f in result["failures"]] == [
+                ("broken", MIB)]
+            assert "rank" in result["failures"][0]["error"]
+            assert result["incomplete"] is None
+            assert any("broken FAILED" in line for line in lines)
         assert any("rep 2/2" in line and line.startswith("[small]") for line in lines)
         # workers are gone and unrecorded once the run is over
         assert not [p for p in state.processes if p.role == "worker"]
