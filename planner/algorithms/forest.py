@@ -14,12 +14,16 @@ a leaf elsewhere (t = hosts gives stars; t ~ sqrt(hosts) keeps the height at 2).
 program over all trees of all lanes (HiGHS) then sets the shares so that the most loaded arc,
 counting every arc of every routed path, is as light as possible.
 
-Schedule (lockstep cost model): each tree's share is cut into P pieces; piece p leaves a
-non-port rank at step p, leaves a port at host height h at step p + 1 + h, is broadcast from
-the root one host level per step from step p + 1 + H, and reaches non-port ranks at step
-p + 2 H + 1, so the reduce of later pieces overlaps the broadcast of earlier ones. Transfers
-that the trees of one lane share inside hosts are merged. P trades the pipeline's fill against
-the latency every step pays; it is chosen on an exact per-arc model of the step times.
+Schedule (lockstep cost model): each tree's share is cut into P pieces; a port at depth k
+(of a tree of height <= H) sends its partial sum of piece p at step p + H + 1 - k, as late as
+its parent can use it, so the root holds the piece after step p + H; the result reaches depth
+k at step p + H + k. Reduce and broadcast are mirror images: a leaf under the root sends and
+hears back one step apart. Intra-host transfers are either merged per lane (gathered at step
+p, handed back at step p + 2 H + 1) or split per tree (a host at depth k gathers at p + H - k,
+when its children's sums arrive, and hands back at p + H + 1 + k); split, a tree's root gathers
+while its children send, which shortens the pipeline's fill. The reduce of later pieces
+overlaps the broadcast of earlier ones. P trades the pipeline's fill against the latency every
+step pays; it is chosen on an exact per-arc model of the step times.
 """
 
 from __future__ import annotations
@@ -365,8 +369,10 @@ def _build_tree(m: int, budget: dict[int, int], groups: Sequence[int], order: np
         root = internal[0] if internal else hosts[j % len(hosts)]
         children_left = {h: budget.get(h, 0) for h in hosts}
         children_left[root] = budget.get(root, 0) + 1
-        rest = [h for h in internal if h != root] + [h for h in hosts
-                                                       if h != root and not budget.get(h)]
+        # slowest leaves first: they take the root's spare slots, where (sending as late as
+        # possible) a leaf's reduce and broadcast are one step apart instead of 2 depth - 1
+        leaves = [h for h in reversed(hosts) if h != root and not budget.get(h)]
+        rest = [h for h in internal if h != root] + leaves
         queue, qi, ri = [root], 0, 0
         while ri < len(rest) and qi < len(queue):
             node = queue[qi]
@@ -419,8 +425,9 @@ class _Plan:
     """
 
     def __init__(self, ctx: PlanContext, lanes: list[_Lane], trees: list[_Tree],
-                 arcs: _Arcs) -> None:
+                 arcs: _Arcs, split_intra: bool = False) -> None:
         self.ctx, self.lanes, self.trees, self.arcs = ctx, lanes, trees, arcs
+        self.split_intra = split_intra
         self.hmax = max((max(tr.height) for tr in trees), default=0)
         self.base_offsets = 2 * self.hmax + 2
         self.shift = np.zeros(len(trees), dtype=np.int64)
@@ -453,20 +460,42 @@ class _Plan:
         return up + core[1:] + down[1:]
 
     def phases(self, j: int) -> list[tuple[int, int, int, bool, Path]]:
-        """Network transfers of tree j: (offset, src rank, dst rank, reduce, path)."""
+        """Network transfers of tree j: (offset, src rank, dst rank, reduce, path); a port at
+        depth k sends at offset H + 1 - k and hears back at H + k."""
         tr, lane = self.trees[j], self.lanes[self.trees[j].lane]
         s = int(self.shift[j])
         out = []
         for c, q in enumerate(tr.parent):
             if q < 0:
                 continue
-            out.append((s + 1 + tr.height[c], lane.ports[c], lane.ports[q], True,
+            out.append((s + self.hmax + 1 - tr.depth[c], lane.ports[c], lane.ports[q], True,
                         self.edge_path(lane, c, q)))
             out.append((s + self.hmax + tr.depth[c], lane.ports[q], lane.ports[c], False,
                         self.edge_path(lane, q, c)))
         return out
 
+    def tree_intra(self, j: int) -> list[tuple[int, int, int, bool, Path]]:
+        """Split intra-host transfers of tree j: a host at depth k gathers its ranks' values
+        at offset hmax - k (when its children's sums arrive) and hands the result back at
+        hmax + 1 + k (when it forwards it to its children)."""
+        if not self.split_intra:
+            return []
+        tr, lane = self.trees[j], self.lanes[self.trees[j].lane]
+        s = int(self.shift[j])
+        out = []
+        for h, port in enumerate(lane.ports):
+            k = tr.depth[h]
+            for r, path in lane.leaves_in[h]:
+                out.append((s + self.hmax - k, r, port, True, path))
+            for r, path in lane.leaves_out[h]:
+                out.append((s + self.hmax + 1 + k, port, r, False, path))
+        return out
+
     def intra(self, li: int) -> list[tuple[int, int, int, bool, Path]]:
+        """Merged intra-host transfers of lane li (all its trees): gather at offset 0, hand
+        back at the last offset; none when intra-host transfers are split per tree."""
+        if self.split_intra:
+            return []
         lane = self.lanes[li]
         out = []
         for h, port in enumerate(lane.ports):
@@ -496,6 +525,7 @@ class _Plan:
         self.shift[:] = 0
         for j in range(nt):
             add(j, self.phases(j), False)
+            add(j, self.tree_intra(j), False)
         self.shift[:] = saved
         for li in range(len(self.lanes)):
             add(nt + li, self.intra(li), True)
@@ -637,7 +667,19 @@ class _Plan:
         live = [j for j in range(len(self.trees)) if all_trees or self.w[j] > 0]
         lanes_used = {self.trees[j].lane for j in live}
         net = sum(2 * (len(self.trees[j].parent) - 1) for j in live)
-        return net + sum(2 * sum(len(x) for x in self.lanes[li].leaves_in) for li in lanes_used)
+        if not self.split_intra:
+            return net + sum(2 * sum(len(x) for x in self.lanes[li].leaves_in)
+                             for li in lanes_used)
+        by_lane: dict[int, list[int]] = defaultdict(list)
+        for j in live:
+            by_lane[self.trees[j].lane].append(j)
+        for li, js in by_lane.items():  # build_program merges runs of equal offsets
+            shift = self.shift[js][:, None]
+            depth = np.array([self.trees[j].depth for j in js])
+            runs = ((np.diff(shift - depth, axis=0) != 0).sum(axis=0)
+                    + (np.diff(shift + depth, axis=0) != 0).sum(axis=0) + 2)
+            net += int(runs @ np.array([len(x) for x in self.lanes[li].leaves_in]))
+        return net
 
 
 def piece_fractions(pieces: int, ramp: int) -> np.ndarray:
@@ -728,8 +770,10 @@ def build_program(plan: _Plan, fracs: np.ndarray, units: int) -> Program:
         js = by_lane[li]
         intra = plan.intra(li)
         nets = {j: plan.phases(j) for j in js}
+        split = {j: plan.tree_intra(j) for j in js}
         for p in range(pieces):
             start = base
+            ends: dict[tuple, tuple[int, int]] = {}  # split transfer -> (step, index)
             for j in js:
                 u = int(per_tree[j])
                 a, b = base, base + (round(u * cum[p + 1]) - round(u * cum[p]))
@@ -738,6 +782,14 @@ def build_program(plan: _Plan, fracs: np.ndarray, units: int) -> Program:
                     continue
                 for off, src, dst, red, path in nets[j]:
                     steps[p + off].append(Transfer(src, dst, a, b, red, path))
+                for key in split[j]:
+                    off, src, dst, red, path = key
+                    at = ends.get(key)
+                    if at is not None and steps[at[0]][at[1]].hi == a:
+                        steps[at[0]][at[1]] = steps[at[0]][at[1]]._replace(hi=b)
+                    else:
+                        ends[key] = (p + off, len(steps[p + off]))
+                        steps[p + off].append(Transfer(src, dst, a, b, red, path))
             if base > start:
                 for off, src, dst, red, path in intra:
                     steps[p + off].append(Transfer(src, dst, start, base, red, path))
@@ -784,6 +836,34 @@ def _trees(lanes: list[_Lane], t: int) -> list[_Tree]:
     return trees
 
 
+def _price(plan: _Plan, fluid: float, size: float, max_units: int,
+           configs: dict[tuple[int, int], tuple]) -> None:
+    """Price every stagger, piece count and ramp of ``plan`` on the per-arc model; keep the
+    best per (plan, stagger) in ``configs``."""
+    if len(plan._entries()[0]) <= BALANCE_MAX_CROSSINGS:
+        plan.balance_phases(fluid)
+    t = max(Counter(tr.lane for tr in plan.trees).values())
+    live = int((plan.w > 0).sum())
+    if live > max_units:
+        return
+    for width in STAGGER_WIDTHS:
+        if width > 1 and width > t:
+            break
+        plan.set_stagger(width)
+        per_piece = plan.transfers_per_piece()
+        load, lat = plan.profile()
+        fits = [p for p in PIECE_CHOICES
+                if p * per_piece <= MAX_TRANSFERS and p * live <= max_units]
+        for pieces in fits:
+            for ramp in RAMPS:
+                if ramp and 2 * ramp > pieces:
+                    break
+                fracs = piece_fractions(pieces, ramp)
+                est = model_time(load, lat, size, fracs)
+                if est < configs.get((id(plan), width), (math.inf,))[0]:
+                    configs[(id(plan), width)] = (est, plan, width, fracs, fits, fluid * size)
+
+
 def forest(ctx: PlanContext) -> Candidate:
     n = len(ctx.ranks)
     if n == 1:
@@ -810,28 +890,12 @@ def forest(ctx: PlanContext) -> Candidate:
                 lanes = lanes + extra
                 plan = _Plan(ctx, lanes, _trees(lanes, t), arcs)
                 fluid = plan.solve_shares()
-        if len(plan._entries()[0]) <= BALANCE_MAX_CROSSINGS:
-            plan.balance_phases(fluid)
-        per_piece = plan.transfers_per_piece()
-        live = int((plan.w > 0).sum())
-        if live > max_units:
-            continue
-        for width in STAGGER_WIDTHS:
-            if width > 1 and width > t:
-                break
-            plan.set_stagger(width)
-            load, lat = plan.profile()
-            fits = [p for p in PIECE_CHOICES
-                    if p * per_piece <= MAX_TRANSFERS and p * live <= max_units]
-            for pieces in fits:
-                for ramp in RAMPS:
-                    if ramp and 2 * ramp > pieces:
-                        break
-                    fracs = piece_fractions(pieces, ramp)
-                    est = model_time(load, lat, size, fracs)
-                    if est < configs.get((id(plan), width), (math.inf,))[0]:
-                        configs[(id(plan), width)] = (est, plan, width, fracs, fits,
-                                                      fluid * size)
+        plans = [(plan, fluid)]
+        split = _Plan(ctx, lanes, plan.trees, arcs, split_intra=True)
+        if split.transfers_per_piece(all_trees=True) * MIN_PIECES <= MAX_TRANSFERS:
+            plans.append((split, split.solve_shares()))
+        for plan, fluid in plans:
+            _price(plan, fluid, size, max_units, configs)
     if not configs:
         raise InfeasibleError("forest: no tree set fits the plan size limits")
     # piece sizes from an LP, for the best configurations, near their best piece count
