@@ -351,14 +351,17 @@ def host_trees(cap: np.ndarray, groups: Sequence[int], t: int) -> list[tuple[int
             if room == 0:
                 b, room = b + 1, m - 2
     order = np.argsort(-cap, kind="stable")
+    # hosts that are leaves everywhere and barely above degree 1: their NIC has no slack for
+    # a pipeline offset between sending and hearing back, so they go under the root
+    lean = {int(h) for h in range(m) if extra[h] == 0 and delta[h] < 1.5}
     trees = []
     for j, budget in enumerate(bins):
-        trees.append(_build_tree(m, budget, groups, order, j))
+        trees.append(_build_tree(m, budget, groups, order, j, lean))
     return trees
 
 
 def _build_tree(m: int, budget: dict[int, int], groups: Sequence[int], order: np.ndarray,
-                j: int) -> tuple[int, list[int]]:
+                j: int, lean: set[int]) -> tuple[int, list[int]]:
     members: dict[int, list[int]] = defaultdict(list)
     for h in order:  # fastest hosts first
         members[groups[h]].append(int(h))
@@ -372,7 +375,12 @@ def _build_tree(m: int, budget: dict[int, int], groups: Sequence[int], order: np
         # slowest leaves first: they take the root's spare slots, where (sending as late as
         # possible) a leaf's reduce and broadcast are one step apart instead of 2 depth - 1
         leaves = [h for h in reversed(hosts) if h != root and not budget.get(h)]
-        rest = [h for h in internal if h != root] + leaves
+        near = [h for h in leaves if h in lean]
+        if near:  # when the root has too few spare slots, a different one misses out per tree
+            k = j % len(near)
+            near = near[k:] + near[:k]
+        rest = ([h for h in internal if h != root] + near
+                + [h for h in leaves if h not in lean])
         queue, qi, ri = [root], 0, 0
         while ri < len(rest) and qi < len(queue):
             node = queue[qi]
@@ -852,8 +860,9 @@ def _price(plan: _Plan, fluid: float, size: float, max_units: int,
         plan.set_stagger(width)
         per_piece = plan.transfers_per_piece()
         load, lat = plan.profile()
-        fits = [p for p in PIECE_CHOICES
-                if p * per_piece <= MAX_TRANSFERS and p * live <= max_units]
+        most = min(MAX_TRANSFERS // max(per_piece, 1), max_units // live, PIECE_CHOICES[-1])
+        # the size limits often bind: the most pieces they allow is a candidate too
+        fits = sorted({p for p in PIECE_CHOICES if p <= most} | ({most} if most else set()))
         for pieces in fits:
             for ramp in RAMPS:
                 if ramp and 2 * ramp > pieces:
@@ -862,6 +871,24 @@ def _price(plan: _Plan, fluid: float, size: float, max_units: int,
                 est = model_time(load, lat, size, fracs)
                 if est < configs.get((id(plan), width), (math.inf,))[0]:
                     configs[(id(plan), width)] = (est, plan, width, fracs, fits, fluid * size)
+
+
+def _refine(config: tuple, size: float) -> tuple[float, _Plan, int, np.ndarray, float]:
+    """A configuration with piece sizes from the LP near its piece count, where that is
+    faster: (model time, plan, stagger, fractions, fluid time)."""
+    est0, plan, width, fracs0, fits, fluid = config
+    best = (est0, plan, width, fracs0, fluid)
+    plan.set_stagger(width)
+    load, lat = plan.profile()
+    k = fits.index(len(fracs0))
+    for pieces in fits[max(0, k - LP_PIECES_BELOW):k + 2]:
+        fracs = lp_fractions(load, lat, size, pieces)
+        if fracs is None:
+            continue
+        est = model_time(load, lat, size, fracs)
+        if est < best[0]:
+            best = (est, plan, width, fracs, fluid)
+    return best
 
 
 def forest(ctx: PlanContext) -> Candidate:
@@ -900,24 +927,13 @@ def forest(ctx: PlanContext) -> Candidate:
         raise InfeasibleError("forest: no tree set fits the plan size limits")
     # piece sizes from an LP, for the best configurations, near their best piece count
     ranked = sorted(configs.values(), key=lambda c: c[0])
-    best = ranked[0][:4] + ranked[0][5:]
-    for _est, plan, width, fracs0, fits, fluid in ranked[:LP_CONFIGS]:
-        plan.set_stagger(width)
-        load, lat = plan.profile()
-        k = fits.index(len(fracs0))
-        for pieces in fits[max(0, k - LP_PIECES_BELOW):k + 2]:
-            fracs = lp_fractions(load, lat, size, pieces)
-            if fracs is None:
-                continue
-            est = model_time(load, lat, size, fracs)
-            if est < best[0]:
-                best = (est, plan, width, fracs, fluid)
+    best = min((_refine(c, size) for c in ranked[:LP_CONFIGS]), key=lambda c: c[0])
     # Many-to-one fan-in costs real transports more than the model says (incast at a star's
     # root): among configurations within FAN_IN_TOLERANCE of the best, take the least fan-in.
     calm = [c for c in ranked if c[0] <= best[0] * (1 + FAN_IN_TOLERANCE)]
     pick = min(calm, key=lambda c: (max_fan_in(c[1]), c[0]), default=None)
     if pick is not None and max_fan_in(pick[1]) < max_fan_in(best[1]):
-        best = (pick[0], pick[1], pick[2], pick[3], pick[5])
+        best = _refine(pick, size)
     _, plan, width, fracs, fluid = best
     plan.set_stagger(width)
     program = build_program(plan, fracs, max_units)
