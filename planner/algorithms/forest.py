@@ -44,6 +44,7 @@ from planner.program import Program, Step, Transfer
 from planner.routing import REF_BYTES
 
 MAX_LANES = 16
+HUB_MAX_HOSTS = 8  # stars plus hub trees (see _hub_trees) up to this many hosts
 FAN_IN_TOLERANCE = 0.02  # model time traded for less fan-in: see forest() and docs/planner.md
 MAX_TRANSFERS = 400_000  # keeps a plan document well under 100 MB
 MAX_UNITS = 1 << 20
@@ -433,9 +434,10 @@ class _Plan:
     """
 
     def __init__(self, ctx: PlanContext, lanes: list[_Lane], trees: list[_Tree],
-                 arcs: _Arcs, split_intra: bool = False) -> None:
+                 arcs: _Arcs, split_intra: bool = False, late: bool = True) -> None:
         self.ctx, self.lanes, self.trees, self.arcs = ctx, lanes, trees, arcs
-        self.split_intra = split_intra
+        self.split_intra = split_intra and late
+        self.late = late
         self.hmax = max((max(tr.height) for tr in trees), default=0)
         self.base_offsets = 2 * self.hmax + 2
         self.shift = np.zeros(len(trees), dtype=np.int64)
@@ -469,15 +471,16 @@ class _Plan:
 
     def phases(self, j: int) -> list[tuple[int, int, int, bool, Path]]:
         """Network transfers of tree j: (offset, src rank, dst rank, reduce, path); a port at
-        depth k sends at offset H + 1 - k and hears back at H + k."""
+        depth k sends at offset H + 1 - k (``late``; else at 1 + its height) and hears back at
+        H + k."""
         tr, lane = self.trees[j], self.lanes[self.trees[j].lane]
         s = int(self.shift[j])
         out = []
         for c, q in enumerate(tr.parent):
             if q < 0:
                 continue
-            out.append((s + self.hmax + 1 - tr.depth[c], lane.ports[c], lane.ports[q], True,
-                        self.edge_path(lane, c, q)))
+            red = self.hmax + 1 - tr.depth[c] if self.late else 1 + tr.height[c]
+            out.append((s + red, lane.ports[c], lane.ports[q], True, self.edge_path(lane, c, q)))
             out.append((s + self.hmax + tr.depth[c], lane.ports[q], lane.ports[c], False,
                         self.edge_path(lane, q, c)))
         return out
@@ -844,6 +847,28 @@ def _trees(lanes: list[_Lane], t: int) -> list[_Tree]:
     return trees
 
 
+def _hub_trees(lanes: list[_Lane]) -> list[_Tree]:
+    """Per lane on one switch, per root r and hub c = r + 1, r + 2: r's only child is c, the
+    other hosts are c's children. The root has degree 1 like a leaf but hears the partial sum
+    before it sends the result, the mirror image of a leaf's order: mixed with stars, a host
+    whose NIC has no room for a star's root can still balance its sends against its receives
+    in every step."""
+    trees = []
+    for li, lane in enumerate(lanes):
+        groups = _host_switch_groups(lane)
+        m = len(groups)
+        if m < 3 or len(set(groups)) > 1:
+            continue
+        for r in range(m):
+            for k in (1, 2)[:m - 2]:
+                c = (r + k) % m
+                parent = [c] * m
+                parent[r], parent[c] = -1, r
+                height, depth = _heights(r, parent)
+                trees.append(_Tree(li, r, parent, height, depth))
+    return trees
+
+
 def _price(plan: _Plan, fluid: float, size: float, max_units: int,
            configs: dict[tuple[int, int], tuple]) -> None:
     """Price every stagger, piece count and ramp of ``plan`` on the per-arc model; keep the
@@ -921,8 +946,17 @@ def forest(ctx: PlanContext) -> Candidate:
         split = _Plan(ctx, lanes, plan.trees, arcs, split_intra=True)
         if split.transfers_per_piece(all_trees=True) * MIN_PIECES <= MAX_TRANSFERS:
             plans.append((split, split.solve_shares()))
+        if plan.transfers_per_piece(all_trees=True) * MIN_PIECES > MAX_TRANSFERS:
+            # few pieces: sending at 1 + height sometimes overlaps the trees better
+            early = _Plan(ctx, lanes, plan.trees, arcs, late=False)
+            plans.append((early, early.solve_shares()))
         for plan, fluid in plans:
             _price(plan, fluid, size, max_units, configs)
+    if 3 <= m <= HUB_MAX_HOSTS:
+        hubs = _hub_trees(lanes)
+        if hubs:
+            plan = _Plan(ctx, lanes, _trees(lanes, m) + hubs, arcs, split_intra=True)
+            _price(plan, plan.solve_shares(), size, max_units, configs)
     if not configs:
         raise InfeasibleError("forest: no tree set fits the plan size limits")
     # piece sizes from an LP, for the best configurations, near their best piece count

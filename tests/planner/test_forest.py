@@ -214,3 +214,24 @@ def test_split_intra_host_transfers_verify_and_are_counted(t: int) -> None:
     load, lat = plan.profile()
     model = F.model_time(load, lat, SIZE, fracs)
     assert rep.simulated_time_s == pytest.approx(model, rel=1e-3)  # pieces rounded to units
+
+
+def test_hub_trees_mirror_a_slow_leaf() -> None:
+    """Hub trees: the root's only child is the hub, every other host hangs under the hub, so
+    the root hears a partial sum before it sends (a leaf sends first). Mixed with stars they
+    let the slow host of a star balance every step: within 0.8 % of the bound (stars alone:
+    1.1 %)."""
+    from planner.algorithms.base import PlanContext
+
+    topo = Topology.from_dict(star([12.5, 12.5, 12.5, 3.125]))
+    ctx = PlanContext.create(topo, topo.endpoints(), SIZE)
+    hubs = F._hub_trees(F._lanes(ctx))
+    assert len(hubs) == 8
+    for tree in hubs:
+        kids = [h for h, p in enumerate(tree.parent) if p == tree.root]
+        assert len(kids) == 1 and max(tree.depth) == 2
+        assert all(p in (-1, tree.root, kids[0]) for p in tree.parent)
+    doc = make_plan(topo, topo.endpoints(), SIZE, "forest")
+    rep = verify_plan(doc, topo)
+    assert rep.ok, rep.error
+    assert doc["predicted_time_s"] <= 1.008 * doc["lower_bound_time_s"]
