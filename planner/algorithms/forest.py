@@ -33,7 +33,7 @@ import heapq
 import itertools
 import math
 from collections import Counter, defaultdict
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -44,6 +44,7 @@ from planner.program import Program, Step, Transfer
 from planner.routing import REF_BYTES
 
 MAX_LANES = 16
+INTRA_GROUPS = (1, 2, 4)  # pieces one merged intra-host transfer may cover
 HUB_MAX_HOSTS = 8  # stars plus hub trees (see _hub_trees) up to this many hosts
 FAN_IN_TOLERANCE = 0.02  # model time traded for less fan-in: see forest() and docs/planner.md
 MAX_TRANSFERS = 400_000  # keeps a plan document well under 100 MB
@@ -650,8 +651,10 @@ class _Plan:
             self.w = w / w.sum()
 
     def profile(self) -> tuple[np.ndarray, np.ndarray]:
-        """Per distinct arc profile: seconds per byte of buffer in each phase offset, and the
-        largest path latency through the arc in each offset (-inf where unused)."""
+        """Per distinct arc profile: seconds per byte of buffer in each phase offset, then in
+        the lanes' merged intra-host gather and hand-back (two more columns, placed per group
+        of pieces by ``model_time``), and the largest path latency through the arc in each
+        (-inf where unused)."""
         nt, no = len(self.trees), self.offsets
         bw = self.ctx.router.bw
         narcs = len(bw)
@@ -659,19 +662,28 @@ class _Plan:
         lane_w = np.zeros(len(self.lanes))
         np.add.at(lane_w, [tr.lane for tr in self.trees], self.w)
         weight = np.concatenate([self.w, lane_w])[col]
-        off = np.where(col < nt, off + self.shift[np.minimum(col, nt - 1)], off)
-        off = np.where(last, no - 1, off)
+        off = np.where(col < nt, off + self.shift[np.minimum(col, nt - 1)],
+                       np.where(last, no + 1, no))
         live = weight > 0
-        idx = arc[live] * no + off[live]
-        load = np.bincount(idx, weights=weight[live], minlength=narcs * no)
-        lat = np.full(narcs * no, -np.inf)
+        idx = arc[live] * (no + 2) + off[live]
+        load = np.bincount(idx, weights=weight[live], minlength=narcs * (no + 2))
+        lat = np.full(narcs * (no + 2), -np.inf)
         np.maximum.at(lat, idx, plat[live])
-        load = load.reshape(narcs, no) / bw[:, None]
-        lat = lat.reshape(narcs, no)
+        load = load.reshape(narcs, no + 2) / bw[:, None]
+        lat = lat.reshape(narcs, no + 2)
         keep = np.isfinite(lat).any(axis=1)
         table = np.hstack([load[keep], lat[keep]])
         table = np.unique(np.round(table, 15), axis=0)
-        return table[:, :no], table[:, no:]
+        return table[:, :no + 2], table[:, no + 2:]
+
+    def transfer_counter(self) -> Callable[[int, int], int]:
+        """(pieces, group) -> transfers of a program of that many pieces whose merged
+        intra-host transfers each cover ``group`` consecutive pieces."""
+        per_piece = self.transfers_per_piece()
+        intra = 0 if self.split_intra else sum(
+            2 * sum(len(x) for x in self.lanes[li].leaves_in)
+            for li in {self.trees[j].lane for j in range(len(self.trees)) if self.w[j] > 0})
+        return lambda pieces, group: pieces * (per_piece - intra) + -(-pieces // group) * intra
 
     def transfers_per_piece(self, all_trees: bool = False) -> int:
         """Transfers one piece adds (``all_trees``: before shares are known)."""
@@ -703,43 +715,71 @@ def piece_fractions(pieces: int, ramp: int) -> np.ndarray:
     return sizes / sizes.sum()
 
 
-def model_time(load: np.ndarray, lat: np.ndarray, size: float, fracs: np.ndarray) -> float:
-    """Program time under the cost model for pieces of the given fractions, from the arc
-    profile."""
-    no, pieces = load.shape[1], len(fracs)
+def _placements(columns: int, pieces: int, group: int,
+                intra: bool) -> tuple[int, list[np.ndarray]]:
+    """Steps, and per profile column a 0/1 (pieces x steps) matrix: where that column's
+    bytes of each piece run. Offset o runs piece p at step p + o; with ``intra`` the last two
+    columns are the merged intra-host gather, at the first step of the piece's group of
+    ``group`` pieces, and hand-back, at the last offset of the group's last piece."""
+    no = columns - 2 if intra else columns
     nsteps = pieces + no - 1
+    p = np.arange(pieces)
+    mats = []
+    for o in range(no):
+        m = np.zeros((pieces, nsteps))
+        m[p, p + o] = 1
+        mats.append(m)
+    if intra:
+        first = p // group * group
+        lastp = np.minimum(first + group, pieces) - 1
+        for steps in (first, lastp + no - 1):
+            m = np.zeros((pieces, nsteps))
+            m[p, steps] = 1
+            mats.append(m)
+    return nsteps, mats
+
+
+def model_time(load: np.ndarray, lat: np.ndarray, size: float, fracs: np.ndarray,
+               group: int = 1, intra: bool = False) -> float:
+    """Program time under the cost model for pieces of the given fractions, from the arc
+    profile (``intra``: its last two columns are the merged intra-host transfers, grouped
+    by ``group`` pieces)."""
+    nsteps, mats = _placements(load.shape[1], len(fracs), group, intra)
     step_load = np.zeros((load.shape[0], nsteps))
     step_lat = np.full((load.shape[0], nsteps), -np.inf)
-    for o in range(no):
-        step_load[:, o:o + pieces] += load[:, o:o + 1] * fracs[None, :]
-        np.maximum(step_lat[:, o:o + pieces], lat[:, o:o + 1], out=step_lat[:, o:o + pieces])
+    for k, m in enumerate(mats):
+        step_load += load[:, k:k + 1] * (fracs @ m)[None, :]
+        present = m.any(axis=0)
+        step_lat[:, present] = np.maximum(step_lat[:, present], lat[:, k:k + 1])
     t = step_lat + step_load * size
     return float(np.where(np.isfinite(t), t, -np.inf).max(axis=0).clip(min=0).sum())
 
 
-def lp_fractions(load: np.ndarray, lat: np.ndarray, size: float, pieces: int) -> np.ndarray | None:
+def lp_fractions(load: np.ndarray, lat: np.ndarray, size: float, pieces: int,
+                 group: int = 1, intra: bool = False) -> np.ndarray | None:
     """Piece fractions minimising the program time for ``pieces`` pieces exactly as
     ``model_time`` counts it (a linear program: each step is at least every arc's latency plus
     its load); None if the solver fails."""
     from scipy.optimize import linprog
     from scipy.sparse import coo_matrix
 
-    na, no = load.shape
-    nsteps = pieces + no - 1
+    na = load.shape[0]
+    nsteps, mats = _placements(load.shape[1], pieces, group, intra)
     step_lat = np.full((na, nsteps), -np.inf)
-    for o in range(no):
-        np.maximum(step_lat[:, o:o + pieces], lat[:, o:o + 1], out=step_lat[:, o:o + pieces])
+    for k, m in enumerate(mats):
+        present = m.any(axis=0)
+        step_lat[:, present] = np.maximum(step_lat[:, present], lat[:, k:k + 1])
     live = np.isfinite(step_lat)
     row_of = np.full((na, nsteps), -1, dtype=np.int64)
     nrows = int(live.sum())
     row_of[live] = np.arange(nrows)
     rows, cols, vals = [], [], []
-    p_idx = np.arange(pieces)
-    for o in range(no):
-        for a in np.nonzero(load[:, o] > 0)[0]:
-            rows.append(row_of[a, o + p_idx])
-            cols.append(p_idx)
-            vals.append(np.full(pieces, load[a, o] * size))
+    for k, m in enumerate(mats):
+        arcs_k = np.nonzero(load[:, k] > 0)[0]
+        p_idx, s_idx = np.nonzero(m)
+        rows.append(row_of[arcs_k[:, None], s_idx[None, :]].ravel())
+        cols.append(np.tile(p_idx, len(arcs_k)))
+        vals.append(np.repeat(load[arcs_k, k] * size, len(p_idx)))
     a_idx, s_idx = np.nonzero(live)
     rows.append(row_of[a_idx, s_idx])
     cols.append(pieces + s_idx)
@@ -764,7 +804,9 @@ def _units_per_tree(w: np.ndarray, total: int) -> np.ndarray:
     return _round_to_total(w * total / w.sum(), total)
 
 
-def build_program(plan: _Plan, fracs: np.ndarray, units: int) -> Program:
+def build_program(plan: _Plan, fracs: np.ndarray, units: int, group: int = 1) -> Program:
+    """The program: per lane, per piece, per tree a contiguous range of units; merged
+    intra-host transfers cover ``group`` consecutive pieces of a lane."""
     trees, w = plan.trees, plan.w
     pieces = len(fracs)
     cum = np.concatenate([[0.0], np.cumsum(fracs)])
@@ -783,7 +825,8 @@ def build_program(plan: _Plan, fracs: np.ndarray, units: int) -> Program:
         nets = {j: plan.phases(j) for j in js}
         split = {j: plan.tree_intra(j) for j in js}
         for p in range(pieces):
-            start = base
+            if p % group == 0:
+                start = base
             ends: dict[tuple, tuple[int, int]] = {}  # split transfer -> (step, index)
             for j in js:
                 u = int(per_tree[j])
@@ -801,9 +844,11 @@ def build_program(plan: _Plan, fracs: np.ndarray, units: int) -> Program:
                     else:
                         ends[key] = (p + off, len(steps[p + off]))
                         steps[p + off].append(Transfer(src, dst, a, b, red, path))
-            if base > start:
+            if (p % group == group - 1 or p == pieces - 1) and base > start:
+                first = p // group * group
                 for off, src, dst, red, path in intra:
-                    steps[p + off].append(Transfer(src, dst, start, base, red, path))
+                    at = first if off == 0 else p + off
+                    steps[at].append(Transfer(src, dst, start, base, red, path))
     return Program(units, [s for s in steps if s])
 
 
@@ -870,9 +915,9 @@ def _hub_trees(lanes: list[_Lane]) -> list[_Tree]:
 
 
 def _price(plan: _Plan, fluid: float, size: float, max_units: int,
-           configs: dict[tuple[int, int], tuple]) -> None:
-    """Price every stagger, piece count and ramp of ``plan`` on the per-arc model; keep the
-    best per (plan, stagger) in ``configs``."""
+           configs: dict[tuple[int, int, int], tuple]) -> None:
+    """Price every stagger, intra-host grouping, piece count and ramp of ``plan`` on the
+    per-arc model; keep the best per (plan, stagger, grouping) in ``configs``."""
     if len(plan._entries()[0]) <= BALANCE_MAX_CROSSINGS:
         plan.balance_phases(fluid)
     t = max(Counter(tr.lane for tr in plan.trees).values())
@@ -883,36 +928,43 @@ def _price(plan: _Plan, fluid: float, size: float, max_units: int,
         if width > 1 and width > t:
             break
         plan.set_stagger(width)
-        per_piece = plan.transfers_per_piece()
         load, lat = plan.profile()
-        most = min(MAX_TRANSFERS // max(per_piece, 1), max_units // live, PIECE_CHOICES[-1])
-        # the size limits often bind: the most pieces they allow is a candidate too
-        fits = sorted({p for p in PIECE_CHOICES if p <= most} | ({most} if most else set()))
-        for pieces in fits:
-            for ramp in RAMPS:
-                if ramp and 2 * ramp > pieces:
-                    break
-                fracs = piece_fractions(pieces, ramp)
-                est = model_time(load, lat, size, fracs)
-                if est < configs.get((id(plan), width), (math.inf,))[0]:
-                    configs[(id(plan), width)] = (est, plan, width, fracs, fits, fluid * size)
+        count = plan.transfer_counter()
+        for group in (1,) if plan.split_intra else INTRA_GROUPS:
+            most = 0
+            while (most < PIECE_CHOICES[-1] and (most + 1) * live <= max_units
+                   and count(most + 1, group) <= MAX_TRANSFERS):
+                most += 1
+            if group > 1 and most <= group:
+                continue
+            # the size limits often bind: the most pieces they allow is a candidate too
+            fits = sorted({p for p in PIECE_CHOICES if p <= most} | ({most} if most else set()))
+            key = (id(plan), width, group)
+            for pieces in fits:
+                for ramp in RAMPS:
+                    if ramp and 2 * ramp > pieces:
+                        break
+                    fracs = piece_fractions(pieces, ramp)
+                    est = model_time(load, lat, size, fracs, group, intra=True)
+                    if est < configs.get(key, (math.inf,))[0]:
+                        configs[key] = (est, plan, width, group, fracs, fits, fluid * size)
 
 
-def _refine(config: tuple, size: float) -> tuple[float, _Plan, int, np.ndarray, float]:
+def _refine(config: tuple, size: float) -> tuple[float, _Plan, int, int, np.ndarray, float]:
     """A configuration with piece sizes from the LP near its piece count, where that is
-    faster: (model time, plan, stagger, fractions, fluid time)."""
-    est0, plan, width, fracs0, fits, fluid = config
-    best = (est0, plan, width, fracs0, fluid)
+    faster: (model time, plan, stagger, intra-host grouping, fractions, fluid time)."""
+    est0, plan, width, group, fracs0, fits, fluid = config
+    best = (est0, plan, width, group, fracs0, fluid)
     plan.set_stagger(width)
     load, lat = plan.profile()
     k = fits.index(len(fracs0))
     for pieces in fits[max(0, k - LP_PIECES_BELOW):k + 2]:
-        fracs = lp_fractions(load, lat, size, pieces)
+        fracs = lp_fractions(load, lat, size, pieces, group, intra=True)
         if fracs is None:
             continue
-        est = model_time(load, lat, size, fracs)
+        est = model_time(load, lat, size, fracs, group, intra=True)
         if est < best[0]:
-            best = (est, plan, width, fracs, fluid)
+            best = (est, plan, width, group, fracs, fluid)
     return best
 
 
@@ -926,7 +978,7 @@ def forest(ctx: PlanContext) -> Candidate:
     m = len(ctx.host_groups)
     size = float(ctx.size_bytes)
     max_units = min(MAX_UNITS, ctx.size_bytes)
-    configs: dict[tuple[int, int], tuple[float, _Plan, int, np.ndarray, list[int], float]] = {}
+    configs: dict[tuple[int, int, int], tuple] = {}
     t_min = min(tree_counts(m))
     detoured = False
     for t in tree_counts(m):
@@ -968,11 +1020,12 @@ def forest(ctx: PlanContext) -> Candidate:
     pick = min(calm, key=lambda c: (max_fan_in(c[1]), c[0]), default=None)
     if pick is not None and max_fan_in(pick[1]) < max_fan_in(best[1]):
         best = _refine(pick, size)
-    _, plan, width, fracs, fluid = best
+    _, plan, width, group, fracs, fluid = best
     plan.set_stagger(width)
-    program = build_program(plan, fracs, max_units)
+    program = build_program(plan, fracs, max_units, group)
     predicted = ctx.cost.program_time(ctx.ranks, program, size)
     details = {"trees": int((plan.w > 0).sum()), "lanes": len(lanes), "pieces": len(fracs),
                "smallest_piece": round(float(fracs.min() / fracs.max()), 4),
-               "stagger": width, "host_tree_height": plan.hmax, "fluid_time_s": fluid}
+               "stagger": width, "intra_group": group, "host_tree_height": plan.hmax,
+               "fluid_time_s": fluid}
     return Candidate("forest", predicted, lambda: program, details)

@@ -212,7 +212,7 @@ def test_split_intra_host_transfers_verify_and_are_counted(t: int) -> None:
     rep = verify_plan(doc, topo)
     assert rep.ok, rep.error
     load, lat = plan.profile()
-    model = F.model_time(load, lat, SIZE, fracs)
+    model = F.model_time(load, lat, SIZE, fracs, intra=True)
     assert rep.simulated_time_s == pytest.approx(model, rel=1e-3)  # pieces rounded to units
 
 
@@ -235,3 +235,28 @@ def test_hub_trees_mirror_a_slow_leaf() -> None:
     rep = verify_plan(doc, topo)
     assert rep.ok, rep.error
     assert doc["predicted_time_s"] <= 1.008 * doc["lower_bound_time_s"]
+
+
+@pytest.mark.parametrize("group", [2, 3])
+def test_grouped_intra_host_transfers_verify_and_match_the_model(group: int) -> None:
+    """Merged intra-host transfers covering ``group`` pieces (fewer transfers, so more pieces
+    fit the plan size limit): the program verifies, has exactly the transfers the counter
+    says, and its simulated time is the model's."""
+    from planner.builders import dgx_cluster
+    from planner.program import program_to_doc
+
+    topo, ctx, plan = _plan_for(dgx_cluster(9, nics_per_host=8, nic_GBps=25.0,
+                                            slow={4: 12.5}), 3, False)
+    plan.set_stagger(2)
+    fracs = F.piece_fractions(7, 1)
+    program = F.build_program(plan, fracs, 1 << 20, group)
+    assert program.transfer_count == plan.transfer_counter()(len(fracs), group)
+    assert program.transfer_count < F.build_program(plan, fracs, 1 << 20).transfer_count
+    doc = {"algorithm": "forest", "collective": "allreduce", "ranks": ctx.ranks,
+           "size_bytes": SIZE, "predicted_time_s": 0.0, "lower_bound_time_s": 0.0,
+           "program": program_to_doc(program)}
+    rep = verify_plan(doc, topo)
+    assert rep.ok, rep.error
+    load, lat = plan.profile()
+    model = F.model_time(load, lat, SIZE, fracs, group, intra=True)
+    assert rep.simulated_time_s == pytest.approx(model, rel=1e-3)  # pieces rounded to units
