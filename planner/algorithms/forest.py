@@ -470,37 +470,60 @@ class _Plan:
             core = self._core[key] = self.ctx.router.path(*key)
         return up + core[1:] + down[1:]
 
+    def offsets_of(self, j: int) -> tuple[list[int], list[int]]:
+        """Per host of tree j: the offset at which its port sends its partial sum up (the root:
+        H + 1, when it starts the broadcast) and at which it hears the result.
+
+        ``late``: a port at depth k sends at H + 1 - k, as late as its parent can use it, and
+        hears at H + k; reduce and broadcast are mirror images (send + hear = 2 H + 1).
+        Otherwise a port sends at 1 + its height and hears at H + k."""
+        tr, hmax = self.trees[j], self.hmax
+        if not self.late:
+            return [1 + h for h in tr.height], [hmax + d for d in tr.depth]
+        send = [0] * len(tr.parent)
+        send[tr.root] = hmax + 1
+        children: list[list[int]] = [[] for _ in tr.parent]
+        for c, q in enumerate(tr.parent):
+            if q >= 0:
+                children[q].append(c)
+        order = [tr.root]
+        for q in order:
+            for c in children[q]:
+                send[c] = send[q] - 1
+                order.append(c)
+        return send, [2 * hmax + 1 - x for x in send]
+
     def phases(self, j: int) -> list[tuple[int, int, int, bool, Path]]:
-        """Network transfers of tree j: (offset, src rank, dst rank, reduce, path); a port at
-        depth k sends at offset H + 1 - k (``late``; else at 1 + its height) and hears back at
-        H + k."""
+        """Network transfers of tree j: (offset, src rank, dst rank, reduce, path), at the
+        offsets of ``offsets_of``."""
         tr, lane = self.trees[j], self.lanes[self.trees[j].lane]
         s = int(self.shift[j])
+        send, hear = self.offsets_of(j)
         out = []
         for c, q in enumerate(tr.parent):
             if q < 0:
                 continue
-            red = self.hmax + 1 - tr.depth[c] if self.late else 1 + tr.height[c]
-            out.append((s + red, lane.ports[c], lane.ports[q], True, self.edge_path(lane, c, q)))
-            out.append((s + self.hmax + tr.depth[c], lane.ports[q], lane.ports[c], False,
+            out.append((s + send[c], lane.ports[c], lane.ports[q], True,
+                        self.edge_path(lane, c, q)))
+            out.append((s + hear[c], lane.ports[q], lane.ports[c], False,
                         self.edge_path(lane, q, c)))
         return out
 
     def tree_intra(self, j: int) -> list[tuple[int, int, int, bool, Path]]:
-        """Split intra-host transfers of tree j: a host at depth k gathers its ranks' values
-        at offset hmax - k (when its children's sums arrive) and hands the result back at
-        hmax + 1 + k (when it forwards it to its children)."""
+        """Split intra-host transfers of tree j: a host gathers its ranks' values one offset
+        before it sends (when its children's sums arrive) and hands the result back one
+        offset after it hears (when it forwards it to its children)."""
         if not self.split_intra:
             return []
-        tr, lane = self.trees[j], self.lanes[self.trees[j].lane]
+        lane = self.lanes[self.trees[j].lane]
         s = int(self.shift[j])
+        send, hear = self.offsets_of(j)
         out = []
         for h, port in enumerate(lane.ports):
-            k = tr.depth[h]
             for r, path in lane.leaves_in[h]:
-                out.append((s + self.hmax - k, r, port, True, path))
+                out.append((s + send[h] - 1, r, port, True, path))
             for r, path in lane.leaves_out[h]:
-                out.append((s + self.hmax + 1 + k, port, r, False, path))
+                out.append((s + hear[h] + 1, port, r, False, path))
         return out
 
     def intra(self, li: int) -> list[tuple[int, int, int, bool, Path]]:
@@ -698,9 +721,9 @@ class _Plan:
             by_lane[self.trees[j].lane].append(j)
         for li, js in by_lane.items():  # build_program merges runs of equal offsets
             shift = self.shift[js][:, None]
-            depth = np.array([self.trees[j].depth for j in js])
-            runs = ((np.diff(shift - depth, axis=0) != 0).sum(axis=0)
-                    + (np.diff(shift + depth, axis=0) != 0).sum(axis=0) + 2)
+            send = np.array([self.offsets_of(j)[0] for j in js])
+            runs = ((np.diff(shift - send, axis=0) != 0).sum(axis=0)
+                    + (np.diff(shift + send, axis=0) != 0).sum(axis=0) + 2)
             net += int(runs @ np.array([len(x) for x in self.lanes[li].leaves_in]))
         return net
 
