@@ -19,11 +19,13 @@ Schedule (lockstep cost model): each tree's share is cut into P pieces; a port a
 its parent can use it, so the root holds the piece after step p + H; the result reaches depth
 k at step p + H + k. Reduce and broadcast are mirror images: a leaf under the root sends and
 hears back one step apart. Intra-host transfers are either merged per lane (gathered at step
-p, handed back at step p + 2 H + 1) or split per tree (a host at depth k gathers at p + H - k,
-when its children's sums arrive, and hands back at p + H + 1 + k); split, a tree's root gathers
-while its children send, which shortens the pipeline's fill. The reduce of later pieces
-overlaps the broadcast of earlier ones. P trades the pipeline's fill against the latency every
-step pays; it is chosen on an exact per-arc model of the step times.
+p, handed back at step p + 2 H + 1, one transfer per 1, 2 or 4 consecutive pieces) or split
+per tree (a host at depth k gathers at p + H - k, when its children's sums arrive, and hands
+back at p + H + 1 + k); split, a tree's root gathers while its children send, which shortens
+the pipeline's fill. The reduce of later pieces overlaps the broadcast of earlier ones. P
+trades the pipeline's fill against the latency every step pays; it is chosen on an exact
+per-arc model of the step times. On up to 8 hosts, hub trees (a degree-1 root above a hub)
+join the stars so that a saturated host can hear before it sends, as a mirrored leaf.
 """
 
 from __future__ import annotations
