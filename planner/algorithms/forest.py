@@ -14,12 +14,18 @@ a leaf elsewhere (t = hosts gives stars; t ~ sqrt(hosts) keeps the height at 2).
 program over all trees of all lanes (HiGHS) then sets the shares so that the most loaded arc,
 counting every arc of every routed path, is as light as possible.
 
-Schedule (lockstep cost model): each tree's share is cut into P pieces; piece p leaves a
-non-port rank at step p, leaves a port at host height h at step p + 1 + h, is broadcast from
-the root one host level per step from step p + 1 + H, and reaches non-port ranks at step
-p + 2 H + 1, so the reduce of later pieces overlaps the broadcast of earlier ones. Transfers
-that the trees of one lane share inside hosts are merged. P trades the pipeline's fill against
-the latency every step pays; it is chosen on an exact per-arc model of the step times.
+Schedule (lockstep cost model): each tree's share is cut into P pieces; a port at depth k
+(of a tree of height <= H) sends its partial sum of piece p at step p + H + 1 - k, as late as
+its parent can use it, so the root holds the piece after step p + H; the result reaches depth
+k at step p + H + k. Reduce and broadcast are mirror images: a leaf under the root sends and
+hears back one step apart. Intra-host transfers are either merged per lane (gathered at step
+p, handed back at step p + 2 H + 1, one transfer per 1, 2 or 4 consecutive pieces) or split
+per tree (a host at depth k gathers at p + H - k, when its children's sums arrive, and hands
+back at p + H + 1 + k); split, a tree's root gathers while its children send, which shortens
+the pipeline's fill. The reduce of later pieces overlaps the broadcast of earlier ones. P
+trades the pipeline's fill against the latency every step pays; it is chosen on an exact
+per-arc model of the step times. On up to 8 hosts, hub trees (a degree-1 root above a hub)
+join the stars so that a saturated host can hear before it sends, as a mirrored leaf.
 """
 
 from __future__ import annotations
@@ -29,7 +35,7 @@ import heapq
 import itertools
 import math
 from collections import Counter, defaultdict
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -40,6 +46,8 @@ from planner.program import Program, Step, Transfer
 from planner.routing import REF_BYTES
 
 MAX_LANES = 16
+INTRA_GROUPS = (1, 2, 4)  # pieces one merged intra-host transfer may cover
+HUB_MAX_HOSTS = 8  # stars plus hub trees (see _hub_trees) up to this many hosts
 FAN_IN_TOLERANCE = 0.02  # model time traded for less fan-in: see forest() and docs/planner.md
 MAX_TRANSFERS = 400_000  # keeps a plan document well under 100 MB
 MAX_UNITS = 1 << 20
@@ -347,14 +355,17 @@ def host_trees(cap: np.ndarray, groups: Sequence[int], t: int) -> list[tuple[int
             if room == 0:
                 b, room = b + 1, m - 2
     order = np.argsort(-cap, kind="stable")
+    # hosts that are leaves everywhere and barely above degree 1: their NIC has no slack for
+    # a pipeline offset between sending and hearing back, so they go under the root
+    lean = {int(h) for h in range(m) if extra[h] == 0 and delta[h] < 1.5}
     trees = []
     for j, budget in enumerate(bins):
-        trees.append(_build_tree(m, budget, groups, order, j))
+        trees.append(_build_tree(m, budget, groups, order, j, lean))
     return trees
 
 
 def _build_tree(m: int, budget: dict[int, int], groups: Sequence[int], order: np.ndarray,
-                j: int) -> tuple[int, list[int]]:
+                j: int, lean: set[int]) -> tuple[int, list[int]]:
     members: dict[int, list[int]] = defaultdict(list)
     for h in order:  # fastest hosts first
         members[groups[h]].append(int(h))
@@ -365,8 +376,15 @@ def _build_tree(m: int, budget: dict[int, int], groups: Sequence[int], order: np
         root = internal[0] if internal else hosts[j % len(hosts)]
         children_left = {h: budget.get(h, 0) for h in hosts}
         children_left[root] = budget.get(root, 0) + 1
-        rest = [h for h in internal if h != root] + [h for h in hosts
-                                                       if h != root and not budget.get(h)]
+        # slowest leaves first: they take the root's spare slots, where (sending as late as
+        # possible) a leaf's reduce and broadcast are one step apart instead of 2 depth - 1
+        leaves = [h for h in reversed(hosts) if h != root and not budget.get(h)]
+        near = [h for h in leaves if h in lean]
+        if near:  # when the root has too few spare slots, a different one misses out per tree
+            k = j % len(near)
+            near = near[k:] + near[:k]
+        rest = ([h for h in internal if h != root] + near
+                + [h for h in leaves if h not in lean])
         queue, qi, ri = [root], 0, 0
         while ri < len(rest) and qi < len(queue):
             node = queue[qi]
@@ -419,8 +437,10 @@ class _Plan:
     """
 
     def __init__(self, ctx: PlanContext, lanes: list[_Lane], trees: list[_Tree],
-                 arcs: _Arcs) -> None:
+                 arcs: _Arcs, split_intra: bool = False, late: bool = True) -> None:
         self.ctx, self.lanes, self.trees, self.arcs = ctx, lanes, trees, arcs
+        self.split_intra = split_intra and late
+        self.late = late
         self.hmax = max((max(tr.height) for tr in trees), default=0)
         self.base_offsets = 2 * self.hmax + 2
         self.shift = np.zeros(len(trees), dtype=np.int64)
@@ -452,21 +472,67 @@ class _Plan:
             core = self._core[key] = self.ctx.router.path(*key)
         return up + core[1:] + down[1:]
 
+    def offsets_of(self, j: int) -> tuple[list[int], list[int]]:
+        """Per host of tree j: the offset at which its port sends its partial sum up (the root:
+        H + 1, when it starts the broadcast) and at which it hears the result.
+
+        ``late``: a port at depth k sends at H + 1 - k, as late as its parent can use it, and
+        hears at H + k; reduce and broadcast are mirror images (send + hear = 2 H + 1).
+        Otherwise a port sends at 1 + its height and hears at H + k."""
+        tr, hmax = self.trees[j], self.hmax
+        if not self.late:
+            return [1 + h for h in tr.height], [hmax + d for d in tr.depth]
+        send = [0] * len(tr.parent)
+        send[tr.root] = hmax + 1
+        children: list[list[int]] = [[] for _ in tr.parent]
+        for c, q in enumerate(tr.parent):
+            if q >= 0:
+                children[q].append(c)
+        order = [tr.root]
+        for q in order:
+            for c in children[q]:
+                send[c] = send[q] - 1
+                order.append(c)
+        return send, [2 * hmax + 1 - x for x in send]
+
     def phases(self, j: int) -> list[tuple[int, int, int, bool, Path]]:
-        """Network transfers of tree j: (offset, src rank, dst rank, reduce, path)."""
+        """Network transfers of tree j: (offset, src rank, dst rank, reduce, path), at the
+        offsets of ``offsets_of``."""
         tr, lane = self.trees[j], self.lanes[self.trees[j].lane]
         s = int(self.shift[j])
+        send, hear = self.offsets_of(j)
         out = []
         for c, q in enumerate(tr.parent):
             if q < 0:
                 continue
-            out.append((s + 1 + tr.height[c], lane.ports[c], lane.ports[q], True,
+            out.append((s + send[c], lane.ports[c], lane.ports[q], True,
                         self.edge_path(lane, c, q)))
-            out.append((s + self.hmax + tr.depth[c], lane.ports[q], lane.ports[c], False,
+            out.append((s + hear[c], lane.ports[q], lane.ports[c], False,
                         self.edge_path(lane, q, c)))
         return out
 
+    def tree_intra(self, j: int) -> list[tuple[int, int, int, bool, Path]]:
+        """Split intra-host transfers of tree j: a host gathers its ranks' values one offset
+        before it sends (when its children's sums arrive) and hands the result back one
+        offset after it hears (when it forwards it to its children)."""
+        if not self.split_intra:
+            return []
+        lane = self.lanes[self.trees[j].lane]
+        s = int(self.shift[j])
+        send, hear = self.offsets_of(j)
+        out = []
+        for h, port in enumerate(lane.ports):
+            for r, path in lane.leaves_in[h]:
+                out.append((s + send[h] - 1, r, port, True, path))
+            for r, path in lane.leaves_out[h]:
+                out.append((s + hear[h] + 1, port, r, False, path))
+        return out
+
     def intra(self, li: int) -> list[tuple[int, int, int, bool, Path]]:
+        """Merged intra-host transfers of lane li (all its trees): gather at offset 0, hand
+        back at the last offset; none when intra-host transfers are split per tree."""
+        if self.split_intra:
+            return []
         lane = self.lanes[li]
         out = []
         for h, port in enumerate(lane.ports):
@@ -496,6 +562,7 @@ class _Plan:
         self.shift[:] = 0
         for j in range(nt):
             add(j, self.phases(j), False)
+            add(j, self.tree_intra(j), False)
         self.shift[:] = saved
         for li in range(len(self.lanes)):
             add(nt + li, self.intra(li), True)
@@ -609,8 +676,10 @@ class _Plan:
             self.w = w / w.sum()
 
     def profile(self) -> tuple[np.ndarray, np.ndarray]:
-        """Per distinct arc profile: seconds per byte of buffer in each phase offset, and the
-        largest path latency through the arc in each offset (-inf where unused)."""
+        """Per distinct arc profile: seconds per byte of buffer in each phase offset, then in
+        the lanes' merged intra-host gather and hand-back (two more columns, placed per group
+        of pieces by ``model_time``), and the largest path latency through the arc in each
+        (-inf where unused)."""
         nt, no = len(self.trees), self.offsets
         bw = self.ctx.router.bw
         narcs = len(bw)
@@ -618,26 +687,47 @@ class _Plan:
         lane_w = np.zeros(len(self.lanes))
         np.add.at(lane_w, [tr.lane for tr in self.trees], self.w)
         weight = np.concatenate([self.w, lane_w])[col]
-        off = np.where(col < nt, off + self.shift[np.minimum(col, nt - 1)], off)
-        off = np.where(last, no - 1, off)
+        off = np.where(col < nt, off + self.shift[np.minimum(col, nt - 1)],
+                       np.where(last, no + 1, no))
         live = weight > 0
-        idx = arc[live] * no + off[live]
-        load = np.bincount(idx, weights=weight[live], minlength=narcs * no)
-        lat = np.full(narcs * no, -np.inf)
+        idx = arc[live] * (no + 2) + off[live]
+        load = np.bincount(idx, weights=weight[live], minlength=narcs * (no + 2))
+        lat = np.full(narcs * (no + 2), -np.inf)
         np.maximum.at(lat, idx, plat[live])
-        load = load.reshape(narcs, no) / bw[:, None]
-        lat = lat.reshape(narcs, no)
+        load = load.reshape(narcs, no + 2) / bw[:, None]
+        lat = lat.reshape(narcs, no + 2)
         keep = np.isfinite(lat).any(axis=1)
         table = np.hstack([load[keep], lat[keep]])
         table = np.unique(np.round(table, 15), axis=0)
-        return table[:, :no], table[:, no:]
+        return table[:, :no + 2], table[:, no + 2:]
+
+    def transfer_counter(self) -> Callable[[int, int], int]:
+        """(pieces, group) -> transfers of a program of that many pieces whose merged
+        intra-host transfers each cover ``group`` consecutive pieces."""
+        per_piece = self.transfers_per_piece()
+        intra = 0 if self.split_intra else sum(
+            2 * sum(len(x) for x in self.lanes[li].leaves_in)
+            for li in {self.trees[j].lane for j in range(len(self.trees)) if self.w[j] > 0})
+        return lambda pieces, group: pieces * (per_piece - intra) + -(-pieces // group) * intra
 
     def transfers_per_piece(self, all_trees: bool = False) -> int:
         """Transfers one piece adds (``all_trees``: before shares are known)."""
         live = [j for j in range(len(self.trees)) if all_trees or self.w[j] > 0]
         lanes_used = {self.trees[j].lane for j in live}
         net = sum(2 * (len(self.trees[j].parent) - 1) for j in live)
-        return net + sum(2 * sum(len(x) for x in self.lanes[li].leaves_in) for li in lanes_used)
+        if not self.split_intra:
+            return net + sum(2 * sum(len(x) for x in self.lanes[li].leaves_in)
+                             for li in lanes_used)
+        by_lane: dict[int, list[int]] = defaultdict(list)
+        for j in live:
+            by_lane[self.trees[j].lane].append(j)
+        for li, js in by_lane.items():  # build_program merges runs of equal offsets
+            shift = self.shift[js][:, None]
+            send = np.array([self.offsets_of(j)[0] for j in js])
+            runs = ((np.diff(shift - send, axis=0) != 0).sum(axis=0)
+                    + (np.diff(shift + send, axis=0) != 0).sum(axis=0) + 2)
+            net += int(runs @ np.array([len(x) for x in self.lanes[li].leaves_in]))
+        return net
 
 
 def piece_fractions(pieces: int, ramp: int) -> np.ndarray:
@@ -650,43 +740,71 @@ def piece_fractions(pieces: int, ramp: int) -> np.ndarray:
     return sizes / sizes.sum()
 
 
-def model_time(load: np.ndarray, lat: np.ndarray, size: float, fracs: np.ndarray) -> float:
-    """Program time under the cost model for pieces of the given fractions, from the arc
-    profile."""
-    no, pieces = load.shape[1], len(fracs)
+def _placements(columns: int, pieces: int, group: int,
+                intra: bool) -> tuple[int, list[np.ndarray]]:
+    """Steps, and per profile column a 0/1 (pieces x steps) matrix: where that column's
+    bytes of each piece run. Offset o runs piece p at step p + o; with ``intra`` the last two
+    columns are the merged intra-host gather, at the first step of the piece's group of
+    ``group`` pieces, and hand-back, at the last offset of the group's last piece."""
+    no = columns - 2 if intra else columns
     nsteps = pieces + no - 1
+    p = np.arange(pieces)
+    mats = []
+    for o in range(no):
+        m = np.zeros((pieces, nsteps))
+        m[p, p + o] = 1
+        mats.append(m)
+    if intra:
+        first = p // group * group
+        lastp = np.minimum(first + group, pieces) - 1
+        for steps in (first, lastp + no - 1):
+            m = np.zeros((pieces, nsteps))
+            m[p, steps] = 1
+            mats.append(m)
+    return nsteps, mats
+
+
+def model_time(load: np.ndarray, lat: np.ndarray, size: float, fracs: np.ndarray,
+               group: int = 1, intra: bool = False) -> float:
+    """Program time under the cost model for pieces of the given fractions, from the arc
+    profile (``intra``: its last two columns are the merged intra-host transfers, grouped
+    by ``group`` pieces)."""
+    nsteps, mats = _placements(load.shape[1], len(fracs), group, intra)
     step_load = np.zeros((load.shape[0], nsteps))
     step_lat = np.full((load.shape[0], nsteps), -np.inf)
-    for o in range(no):
-        step_load[:, o:o + pieces] += load[:, o:o + 1] * fracs[None, :]
-        np.maximum(step_lat[:, o:o + pieces], lat[:, o:o + 1], out=step_lat[:, o:o + pieces])
+    for k, m in enumerate(mats):
+        step_load += load[:, k:k + 1] * (fracs @ m)[None, :]
+        present = m.any(axis=0)
+        step_lat[:, present] = np.maximum(step_lat[:, present], lat[:, k:k + 1])
     t = step_lat + step_load * size
     return float(np.where(np.isfinite(t), t, -np.inf).max(axis=0).clip(min=0).sum())
 
 
-def lp_fractions(load: np.ndarray, lat: np.ndarray, size: float, pieces: int) -> np.ndarray | None:
+def lp_fractions(load: np.ndarray, lat: np.ndarray, size: float, pieces: int,
+                 group: int = 1, intra: bool = False) -> np.ndarray | None:
     """Piece fractions minimising the program time for ``pieces`` pieces exactly as
     ``model_time`` counts it (a linear program: each step is at least every arc's latency plus
     its load); None if the solver fails."""
     from scipy.optimize import linprog
     from scipy.sparse import coo_matrix
 
-    na, no = load.shape
-    nsteps = pieces + no - 1
+    na = load.shape[0]
+    nsteps, mats = _placements(load.shape[1], pieces, group, intra)
     step_lat = np.full((na, nsteps), -np.inf)
-    for o in range(no):
-        np.maximum(step_lat[:, o:o + pieces], lat[:, o:o + 1], out=step_lat[:, o:o + pieces])
+    for k, m in enumerate(mats):
+        present = m.any(axis=0)
+        step_lat[:, present] = np.maximum(step_lat[:, present], lat[:, k:k + 1])
     live = np.isfinite(step_lat)
     row_of = np.full((na, nsteps), -1, dtype=np.int64)
     nrows = int(live.sum())
     row_of[live] = np.arange(nrows)
     rows, cols, vals = [], [], []
-    p_idx = np.arange(pieces)
-    for o in range(no):
-        for a in np.nonzero(load[:, o] > 0)[0]:
-            rows.append(row_of[a, o + p_idx])
-            cols.append(p_idx)
-            vals.append(np.full(pieces, load[a, o] * size))
+    for k, m in enumerate(mats):
+        arcs_k = np.nonzero(load[:, k] > 0)[0]
+        p_idx, s_idx = np.nonzero(m)
+        rows.append(row_of[arcs_k[:, None], s_idx[None, :]].ravel())
+        cols.append(np.tile(p_idx, len(arcs_k)))
+        vals.append(np.repeat(load[arcs_k, k] * size, len(p_idx)))
     a_idx, s_idx = np.nonzero(live)
     rows.append(row_of[a_idx, s_idx])
     cols.append(pieces + s_idx)
@@ -711,7 +829,9 @@ def _units_per_tree(w: np.ndarray, total: int) -> np.ndarray:
     return _round_to_total(w * total / w.sum(), total)
 
 
-def build_program(plan: _Plan, fracs: np.ndarray, units: int) -> Program:
+def build_program(plan: _Plan, fracs: np.ndarray, units: int, group: int = 1) -> Program:
+    """The program: per lane, per piece, per tree a contiguous range of units; merged
+    intra-host transfers cover ``group`` consecutive pieces of a lane."""
     trees, w = plan.trees, plan.w
     pieces = len(fracs)
     cum = np.concatenate([[0.0], np.cumsum(fracs)])
@@ -728,8 +848,11 @@ def build_program(plan: _Plan, fracs: np.ndarray, units: int) -> Program:
         js = by_lane[li]
         intra = plan.intra(li)
         nets = {j: plan.phases(j) for j in js}
+        split = {j: plan.tree_intra(j) for j in js}
         for p in range(pieces):
-            start = base
+            if p % group == 0:
+                start = base
+            ends: dict[tuple, tuple[int, int]] = {}  # split transfer -> (step, index)
             for j in js:
                 u = int(per_tree[j])
                 a, b = base, base + (round(u * cum[p + 1]) - round(u * cum[p]))
@@ -738,9 +861,19 @@ def build_program(plan: _Plan, fracs: np.ndarray, units: int) -> Program:
                     continue
                 for off, src, dst, red, path in nets[j]:
                     steps[p + off].append(Transfer(src, dst, a, b, red, path))
-            if base > start:
+                for key in split[j]:
+                    off, src, dst, red, path = key
+                    at = ends.get(key)
+                    if at is not None and steps[at[0]][at[1]].hi == a:
+                        steps[at[0]][at[1]] = steps[at[0]][at[1]]._replace(hi=b)
+                    else:
+                        ends[key] = (p + off, len(steps[p + off]))
+                        steps[p + off].append(Transfer(src, dst, a, b, red, path))
+            if (p % group == group - 1 or p == pieces - 1) and base > start:
+                first = p // group * group
                 for off, src, dst, red, path in intra:
-                    steps[p + off].append(Transfer(src, dst, start, base, red, path))
+                    at = first if off == 0 else p + off
+                    steps[at].append(Transfer(src, dst, start, base, red, path))
     return Program(units, [s for s in steps if s])
 
 
@@ -784,6 +917,82 @@ def _trees(lanes: list[_Lane], t: int) -> list[_Tree]:
     return trees
 
 
+def _hub_trees(lanes: list[_Lane]) -> list[_Tree]:
+    """Per lane on one switch, per root r and hub c = r + 1, r + 2: r's only child is c, the
+    other hosts are c's children. The root has degree 1 like a leaf but hears the partial sum
+    before it sends the result, the mirror image of a leaf's order: mixed with stars, a host
+    whose NIC has no room for a star's root can still balance its sends against its receives
+    in every step."""
+    trees = []
+    for li, lane in enumerate(lanes):
+        groups = _host_switch_groups(lane)
+        m = len(groups)
+        if m < 3 or len(set(groups)) > 1:
+            continue
+        for r in range(m):
+            for k in (1, 2)[:m - 2]:
+                c = (r + k) % m
+                parent = [c] * m
+                parent[r], parent[c] = -1, r
+                height, depth = _heights(r, parent)
+                trees.append(_Tree(li, r, parent, height, depth))
+    return trees
+
+
+def _price(plan: _Plan, fluid: float, size: float, max_units: int,
+           configs: dict[tuple[int, int, int], tuple]) -> None:
+    """Price every stagger, intra-host grouping, piece count and ramp of ``plan`` on the
+    per-arc model; keep the best per (plan, stagger, grouping) in ``configs``."""
+    if len(plan._entries()[0]) <= BALANCE_MAX_CROSSINGS:
+        plan.balance_phases(fluid)
+    t = max(Counter(tr.lane for tr in plan.trees).values())
+    live = int((plan.w > 0).sum())
+    if live > max_units:
+        return
+    for width in STAGGER_WIDTHS:
+        if width > 1 and width > t:
+            break
+        plan.set_stagger(width)
+        load, lat = plan.profile()
+        count = plan.transfer_counter()
+        for group in (1,) if plan.split_intra else INTRA_GROUPS:
+            most = 0
+            while (most < PIECE_CHOICES[-1] and (most + 1) * live <= max_units
+                   and count(most + 1, group) <= MAX_TRANSFERS):
+                most += 1
+            if group > 1 and most <= group:
+                continue
+            # the size limits often bind: the most pieces they allow is a candidate too
+            fits = sorted({p for p in PIECE_CHOICES if p <= most} | ({most} if most else set()))
+            key = (id(plan), width, group)
+            for pieces in fits:
+                for ramp in RAMPS:
+                    if ramp and 2 * ramp > pieces:
+                        break
+                    fracs = piece_fractions(pieces, ramp)
+                    est = model_time(load, lat, size, fracs, group, intra=True)
+                    if est < configs.get(key, (math.inf,))[0]:
+                        configs[key] = (est, plan, width, group, fracs, fits, fluid * size)
+
+
+def _refine(config: tuple, size: float) -> tuple[float, _Plan, int, int, np.ndarray, float]:
+    """A configuration with piece sizes from the LP near its piece count, where that is
+    faster: (model time, plan, stagger, intra-host grouping, fractions, fluid time)."""
+    est0, plan, width, group, fracs0, fits, fluid = config
+    best = (est0, plan, width, group, fracs0, fluid)
+    plan.set_stagger(width)
+    load, lat = plan.profile()
+    k = fits.index(len(fracs0))
+    for pieces in fits[max(0, k - LP_PIECES_BELOW):k + 2]:
+        fracs = lp_fractions(load, lat, size, pieces, group, intra=True)
+        if fracs is None:
+            continue
+        est = model_time(load, lat, size, fracs, group, intra=True)
+        if est < best[0]:
+            best = (est, plan, width, group, fracs, fluid)
+    return best
+
+
 def forest(ctx: PlanContext) -> Candidate:
     n = len(ctx.ranks)
     if n == 1:
@@ -794,7 +1003,7 @@ def forest(ctx: PlanContext) -> Candidate:
     m = len(ctx.host_groups)
     size = float(ctx.size_bytes)
     max_units = min(MAX_UNITS, ctx.size_bytes)
-    configs: dict[tuple[int, int], tuple[float, _Plan, int, np.ndarray, list[int], float]] = {}
+    configs: dict[tuple[int, int, int], tuple] = {}
     t_min = min(tree_counts(m))
     detoured = False
     for t in tree_counts(m):
@@ -810,55 +1019,38 @@ def forest(ctx: PlanContext) -> Candidate:
                 lanes = lanes + extra
                 plan = _Plan(ctx, lanes, _trees(lanes, t), arcs)
                 fluid = plan.solve_shares()
-        if len(plan._entries()[0]) <= BALANCE_MAX_CROSSINGS:
-            plan.balance_phases(fluid)
-        per_piece = plan.transfers_per_piece()
-        live = int((plan.w > 0).sum())
-        if live > max_units:
-            continue
-        for width in STAGGER_WIDTHS:
-            if width > 1 and width > t:
-                break
-            plan.set_stagger(width)
-            load, lat = plan.profile()
-            fits = [p for p in PIECE_CHOICES
-                    if p * per_piece <= MAX_TRANSFERS and p * live <= max_units]
-            for pieces in fits:
-                for ramp in RAMPS:
-                    if ramp and 2 * ramp > pieces:
-                        break
-                    fracs = piece_fractions(pieces, ramp)
-                    est = model_time(load, lat, size, fracs)
-                    if est < configs.get((id(plan), width), (math.inf,))[0]:
-                        configs[(id(plan), width)] = (est, plan, width, fracs, fits,
-                                                      fluid * size)
+        plans = [(plan, fluid)]
+        split = _Plan(ctx, lanes, plan.trees, arcs, split_intra=True)
+        if split.transfers_per_piece(all_trees=True) * MIN_PIECES <= MAX_TRANSFERS:
+            plans.append((split, split.solve_shares()))
+        if plan.transfers_per_piece(all_trees=True) * MIN_PIECES > MAX_TRANSFERS:
+            # few pieces: sending at 1 + height sometimes overlaps the trees better
+            early = _Plan(ctx, lanes, plan.trees, arcs, late=False)
+            plans.append((early, early.solve_shares()))
+        for plan, fluid in plans:
+            _price(plan, fluid, size, max_units, configs)
+    if 3 <= m <= HUB_MAX_HOSTS:
+        hubs = _hub_trees(lanes)
+        if hubs:
+            plan = _Plan(ctx, lanes, _trees(lanes, m) + hubs, arcs, split_intra=True)
+            _price(plan, plan.solve_shares(), size, max_units, configs)
     if not configs:
         raise InfeasibleError("forest: no tree set fits the plan size limits")
     # piece sizes from an LP, for the best configurations, near their best piece count
     ranked = sorted(configs.values(), key=lambda c: c[0])
-    best = ranked[0][:4] + ranked[0][5:]
-    for _est, plan, width, fracs0, fits, fluid in ranked[:LP_CONFIGS]:
-        plan.set_stagger(width)
-        load, lat = plan.profile()
-        k = fits.index(len(fracs0))
-        for pieces in fits[max(0, k - LP_PIECES_BELOW):k + 2]:
-            fracs = lp_fractions(load, lat, size, pieces)
-            if fracs is None:
-                continue
-            est = model_time(load, lat, size, fracs)
-            if est < best[0]:
-                best = (est, plan, width, fracs, fluid)
+    best = min((_refine(c, size) for c in ranked[:LP_CONFIGS]), key=lambda c: c[0])
     # Many-to-one fan-in costs real transports more than the model says (incast at a star's
     # root): among configurations within FAN_IN_TOLERANCE of the best, take the least fan-in.
     calm = [c for c in ranked if c[0] <= best[0] * (1 + FAN_IN_TOLERANCE)]
     pick = min(calm, key=lambda c: (max_fan_in(c[1]), c[0]), default=None)
     if pick is not None and max_fan_in(pick[1]) < max_fan_in(best[1]):
-        best = (pick[0], pick[1], pick[2], pick[3], pick[5])
-    _, plan, width, fracs, fluid = best
+        best = _refine(pick, size)
+    _, plan, width, group, fracs, fluid = best
     plan.set_stagger(width)
-    program = build_program(plan, fracs, max_units)
+    program = build_program(plan, fracs, max_units, group)
     predicted = ctx.cost.program_time(ctx.ranks, program, size)
     details = {"trees": int((plan.w > 0).sum()), "lanes": len(lanes), "pieces": len(fracs),
                "smallest_piece": round(float(fracs.min() / fracs.max()), 4),
-               "stagger": width, "host_tree_height": plan.hmax, "fluid_time_s": fluid}
+               "stagger": width, "intra_group": group, "host_tree_height": plan.hmax,
+               "fluid_time_s": fluid}
     return Candidate("forest", predicted, lambda: program, details)

@@ -149,3 +149,114 @@ def test_forest_trades_a_little_model_time_for_less_fan_in() -> None:
     assert doc["details"]["host_tree_height"] == 2
     assert doc["predicted_time_s"] <= doc["lower_bound_time_s"] * (
         1 + forest_module.FAN_IN_TOLERANCE + 0.01)
+
+
+def _plan_for(topo_dict: dict, t: int, split_intra: bool):
+    from planner.algorithms.base import PlanContext
+
+    topo = Topology.from_dict(topo_dict)
+    ctx = PlanContext.create(topo, topo.endpoints(), SIZE)
+    lanes = F._lanes(ctx)
+    plan = F._Plan(ctx, lanes, F._trees(lanes, t), F._Arcs(ctx), split_intra=split_intra)
+    plan.solve_shares()
+    return topo, ctx, plan
+
+
+def test_sends_are_as_late_as_possible_and_slow_leaves_sit_under_the_root() -> None:
+    """Height-2 trees on 16 hosts, host 3 at half rate: host 3 is a leaf under the root in
+    every tree, so it sends a piece's partial sum one step before it hears the result; every
+    port sends after its children and hears back after its parent, reduce and broadcast
+    mirror images of each other around the root."""
+    from planner.builders import dgx_cluster
+
+    _, _, plan = _plan_for(dgx_cluster(16, slow={3: 6.25}), 5, False)
+    assert plan.hmax == 2
+    for j, tree in enumerate(plan.trees):
+        ports = plan.lanes[tree.lane].ports
+        host = {p: h for h, p in enumerate(ports)}
+        sent, heard = {}, {}
+        for off, src, dst, red, _path in plan.phases(j):
+            if red:
+                sent[host[src]] = off
+            else:
+                heard[host[dst]] = off
+        assert tree.depth[3] == 1 and heard[3] - sent[3] == 1
+        for c, q in enumerate(tree.parent):
+            if q >= 0 and tree.parent[q] >= 0:
+                assert sent[c] < sent[q] and heard[c] > heard[q]
+            if q >= 0:
+                assert sent[c] + heard[c] == 2 * plan.hmax + 1  # mirrored around the root
+
+
+@pytest.mark.parametrize("t", [3, 9])
+def test_split_intra_host_transfers_verify_and_are_counted(t: int) -> None:
+    """Intra-host transfers split per tree (a root gathers while its children send): the
+    program verifies, its simulated time is the model's, and transfers_per_piece bounds the
+    transfers build_program emits after merging runs of trees."""
+    from planner.builders import dgx_cluster
+    from planner.program import program_to_doc
+
+    topo, ctx, plan = _plan_for(dgx_cluster(9, nics_per_host=8, nic_GBps=25.0,
+                                            slow={4: 12.5}), t, True)
+    plan.set_stagger(2)
+    fracs = F.piece_fractions(6, 1)
+    program = F.build_program(plan, fracs, 1 << 20)
+    assert program.transfer_count <= len(fracs) * plan.transfers_per_piece()
+    merged = F._Plan(ctx, plan.lanes, plan.trees, plan.arcs)
+    merged.w = plan.w
+    merged.set_stagger(2)
+    assert program.transfer_count > F.build_program(merged, fracs, 1 << 20).transfer_count
+    doc = {"algorithm": "forest", "collective": "allreduce", "ranks": ctx.ranks,
+           "size_bytes": SIZE, "predicted_time_s": 0.0, "lower_bound_time_s": 0.0,
+           "program": program_to_doc(program)}
+    rep = verify_plan(doc, topo)
+    assert rep.ok, rep.error
+    load, lat = plan.profile()
+    model = F.model_time(load, lat, SIZE, fracs, intra=True)
+    assert rep.simulated_time_s == pytest.approx(model, rel=1e-3)  # pieces rounded to units
+
+
+def test_hub_trees_mirror_a_slow_leaf() -> None:
+    """Hub trees: the root's only child is the hub, every other host hangs under the hub, so
+    the root hears a partial sum before it sends (a leaf sends first). Mixed with stars they
+    let the slow host of a star balance every step: within 0.8 % of the bound (stars alone:
+    1.1 %)."""
+    from planner.algorithms.base import PlanContext
+
+    topo = Topology.from_dict(star([12.5, 12.5, 12.5, 3.125]))
+    ctx = PlanContext.create(topo, topo.endpoints(), SIZE)
+    hubs = F._hub_trees(F._lanes(ctx))
+    assert len(hubs) == 8
+    for tree in hubs:
+        kids = [h for h, p in enumerate(tree.parent) if p == tree.root]
+        assert len(kids) == 1 and max(tree.depth) == 2
+        assert all(p in (-1, tree.root, kids[0]) for p in tree.parent)
+    doc = make_plan(topo, topo.endpoints(), SIZE, "forest")
+    rep = verify_plan(doc, topo)
+    assert rep.ok, rep.error
+    assert doc["predicted_time_s"] <= 1.008 * doc["lower_bound_time_s"]
+
+
+@pytest.mark.parametrize("group", [2, 3])
+def test_grouped_intra_host_transfers_verify_and_match_the_model(group: int) -> None:
+    """Merged intra-host transfers covering ``group`` pieces (fewer transfers, so more pieces
+    fit the plan size limit): the program verifies, has exactly the transfers the counter
+    says, and its simulated time is the model's."""
+    from planner.builders import dgx_cluster
+    from planner.program import program_to_doc
+
+    topo, ctx, plan = _plan_for(dgx_cluster(9, nics_per_host=8, nic_GBps=25.0,
+                                            slow={4: 12.5}), 3, False)
+    plan.set_stagger(2)
+    fracs = F.piece_fractions(7, 1)
+    program = F.build_program(plan, fracs, 1 << 20, group)
+    assert program.transfer_count == plan.transfer_counter()(len(fracs), group)
+    assert program.transfer_count < F.build_program(plan, fracs, 1 << 20).transfer_count
+    doc = {"algorithm": "forest", "collective": "allreduce", "ranks": ctx.ranks,
+           "size_bytes": SIZE, "predicted_time_s": 0.0, "lower_bound_time_s": 0.0,
+           "program": program_to_doc(program)}
+    rep = verify_plan(doc, topo)
+    assert rep.ok, rep.error
+    load, lat = plan.profile()
+    model = F.model_time(load, lat, SIZE, fracs, group, intra=True)
+    assert rep.simulated_time_s == pytest.approx(model, rel=1e-3)  # pieces rounded to units
