@@ -8,7 +8,7 @@ import hashlib
 import json
 import time
 from collections import OrderedDict
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import anyio
@@ -31,11 +31,15 @@ class PlanKey:
     collective: str
     size_bytes: int
     algorithm: str
+    step_overhead_s: float = 0.0  # the service's setting; set by PlanService
 
     @property
     def request(self) -> dict[str, Any]:
-        return {"ranks": list(self.ranks), "collective": self.collective,
-                "size_bytes": self.size_bytes, "algorithm": self.algorithm}
+        req: dict[str, Any] = {"ranks": list(self.ranks), "collective": self.collective,
+                               "size_bytes": self.size_bytes, "algorithm": self.algorithm}
+        if self.step_overhead_s:
+            req["step_overhead_s"] = self.step_overhead_s
+        return req
 
     @property
     def digest(self) -> str:
@@ -75,15 +79,18 @@ def solve(snapshot: Snapshot, key: PlanKey) -> dict[str, Any]:
         raise APIError(409, "the cluster graph is empty or invalid; no plan can be made",
                        ["body", "ranks"], "no_topology")
     return make_plan(snapshot.topology, list(key.ranks), key.size_bytes,
-                     algorithm=key.algorithm, collective=key.collective)
+                     algorithm=key.algorithm, collective=key.collective,
+                     step_overhead_s=key.step_overhead_s)
 
 
 class PlanService:
     """See the module doc; one instance per app, used from the event loop only."""
 
     def __init__(self, factory: sessionmaker[Session], metrics: Metrics, cache_size: int,
-                 solver_threads: int, cache_bytes: int = 512 << 20) -> None:
+                 solver_threads: int, cache_bytes: int = 512 << 20,
+                 step_overhead_s: float = 0.0) -> None:
         self._factory = factory
+        self.step_overhead_s = step_overhead_s
         self._metrics = metrics
         self._size = cache_size
         self._max_bytes = cache_bytes
@@ -112,7 +119,14 @@ class PlanService:
                     self._by_id[old.plan_id] not in self._lru:
                 del self._by_id[old.plan_id]
 
+    def _own(self, key: PlanKey) -> PlanKey:
+        """``key`` with this service's cost-model settings (they are part of the plan)."""
+        if key.step_overhead_s == self.step_overhead_s:
+            return key
+        return replace(key, step_overhead_s=self.step_overhead_s)
+
     def cached(self, key: PlanKey) -> CachedPlan | None:
+        key = self._own(key)
         plan = self._lru.get(key.digest)
         if plan is not None:
             self._lru.move_to_end(key.digest)
@@ -120,6 +134,7 @@ class PlanService:
 
     async def get(self, snapshot: Snapshot, key: PlanKey) -> CachedPlan:
         """The plan for ``key``: memory, then store, then one solve shared by all callers."""
+        key = self._own(key)
         digest = key.digest
         plan = self.cached(key)
         if plan is not None:

@@ -110,6 +110,8 @@ def make_plan(topo: Topology, ranks: list[str], size_bytes: int, algorithm: str 
         "solve_time_s": solve_s,
         "program": program_to_doc(program),
     }
+    if step_overhead_s:
+        doc["step_overhead_s"] = step_overhead_s  # priced into predicted_time_s
     doc["plan_id"] = plan_id(topo, doc)
     return doc
 
@@ -127,7 +129,9 @@ def plan_id(topo: Topology, doc: dict[str, Any]) -> str:
     key = json.dumps({"topology": topo.to_dict(), "ranks": doc["ranks"],
                       "size_bytes": doc["size_bytes"], "algorithm": doc["algorithm"],
                       "requested": doc["requested_algorithm"],
-                      "version": PLAN_FORMAT_VERSION}, sort_keys=True)
+                      "version": PLAN_FORMAT_VERSION,
+                      **({"overhead": doc["step_overhead_s"]} if doc.get("step_overhead_s")
+                         else {})}, sort_keys=True)
     return hashlib.sha256(key.encode()).hexdigest()[:20]
 
 

@@ -765,10 +765,10 @@ def _placements(columns: int, pieces: int, group: int,
 
 
 def model_time(load: np.ndarray, lat: np.ndarray, size: float, fracs: np.ndarray,
-               group: int = 1, intra: bool = False) -> float:
+               group: int = 1, intra: bool = False, overhead: float = 0.0) -> float:
     """Program time under the cost model for pieces of the given fractions, from the arc
     profile (``intra``: its last two columns are the merged intra-host transfers, grouped
-    by ``group`` pieces)."""
+    by ``group`` pieces; ``overhead``: the model's fixed cost of every step)."""
     nsteps, mats = _placements(load.shape[1], len(fracs), group, intra)
     step_load = np.zeros((load.shape[0], nsteps))
     step_lat = np.full((load.shape[0], nsteps), -np.inf)
@@ -777,7 +777,9 @@ def model_time(load: np.ndarray, lat: np.ndarray, size: float, fracs: np.ndarray
         present = m.any(axis=0)
         step_lat[:, present] = np.maximum(step_lat[:, present], lat[:, k:k + 1])
     t = step_lat + step_load * size
-    return float(np.where(np.isfinite(t), t, -np.inf).max(axis=0).clip(min=0).sum())
+    busy = np.isfinite(step_lat).any(axis=0)
+    return (float(np.where(np.isfinite(t), t, -np.inf).max(axis=0).clip(min=0).sum())
+            + overhead * int(busy.sum()))
 
 
 def lp_fractions(load: np.ndarray, lat: np.ndarray, size: float, pieces: int,
@@ -946,6 +948,7 @@ def _price(plan: _Plan, fluid: float, size: float, max_units: int,
     if len(plan._entries()[0]) <= BALANCE_MAX_CROSSINGS:
         plan.balance_phases(fluid)
     t = max(Counter(tr.lane for tr in plan.trees).values())
+    overhead = plan.ctx.cost.step_overhead_s
     live = int((plan.w > 0).sum())
     if live > max_units:
         return
@@ -970,7 +973,8 @@ def _price(plan: _Plan, fluid: float, size: float, max_units: int,
                     if ramp and 2 * ramp > pieces:
                         break
                     fracs = piece_fractions(pieces, ramp)
-                    est = model_time(load, lat, size, fracs, group, intra=True)
+                    est = model_time(load, lat, size, fracs, group, intra=True,
+                                     overhead=overhead)
                     if est < configs.get(key, (math.inf,))[0]:
                         configs[key] = (est, plan, width, group, fracs, fits, fluid * size)
 
@@ -987,7 +991,8 @@ def _refine(config: tuple, size: float) -> tuple[float, _Plan, int, int, np.ndar
         fracs = lp_fractions(load, lat, size, pieces, group, intra=True)
         if fracs is None:
             continue
-        est = model_time(load, lat, size, fracs, group, intra=True)
+        est = model_time(load, lat, size, fracs, group, intra=True,
+                         overhead=plan.ctx.cost.step_overhead_s)
         if est < best[0]:
             best = (est, plan, width, group, fracs, fluid)
     return best

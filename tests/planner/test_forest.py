@@ -260,3 +260,24 @@ def test_grouped_intra_host_transfers_verify_and_match_the_model(group: int) -> 
     load, lat = plan.profile()
     model = F.model_time(load, lat, SIZE, fracs, group, intra=True)
     assert rep.simulated_time_s == pytest.approx(model, rel=1e-3)  # pieces rounded to units
+
+
+def test_step_overhead_buys_fewer_larger_pieces() -> None:
+    """A fixed cost per step (the transport's per-message overhead) is priced by forest's own
+    schedule search exactly as by the cost model: fewer pieces, and the verifier's simulated
+    time with the same overhead equals the prediction."""
+    from planner.builders import EXAMPLES
+
+    topo = Topology.from_dict(EXAMPLES["mixed-100-25"]())
+    ranks = topo.endpoints()
+    size = 1 << 20
+    plain = make_plan(topo, ranks, size, "forest")
+    slow = make_plan(topo, ranks, size, "forest", step_overhead_s=1e-3)
+    assert len(slow["program"]["steps"]) < len(plain["program"]["steps"])
+    assert slow["plan_id"] != plain["plan_id"]
+    rep = verify_plan(slow, topo, step_overhead_s=1e-3)
+    assert rep.ok, rep.error
+    assert rep.simulated_time_s == pytest.approx(slow["predicted_time_s"], rel=1e-9)
+    # the plain plan would pay the overhead on every one of its steps
+    plain_with = verify_plan(plain, topo, step_overhead_s=1e-3).simulated_time_s
+    assert slow["predicted_time_s"] < plain_with
