@@ -194,7 +194,6 @@ def test_split_intra_host_transfers_verify_and_are_counted(t: int) -> None:
     program verifies, its simulated time is the model's, and transfers_per_piece bounds the
     transfers build_program emits after merging runs of trees."""
     from planner.builders import dgx_cluster
-    from planner.program import program_to_doc
 
     topo, ctx, plan = _plan_for(dgx_cluster(9, nics_per_host=8, nic_GBps=25.0,
                                             slow={4: 12.5}), t, True)
@@ -206,13 +205,20 @@ def test_split_intra_host_transfers_verify_and_are_counted(t: int) -> None:
     merged.w = plan.w
     merged.set_stagger(2)
     assert program.transfer_count > F.build_program(merged, fracs, 1 << 20).transfer_count
+    _verified_at_model_time(topo, ctx, plan, program, fracs)
+
+
+def _verified_at_model_time(topo, ctx, plan, program, fracs, group: int = 1) -> None:  # type: ignore[no-untyped-def]
+    """The program passes the verifier, whose simulated time is forest's per-arc model's."""
+    from planner.program import program_to_doc
+
     doc = {"algorithm": "forest", "collective": "allreduce", "ranks": ctx.ranks,
            "size_bytes": SIZE, "predicted_time_s": 0.0, "lower_bound_time_s": 0.0,
            "program": program_to_doc(program)}
     rep = verify_plan(doc, topo)
     assert rep.ok, rep.error
     load, lat = plan.profile()
-    model = F.model_time(load, lat, SIZE, fracs, intra=True)
+    model = F.model_time(load, lat, SIZE, fracs, group, intra=True)
     assert rep.simulated_time_s == pytest.approx(model, rel=1e-3)  # pieces rounded to units
 
 
@@ -243,7 +249,6 @@ def test_grouped_intra_host_transfers_verify_and_match_the_model(group: int) -> 
     fit the plan size limit): the program verifies, has exactly the transfers the counter
     says, and its simulated time is the model's."""
     from planner.builders import dgx_cluster
-    from planner.program import program_to_doc
 
     topo, ctx, plan = _plan_for(dgx_cluster(9, nics_per_host=8, nic_GBps=25.0,
                                             slow={4: 12.5}), 3, False)
@@ -252,14 +257,7 @@ def test_grouped_intra_host_transfers_verify_and_match_the_model(group: int) -> 
     program = F.build_program(plan, fracs, 1 << 20, group)
     assert program.transfer_count == plan.transfer_counter()(len(fracs), group)
     assert program.transfer_count < F.build_program(plan, fracs, 1 << 20).transfer_count
-    doc = {"algorithm": "forest", "collective": "allreduce", "ranks": ctx.ranks,
-           "size_bytes": SIZE, "predicted_time_s": 0.0, "lower_bound_time_s": 0.0,
-           "program": program_to_doc(program)}
-    rep = verify_plan(doc, topo)
-    assert rep.ok, rep.error
-    load, lat = plan.profile()
-    model = F.model_time(load, lat, SIZE, fracs, group, intra=True)
-    assert rep.simulated_time_s == pytest.approx(model, rel=1e-3)  # pieces rounded to units
+    _verified_at_model_time(topo, ctx, plan, program, fracs, group)
 
 
 def test_step_overhead_buys_fewer_larger_pieces() -> None:
