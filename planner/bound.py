@@ -17,9 +17,16 @@ do the arcs entering parts:
 
 with k = 2 each direction is crossed once by every byte: ``T >= size / cap(S -> V-S)``
 (the classical cut bound). Parts used: single ranks, hosts, and for up to EXACT_MAX_RANKS
-ranks the exact minimum rank-separating cut (max-flow). Latency: the input of every rank must
-reach every other rank, so ``T >= max latency between ranks``; every non-empty step also pays
-at least the smallest arc latency leaving a rank, so ``T >= that + bandwidth bound``.
+ranks the exact minimum rank-separating cut (max-flow).
+
+Latency. The input of every rank must reach every other rank, so ``T >= max latency between
+ranks``. And the bytes that cross the cut or the partition boundary move in steps that each
+last at least ``L + o + load(e) / bw(e)`` for every boundary arc ``e`` they load, where ``L``
+is the least latency of a rank-to-rank path that crosses the boundary and ``o`` the cost
+model's per-step overhead; so the boundary's capacity is only available for ``t_s - L - o``
+of each such step. There are at least two such steps: a part not holding a share's root
+sends its partial sum out in one step and hears the final value back in a later one (it
+needs the sum, which needs its own input). Hence ``T >= bandwidth bound + 2 (L + o)``.
 """
 
 from __future__ import annotations
@@ -56,15 +63,17 @@ def lower_bound(ctx: PlanContext) -> Bound:
     size = float(ctx.size_bytes)
     part_time, part_name = _partition_bound(ctx)
     cut_time = size / cut
+    rank_lat = _rank_to_rank_latency(ctx)
     if part_time > cut_time:
         bw_time, method = part_time, f"partition bound over {part_name}"
+        cross = _cross_host_latency(ctx) if part_name == "hosts" else rank_lat
     else:
-        bw_time, method = cut_time, cut_method
+        bw_time, method, cross = cut_time, cut_method, rank_lat
+    boundary = bw_time + 2 * (cross + ctx.cost.step_overhead_s)
     lat = _latency_floor(ctx)
-    step_lat = _min_step_latency(ctx)
-    if lat >= bw_time + step_lat:
+    if lat >= boundary:
         return Bound(lat, cut, lat, method + "; latency floor binds", partition_s=part_time)
-    return Bound(bw_time + step_lat, cut, lat, method, partition_s=part_time)
+    return Bound(boundary, cut, lat, method, partition_s=part_time)
 
 
 def parts_by_host(ctx: PlanContext) -> list[set[str]]:
@@ -131,8 +140,49 @@ def _latency_floor(ctx: PlanContext) -> float:
     return max(max(dist[r] for r in ctx.ranks), max(back[r] for r in ctx.ranks))
 
 
-def _min_step_latency(ctx: PlanContext) -> float:
-    """No transfer is faster than the cheapest arc leaving a rank."""
+def _rank_to_rank_latency(ctx: PlanContext) -> float:
+    """No rank-to-rank path is faster: one arc between ranks, or an arc out of a rank and
+    another into a rank."""
     g = ctx.topo.graph
-    return min((d["lat"] for r in ctx.ranks for _, _, d in g.out_edges(r, data=True)),
-               default=0.0)
+    ranks = set(ctx.ranks)
+    out = min((d["lat"] for r in ranks for _, _, d in g.out_edges(r, data=True)), default=0.0)
+    inn = min((d["lat"] for r in ranks for _, _, d in g.in_edges(r, data=True)), default=0.0)
+    direct = min((d["lat"] for r in ranks for _, v, d in g.out_edges(r, data=True)
+                  if v in ranks), default=float("inf"))
+    return min(direct, out + inn)
+
+
+def _cross_host_latency(ctx: PlanContext) -> float:
+    """No path from a rank of one host to a rank of another is faster: it leaves its host
+    (at least the least latency from one of the host's ranks out of the host) and enters
+    the other (likewise in); when no arc joins two hosts directly, those parts are disjoint
+    and add up."""
+    g = ctx.topo.graph
+    parts = parts_by_host(ctx)
+    where = {nid: k for k, part in enumerate(parts) for nid in part}
+    direct = any(u in where and v in where and where[u] != where[v] for u, v in g.edges)
+    leave = enter = float("inf")
+    for k, part in enumerate(parts):
+        ranks = [r for r in ctx.ranks if where.get(r) == k]
+        h = nx.DiGraph(g.subgraph(part))
+        exits: dict[str, float] = {}
+        entries: dict[str, float] = {}
+        for u, v, d in g.out_edges(part, data=True):
+            if v not in part:
+                exits[u] = min(exits.get(u, float("inf")), d["lat"])
+        for u, v, d in g.in_edges(part, data=True):
+            if u not in part:
+                entries[v] = min(entries.get(v, float("inf")), d["lat"])
+        h.add_weighted_edges_from(((u, "__out__", w) for u, w in exits.items()), weight="lat")
+        h.add_weighted_edges_from((("__in__", v, w) for v, w in entries.items()), weight="lat")
+        if "__out__" in h:
+            to_exit = nx.single_source_dijkstra_path_length(h.reverse(copy=False), "__out__",
+                                                            weight="lat")
+            leave = min(leave, min((to_exit[r] for r in ranks if r in to_exit), default=leave))
+        if "__in__" in h:
+            from_entry = nx.single_source_dijkstra_path_length(h, "__in__", weight="lat")
+            enter = min(enter, min((from_entry[r] for r in ranks if r in from_entry),
+                                   default=enter))
+    if not (leave < float("inf") and enter < float("inf")):
+        return _rank_to_rank_latency(ctx)
+    return max(leave, enter) if direct else leave + enter

@@ -43,9 +43,28 @@ def test_two_ranks_cross_once_each_way() -> None:
 
 
 def test_latency_counts_once_per_step() -> None:
+    # A byte crosses both 7 us links to its root and, in a later step, comes back: 28 us
+    # (plus 0.1 ns of bandwidth), and the ring's two steps take exactly that.
     topo = Topology.from_dict(star([10.0, 10.0], latency_us=7.0))
     b = lower_bound(PlanContext.create(topo, topo.endpoints(), 1))
-    assert b.time_s == pytest.approx(14e-6)  # a byte must cross both 7 us links
+    assert b.time_s == pytest.approx(28e-6, rel=1e-4)
+    doc = make_plan(topo, topo.endpoints(), 4, "ring")
+    assert doc["predicted_time_s"] == pytest.approx(doc["lower_bound_time_s"], rel=1e-4)
+
+
+def test_boundary_latency_counts_twice_and_the_step_overhead_too() -> None:
+    """Bytes leave a part in one step and come back in a later one, each step paying the
+    least latency across the boundary and the per-step overhead: on a 4-host star with
+    1 us links, 2 x (2 us + o) above the bandwidth bound, and no plan beats it."""
+    topo = Topology.from_dict(star([12.5, 12.5, 12.5, 3.125], latency_us=1.0))
+    for o in (0.0, 50e-6):
+        ctx = PlanContext.create(topo, topo.endpoints(), SIZE, step_overhead_s=o)
+        b = lower_bound(ctx)
+        assert b.time_s == pytest.approx(SIZE / 3.125e9 + 2 * (2e-6 + o))
+        for algorithm in ("ring", "forest"):
+            doc = make_plan(topo, topo.endpoints(), SIZE, algorithm, step_overhead_s=o)
+            rep = verify_plan(doc, topo, step_overhead_s=o)
+            assert rep.ok and rep.simulated_time_s >= b.time_s * (1 - 1e-9)
 
 
 @pytest.mark.parametrize("rates", [[12.5, 12.5, 12.5, 3.125], [1.0, 2.0, 4.0], [3.0] * 5,
