@@ -48,6 +48,7 @@ from planner.routing import REF_BYTES
 MAX_LANES = 16
 INTRA_GROUPS = (1, 2, 4)  # pieces one merged intra-host transfer may cover
 HUB_MAX_HOSTS = 8  # stars plus hub trees (see _hub_trees) up to this many hosts
+FAN_IN_CONFIGS = 48  # near-best configurations whose per-step fan-in is counted
 FAN_IN_TOLERANCE = 0.02  # model time traded for less fan-in: see forest() and docs/planner.md
 MAX_TRANSFERS = 400_000  # keeps a plan document well under 100 MB
 MAX_UNITS = 1 << 20
@@ -886,6 +887,19 @@ def _host_switch_groups(lane: _Lane) -> list[int]:
     return [ids.setdefault(up[-1] if up else "", len(ids)) for up in lane.up]
 
 
+def host_fan_in(ctx: PlanContext, program: Program) -> int:
+    """The most hosts that send to one host in one step."""
+    host = [ctx.topo.host_of(r) for r in ctx.ranks]
+    worst = 0
+    for step in program.steps:
+        into: dict[str, set[str]] = defaultdict(set)
+        for t in step:
+            if host[t.src] != host[t.dst]:
+                into[host[t.dst]].add(host[t.src])
+        worst = max(worst, max((len(v) for v in into.values()), default=0))
+    return worst
+
+
 def max_fan_in(plan: _Plan) -> int:
     """The most children any host has in any tree that carries data."""
     fan = 0
@@ -1032,6 +1046,16 @@ def forest(ctx: PlanContext) -> Candidate:
             # few pieces: sending at 1 + height sometimes overlaps the trees better
             early = _Plan(ctx, lanes, plan.trees, arcs, late=False)
             plans.append((early, early.solve_shares()))
+        if 3 <= m <= HUB_MAX_HOSTS and t < m:
+            # one tree per lane: the least fan-in per step (see FAN_IN_TOLERANCE)
+            per_lane: dict[int, list[_Tree]] = defaultdict(list)
+            for tr in plan.trees:
+                per_lane[tr.lane].append(tr)
+            for k in range(t):
+                single = [trs[k] for trs in per_lane.values() if k < len(trs)]
+                for late in (True, False):
+                    one = _Plan(ctx, lanes, single, arcs, late=late)
+                    plans.append((one, one.solve_shares()))
         for plan, fluid in plans:
             _price(plan, fluid, size, max_units, configs)
     if 3 <= m <= HUB_MAX_HOSTS:
@@ -1046,9 +1070,17 @@ def forest(ctx: PlanContext) -> Candidate:
     best = min((_refine(c, size) for c in ranked[:LP_CONFIGS]), key=lambda c: c[0])
     # Many-to-one fan-in costs real transports more than the model says (incast at a star's
     # root): among configurations within FAN_IN_TOLERANCE of the best, take the least fan-in.
-    calm = [c for c in ranked if c[0] <= best[0] * (1 + FAN_IN_TOLERANCE)]
-    pick = min(calm, key=lambda c: (max_fan_in(c[1]), c[0]), default=None)
-    if pick is not None and max_fan_in(pick[1]) < max_fan_in(best[1]):
+    calm = [c for c in ranked if c[0] <= best[0] * (1 + FAN_IN_TOLERANCE)][:FAN_IN_CONFIGS]
+
+    def fan_in(plan: _Plan, width: int, group: int, fracs: np.ndarray) -> int:
+        if m > HUB_MAX_HOSTS:  # building every program costs too much: trees' fan-in
+            return max_fan_in(plan)
+        plan.set_stagger(width)
+        return host_fan_in(ctx, build_program(plan, fracs, max_units, group))
+
+    pick = min(calm, key=lambda c: (fan_in(c[1], c[2], c[3], c[4]), c[0]), default=None)
+    if pick is not None and (fan_in(pick[1], pick[2], pick[3], pick[4])
+                             < fan_in(best[1], best[2], best[3], best[4])):
         best = _refine(pick, size)
     _, plan, width, group, fracs, fluid = best
     plan.set_stagger(width)
