@@ -48,7 +48,7 @@ from planner.routing import REF_BYTES
 MAX_LANES = 16
 INTRA_GROUPS = (1, 2, 4)  # pieces one merged intra-host transfer may cover
 HUB_MAX_HOSTS = 8  # stars plus hub trees (see _hub_trees) up to this many hosts
-FAN_IN_CONFIGS = 48  # near-best configurations whose per-step fan-in is counted
+FAN_IN_CONFIGS = 256  # near-best configurations whose per-step fan-in is counted
 FAN_IN_TOLERANCE = 0.02  # model time traded for less fan-in: see forest() and docs/planner.md
 MAX_TRANSFERS = 400_000  # keeps a plan document well under 100 MB
 MAX_UNITS = 1 << 20

@@ -149,6 +149,13 @@ def test_forest_trades_a_little_model_time_for_less_fan_in() -> None:
     assert doc["details"]["host_tree_height"] == 2
     assert doc["predicted_time_s"] <= doc["lower_bound_time_s"] * (
         1 + forest_module.FAN_IN_TOLERANCE + 0.01)
+    # counted per step in the program: 4 trees of 5 children each lined up 6 senders on one
+    # host and ran 1.32x their prediction; one height-2 tree has at most 4 (docs/planner.md)
+    from planner.algorithms.base import PlanContext
+    from planner.program import program_from_doc
+
+    ctx = PlanContext.create(topo, topo.endpoints(), 64 << 20)
+    assert forest_module.host_fan_in(ctx, program_from_doc(doc["program"])) <= 4
 
 
 def _plan_for(topo_dict: dict, t: int, split_intra: bool):
