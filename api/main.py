@@ -38,7 +38,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     metrics = Metrics()
     cluster = ClusterState(sessions, settings.stale_after_s, settings.sync_interval_s)
     planner = PlanService(sessions, metrics, settings.plan_cache_size, settings.solver_threads,
-                          settings.plan_cache_bytes, settings.step_overhead_us * 1e-6)
+                          settings.plan_cache_bytes, settings.min_step_us * 1e-6)
     app.state.settings = settings
     app.state.engine = engine
     app.state.sessions = sessions

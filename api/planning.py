@@ -31,14 +31,14 @@ class PlanKey:
     collective: str
     size_bytes: int
     algorithm: str
-    step_overhead_s: float = 0.0  # the service's setting; set by PlanService
+    min_step_s: float = 0.0  # the service's setting; set by PlanService
 
     @property
     def request(self) -> dict[str, Any]:
         req: dict[str, Any] = {"ranks": list(self.ranks), "collective": self.collective,
                                "size_bytes": self.size_bytes, "algorithm": self.algorithm}
-        if self.step_overhead_s:
-            req["step_overhead_s"] = self.step_overhead_s
+        if self.min_step_s:
+            req["min_step_s"] = self.min_step_s
         return req
 
     @property
@@ -80,7 +80,7 @@ def solve(snapshot: Snapshot, key: PlanKey) -> dict[str, Any]:
                        ["body", "ranks"], "no_topology")
     return make_plan(snapshot.topology, list(key.ranks), key.size_bytes,
                      algorithm=key.algorithm, collective=key.collective,
-                     step_overhead_s=key.step_overhead_s)
+                     min_step_s=key.min_step_s)
 
 
 class PlanService:
@@ -88,9 +88,9 @@ class PlanService:
 
     def __init__(self, factory: sessionmaker[Session], metrics: Metrics, cache_size: int,
                  solver_threads: int, cache_bytes: int = 512 << 20,
-                 step_overhead_s: float = 0.0) -> None:
+                 min_step_s: float = 0.0) -> None:
         self._factory = factory
-        self.step_overhead_s = step_overhead_s
+        self.min_step_s = min_step_s
         self._metrics = metrics
         self._size = cache_size
         self._max_bytes = cache_bytes
@@ -121,9 +121,9 @@ class PlanService:
 
     def _own(self, key: PlanKey) -> PlanKey:
         """``key`` with this service's cost-model settings (they are part of the plan)."""
-        if key.step_overhead_s == self.step_overhead_s:
+        if key.min_step_s == self.min_step_s:
             return key
-        return replace(key, step_overhead_s=self.step_overhead_s)
+        return replace(key, min_step_s=self.min_step_s)
 
     def cached(self, key: PlanKey) -> CachedPlan | None:
         key = self._own(key)

@@ -32,11 +32,11 @@ class Settings(BaseSettings):
         default=1.0, ge=0,
         description="how often to look for writes made by other replicas sharing the store")
     db_pool_size: int = Field(default=8, ge=1)
-    step_overhead_us: float = Field(
+    min_step_us: float = Field(
         default=0.0, ge=0, le=1e6,
-        description="fixed cost of every program step in the cost model (the transport's "
-                    "per-message overhead beyond link latency; e.g. ~1,500 for gloo over "
-                    "TCP on the emulated testbed); plans are keyed by it")
+        description="least time of a program step in the cost model (the transport's "
+                    "per-step cost, overlapped with moving data; 1,000 for gloo on the "
+                    "emulated testbed); plans are keyed by it")
 
     @model_validator(mode="after")
     def _check_tokens(self) -> Settings:

@@ -21,12 +21,13 @@ ranks the exact minimum rank-separating cut (max-flow).
 
 Latency. The input of every rank must reach every other rank, so ``T >= max latency between
 ranks``. And the bytes that cross the cut or the partition boundary move in steps that each
-last at least ``L + o + load(e) / bw(e)`` for every boundary arc ``e`` they load, where ``L``
-is the least latency of a rank-to-rank path that crosses the boundary and ``o`` the cost
-model's per-step overhead; so the boundary's capacity is only available for ``t_s - L - o``
-of each such step. There are at least two such steps: a part not holding a share's root
-sends its partial sum out in one step and hears the final value back in a later one (it
-needs the sum, which needs its own input). Hence ``T >= bandwidth bound + 2 (L + o)``.
+last at least ``L + load(e) / bw(e)`` for every boundary arc ``e`` they load, where ``L`` is
+the least latency of a rank-to-rank path that crosses the boundary; so the boundary's
+capacity is only available for ``t_s - L`` of each such step. There are at least two such
+steps: a part not holding a share's root sends its partial sum out in one step and hears the
+final value back in a later one (it needs the sum, which needs its own input). Hence
+``T >= bandwidth bound + 2 L``, and ``T >= 2 max(L, min_step)`` (every step lasts at least
+the cost model's ``min_step_s``).
 """
 
 from __future__ import annotations
@@ -69,7 +70,7 @@ def lower_bound(ctx: PlanContext) -> Bound:
         cross = _cross_host_latency(ctx) if part_name == "hosts" else rank_lat
     else:
         bw_time, method, cross = cut_time, cut_method, rank_lat
-    boundary = bw_time + 2 * (cross + ctx.cost.step_overhead_s)
+    boundary = max(bw_time + 2 * cross, 2 * max(cross, ctx.cost.min_step_s))
     lat = _latency_floor(ctx)
     if lat >= boundary:
         return Bound(lat, cut, lat, method + "; latency floor binds", partition_s=part_time)

@@ -26,8 +26,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     plan.add_argument("--size", default="256MiB", help="buffer size: bytes or KiB/MiB/GiB")
     plan.add_argument("--algorithm", "-a", default="auto", help="auto or an algorithm name")
     plan.add_argument("--compare", action="store_true", help="show every algorithm side by side")
-    plan.add_argument("--step-overhead-us", type=float, default=0.0,
-                      help="fixed software cost added to every step (default 0)")
+    plan.add_argument("--min-step-us", type=float, default=0.0,
+                      help="least time of a step: the transport's per-step cost, which it "
+                           "overlaps with moving data (default 0)")
     plan.add_argument("-o", "--output", help="write the plan document here (JSON)")
     plan.set_defaults(func=cmd_plan)
 
@@ -126,12 +127,12 @@ def cmd_plan(args: argparse.Namespace) -> int:
     topo = load_topology(args.topology)
     ranks = topo.resolve_ranks(args.ranks)
     size = parse_size(args.size)
-    overhead = args.step_overhead_us * 1e-6
-    if args.step_overhead_us < 0:
-        raise RequestError("--step-overhead-us must be >= 0")
+    min_step = args.min_step_us * 1e-6
+    if args.min_step_us < 0:
+        raise RequestError("--min-step-us must be >= 0")
     rows = []
     if args.compare:
-        comp = compare(topo, ranks, size, step_overhead_s=overhead)
+        comp = compare(topo, ranks, size, min_step_s=min_step)
         bound = comp.bound.time_s
         for name, cand in sorted(comp.candidates.items(), key=lambda kv: kv[1].predicted_time_s):
             algbw, busbw = algorithm_bandwidth(size, cand.predicted_time_s, len(ranks))
@@ -140,7 +141,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
                          f"{gap:.1f}%"])
         for name, why in comp.infeasible.items():
             rows.append([name, "infeasible", "-", "-", why])
-    doc = make_plan(topo, ranks, size, args.algorithm, step_overhead_s=overhead)
+    doc = make_plan(topo, ranks, size, args.algorithm, min_step_s=min_step)
     bound = doc["lower_bound_time_s"]
     if not args.compare:
         algbw, busbw = algorithm_bandwidth(size, doc["predicted_time_s"], len(ranks))

@@ -3,8 +3,9 @@
 One step's transfers run concurrently. A transfer of ``b`` bytes over path ``P`` takes
 ``sum(lat_e for e in P) + max(load_e / bw_e for e in P)``, where ``load_e`` is the bytes that
 every transfer of the step puts on arc ``e``: transfers sharing an arc share its bandwidth.
-A step lasts as long as its slowest transfer plus ``step_overhead_s``; a program is the sum
-of its steps. See docs/cost-model.md.
+A step lasts as long as its slowest transfer, and at least ``min_step_s`` (the transport's
+per-step cost, which it overlaps with moving data); a program is the sum of its steps.
+See docs/cost-model.md.
 """
 
 from __future__ import annotations
@@ -18,11 +19,11 @@ from planner.routing import Router
 
 
 class CostModel:
-    def __init__(self, router: Router, step_overhead_s: float = 0.0) -> None:
-        if step_overhead_s < 0:
-            raise ValueError("step_overhead_s must be >= 0")
+    def __init__(self, router: Router, min_step_s: float = 0.0) -> None:
+        if min_step_s < 0:
+            raise ValueError("min_step_s must be >= 0")
         self.router = router
-        self.step_overhead_s = step_overhead_s
+        self.min_step_s = min_step_s
         self._arc_cache: dict[tuple[str, ...], tuple[np.ndarray, float]] = {}
 
     def _path_arcs(self, path: tuple[str, ...]) -> tuple[np.ndarray, float]:
@@ -53,7 +54,7 @@ class CostModel:
         ratio = loads[flat] / self.router.bw[flat]
         offsets = np.concatenate(([0], np.cumsum(counts)[:-1]))
         per_transfer = np.maximum.reduceat(ratio, offsets) + lats
-        return float(per_transfer.max()) + self.step_overhead_s
+        return max(float(per_transfer.max()), self.min_step_s)
 
     def program_time(self, ranks: Sequence[str], program: Program, size_bytes: float) -> float:
         bpu = size_bytes / program.units

@@ -61,10 +61,10 @@ def _check_request(topo: Topology, ranks: list[str], size_bytes: int, algorithm:
 
 def compare(topo: Topology, ranks: list[str], size_bytes: int, *,
             algorithms: list[str] | None = None, seed: int = 0,
-            step_overhead_s: float = 0.0) -> Comparison:
+            min_step_s: float = 0.0) -> Comparison:
     """Price every named algorithm (default: all) on one request."""
     _check_request(topo, ranks, size_bytes, "auto", "allreduce")
-    ctx = PlanContext.create(topo, ranks, size_bytes, seed=seed, step_overhead_s=step_overhead_s)
+    ctx = PlanContext.create(topo, ranks, size_bytes, seed=seed, min_step_s=min_step_s)
     cands: dict[str, Candidate] = {}
     infeasible: dict[str, str] = {}
     for name in algorithms or list(ALGORITHMS):
@@ -83,13 +83,13 @@ def compare(topo: Topology, ranks: list[str], size_bytes: int, *,
 
 def make_plan(topo: Topology, ranks: list[str], size_bytes: int, algorithm: str = "auto",
               collective: str = "allreduce", *, seed: int = 0,
-              step_overhead_s: float = 0.0) -> dict[str, Any]:
+              min_step_s: float = 0.0) -> dict[str, Any]:
     """Plan an all-reduce; return the plan document. Raise RequestError / InfeasibleError."""
     _check_request(topo, ranks, size_bytes, algorithm, collective)
     names = list(ALGORITHMS) if algorithm == "auto" else [algorithm]
     t0 = time.perf_counter()
     comp = compare(topo, ranks, size_bytes, algorithms=names, seed=seed,
-                   step_overhead_s=step_overhead_s)
+                   min_step_s=min_step_s)
     chosen = comp.best
     program = with_routes(chosen.build(), ranks, comp.router)
     solve_s = time.perf_counter() - t0
@@ -110,8 +110,8 @@ def make_plan(topo: Topology, ranks: list[str], size_bytes: int, algorithm: str 
         "solve_time_s": solve_s,
         "program": program_to_doc(program),
     }
-    if step_overhead_s:
-        doc["step_overhead_s"] = step_overhead_s  # priced into predicted_time_s
+    if min_step_s:
+        doc["min_step_s"] = min_step_s  # priced into predicted_time_s
     doc["plan_id"] = plan_id(topo, doc)
     return doc
 
@@ -130,7 +130,7 @@ def plan_id(topo: Topology, doc: dict[str, Any]) -> str:
                       "size_bytes": doc["size_bytes"], "algorithm": doc["algorithm"],
                       "requested": doc["requested_algorithm"],
                       "version": PLAN_FORMAT_VERSION,
-                      **({"overhead": doc["step_overhead_s"]} if doc.get("step_overhead_s")
+                      **({"overhead": doc["min_step_s"]} if doc.get("min_step_s")
                          else {})}, sort_keys=True)
     return hashlib.sha256(key.encode()).hexdigest()[:20]
 

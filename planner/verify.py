@@ -38,7 +38,7 @@ class _Invalid(Exception):
 
 
 def verify_plan(plan: dict[str, Any], topo: Topology, *, size_bytes: float | None = None,
-                step_overhead_s: float = 0.0) -> VerifyReport:
+                min_step_s: float = 0.0) -> VerifyReport:
     """Check that ``plan`` is a correct all-reduce on ``topo``; never raises on bad plans."""
     steps_n = transfers_n = 0
     try:
@@ -46,7 +46,7 @@ def verify_plan(plan: dict[str, Any], topo: Topology, *, size_bytes: float | Non
         steps_n, transfers_n = len(steps), sum(len(s) for s in steps)
         size = float(size_bytes if size_bytes is not None else plan.get("size_bytes", units))
         _replay(ranks, units, steps)
-        sim = _simulate_time(topo, ranks, units, steps, size, step_overhead_s)
+        sim = _simulate_time(topo, ranks, units, steps, size, min_step_s)
     except _Invalid as exc:
         return VerifyReport(False, str(exc), None, steps_n, transfers_n)
     return VerifyReport(True, None, sim, steps_n, transfers_n)
@@ -167,7 +167,7 @@ def _replay(ranks: list[str], units: int, steps: list[list[dict]]) -> None:
 
 
 def _simulate_time(topo: Topology, ranks: list[str], units: int, steps: list[list[dict]],
-                   size: float, step_overhead_s: float) -> float:
+                   size: float, min_step_s: float) -> float:
     g = topo.graph
     routes: dict[tuple[str, str], list[str]] = {}
 
@@ -204,5 +204,5 @@ def _simulate_time(topo: Topology, ranks: list[str], units: int, steps: list[lis
         worst = 0.0
         for arcs, lat in paths:
             worst = max(worst, lat + max(loads[a] / bw[a] for a in arcs))
-        total += worst + step_overhead_s
+        total += max(worst, min_step_s)
     return total

@@ -26,9 +26,9 @@ class PlanContext:
 
     @classmethod
     def create(cls, topo: Topology, ranks: list[str], size_bytes: int, *, seed: int = 0,
-               step_overhead_s: float = 0.0, router: Router | None = None) -> PlanContext:
+               min_step_s: float = 0.0, router: Router | None = None) -> PlanContext:
         router = router or Router(topo)
-        return cls(topo, ranks, size_bytes, router, CostModel(router, step_overhead_s), seed)
+        return cls(topo, ranks, size_bytes, router, CostModel(router, min_step_s), seed)
 
     @cached_property
     def host_groups(self) -> list[list[int]]:

@@ -766,10 +766,10 @@ def _placements(columns: int, pieces: int, group: int,
 
 
 def model_time(load: np.ndarray, lat: np.ndarray, size: float, fracs: np.ndarray,
-               group: int = 1, intra: bool = False, overhead: float = 0.0) -> float:
+               group: int = 1, intra: bool = False, min_step: float = 0.0) -> float:
     """Program time under the cost model for pieces of the given fractions, from the arc
     profile (``intra``: its last two columns are the merged intra-host transfers, grouped
-    by ``group`` pieces; ``overhead``: the model's fixed cost of every step)."""
+    by ``group`` pieces; ``min_step``: the least time of a step)."""
     nsteps, mats = _placements(load.shape[1], len(fracs), group, intra)
     step_load = np.zeros((load.shape[0], nsteps))
     step_lat = np.full((load.shape[0], nsteps), -np.inf)
@@ -778,13 +778,14 @@ def model_time(load: np.ndarray, lat: np.ndarray, size: float, fracs: np.ndarray
         present = m.any(axis=0)
         step_lat[:, present] = np.maximum(step_lat[:, present], lat[:, k:k + 1])
     t = step_lat + step_load * size
-    busy = np.isfinite(step_lat).any(axis=0)
-    return (float(np.where(np.isfinite(t), t, -np.inf).max(axis=0).clip(min=0).sum())
-            + overhead * int(busy.sum()))
+    per_step = np.where(np.isfinite(t), t, -np.inf).max(axis=0)
+    busy = np.isfinite(per_step)
+    return float(np.maximum(per_step[busy], min_step).clip(min=0).sum())
 
 
 def lp_fractions(load: np.ndarray, lat: np.ndarray, size: float, pieces: int,
-                 group: int = 1, intra: bool = False) -> np.ndarray | None:
+                 group: int = 1, intra: bool = False, min_step: float = 0.0
+                 ) -> np.ndarray | None:
     """Piece fractions minimising the program time for ``pieces`` pieces exactly as
     ``model_time`` counts it (a linear program: each step is at least every arc's latency plus
     its load); None if the solver fails."""
@@ -818,7 +819,8 @@ def lp_fractions(load: np.ndarray, lat: np.ndarray, size: float, pieces: int,
     cost = np.concatenate([np.zeros(pieces), np.ones(nsteps)])
     a_eq = np.concatenate([np.ones(pieces), np.zeros(nsteps)])[None, :]
     res = linprog(cost, A_ub=a_ub / scale, b_ub=-step_lat[live] / scale, A_eq=a_eq, b_eq=[1.0],
-                  bounds=[(0, None)] * (pieces + nsteps), method="highs")
+                  bounds=[(0, None)] * pieces + [(min_step, None)] * nsteps,
+                  method="highs")
     if res.status != 0:
         return None
     f = np.maximum(res.x[:pieces], 0)
@@ -962,7 +964,7 @@ def _price(plan: _Plan, fluid: float, size: float, max_units: int,
     if len(plan._entries()[0]) <= BALANCE_MAX_CROSSINGS:
         plan.balance_phases(fluid)
     t = max(Counter(tr.lane for tr in plan.trees).values())
-    overhead = plan.ctx.cost.step_overhead_s
+    min_step = plan.ctx.cost.min_step_s
     live = int((plan.w > 0).sum())
     if live > max_units:
         return
@@ -988,7 +990,7 @@ def _price(plan: _Plan, fluid: float, size: float, max_units: int,
                         break
                     fracs = piece_fractions(pieces, ramp)
                     est = model_time(load, lat, size, fracs, group, intra=True,
-                                     overhead=overhead)
+                                     min_step=min_step)
                     if est < configs.get(key, (math.inf,))[0]:
                         configs[key] = (est, plan, width, group, fracs, fits, fluid * size)
 
@@ -1002,11 +1004,12 @@ def _refine(config: tuple, size: float) -> tuple[float, _Plan, int, int, np.ndar
     load, lat = plan.profile()
     k = fits.index(len(fracs0))
     for pieces in fits[max(0, k - LP_PIECES_BELOW):k + 2]:
-        fracs = lp_fractions(load, lat, size, pieces, group, intra=True)
+        fracs = lp_fractions(load, lat, size, pieces, group, intra=True,
+                             min_step=plan.ctx.cost.min_step_s)
         if fracs is None:
             continue
         est = model_time(load, lat, size, fracs, group, intra=True,
-                         overhead=plan.ctx.cost.step_overhead_s)
+                         min_step=plan.ctx.cost.min_step_s)
         if est < best[0]:
             best = (est, plan, width, group, fracs, fluid)
     return best

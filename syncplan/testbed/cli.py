@@ -63,9 +63,9 @@ def register(subparsers: Any) -> None:
                    help="plans to fetch from the service (default %(default)s)")
     p.add_argument("--probe-duration", type=float, default=1.0,
                    help="agents' seconds per probe direction (default 1)")
-    p.add_argument("--step-overhead-us", type=float, default=None,
-                   help="the service's per-step cost in the cost model (default: the value "
-                        "measured for gloo on this emulator, see docs/testbed.md)")
+    p.add_argument("--min-step-us", type=float, default=None,
+                   help="the service's least step time in the cost model (default: the "
+                        "value measured for gloo on this emulator, see docs/testbed.md)")
     p.add_argument("--out", type=Path, help="results JSON (default "
                    "bench/results/testbed-SCENARIO.json)")
     p.add_argument("--plot", type=Path, help="plot PNG (default: results path with .png)")
@@ -226,8 +226,8 @@ def _cmd_loop(args: argparse.Namespace) -> int:
     algos = [a.strip() for a in args.algorithms.split(",") if a.strip()]
     cfg = LoopConfig(sizes=sizes, reps=args.reps, warmup=args.warmup, algorithms=algos,
                      probe_duration_s=args.probe_duration, run_timeout_s=args.timeout,
-                     **({} if args.step_overhead_us is None
-                        else {"step_overhead_us": args.step_overhead_us}))
+                     **({} if args.min_step_us is None
+                        else {"min_step_us": args.min_step_us}))
     out = args.out or REPO_ROOT / RESULTS_DIR_NAME / f"testbed-{scenario.name}.json"
     _sigterm_as_interrupt()
     result = run_loop(scenario, _state_dir(args), cfg, out, say=_say, keep=args.keep)

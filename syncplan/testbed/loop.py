@@ -37,7 +37,7 @@ ALGORITHMS = ("ring", "hierarchical", "forest", "auto")
 SERVICE_PORT = 8080
 PROBE_PORT = 7470
 GBPS_TO_MBIT = 8000.0  # 1 GB/s = 8000 Mbit/s
-STEP_OVERHEAD_US = 1000.0
+MIN_STEP_US = 1000.0
 
 
 @dataclass
@@ -51,9 +51,9 @@ class LoopConfig:
     probe_duration_s: float = 1.0  # per direction, per pair
     measure_timeout_s: float = 300.0  # agents start -> every host measured
     run_timeout_s: float | None = None
-    # the service's SYNCPLAN_STEP_OVERHEAD_US: what one program step costs the gloo executor
-    # over these shaped TCP links beyond the link latency the agents measure (docs/testbed.md)
-    step_overhead_us: float = STEP_OVERHEAD_US
+    # the service's SYNCPLAN_MIN_STEP_US: the least time a step of the gloo executor takes
+    # over these shaped TCP links, whatever the link latency the agents measure (docs/testbed.md)
+    min_step_us: float = MIN_STEP_US
     extra: dict[str, Any] = field(default_factory=dict)  # stored in the results (e.g. load)
 
     def __post_init__(self) -> None:
@@ -64,8 +64,8 @@ class LoopConfig:
             raise TestbedError(f"probe duration must be in 0.2..10 s, got {self.probe_duration_s}")
         if self.measure_timeout_s <= 0:
             raise TestbedError("measure timeout must be positive")
-        if not 0 <= self.step_overhead_us <= 1e6:
-            raise TestbedError(f"step overhead must be in 0..1e6 us, got {self.step_overhead_us}")
+        if not 0 <= self.min_step_us <= 1e6:
+            raise TestbedError(f"min step must be in 0..1e6 us, got {self.min_step_us}")
 
 
 class Service:
@@ -112,7 +112,7 @@ class Service:
 
 
 def _start_service(state: State, work: Path, tokens: dict[str, str],
-                   step_overhead_us: float) -> None:
+                   min_step_us: float) -> None:
     assert state.service is not None
     db = work / "service.db"
     argv = [sys.executable, "-m", "syncplan", "serve", "--host", state.service.addr,
@@ -120,7 +120,7 @@ def _start_service(state: State, work: Path, tokens: dict[str, str],
             "--log-level", "warning"]
     env = {"SYNCPLAN_ADMIN_TOKEN": tokens["admin"], "SYNCPLAN_AGENT_TOKEN": tokens["agent"],
            "SYNCPLAN_JOB_TOKEN": tokens["job"], "SYNCPLAN_STALE_AFTER_S": "600",
-           "SYNCPLAN_STEP_OVERHEAD_US": str(step_overhead_us)}
+           "SYNCPLAN_MIN_STEP_US": str(min_step_us)}
     spawn(state, state.service.netns, argv, "service", work / "service.log", env=env)
 
 
@@ -319,7 +319,7 @@ def run_loop(scenario: Scenario, state_dir: Path, cfg: LoopConfig, out_path: Pat
         work.mkdir(parents=True, exist_ok=True)
         tokens = {k: f"{k}-{secrets.token_hex(16)}" for k in ("admin", "agent", "job")}
         assert state.service is not None
-        _start_service(state, work, tokens, cfg.step_overhead_us)
+        _start_service(state, work, tokens, cfg.min_step_us)
         server = f"http://{state.service.addr}:{SERVICE_PORT}"
         _start_agents(state, work, tokens["agent"], server, cfg)
         _wait_listening(state, 60.0, progress)
@@ -349,7 +349,7 @@ def run_loop(scenario: Scenario, state_dir: Path, cfg: LoopConfig, out_path: Pat
             "topology_version": topology.get("version"),
             "measure_s": round(measure_s, 1),
             "probe_duration_s": cfg.probe_duration_s,
-            "step_overhead_us": cfg.step_overhead_us,
+            "min_step_us": cfg.min_step_us,
             "algorithms": list(cfg.algorithms),
             "agents": agents,
             "graph": {"nodes": topology.get("nodes"), "links": topology.get("links")},

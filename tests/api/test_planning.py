@@ -175,14 +175,14 @@ async def test_a_job_launch_builds_its_response_once(client, monkeypatch) -> Non
 
 
 @pytest.mark.anyio
-async def test_step_overhead_setting_is_priced_and_keys_the_plans(tmp_path: Path) -> None:
-    """``SYNCPLAN_STEP_OVERHEAD_US`` reaches the cost model: plans say so, cost more per step,
-    and are stored under a different key than plans made without it."""
+async def test_min_step_setting_is_priced_and_keys_the_plans(tmp_path: Path) -> None:
+    """``SYNCPLAN_MIN_STEP_US`` reaches the cost model: plans say so, no step is priced
+    below it, and they are stored under a different key than plans made without it."""
     docs = {}
     for us in (0.0, 2000.0):
         app = create_app(Settings(database_url=f"sqlite:///{tmp_path / 'o.db'}",
                                   admin_token=TOKENS["admin"], agent_token=TOKENS["agent"],
-                                  job_token=TOKENS["job"], step_overhead_us=us))
+                                  job_token=TOKENS["job"], min_step_us=us))
         transport = httpx.ASGITransport(app=app)
         async with httpx.AsyncClient(transport=transport, base_url="http://test",
                                      timeout=60) as c:
@@ -193,13 +193,14 @@ async def test_step_overhead_setting_is_priced_and_keys_the_plans(tmp_path: Path
             assert r.status_code == 200, r.text
             docs[us] = r.json()
     plain, slow = docs[0.0], docs[2000.0]
-    assert "step_overhead_s" not in plain and slow["step_overhead_s"] == pytest.approx(2e-3)
+    assert "min_step_s" not in plain and slow["min_step_s"] == pytest.approx(2e-3)
     assert slow["plan_id"] != plain["plan_id"]
     steps = len(slow["program"]["steps"])
-    assert slow["predicted_time_s"] >= plain["predicted_time_s"] + steps * 2e-3 * 0.999
+    assert slow["predicted_time_s"] >= steps * 2e-3 * 0.999
     assert steps <= len(plain["program"]["steps"])
+    assert plain["predicted_time_s"] < slow["predicted_time_s"]
 
 
-def test_step_overhead_setting_is_validated() -> None:
-    with pytest.raises(ValueError, match="step_overhead_us"):
-        Settings(environment="development", step_overhead_us=-1)
+def test_min_step_setting_is_validated() -> None:
+    with pytest.raises(ValueError, match="min_step_us"):
+        Settings(environment="development", min_step_us=-1)

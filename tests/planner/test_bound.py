@@ -52,19 +52,23 @@ def test_latency_counts_once_per_step() -> None:
     assert doc["predicted_time_s"] == pytest.approx(doc["lower_bound_time_s"], rel=1e-4)
 
 
-def test_boundary_latency_counts_twice_and_the_step_overhead_too() -> None:
+def test_boundary_latency_counts_twice_and_steps_last_at_least_the_floor() -> None:
     """Bytes leave a part in one step and come back in a later one, each step paying the
-    least latency across the boundary and the per-step overhead: on a 4-host star with
-    1 us links, 2 x (2 us + o) above the bandwidth bound, and no plan beats it."""
+    least latency across the boundary: on a 4-host star with 1 us links, 2 x 2 us above the
+    bandwidth bound; with a step floor the two steps last at least the floor each. No plan
+    beats either."""
     topo = Topology.from_dict(star([12.5, 12.5, 12.5, 3.125], latency_us=1.0))
-    for o in (0.0, 50e-6):
-        ctx = PlanContext.create(topo, topo.endpoints(), SIZE, step_overhead_s=o)
+    for floor, size, want in ((0.0, SIZE, SIZE / 3.125e9 + 4e-6), (50e-6, SIZE, None),
+                              (50e-6, 64, 100e-6)):
+        ctx = PlanContext.create(topo, topo.endpoints(), size, min_step_s=floor)
         b = lower_bound(ctx)
-        assert b.time_s == pytest.approx(SIZE / 3.125e9 + 2 * (2e-6 + o))
+        if want is not None:
+            assert b.time_s == pytest.approx(want, rel=1e-6)
         for algorithm in ("ring", "forest"):
-            doc = make_plan(topo, topo.endpoints(), SIZE, algorithm, step_overhead_s=o)
-            rep = verify_plan(doc, topo, step_overhead_s=o)
+            doc = make_plan(topo, topo.endpoints(), size, algorithm, min_step_s=floor)
+            rep = verify_plan(doc, topo, min_step_s=floor)
             assert rep.ok and rep.simulated_time_s >= b.time_s * (1 - 1e-9)
+            assert rep.simulated_time_s == pytest.approx(doc["predicted_time_s"], rel=1e-9)
 
 
 @pytest.mark.parametrize("rates", [[12.5, 12.5, 12.5, 3.125], [1.0, 2.0, 4.0], [3.0] * 5,

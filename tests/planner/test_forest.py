@@ -267,22 +267,26 @@ def test_grouped_intra_host_transfers_verify_and_match_the_model(group: int) -> 
     _verified_at_model_time(topo, ctx, plan, program, fracs, group)
 
 
-def test_step_overhead_buys_fewer_larger_pieces() -> None:
-    """A fixed cost per step (the transport's per-message overhead) is priced by forest's own
-    schedule search exactly as by the cost model: fewer pieces, and the verifier's simulated
-    time with the same overhead equals the prediction."""
+def test_step_floor_buys_fewer_larger_pieces() -> None:
+    """A least time per step (the transport's per-step cost, overlapped with data) is priced by
+    forest's own schedule search exactly as by the cost model: fewer pieces at small sizes,
+    the verifier's simulated time with the same floor equals the prediction, and at large
+    sizes, where steps are longer than the floor anyway, nothing changes."""
     from planner.builders import EXAMPLES
 
     topo = Topology.from_dict(EXAMPLES["mixed-100-25"]())
     ranks = topo.endpoints()
     size = 1 << 20
     plain = make_plan(topo, ranks, size, "forest")
-    slow = make_plan(topo, ranks, size, "forest", step_overhead_s=1e-3)
+    slow = make_plan(topo, ranks, size, "forest", min_step_s=1e-3)
     assert len(slow["program"]["steps"]) < len(plain["program"]["steps"])
     assert slow["plan_id"] != plain["plan_id"]
-    rep = verify_plan(slow, topo, step_overhead_s=1e-3)
+    rep = verify_plan(slow, topo, min_step_s=1e-3)
     assert rep.ok, rep.error
     assert rep.simulated_time_s == pytest.approx(slow["predicted_time_s"], rel=1e-9)
-    # the plain plan would pay the overhead on every one of its steps
-    plain_with = verify_plan(plain, topo, step_overhead_s=1e-3).simulated_time_s
+    # the plain plan would pay the floor on every one of its steps
+    plain_with = verify_plan(plain, topo, min_step_s=1e-3).simulated_time_s
     assert slow["predicted_time_s"] < plain_with
+    big = [make_plan(topo, ranks, 256 << 20, "forest", min_step_s=f) for f in (0.0, 1e-5)]
+    assert big[0]["details"]["pieces"] == big[1]["details"]["pieces"]
+    assert big[1]["predicted_time_s"] <= big[0]["predicted_time_s"] * 1.001
