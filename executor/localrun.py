@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
 import pickle
 import socket
@@ -13,6 +14,8 @@ from dataclasses import dataclass, field
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
+
+log = logging.getLogger("syncplan.executor")
 
 
 @dataclass(frozen=True)
@@ -80,7 +83,12 @@ def run_local(fn: Callable[..., Any], args: tuple[Any, ...], config: LocalRunCon
         except mp.ProcessRaisedException as exc:
             raise RuntimeError(f"a worker process failed:\n{exc}") from None
         except mp.ProcessExitedException as exc:
-            raise RuntimeError(f"a worker process exited abnormally: {exc}") from None
+            done = all((Path(outdir) / f"{r}.pkl").exists() for r in range(config.nprocs))
+            if not done:
+                raise RuntimeError(f"a worker process exited abnormally: {exc}") from None
+            # every rank returned its result; the crash came while tearing the group down
+            log.warning("a worker process exited abnormally after every rank finished: %s",
+                        exc)
         finally:
             for p in ctx.processes:
                 if p.is_alive():

@@ -153,7 +153,15 @@ def launched() -> tuple[dict[str, Any], PlanServer]:
     jobs = [(srv.url, j) for j in ("good", "permuted", "other-world", "bad-program",
                                    "strangers")] + [(down, "down")]
     with srv.running():
-        results = run_local(launch_run, (jobs,), LocalRunConfig(4, timeout_s=150))
+        try:
+            results = run_local(launch_run, (jobs,), LocalRunConfig(4, timeout_s=150))
+        except RuntimeError as exc:
+            # once on CI's 2 cores a rank died of SIGABRT inside torch ("terminate called
+            # without an active exception"); a second run with the same checks decides
+            if "exited abnormally" not in str(exc):
+                raise
+            srv.hits.clear()
+            results = run_local(launch_run, (jobs,), LocalRunConfig(4, timeout_s=150))
     return {job: [r[job] for r in results] for _, job in jobs}, srv
 
 
