@@ -12,6 +12,7 @@ from typing import Any
 from planner.algorithms import ALGORITHMS, Candidate, PlanContext
 from planner.bound import Bound, lower_bound
 from planner.errors import InfeasibleError, RequestError
+from planner.gc_pause import gc_paused
 from planner.program import Program, Transfer, program_to_doc
 from planner.routing import Router
 from planner.topology import Topology
@@ -85,6 +86,13 @@ def make_plan(topo: Topology, ranks: list[str], size_bytes: int, algorithm: str 
               collective: str = "allreduce", *, seed: int = 0,
               min_step_s: float = 0.0) -> dict[str, Any]:
     """Plan an all-reduce; return the plan document. Raise RequestError / InfeasibleError."""
+    with gc_paused():
+        return _make_plan(topo, ranks, size_bytes, algorithm, collective, seed=seed,
+                          min_step_s=min_step_s)
+
+
+def _make_plan(topo: Topology, ranks: list[str], size_bytes: int, algorithm: str,
+               collective: str, *, seed: int, min_step_s: float) -> dict[str, Any]:
     _check_request(topo, ranks, size_bytes, algorithm, collective)
     names = list(ALGORITHMS) if algorithm == "auto" else [algorithm]
     t0 = time.perf_counter()

@@ -16,6 +16,7 @@ from typing import Any
 
 import networkx as nx
 
+from planner.gc_pause import gc_paused
 from planner.topology import Topology
 
 _ROUTE_REF_BYTES = 1 << 20  # routing rule of docs/cost-model.md: minimise lat + 1 MiB / bw
@@ -42,11 +43,12 @@ def verify_plan(plan: dict[str, Any], topo: Topology, *, size_bytes: float | Non
     """Check that ``plan`` is a correct all-reduce on ``topo``; never raises on bad plans."""
     steps_n = transfers_n = 0
     try:
-        ranks, units, steps = _shape(plan, topo)
-        steps_n, transfers_n = len(steps), sum(len(s) for s in steps)
-        size = float(size_bytes if size_bytes is not None else plan.get("size_bytes", units))
-        _replay(ranks, units, steps)
-        sim = _simulate_time(topo, ranks, units, steps, size, min_step_s)
+        with gc_paused():
+            ranks, units, steps = _shape(plan, topo)
+            steps_n, transfers_n = len(steps), sum(len(s) for s in steps)
+            size = float(size_bytes if size_bytes is not None else plan.get("size_bytes", units))
+            _replay(ranks, units, steps)
+            sim = _simulate_time(topo, ranks, units, steps, size, min_step_s)
     except _Invalid as exc:
         return VerifyReport(False, str(exc), None, steps_n, transfers_n)
     return VerifyReport(True, None, sim, steps_n, transfers_n)
