@@ -105,7 +105,7 @@ def main() -> None:
     ap.add_argument("--sizes", default=",".join(map(str, RANK_COUNTS)))
     ap.add_argument("--size-bytes", type=int, default=256 << 20)
     ap.add_argument("--algorithm", default="auto")
-    ap.add_argument("--verify-max-ranks", type=int, default=1024)
+    ap.add_argument("--verify-max-ranks", type=int, default=4096)
     ap.add_argument("--timeout", type=float, default=900.0, help="per size, seconds")
     ap.add_argument("--child", type=int, help=argparse.SUPPRESS)
     args = ap.parse_args()
