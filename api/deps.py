@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import hmac
 from collections.abc import Awaitable, Callable, Iterator
-from typing import Annotated
+from typing import Annotated, Literal
 
 from anyio.to_thread import run_sync
-from fastapi import Depends, Request, Security
+from fastapi import Depends, Query, Request, Security
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from sqlalchemy.orm import Session
 
@@ -58,6 +58,11 @@ ClusterDep = Annotated[ClusterState, Depends(get_cluster)]
 SnapshotDep = Annotated[Snapshot, Depends(get_snapshot)]
 PlansDep = Annotated[PlanService, Depends(get_plans)]
 JobsDep = Annotated[JobService, Depends(get_jobs)]
+PlanFormat = Annotated[Literal["full", "compact"], Query(
+    alias="format",
+    description="full: CONTRACTS plan documents; compact: each `program` replaced by a "
+                "lossless `program_compact` (planner/compact.py), about 5x smaller, 20x "
+                "smaller gzip-encoded")]
 MetricsDep = Annotated[Metrics, Depends(get_metrics)]
 
 bearer = HTTPBearer(auto_error=False, description="Authorization: Bearer <token>; the admin "

@@ -16,9 +16,8 @@ from api import store
 from api.encoding import GZIP_LEVEL, Body
 from api.errors import APIError, planner_error
 from api.models import JobCreate, RankRef
-from api.planning import PlanKey, PlanService, parse_size
+from api.planning import COMPACT_GZIP_LEVEL, PlanKey, PlanService, compact_body, parse_size
 from api.state import ClusterState, Snapshot
-from planner.compact import CompactError, compact_document
 from planner.errors import PlannerError
 
 
@@ -70,20 +69,6 @@ def sizes_of(spec: JobCreate) -> list[int]:
     return [parse_size(spec.size_bytes, ["body", "size_bytes"])]
 
 
-COMPACT_GZIP_LEVEL = 9  # compact bodies are small: the best compression costs little
-
-
-def _compact(doc: bytes) -> bytes:
-    """The document with its program in the compact form (planner.compact), or as it is
-    when the program cannot be encoded losslessly."""
-    parsed = json.loads(doc)
-    try:
-        parsed = compact_document(parsed)
-    except CompactError:
-        return doc
-    return json.dumps(parsed, separators=(",", ":"), allow_nan=False).encode()
-
-
 def _compose(head: dict[str, Any], docs: list[bytes], buckets: bool, form: str) -> Body:
     """The response: one document with ``head``'s keys spliced in front, or ``head`` plus
     ``plans``; then compressed (a worker thread: documents can be tens of MB)."""
@@ -92,7 +77,7 @@ def _compose(head: dict[str, Any], docs: list[bytes], buckets: bool, form: str) 
         done: dict[int, bytes] = {}  # equal bucket sizes share one document object
         for d in docs:
             if id(d) not in done:
-                done[id(d)] = _compact(d)
+                done[id(d)] = compact_body(d)
         docs = [done[id(d)] for d in docs]
         level = COMPACT_GZIP_LEVEL
     if buckets:

@@ -58,6 +58,22 @@ class CachedPlan:
     body: Body
 
 
+COMPACT_GZIP_LEVEL = 9  # compact bodies are small: the best compression costs little
+
+
+def compact_body(doc: bytes) -> bytes:
+    """The serialized document with its program in the compact form (planner.compact), or
+    as it is when the program cannot be encoded losslessly."""
+    from planner.compact import CompactError, compact_document
+
+    parsed = json.loads(doc)
+    try:
+        parsed = compact_document(parsed)
+    except CompactError:
+        return doc
+    return json.dumps(parsed, separators=(",", ":"), allow_nan=False).encode()
+
+
 def parse_size(value: int | str, loc: list[str | int]) -> int:
     """Bytes from an int or a string such as ``"256MiB"``; 422 naming ``loc`` otherwise."""
     if isinstance(value, int):
@@ -99,6 +115,7 @@ class PlanService:
         self._by_id: dict[str, str] = {}
         self._inflight: dict[str, asyncio.Task[CachedPlan]] = {}
         self._limiter = anyio.CapacityLimiter(solver_threads)
+        self._compact: OrderedDict[str, Body] = OrderedDict()
         self.solves = 0
 
     def _remember(self, digest: str, plan: CachedPlan) -> None:
@@ -118,6 +135,22 @@ class PlanService:
             if self._by_id.get(old.plan_id) is not None and \
                     self._by_id[old.plan_id] not in self._lru:
                 del self._by_id[old.plan_id]
+
+    async def in_form(self, plan: CachedPlan, form: str) -> Body:
+        """``plan``'s body in ``form``: ``full`` (CONTRACTS) or ``compact`` (each compact
+        body is kept for the most recent ``cache_size`` plans)."""
+        if form != "compact":
+            return plan.body
+        body = self._compact.get(plan.plan_id)
+        if body is None:
+            body = await run_sync(lambda: Body.of(compact_body(plan.body.raw),
+                                                  COMPACT_GZIP_LEVEL))
+            self._compact[plan.plan_id] = body
+            while len(self._compact) > self._size:
+                self._compact.popitem(last=False)
+        else:
+            self._compact.move_to_end(plan.plan_id)
+        return body
 
     def _own(self, key: PlanKey) -> PlanKey:
         """``key`` with this service's cost-model settings (they are part of the plan)."""

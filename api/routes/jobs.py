@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
+from typing import Annotated
 
 from anyio.to_thread import run_sync
-from fastapi import APIRouter, Path, Query, Request, Response
+from fastapi import APIRouter, Path, Request, Response
 
-from api.deps import AUTH_ERRORS, JobsDep, JobToken, SnapshotDep
+from api.deps import AUTH_ERRORS, JobsDep, JobToken, PlanFormat, SnapshotDep
 from api.encoding import respond
 from api.errors import APIError, responses
 from api.jobs import resolve_ranks, sizes_of
@@ -53,11 +53,7 @@ async def get_job(job_id: JobPath, _: JobToken, snapshot: SnapshotDep, jobs: Job
                        **responses(404, 409, 422)})
 async def get_job_plan(
         http: Request, job_id: JobPath, _: JobToken, snapshot: SnapshotDep, jobs: JobsDep,
-        form: Annotated[Literal["full", "compact"], Query(
-            alias="format",
-            description="full: CONTRACTS plan documents; compact: each `program` replaced "
-                        "by a lossless `program_compact` (planner/compact.py), about 5x "
-                        "smaller, 20x smaller gzip-encoded")] = "full") -> Response:
+        form: PlanFormat = "full") -> Response:
     """The job's plan for the current graph, cached per (graph version, request). For a
     ``size_bytes`` job: the plan document plus ``job_id`` and ``topology_version``; for a
     ``bucket_sizes`` job: ``plans``, one document per bucket. 409 when the job's ranks are

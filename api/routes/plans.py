@@ -6,7 +6,7 @@ from typing import Annotated
 
 from fastapi import APIRouter, Path, Request, Response
 
-from api.deps import AUTH_ERRORS, JobToken, PlansDep, SnapshotDep
+from api.deps import AUTH_ERRORS, JobToken, PlanFormat, PlansDep, SnapshotDep
 from api.encoding import respond
 from api.errors import APIError, responses
 from api.models import PlanCreate, PlanPublic
@@ -19,21 +19,21 @@ PLAN_DOC = {200: {"model": PlanPublic, "description": "a plan document"}}
 
 @router.post("", response_class=Response, responses={**PLAN_DOC, **responses(409, 413, 422)})
 async def create_plan(http: Request, request: PlanCreate, _: JobToken, snapshot: SnapshotDep,
-                      plans: PlansDep) -> Response:
+                      plans: PlansDep, form: PlanFormat = "full") -> Response:
     """Plan on the current graph. Identical requests on the same graph version share one
     solve and one ``plan_id``; 422 names a bad field, 409 means no plan of that algorithm
     exists for the request."""
     key = PlanKey(snapshot.version, tuple(request.ranks), request.collective,
                   parse_size(request.size_bytes, ["body", "size_bytes"]), request.algorithm)
     plan = await plans.get(snapshot, key)
-    return respond(http, plan.body)
+    return respond(http, await plans.in_form(plan, form))
 
 
 @router.get("/{plan_id}", response_class=Response, responses={**PLAN_DOC, **responses(404)})
 async def get_plan(http: Request, plan_id: Annotated[str, Path(max_length=128)],
-                   _: JobToken, plans: PlansDep) -> Response:
+                   _: JobToken, plans: PlansDep, form: PlanFormat = "full") -> Response:
     """A plan made earlier (kept in the store across restarts)."""
     plan = await plans.by_id(plan_id)
     if plan is None:
         raise APIError(404, f"no plan {plan_id!r}", ["path", "plan_id"], "not_found")
-    return respond(http, plan.body)
+    return respond(http, await plans.in_form(plan, form))

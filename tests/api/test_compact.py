@@ -148,6 +148,29 @@ async def test_compact_job_plan_is_the_full_one_expanded(client: httpx.AsyncClie
 
 
 @pytest.mark.anyio
+async def test_plan_routes_offer_the_compact_form(client: httpx.AsyncClient) -> None:
+    request = {"ranks": [f"h{h}/gpu{g}" for h in range(2) for g in range(4)],
+               "size_bytes": 64 << 20, "algorithm": "forest"}
+    made = await client.post("/v1/plans", json=request)
+    made_compact = await client.post("/v1/plans", json=request, params={"format": "compact"})
+    assert made.status_code == made_compact.status_code == 200, made_compact.text
+    full = made.json()
+    assert expand_document(made_compact.json()) == full
+    url = f"/v1/plans/{full['plan_id']}"
+    again = await client.get(url, params={"format": "compact"})
+    assert again.status_code == 200 and again.content == made_compact.content
+    assert again.headers["etag"] != (await client.get(url)).headers["etag"]
+    held = await client.get(url, params={"format": "compact"},
+                            headers={"If-None-Match": again.headers["etag"]})
+    assert held.status_code == 304
+    assert len(again.content) * 2 < len(made.content)
+    topo = Topology.from_dict(dgx_cluster(2, gpus=4))
+    assert verify_plan(expand_document(again.json()), topo).ok
+    bad = await client.get(url, params={"format": "rows"})
+    assert bad.status_code == 422 and bad.json()["detail"][0]["loc"] == ["query", "format"]
+
+
+@pytest.mark.anyio
 async def test_gzip_and_etag(client: httpx.AsyncClient) -> None:
     assert (await client.put("/v1/jobs/j", json={"ranks": RANKS, "size_bytes": 1 << 26}
                              )).status_code == 200
