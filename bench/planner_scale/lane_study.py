@@ -63,7 +63,7 @@ def tree_pool(cap: np.ndarray, seed: int, random_trees: int) -> list[tuple[int, 
     slow = np.nonzero(cap < cap.max())[0]
     fast = np.nonzero(cap == cap.max())[0]
     pool: list[tuple[int, list[int]]] = []
-    for t in (9, 11, 13, 16, 20):
+    for t in sorted({min(t, m) for t in (9, 11, 13, 16, 20)}):
         for rep in range(3):
             perm = rng.permutation(m) if rep else np.arange(m)
             for root, parent in forest.host_trees(cap[perm], [0] * m, t):
@@ -73,7 +73,8 @@ def tree_pool(cap: np.ndarray, seed: int, random_trees: int) -> list[tuple[int, 
                 pool.append((int(perm[root]), mapped))
     for k in range(random_trees):
         order = rng.permutation(fast)
-        mids = [int(h) for h in order[1:1 + int(rng.choice([6, 8, 10, 12, 16, 24]))]]
+        count = min(len(order) - 1, int(rng.choice([6, 8, 10, 12, 16, 24])))
+        mids = [int(h) for h in order[1:1 + count]]
         root = int(order[0])
         parent = [-1] * m
         for h in mids:
@@ -84,11 +85,11 @@ def tree_pool(cap: np.ndarray, seed: int, random_trees: int) -> list[tuple[int, 
             parent[int(h)] = root if (k % 3 == 0 or (k % 3 == 2 and i % 2)) else mids[i % len(mids)]
         pool.append((root, parent))
     for r in slow:  # hub trees: the slow root hears before it sends
-        for c in rng.choice(fast, 6, replace=False):
+        for c in rng.choice(fast, min(6, len(fast)), replace=False):
             parent = [int(c)] * m
             parent[r], parent[c] = -1, int(r)
             pool.append((int(r), parent))
-    for r in rng.choice(fast, 16, replace=False):
+    for r in rng.choice(fast, min(16, len(fast)), replace=False):
         parent = [int(r)] * m
         parent[r] = -1
         pool.append((int(r), parent))
