@@ -159,7 +159,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
     if args.output:
         out = Path(args.output)
         tmp = out.with_suffix(out.suffix + ".tmp")
-        tmp.write_text(json.dumps(doc))
+        tmp.write_text(json.dumps(doc, separators=(",", ":")))
         tmp.replace(out)
         print(f"wrote {out}")
     return 0

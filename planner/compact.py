@@ -13,9 +13,11 @@ Form (``"encoding": "columns/1"``)::
      "steps": [{"src": [...], "dst": [...], "lo": [...], "hi": [...], "reduce": [0|1, ...]}]}
 
 Transfer i of step s is ``{"src": src[i], "dst": dst[i], "chunk": [lo[i], hi[i]],
-"reduce": bool(reduce[i])}`` plus ``"path"`` when its route has one. When some pair uses
-more than one path, ``routes`` is absent and every step has a ``"path"`` column of indices
-instead. A program whose transfers carry fields other than these is not encoded.
+"reduce": bool(reduce[i])}`` plus ``"path"`` when its route has one. A program that lists its
+paths once in ``routes`` (planner.program.program_to_doc) is encoded with ``"route_table":
+true`` and ``paths`` equal to that table; its transfers expand with ``"route"`` indices.
+When some pair uses more than one path, ``routes`` is absent and every step has a ``"path"``
+column of indices instead. A program whose transfers carry fields other than these is not encoded.
 """
 
 from __future__ import annotations
@@ -24,7 +26,7 @@ from typing import Any
 
 ENCODING = "columns/1"
 COMPACT_KEY = "program_compact"
-_FIELDS = frozenset({"src", "dst", "chunk", "reduce", "path"})
+_FIELDS = frozenset({"src", "dst", "chunk", "reduce", "path", "route"})
 
 
 class CompactError(ValueError):
@@ -34,9 +36,17 @@ class CompactError(ValueError):
 def compact_program(program: dict[str, Any]) -> dict[str, Any]:
     """The compact form of a contract ``program``; raises CompactError when it would lose
     something (unknown fields, a malformed transfer)."""
-    if set(program) != {"units", "steps"}:
-        raise CompactError(f"program has fields {sorted(program)}, not units and steps")
+    keys = list(program)
+    if keys not in (["units", "steps"], ["units", "routes", "steps"]):
+        raise CompactError(f"program has fields {keys}, not units and steps (and routes)")
+    table = program.get("routes")
+    if table is not None and not (isinstance(table, list) and all(
+            isinstance(p, list) and all(isinstance(n, str) for n in p) for p in table)):
+        raise CompactError("program.routes is not a list of paths")
     paths: dict[tuple[str, ...], int] = {}
+    for k, path in enumerate(table or ()):
+        if paths.setdefault(tuple(path), k) != k:
+            raise CompactError(f"program.routes[{k}] repeats an earlier route")
     routes: dict[tuple[int, int], int] = {}
     per_pair = True
     steps: list[dict[str, list[int]]] = []
@@ -55,7 +65,14 @@ def compact_program(program: dict[str, Any]) -> dict[str, Any]:
             if "path" in t and not (isinstance(path, list)
                                     and all(isinstance(n, str) for n in path)):
                 raise CompactError(f"steps[{s}][{i}]: path is not a list of node ids")
-            p = -1 if path is None else paths.setdefault(tuple(path), len(paths))
+            if (table is not None) != ("route" in t) and ("path" in t or "route" in t):
+                raise CompactError(f"steps[{s}][{i}]: routes and inline paths mixed")
+            if "route" in t:
+                p = t["route"]
+                if not _is_int(p) or not 0 <= p < len(table or ()):
+                    raise CompactError(f"steps[{s}][{i}]: route is not an index of routes")
+            else:
+                p = -1 if path is None else paths.setdefault(tuple(path), len(paths))
             if routes.setdefault((src, dst), p) != p:
                 per_pair = False
             cols["src"].append(src)
@@ -67,6 +84,8 @@ def compact_program(program: dict[str, Any]) -> dict[str, Any]:
         steps.append(cols)
     out: dict[str, Any] = {"encoding": ENCODING, "units": program["units"],
                            "paths": [list(p) for p in paths]}
+    if table is not None:
+        out["route_table"] = True
     if per_pair:
         out["routes"] = [[a, b, p] for (a, b), p in routes.items()]
         for cols in steps:
@@ -103,6 +122,8 @@ def expand_program(compact: Any) -> dict[str, Any]:
                                ) from None
         route = {(a, b): path_of(p, f"{COMPACT_KEY}.routes[{i}]")
                  for i, (a, b, p) in enumerate(triples)}
+    table = compact.get("route_table") is True  # the program lists its paths in routes
+    index_of = {id(p): k for k, p in enumerate(paths)}
     steps: list[list[dict[str, Any]]] = []
     names = ("src", "dst", "lo", "hi", "reduce") + (() if route is not None else ("path",))
     for s, cols in enumerate(raw_steps):
@@ -128,9 +149,15 @@ def expand_program(compact: Any) -> dict[str, Any]:
             t: dict[str, Any] = {"src": src, "dst": dst, "chunk": [lo, hi],
                                  "reduce": bool(red)}
             if path is not None:
-                t["path"] = path.copy()
+                if table:
+                    t["route"] = index_of[id(path)]
+                else:
+                    t["path"] = path.copy()
             step.append(t)
         steps.append(step)
+    if table:
+        return {"units": compact.get("units"), "routes": [p.copy() for p in paths],
+                "steps": steps}
     return {"units": compact.get("units"), "steps": steps}
 
 

@@ -44,17 +44,18 @@ def verify_plan(plan: dict[str, Any], topo: Topology, *, size_bytes: float | Non
     steps_n = transfers_n = 0
     try:
         with gc_paused():
-            ranks, units, steps = _shape(plan, topo)
+            ranks, units, steps, table = _shape(plan, topo)
             steps_n, transfers_n = len(steps), sum(len(s) for s in steps)
             size = float(size_bytes if size_bytes is not None else plan.get("size_bytes", units))
             _replay(ranks, units, steps)
-            sim = _simulate_time(topo, ranks, units, steps, size, min_step_s)
+            sim = _simulate_time(topo, ranks, units, steps, table, size, min_step_s)
     except _Invalid as exc:
         return VerifyReport(False, str(exc), None, steps_n, transfers_n)
     return VerifyReport(True, None, sim, steps_n, transfers_n)
 
 
-def _shape(plan: Any, topo: Topology) -> tuple[list[str], int, list[list[dict]]]:
+def _shape(plan: Any, topo: Topology
+           ) -> tuple[list[str], int, list[list[dict]], list[list[str]]]:
     if not isinstance(plan, dict):
         raise _Invalid("plan must be an object")
     if plan.get("collective", "allreduce") != "allreduce":
@@ -78,6 +79,14 @@ def _shape(plan: Any, topo: Topology) -> tuple[list[str], int, list[list[dict]]]
     steps = program.get("steps")
     if not isinstance(steps, list):
         raise _Invalid("program.steps must be a list")
+    table = program.get("routes", [])
+    if not isinstance(table, list):
+        raise _Invalid("program.routes must be a list of paths")
+    for k, path in enumerate(table):
+        if not isinstance(path, list) or len(path) < 2 or not all(
+                isinstance(p, str) for p in path):
+            raise _Invalid(f"program.routes[{k}] must be a list of at least two node ids")
+        _check_path(f"program.routes[{k}]", path, path[0], path[-1], topo)
     n = len(ranks)
     checked: set[tuple[str, ...]] = set()  # paths repeat across pieces: check each once
     for si, step in enumerate(steps):
@@ -99,6 +108,17 @@ def _shape(plan: Any, topo: Topology) -> tuple[list[str], int, list[list[dict]]]
                 raise _Invalid(f"{where}: chunk must be [a, b] with 0 <= a < b <= {units}")
             if not isinstance(t.get("reduce"), bool):
                 raise _Invalid(f"{where}: reduce must be true or false")
+            if "route" in t:
+                k = t["route"]
+                if "path" in t:
+                    raise _Invalid(f"{where}: has both path and route")
+                if not isinstance(k, int) or isinstance(k, bool) or not 0 <= k < len(table):
+                    raise _Invalid(f"{where}: route must index program.routes "
+                                   f"[0, {len(table)})")
+                if table[k][0] != ranks[src] or table[k][-1] != ranks[dst]:
+                    raise _Invalid(f"{where}: route {k} runs from {table[k][0]!r} to "
+                                   f"{table[k][-1]!r}, not from {ranks[src]!r} to "
+                                   f"{ranks[dst]!r}")
             path = t.get("path")
             if path is not None:
                 key = tuple(path) if isinstance(path, list) else None
@@ -107,7 +127,7 @@ def _shape(plan: Any, topo: Topology) -> tuple[list[str], int, list[list[dict]]]
                     checked.add(key)  # type: ignore[arg-type]
                 elif path[0] != ranks[src] or path[-1] != ranks[dst]:
                     _check_path(where, path, ranks[src], ranks[dst], topo)
-    return ranks, units, steps
+    return ranks, units, steps, table
 
 
 def _check_path(where: str, path: Any, src: str, dst: str, topo: Topology) -> None:
@@ -169,7 +189,7 @@ def _replay(ranks: list[str], units: int, steps: list[list[dict]]) -> None:
 
 
 def _simulate_time(topo: Topology, ranks: list[str], units: int, steps: list[list[dict]],
-                   size: float, min_step_s: float) -> float:
+                   table: list[list[str]], size: float, min_step_s: float) -> float:
     g = topo.graph
     routes: dict[tuple[str, str], list[str]] = {}
 
@@ -198,7 +218,8 @@ def _simulate_time(topo: Topology, ranks: list[str], units: int, steps: list[lis
         loads: dict[tuple[str, str], float] = defaultdict(float)
         paths = []
         for t in step:
-            arcs, lat = arcs_lat(t.get("path") or route(ranks[t["src"]], ranks[t["dst"]]))
+            path = table[t["route"]] if "route" in t else t.get("path")
+            arcs, lat = arcs_lat(path or route(ranks[t["src"]], ranks[t["dst"]]))
             nbytes = (t["chunk"][1] - t["chunk"][0]) * per_unit
             for arc in arcs:
                 loads[arc] += nbytes

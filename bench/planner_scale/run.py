@@ -44,7 +44,7 @@ def one(ranks: int, size: int, verify_max: int, algorithm: str) -> dict:
     t0 = time.perf_counter()
     doc = make_plan(topo, topo.endpoints(), size, algorithm)
     solve = time.perf_counter() - t0
-    text = json.dumps(doc)
+    text = json.dumps(doc, separators=(",", ":"))  # as the service and CLI write it
     out = {"ranks": ranks, "hosts": len(topo.hosts()), "algorithm": algorithm,
            "chosen": doc["algorithm"], "solve_s": solve, "predicted_s": doc["predicted_time_s"],
            "bound_s": doc["lower_bound_time_s"], "bound_method": doc["lower_bound_method"],

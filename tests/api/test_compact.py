@@ -49,6 +49,26 @@ def test_expansion_gives_the_identical_document(algorithm: str, cluster: str) ->
     assert len(_dump(compact)) < len(_dump(doc))
 
 
+def test_a_route_table_program_expands_to_the_identical_document() -> None:
+    from planner.program import program_from_doc, program_to_doc
+
+    spec = dgx_cluster(2, gpus=4)
+    topo = Topology.from_dict(spec)
+    doc = make_plan(topo, topo.endpoints(), 64 << 20, algorithm="forest")
+    doc["program"] = program_to_doc(program_from_doc(doc["program"]), route_table=True)
+    compact = json.loads(_dump(compact_document(doc)))
+    assert compact[COMPACT_KEY]["route_table"] is True
+    assert compact[COMPACT_KEY]["paths"] == doc["program"]["routes"]
+    expanded = expand_document(compact)
+    assert _dump(expanded) == _dump(doc)
+    assert verify_plan(expanded, topo).ok
+    mixed = copy.deepcopy(doc)
+    t = next(t for step in mixed["program"]["steps"] for t in step if "route" in t)
+    t["path"] = mixed["program"]["routes"][t.pop("route")]
+    with pytest.raises(CompactError, match="mixed"):
+        compact_program(mixed["program"])
+
+
 def _program(paths: list[list[str] | None]) -> dict[str, Any]:
     steps = [[{"src": 0, "dst": 1, "chunk": [0, 2], "reduce": True}],
              [{"src": 0, "dst": 1, "chunk": [2, 4], "reduce": False},

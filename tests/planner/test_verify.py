@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import copy
+import json
+import re
 
 import pytest
 
@@ -103,3 +105,66 @@ def test_replace_reads_start_of_step_values() -> None:
     steps = [[t(0, 1, 0, 3, True)], [t(1, 0, 0, 3, False), t(0, 1, 0, 3, False)]]
     rep = verify_plan({**plan(steps), "ranks": RANKS[:2]}, TOPO)
     assert not rep.ok and "rank 1 units [0, 3) lack the input of rank 1" in rep.error
+
+
+# ---- route tables (program.routes + "route" indices) ------------------------------------
+
+def _table_doc():
+    from planner.builders import dgx_cluster
+    from planner.plan import make_plan
+    from planner.program import program_from_doc, program_to_doc
+
+    spec = dgx_cluster(2, gpus=4)
+    topo = Topology.from_dict(spec)
+    doc = make_plan(topo, topo.endpoints(), 16 << 20, "forest")
+    program = program_from_doc(doc["program"])
+    tabled = {**doc, "program": program_to_doc(program, route_table=True)}
+    return topo, doc, tabled
+
+
+def test_a_route_table_document_is_the_same_plan() -> None:
+    from planner.program import program_from_doc
+
+    topo, doc, tabled = _table_doc()
+    prog = tabled["program"]
+    assert list(prog) == ["units", "routes", "steps"]
+    assert all("path" not in t for s in prog["steps"] for t in s)
+    assert any("route" in t for s in prog["steps"] for t in s)
+    assert len(prog["routes"]) == len({tuple(p) for p in prog["routes"]})
+    assert program_from_doc(prog) == program_from_doc(doc["program"])
+    full, table = verify_plan(doc, topo), verify_plan(tabled, topo)
+    assert full.ok and table.ok and table.simulated_time_s == full.simulated_time_s
+    assert len(json.dumps(tabled)) < len(json.dumps(doc))
+
+
+@pytest.mark.parametrize("mutate, message", [
+    (lambda p, t: t.update(route=len(p["routes"])), "route must index program.routes"),
+    (lambda p, t: t.update(route=True), "route must index program.routes"),
+    (lambda p, t: t.update(path=p["routes"][t["route"]]), "both path and route"),
+    (lambda p, t: p["routes"].__setitem__(t["route"], p["routes"][t["route"]][::-1]),
+     "runs from"),
+    (lambda p, t: p["routes"][0].__setitem__(1, "nowhere"), "missing link"),
+    (lambda p, t: p.update(routes={"a": 1}), "program.routes must be a list"),
+    (lambda p, t: p["routes"].append(["h0/gpu0"]), r"program.routes\[\d+\] must be a list"),
+])
+def test_bad_route_tables_are_named(mutate, message: str) -> None:
+    topo, _, tabled = _table_doc()
+    prog = tabled["program"]
+    first = next(t for s in prog["steps"] for t in s if "route" in t)
+    mutate(prog, first)
+    report = verify_plan(tabled, topo)
+    assert not report.ok and re.search(message, report.error), report.error
+
+
+def test_large_programs_get_a_route_table(monkeypatch: pytest.MonkeyPatch) -> None:
+    import planner.program
+    from planner.builders import dgx_cluster
+    from planner.plan import make_plan
+
+    topo = Topology.from_dict(dgx_cluster(2, gpus=4))
+    small = make_plan(topo, topo.endpoints(), 16 << 20, "forest")
+    assert "routes" not in small["program"]
+    monkeypatch.setattr(planner.program, "ROUTE_TABLE_ABOVE", 10)
+    large = make_plan(topo, topo.endpoints(), 16 << 20, "forest")
+    assert "routes" in large["program"]
+    assert verify_plan(large, topo).simulated_time_s == verify_plan(small, topo).simulated_time_s
