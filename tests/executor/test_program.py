@@ -27,6 +27,20 @@ def test_correct_programs_pass(doc: dict[str, Any]) -> None:
     assert p.plan_id == doc["plan_id"]
 
 
+def test_a_plan_with_a_route_table_runs_the_same_program() -> None:
+    from planner.builders import dgx_cluster
+    from planner.plan import make_plan
+    from planner.program import program_from_doc, program_to_doc
+    from planner.topology import Topology
+
+    topo = Topology.from_dict(dgx_cluster(2, gpus=2))
+    doc = make_plan(topo, topo.endpoints(), 1 << 20, "forest")
+    tabled = {**doc, "program": program_to_doc(program_from_doc(doc["program"]),
+                                               route_table=True)}
+    assert "routes" in tabled["program"]
+    assert _program(tabled).steps == _program(doc).steps
+
+
 def _broken(mutate: Any) -> dict[str, Any]:
     doc = copy.deepcopy(ring_plan(4, 8))
     mutate(doc)
