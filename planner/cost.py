@@ -41,13 +41,15 @@ class CostModel:
                   bytes_per_unit: float) -> float:
         if not step:
             return 0.0
-        arc_lists, lats, nbytes = [], np.empty(len(step)), np.empty(len(step))
+        path_arcs = self._path_arcs
+        route = self.route
+        arc_lists, lats = [], np.empty(len(step))
         for i, t in enumerate(step):
-            arcs, lat = self._path_arcs(self.route(ranks, t))
+            arcs, lats[i] = path_arcs(t.path if t.path is not None else route(ranks, t))
             arc_lists.append(arcs)
-            lats[i] = lat
-            nbytes[i] = (t.hi - t.lo) * bytes_per_unit
-        counts = np.fromiter((len(a) for a in arc_lists), dtype=np.int64, count=len(step))
+        nbytes = np.fromiter((t.hi - t.lo for t in step), dtype=np.float64,
+                             count=len(step)) * bytes_per_unit
+        counts = np.fromiter(map(len, arc_lists), dtype=np.int64, count=len(step))
         flat = np.concatenate(arc_lists)
         loads = np.bincount(flat, weights=np.repeat(nbytes, counts),
                             minlength=len(self.router.bw))
