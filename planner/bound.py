@@ -51,6 +51,7 @@ class Bound:
     method: str
     family: str = FAMILY
     partition_s: float = 0.0  # the best partition (k >= 2 parts) bandwidth bound
+    bandwidth_s: float = 0.0  # the bandwidth term: max(partition, cut) bound, no latency
 
 
 def lower_bound(ctx: PlanContext) -> Bound:
@@ -73,8 +74,9 @@ def lower_bound(ctx: PlanContext) -> Bound:
     boundary = max(bw_time + 2 * cross, 2 * max(cross, ctx.cost.min_step_s))
     lat = _latency_floor(ctx)
     if lat >= boundary:
-        return Bound(lat, cut, lat, method + "; latency floor binds", partition_s=part_time)
-    return Bound(boundary, cut, lat, method, partition_s=part_time)
+        return Bound(lat, cut, lat, method + "; latency floor binds", partition_s=part_time,
+                     bandwidth_s=bw_time)
+    return Bound(boundary, cut, lat, method, partition_s=part_time, bandwidth_s=bw_time)
 
 
 def parts_by_host(ctx: PlanContext) -> list[set[str]]:

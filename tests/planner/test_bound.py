@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
 import pytest
 
 from planner.algorithms import PlanContext
@@ -81,3 +84,22 @@ def test_no_plan_beats_the_bound(rates: list[float], algorithm: str) -> None:
         rep = verify_plan(doc, topo)
         assert rep.ok, rep.error
         assert rep.simulated_time_s >= doc["lower_bound_time_s"] * (1 - 1e-9)
+
+
+EXAMPLES = sorted((Path(__file__).resolve().parents[2] / "examples").glob("*.json"))
+
+
+@pytest.mark.parametrize("path", EXAMPLES, ids=lambda p: p.stem)
+def test_the_bandwidth_term_is_the_familys_fluid_optimum(path: Path) -> None:
+    """Forest's share LP packs trees of the family to a fluid time (no latency, no pipeline)
+    that is an upper bound on the family's fluid optimum; the cut / partition bound is a
+    lower bound on it. On every example they meet, so the bound's bandwidth term is exact
+    (an LP over the whole family could not raise it) and every gap to the bound is latency,
+    pipeline fill and drain."""
+    from planner.plan import compare
+
+    topo = Topology.from_dict(json.loads(path.read_text()))
+    comp = compare(topo, topo.endpoints(), SIZE, algorithms=["forest"])
+    fluid = comp.candidates["forest"].details["fluid_time_s"]
+    assert comp.bound.bandwidth_s > 0
+    assert fluid == pytest.approx(comp.bound.bandwidth_s, rel=1e-6)
