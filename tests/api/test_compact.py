@@ -191,6 +191,24 @@ async def test_plan_routes_offer_the_compact_form(client: httpx.AsyncClient) -> 
 
 
 @pytest.mark.anyio
+async def test_the_service_serves_route_table_plans_in_both_forms(
+        client: httpx.AsyncClient, monkeypatch: pytest.MonkeyPatch) -> None:
+    import planner.program
+
+    monkeypatch.setattr(planner.program, "ROUTE_TABLE_ABOVE", 10)
+    request = {"ranks": [f"h{h}/gpu{g}" for h in range(2) for g in range(4)],
+               "size_bytes": 32 << 20, "algorithm": "forest"}
+    full = await client.post("/v1/plans", json=request)
+    assert full.status_code == 200, full.text
+    doc = full.json()
+    assert "routes" in doc["program"]
+    compact = await client.get(f"/v1/plans/{doc['plan_id']}", params={"format": "compact"})
+    assert compact.status_code == 200 and compact.json()[COMPACT_KEY]["route_table"] is True
+    assert expand_document(compact.json()) == doc
+    assert verify_plan(doc, Topology.from_dict(dgx_cluster(2, gpus=4))).ok
+
+
+@pytest.mark.anyio
 async def test_gzip_and_etag(client: httpx.AsyncClient) -> None:
     assert (await client.put("/v1/jobs/j", json={"ranks": RANKS, "size_bytes": 1 << 26}
                              )).status_code == 200
