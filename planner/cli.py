@@ -153,6 +153,12 @@ def cmd_plan(args: argparse.Namespace) -> int:
     print(_table(rows, ["algorithm", "predicted", "algbw GB/s", "busbw GB/s", "vs bound"]))
     print(f"lower bound: {format_time(bound)} ({doc['lower_bound_family']}; "
           f"{doc['lower_bound_method']})")
+    fluid = doc["details"].get("fluid_time_s")
+    if fluid and doc["lower_bound_bandwidth_s"] > 0:
+        print(f"bandwidth: the bound's {format_time(doc['lower_bound_bandwidth_s'])}, "
+              f"{doc['algorithm']}'s fluid optimum {format_time(fluid)} "
+              f"({(fluid / doc['lower_bound_bandwidth_s'] - 1) * 100:.1f}% above it); the rest "
+              f"of the gap is latency and pipeline fill")
     steps = doc["program"]["steps"]
     print(f"chosen: {doc['algorithm']}, {len(steps)} steps, "
           f"{sum(len(s) for s in steps)} transfers, plan_id {doc['plan_id']}")

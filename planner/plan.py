@@ -113,6 +113,7 @@ def _make_plan(topo: Topology, ranks: list[str], size_bytes: int, algorithm: str
         "lower_bound_time_s": comp.bound.time_s,
         "lower_bound_family": comp.bound.family,
         "lower_bound_method": comp.bound.method,
+        "lower_bound_bandwidth_s": comp.bound.bandwidth_s,  # the bound without its latency
         "details": chosen.details,
         "candidates": {k: c.predicted_time_s for k, c in comp.candidates.items()},
         "solve_time_s": solve_s,

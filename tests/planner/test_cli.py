@@ -67,3 +67,13 @@ def test_bad_arguments_give_one_line_and_exit_2(tmp_path: Path) -> None:
         assert res.returncode in (1, 2), args
         assert message in res.stderr, (args, res.stderr)
         assert "Traceback" not in res.stderr
+
+
+def test_plan_splits_the_gap_into_bandwidth_and_the_rest(tmp_path: Path) -> None:
+    out = tmp_path / "plan.json"
+    res = run("plan", "--topology", str(EXAMPLES / "one-slow-nic.json"), "--size", "64MiB",
+              "-a", "forest", "-o", str(out))
+    assert res.returncode == 0, res.stderr
+    assert "forest's fluid optimum" in res.stdout and "(0.0% above it)" in res.stdout
+    doc = json.loads(out.read_text())
+    assert 0 < doc["lower_bound_bandwidth_s"] < doc["lower_bound_time_s"]
