@@ -30,9 +30,9 @@ def free_port() -> int:
 def agent(*args: str, **kw) -> subprocess.Popen:  # type: ignore[no-untyped-def]
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
     env.pop("SYNCPLAN_AGENT_TOKEN", None)
-    return subprocess.Popen([sys.executable, "-c", MAIN, "agent", *args], cwd=REPO,
-                            env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            **kw)
+    opts = {"stdout": subprocess.PIPE, "stderr": subprocess.PIPE, "text": True, **kw}
+    return subprocess.Popen([sys.executable, "-c", MAIN, "agent", *args], cwd=REPO, env=env,
+                            **opts)
 
 
 def test_once_print_on_this_machine() -> None:
