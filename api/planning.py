@@ -20,6 +20,7 @@ from api.encoding import Body
 from api.errors import APIError, planner_error
 from api.metrics import Metrics
 from api.state import Snapshot
+from planner.compact import CompactError, compact_document
 from planner.errors import PlannerError
 from planner.sizes import parse_size as planner_parse_size
 
@@ -64,8 +65,6 @@ COMPACT_GZIP_LEVEL = 9  # compact bodies are small: the best compression costs l
 def compact_body(doc: bytes) -> bytes:
     """The serialized document with its program in the compact form (planner.compact), or
     as it is when the program cannot be encoded losslessly."""
-    from planner.compact import CompactError, compact_document
-
     parsed = json.loads(doc)
     try:
         parsed = compact_document(parsed)

@@ -45,7 +45,7 @@ class CostModel:
         route = self.route
         arc_lists, lats = [], np.empty(len(step))
         for i, t in enumerate(step):
-            arcs, lats[i] = path_arcs(t.path if t.path is not None else route(ranks, t))
+            arcs, lats[i] = path_arcs(route(ranks, t))
             arc_lists.append(arcs)
         nbytes = np.fromiter((t.hi - t.lo for t in step), dtype=np.float64,
                              count=len(step)) * bytes_per_unit
