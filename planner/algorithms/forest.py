@@ -963,9 +963,11 @@ def _hub_trees(lanes: list[_Lane]) -> list[_Tree]:
 
 
 def _price(plan: _Plan, fluid: float, size: float, max_units: int,
-           configs: dict[tuple[int, int, int], tuple]) -> None:
+           configs: dict[tuple[int, int, int], tuple],
+           max_transfers: int = MAX_TRANSFERS) -> None:
     """Price every stagger, intra-host grouping, piece count and ramp of ``plan`` on the
-    per-arc model; keep the best per (plan, stagger, grouping) in ``configs``."""
+    per-arc model; keep the best per (plan, stagger, grouping) in ``configs``. Piece counts
+    are tried up to the most that fit ``max_transfers``."""
     if len(plan._entries()[0]) <= BALANCE_MAX_CROSSINGS:
         plan.balance_phases(fluid)
     t = max(Counter(tr.lane for tr in plan.trees).values())
@@ -982,7 +984,7 @@ def _price(plan: _Plan, fluid: float, size: float, max_units: int,
         for group in (1,) if plan.split_intra else INTRA_GROUPS:
             most = 0
             while (most < PIECE_CHOICES[-1] and (most + 1) * live <= max_units
-                   and count(most + 1, group) <= MAX_TRANSFERS):
+                   and count(most + 1, group) <= max_transfers):
                 most += 1
             if group > 1 and most <= group:
                 continue

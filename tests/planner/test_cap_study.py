@@ -1,0 +1,39 @@
+"""The transfer-limit study (bench/planner_scale/cap_study.py) prices as forest does."""
+
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+
+import pytest
+
+SCRIPT = Path(__file__).resolve().parents[2] / "bench" / "planner_scale" / "cap_study.py"
+
+
+@pytest.fixture(scope="module")
+def study():
+    spec = importlib.util.spec_from_file_location("cap_study", SCRIPT)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_the_study_never_beats_forest_under_forests_own_limit(study) -> None:
+    from bench.planner_scale.run import topology
+    from planner.plan import make_plan
+    from planner.topology import Topology
+
+    ranks = 128
+    limit = study.forest.MAX_TRANSFERS
+    small, large = study.study(ranks, [limit // 20, limit])
+    topo = Topology.from_dict(topology(ranks))
+    doc = make_plan(topo, topo.endpoints(), study.SIZE, "forest")
+    # forest prices a superset of the study's configurations, then may trade up to 2 % for
+    # less fan-in (FAN_IN_TOLERANCE)
+    chosen = large["best"]
+    assert chosen["time_s"] >= doc["predicted_time_s"] / (1 + study.forest.FAN_IN_TOLERANCE)
+    assert chosen["transfers"] <= limit
+    assert chosen["ratio"] >= 1.0
+    assert small["best"]["transfers"] <= limit // 20
+    assert small["best"]["pieces"] < chosen["pieces"]
+    assert small["best"]["time_s"] > chosen["time_s"]
