@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 import logging
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 import torch.distributed as dist
 
 from executor.engine import PlanExecutor
 from executor.program import PlanError
+
+if TYPE_CHECKING:
+    from executor.replan import Replanner
 
 log = logging.getLogger("executor")
 
@@ -19,18 +22,44 @@ class PlanComm:
     ``torch.distributed.all_reduce``. ``reason`` says why there is no plan.
 
     The fallback warning is logged once, by group rank 0 (other ranks log it at INFO).
+    With a ``replanner`` (executor.replan) the comm switches to the service's newer plan
+    between two all-reduces, also out of fallback; ``close`` (or leaving a ``with`` block)
+    stops its watcher.
     """
 
     def __init__(self, executor: PlanExecutor | None, group: Any = None, *,
-                 reason: str | None = None) -> None:
+                 reason: str | None = None, replanner: Replanner | None = None) -> None:
         if executor is None and not reason:
             raise ValueError("a PlanComm without an executor needs a reason")
         self.executor = executor
         self.group = group
         self.reason: str | None = None
+        self.replanner = replanner
         self.world_size = dist.get_world_size(group)
         if executor is None:
             self._fall_back(str(reason))
+
+    def __enter__(self) -> PlanComm:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """Stop watching for new plans; the comm keeps its plan and still meets the other
+        ranks at every exchange, so ranks may close at different times."""
+        if self.replanner is not None:
+            self.replanner.close()
+
+    def adopt(self, executor: PlanExecutor) -> None:
+        """Run ``executor``'s plan from the next all-reduce on (every rank at the same call)."""
+        self.executor = executor
+        self.reason = None
+
+    def refresh(self) -> bool:
+        """Collective: switch to the service's newer plan now if there is one that every rank
+        admits; True if the plan changed. Without a replanner: False."""
+        return self.replanner.exchange(self) if self.replanner is not None else False
 
     @property
     def using_plan(self) -> bool:
@@ -45,6 +74,8 @@ class PlanComm:
 
     def all_reduce(self, tensor: torch.Tensor, *, average: bool = False) -> torch.Tensor:
         """Sum (or average) ``tensor`` over the group in place and return it."""
+        if self.replanner is not None:
+            self.replanner.tick(self)
         if self.executor is not None:
             try:
                 self.executor.prepare(tensor.numel(), tensor.dtype, tensor.device)

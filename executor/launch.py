@@ -26,6 +26,7 @@ import torch.distributed as dist
 from executor.comm import PlanComm
 from executor.engine import ExecutorConfig, PlanExecutor
 from executor.program import PlanError, Program
+from executor.replan import PlanWatcher, Replanner
 
 log = logging.getLogger("executor")
 
@@ -48,6 +49,8 @@ class LaunchConfig:
     host: str | None = None  # this process's host name in the topology (default: hostname)
     endpoint: str | None = None  # this process's endpoint id, overriding host + local rank
     topology: Any = None  # a planner Topology: when given, the plan is also verified on it
+    refresh_every: int = 0  # all-reduces between checks for a newer plan; 0: never
+    refresh_interval_s: float = 30.0  # how often rank 0 asks the service for a newer plan
     executor: ExecutorConfig = field(default_factory=ExecutorConfig)
 
     def __post_init__(self) -> None:
@@ -57,11 +60,16 @@ class LaunchConfig:
             raise ValueError("retries and backoff_s must be >= 0")
         if self.server is not None and not self.server.startswith(("http://", "https://")):
             raise ValueError(f"server must be an http(s) URL, got {self.server!r}")
+        if self.refresh_every < 0:
+            raise ValueError(f"refresh_every must be >= 0, got {self.refresh_every}")
+        if not self.refresh_interval_s > 0:
+            raise ValueError(f"refresh_interval_s must be > 0, got {self.refresh_interval_s}")
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None, **overrides: Any) -> LaunchConfig:
-        """Read SYNCPLAN_JOB_ID, SYNCPLAN_SERVER, SYNCPLAN_JOB_TOKEN, SYNCPLAN_HOST and
-        SYNCPLAN_ENDPOINT; keyword arguments that are not None win."""
+        """Read SYNCPLAN_JOB_ID, SYNCPLAN_SERVER, SYNCPLAN_JOB_TOKEN, SYNCPLAN_HOST,
+        SYNCPLAN_ENDPOINT, SYNCPLAN_REFRESH_EVERY and SYNCPLAN_REFRESH_INTERVAL_S; keyword
+        arguments that are not None win. A malformed number raises ValueError naming it."""
         env = os.environ if environ is None else environ
         values: dict[str, Any] = {
             "job_id": env.get("SYNCPLAN_JOB_ID") or None,
@@ -70,6 +78,13 @@ class LaunchConfig:
             "host": env.get("SYNCPLAN_HOST") or None,
             "endpoint": env.get("SYNCPLAN_ENDPOINT") or None,
         }
+        for name, key, kind in (("SYNCPLAN_REFRESH_EVERY", "refresh_every", int),
+                                ("SYNCPLAN_REFRESH_INTERVAL_S", "refresh_interval_s", float)):
+            if env.get(name):
+                try:
+                    values[key] = kind(env[name])
+                except ValueError:
+                    raise ValueError(f"{name} must be a number, got {env[name]!r}") from None
         values.update({k: v for k, v in overrides.items() if v is not None})
         return cls(**values)
 
@@ -93,6 +108,16 @@ def fetch_plan(config: LaunchConfig) -> dict[str, Any]:
     With ``config.compact`` it asks for ``?format=compact`` (gzip-encoded, about 20x fewer
     bytes for a large forest plan) and expands the program; a service that ignores the
     parameter answers with the full document, which is used as it is."""
+    doc, _ = fetch_plan_if_changed(config, None)
+    assert doc is not None  # no ETag sent: never 304
+    return doc
+
+
+def fetch_plan_if_changed(config: LaunchConfig,
+                          etag: str | None) -> tuple[dict[str, Any] | None, str | None]:
+    """As fetch_plan, sending ``etag`` in If-None-Match: (None, etag) when the service
+    answers 304 (the plan it would send is the one already held), else (document, its
+    ETag or None)."""
     import httpx
 
     from planner.compact import CompactError, expand_document
@@ -101,6 +126,8 @@ def fetch_plan(config: LaunchConfig) -> dict[str, Any]:
         raise FetchError("no job id or service URL (set SYNCPLAN_JOB_ID and SYNCPLAN_SERVER)")
     url = f"{config.server}/v1/jobs/{config.job_id}/plan"
     headers = {"Authorization": f"Bearer {config.token}"} if config.token else {}
+    if etag:
+        headers["If-None-Match"] = etag
     delay = config.backoff_s
     last = ""
     with httpx.Client(timeout=config.fetch_timeout_s, headers=headers) as client:
@@ -117,6 +144,8 @@ def fetch_plan(config: LaunchConfig) -> dict[str, Any]:
             if resp.status_code >= 500:
                 last = f"HTTP {resp.status_code}"
                 continue
+            if resp.status_code == 304 and etag:
+                return None, etag
             if resp.status_code != 200:
                 raise FetchError(f"GET {url}: HTTP {resp.status_code}: {resp.text[:200]}")
             try:
@@ -129,7 +158,7 @@ def fetch_plan(config: LaunchConfig) -> dict[str, Any]:
             if not isinstance(body, dict):
                 raise FetchError(f"GET {url}: the answer is not a plan document")
             try:
-                return expand_document(body)
+                return expand_document(body), resp.headers.get("etag")
             except CompactError as exc:
                 raise FetchError(f"GET {url}: {exc}") from None
     raise FetchError(f"GET {url} failed after {config.retries + 1} attempts: {last}")
@@ -163,16 +192,20 @@ def _check(doc: dict[str, Any], endpoints: list[str], config: LaunchConfig) -> t
 def init_plan_comm(config: LaunchConfig | None = None, group: Any = None, *,
                    device: torch.device | None = None) -> PlanComm:
     """Collective over ``group``: rank 0 fetches the job's plan and broadcasts it, every
-    rank checks it, and all agree on running it or on torch's own all-reduce."""
+    rank checks it, and all agree on running it or on torch's own all-reduce. With
+    ``config.refresh_every`` the comm also follows the service's newer plans
+    (executor.replan); close it (or use it in a ``with`` block) to stop the watcher."""
     if not dist.is_initialized():
         raise RuntimeError("torch.distributed is not initialised: call init_process_group "
                            "(or use executor.launch.distributed()) first")
     config = config or LaunchConfig.from_env()
     me = dist.get_rank(group)
     box: list[Any] = [None]
+    etag: str | None = None
     if me == 0:
         try:
-            box[0] = {"plan": fetch_plan(config)}
+            doc, etag = fetch_plan_if_changed(config, None)
+            box[0] = {"plan": doc}
         except FetchError as exc:
             box[0] = {"error": f"cannot fetch the job's plan: {exc}"}
     src = 0 if group is None else dist.get_global_rank(group, 0)
@@ -180,28 +213,41 @@ def init_plan_comm(config: LaunchConfig | None = None, group: Any = None, *,
     endpoints: list[Any] = [None] * dist.get_world_size(group)
     dist.all_gather_object(endpoints, local_endpoint(config, device), group=group)
     result: dict[str, Any] = box[0]
+
+    def admit(doc: dict[str, Any]) -> PlanExecutor:
+        program, rank_map = _check(doc, endpoints, config)
+        return PlanExecutor(program, group, rank_map=rank_map,
+                            config=replace(config.executor, verify=False))
+
     executor: PlanExecutor | None = None
     reason = result.get("error")
     if reason is None:
         try:
-            program, rank_map = _check(result["plan"], endpoints, config)
-            executor = PlanExecutor(program, group, rank_map=rank_map,
-                                    config=replace(config.executor, verify=False))
+            executor = admit(result["plan"])
         except PlanError as exc:
             reason = str(exc)
     # Every rank decided on the same inputs; agree anyway so no rank runs a plan alone.
     verdicts: list[Any] = [None] * len(endpoints)
     dist.all_gather_object(verdicts, reason, group=group)
     reason = next((v for v in verdicts if v is not None), None)
+    replanner = None
+    if config.refresh_every:
+        watcher = None
+        if me == 0:
+            running = None if reason is not None else result["plan"].get("plan_id")
+            watcher = PlanWatcher(lambda tag: fetch_plan_if_changed(config, tag),
+                                  config.refresh_interval_s, running,
+                                  etag if reason is None else None)
+        replanner = Replanner(group, config.refresh_every, admit, watcher)
     if reason is not None:
-        return PlanComm(None, group, reason=reason)
+        return PlanComm(None, group, reason=reason, replanner=replanner)
     assert executor is not None
     if me == 0:
         doc = result["plan"]
         log.info("syncplan executor: running plan %s (%s, topology version %s) on %d ranks",
                  executor.program.plan_id, doc.get("algorithm", "?"),
                  doc.get("topology_version", "?"), executor.world_size)
-    return PlanComm(executor, group)
+    return PlanComm(executor, group, replanner=replanner)
 
 
 @contextlib.contextmanager

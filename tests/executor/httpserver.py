@@ -11,14 +11,16 @@ from typing import Any
 
 
 class PlanServer:
-    """``routes[path]`` is a list of (status, body) answers, the last one repeating;
-    requests without ``Authorization: Bearer {token}`` get 401. ``hits`` counts requests
-    by path (the query string left out), ``queries`` lists each request's query string."""
+    """``routes[path]`` is a list of (status, body) or (status, body, headers) answers, the
+    last one repeating; requests without ``Authorization: Bearer {token}`` get 401. ``hits``
+    counts requests by path (the query string left out), ``queries`` lists each request's
+    query string and ``if_none_match`` its If-None-Match header (None when absent)."""
 
     def __init__(self, routes: dict[str, list[tuple[int, Any]]], token: str = "tok") -> None:
         self.routes = routes
         self.hits: dict[str, int] = {}
         self.queries: list[str] = []
+        self.if_none_match: list[str | None] = []
         self.token = token
         server = self
 
@@ -28,15 +30,20 @@ class PlanServer:
                 n = server.hits.get(path, 0)
                 server.hits[path] = n + 1
                 server.queries.append(query)
+                server.if_none_match.append(self.headers.get("If-None-Match"))
+                extra: dict[str, str] = {}
                 if self.headers.get("Authorization") != f"Bearer {server.token}":
                     status, body = 401, {"detail": "missing or wrong token"}
                 elif path not in server.routes:
                     status, body = 404, {"detail": "no such job"}
                 else:
                     answers = server.routes[path]
-                    status, body = answers[min(n, len(answers) - 1)]
+                    status, body, *rest = answers[min(n, len(answers) - 1)]
+                    extra = rest[0] if rest else {}
                 data = body if isinstance(body, bytes) else json.dumps(body).encode()
                 self.send_response(status)
+                for key, value in extra.items():
+                    self.send_header(key, value)
                 self.send_header("Content-Type", "application/json")
                 self.send_header("Content-Length", str(len(data)))
                 self.end_headers()

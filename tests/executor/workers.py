@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import hashlib
 import logging
+import time
+from pathlib import Path
 from typing import Any
 
 import torch
@@ -179,6 +181,52 @@ def launch_run(jobs: list[tuple[str, str]]) -> dict[str, Any]:
             "identical": all(d == digests[0] for d in digests),
             "max_diff": max(float((a - b).abs().max()) for a, b in zip(params, plain,
                                                                        strict=True)),
+            "warnings": [r.getMessage() for r in handler.records
+                         if r.levelno >= logging.WARNING],
+            "infos": [r.getMessage() for r in handler.records if r.levelno == logging.INFO],
+        }
+    return out
+
+
+def replan_run(scenarios: list[dict[str, Any]]) -> dict[str, Any]:
+    """Per scenario (keys ``server``, ``job``, ``token``, ``ranks``, ``calls``, ``until``
+    and optionally ``ready``): init_plan_comm following newer plans (checked at every
+    all-reduce, polled every 20 ms), rank 0 writes the file ``ready`` once running, then
+    all-reduce until the running plan is ``until`` (None: any other than the first) or
+    ``calls`` calls. Reports the plan id of every call, whether every sum was right on
+    every rank, and what the executor logged."""
+    from executor.launch import LaunchConfig, init_plan_comm
+
+    out: dict[str, Any] = {}
+    logger = logging.getLogger("executor")
+    logger.setLevel(logging.INFO)
+    rank = dist.get_rank()
+    for sc in scenarios:
+        handler = _Count()
+        logger.addHandler(handler)
+        ids: list[str | None] = []
+        correct = True
+        try:
+            cfg = LaunchConfig.from_env(
+                {"SYNCPLAN_JOB_ID": sc["job"], "SYNCPLAN_SERVER": sc["server"],
+                 "SYNCPLAN_JOB_TOKEN": sc["token"], "SYNCPLAN_ENDPOINT": sc["ranks"][rank],
+                 "SYNCPLAN_REFRESH_EVERY": "1", "SYNCPLAN_REFRESH_INTERVAL_S": "0.02"},
+                fetch_timeout_s=10.0, retries=1, backoff_s=0.05)
+            with init_plan_comm(cfg) as comm:
+                if sc.get("ready") and rank == 0:
+                    Path(sc["ready"]).write_text("running")
+                for i in range(sc["calls"]):
+                    x = inputs(1001, torch.float32, seed=i)
+                    res = compare(comm.all_reduce(x.clone()), x)
+                    correct = correct and res["within_tol"] and res["identical"]
+                    ids.append(comm.executor.program.plan_id if comm.executor else None)
+                    if (ids[-1] != ids[0]) if sc["until"] is None else (ids[-1] == sc["until"]):
+                        break  # every rank switches at the same call, so all stop here
+                    time.sleep(0.02)
+        finally:
+            logger.removeHandler(handler)
+        out[sc["job"]] = {
+            "ids": ids, "correct": correct,
             "warnings": [r.getMessage() for r in handler.records
                          if r.levelno >= logging.WARNING],
             "infos": [r.getMessage() for r in handler.records if r.levelno == logging.INFO],
