@@ -73,6 +73,24 @@ def register(subparsers: Any) -> None:
     p.add_argument("--timeout", type=float, default=None, help="limit for the timed part, s")
     p.set_defaults(func=_wrap(_cmd_loop))
 
+    p = sub.add_parser("follow", help="a link degrades under a running job: the agents "
+                       "measure it, the service replans, the job switches; timed against gloo")
+    common(p)
+    p.add_argument("--host", required=True, help="host whose link degrades (e.g. h3)")
+    p.add_argument("--rate-mbit", type=float, required=True, help="its new rate, Mbit/s")
+    p.add_argument("--size", default="8MiB", help="all-reduce buffer (default %(default)s)")
+    p.add_argument("--healthy", type=float, default=30.0, help="seconds before the change")
+    p.add_argument("--degraded", type=float, default=20.0,
+                   help="seconds between the change and the agents' probe cycle")
+    p.add_argument("--after", type=float, default=40.0, help="seconds after the switch")
+    p.add_argument("--probe-duration", type=float, default=1.0,
+                   help="agents' seconds per probe direction (default 1)")
+    p.add_argument("--out", type=Path, help="results JSON (default "
+                   "bench/results/testbed-follow-SCENARIO.json)")
+    p.add_argument("--plot", type=Path, help="plot PNG (default: results path with .png)")
+    p.add_argument("--keep", action="store_true", help="leave the testbed up at the end")
+    p.set_defaults(func=_wrap(_cmd_follow))
+
     p = sub.add_parser("down", help="remove everything the testbed created")
     common(p)
     p.add_argument("--force", action="store_true", help="even if a runner seems to use it")
@@ -247,6 +265,30 @@ def _cmd_loop(args: argparse.Namespace) -> int:
     png = plot_results([result], args.plot or out.with_suffix(".png"))
     _say(f"[{scenario.name}] plot: {png}")
     return _exit_code(result, result["summary"])
+
+
+def _cmd_follow(args: argparse.Namespace) -> int:
+    from planner.sizes import parse_size
+    from syncplan.testbed.follow import FollowConfig, plot_follow, run_follow
+    from syncplan.testbed.scenario import REPO_ROOT, load_scenario
+
+    _need_root()
+    scenario = load_scenario(args.scenario)
+    cfg = FollowConfig(host=args.host, rate_mbit=args.rate_mbit,
+                       size_bytes=parse_size(args.size), healthy_s=args.healthy,
+                       degraded_s=args.degraded, after_s=args.after,
+                       probe_duration_s=args.probe_duration)
+    out = args.out or REPO_ROOT / RESULTS_DIR_NAME / f"testbed-follow-{scenario.name}.json"
+    _sigterm_as_interrupt()
+    result = run_follow(scenario, _state_dir(args), cfg, out, say=_say, keep=args.keep)
+    _say(f"[{scenario.name}] results: {out}")
+    _say(f"  {'phase':<20} {'iterations':>10} {'plan s':>8} {'gloo s':>8} {'x gloo':>7}")
+    for row in result["phases"]:
+        _say(f"  {row['phase']:<20} {row['iterations']:>10} {row['plan_median_s']:>8.3f} "
+             f"{row['gloo_median_s']:>8.3f} {row['speedup_over_gloo']:>7.2f}")
+    png = plot_follow(result, args.plot or out.with_suffix(".png"))
+    _say(f"[{scenario.name}] plot: {png}")
+    return 0 if result["correct"] else 1
 
 
 def _exit_code(result: dict, rows: list[dict]) -> int:

@@ -161,6 +161,25 @@ def _shape(state: State, ns: str, dev: str, rate_mbit: float) -> None:
     state.qdiscs.append({"netns": ns, "dev": dev, "rate_mbit": rate_mbit})
 
 
+def reshape(state: State, host: str, rate_mbit: float) -> None:
+    """Change the rate of ``host``'s link, both directions, while the testbed runs (a link
+    that degrades or recovers)."""
+    rec = next((h for h in state.hosts if h.name == host), None)
+    if rec is None:
+        raise TestbedError(f"no host {host!r} in testbed {state.prefix}")
+    if not rate_mbit > 0:
+        raise TestbedError(f"rate must be > 0 Mbit/s, got {rate_mbit}")
+    devs = {(rec.netns, rec.iface), (f"{state.prefix}-sw{rec.rack}", f"{state.prefix}{rec.rank}s")}
+    for q in state.qdiscs:
+        if (q["netns"], q["dev"]) in devs:
+            sh(["tc", "-n", q["netns"], "qdisc", "del", "dev", q["dev"], "root"])
+            for cmd in htb_cmds(q["dev"], rate_mbit):
+                sh(["tc", "-n", q["netns"], *cmd])
+            q["rate_mbit"] = rate_mbit
+    rec.rate_mbit = rate_mbit
+    state.save()
+
+
 def ensure_unused(state: State) -> None:
     """TestbedError if a process other than this one still drives ``state``'s testbed."""
     for rec in state.processes:

@@ -2,6 +2,8 @@
 
 import os
 import shutil
+from collections.abc import Callable
+from typing import Any
 
 import pytest
 
@@ -12,3 +14,10 @@ NETNS = [
                        reason="needs iproute2 (ip, tc)"),
     pytest.mark.usefixtures("namespaces_allowed"),
 ]
+
+
+def netns(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """NETNS for one test function of a module whose other tests need none of it."""
+    for mark in reversed(NETNS):
+        fn = mark(fn)
+    return fn
