@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from syncplan.testbed import TestbedError
-from syncplan.testbed.emulator import down, kill_recorded, reshape, self_record, spawn, up
+from syncplan.testbed.emulator import kill_recorded, reshape, spawn
 from syncplan.testbed.loop import (
     SERVICE_PORT,
     Service,
@@ -32,6 +32,7 @@ from syncplan.testbed.loop import (
     _wait_listening,
     cpu_load,
     measured_rates,
+    running_testbed,
     wait_measured,
 )
 from syncplan.testbed.scenario import Scenario
@@ -122,18 +123,8 @@ def run_follow(scenario: Scenario, state_dir: Path, cfg: FollowConfig, out_path:
         say(f"{tag} {msg}")
 
     started = time.monotonic()
-    state = up(scenario, state_dir)
-    progress(f"testbed up: prefix {state.prefix}, {len(state.hosts)} hosts")
-    state.processes.append(self_record("run"))
-    state.save()
-    try:
+    with running_testbed(scenario, state_dir, progress, keep) as state:
         return _run(state, scenario, cfg, out_path, progress, started)
-    finally:
-        if keep:
-            kill_recorded(state, "run")
-        else:
-            removed = down(state)
-            progress(f"testbed down: removed {len(removed)} namespaces")
 
 
 def _run(state: State, scenario: Scenario, cfg: FollowConfig, out_path: Path,

@@ -14,6 +14,7 @@ The testbed is removed at the end on every path (``keep`` leaves it up).
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import secrets
@@ -21,7 +22,7 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -310,11 +311,7 @@ def run_loop(scenario: Scenario, state_dir: Path, cfg: LoopConfig, out_path: Pat
 
     started = time.monotonic()
     load_before = cpu_load()
-    state = up(scenario, state_dir)
-    progress(f"testbed up: prefix {state.prefix}, {len(state.hosts)} hosts")
-    state.processes.append(self_record("run"))
-    state.save()
-    try:
+    with running_testbed(scenario, state_dir, progress, keep) as state:
         work = (state.path.parent if state.path else Path(".")) / f"{state.prefix}-logs"
         work.mkdir(parents=True, exist_ok=True)
         tokens = {k: f"{k}-{secrets.token_hex(16)}" for k in ("admin", "agent", "job")}
@@ -360,6 +357,19 @@ def run_loop(scenario: Scenario, state_dir: Path, cfg: LoopConfig, out_path: Pat
         result["wall_s"] = round(time.monotonic() - started, 1)
         atomic_write_json(out_path, result)
         return result
+
+
+@contextlib.contextmanager
+def running_testbed(scenario: Scenario, state_dir: Path, progress: Callable[[str], None],
+                    keep: bool = False) -> Iterator[State]:
+    """A fresh testbed of ``scenario``, recorded as this run's; removed on every exit
+    (``keep``: left up)."""
+    state = up(scenario, state_dir)
+    progress(f"testbed up: prefix {state.prefix}, {len(state.hosts)} hosts")
+    state.processes.append(self_record("run"))
+    state.save()
+    try:
+        yield state
     finally:
         if keep:
             kill_recorded(state, "run")
