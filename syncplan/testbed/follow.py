@@ -24,15 +24,11 @@ from typing import Any
 from syncplan.testbed import TestbedError
 from syncplan.testbed.emulator import kill_recorded, reshape, spawn
 from syncplan.testbed.loop import (
-    SERVICE_PORT,
-    Service,
-    _start_agents,
-    _start_service,
     _trigger_cycle,
-    _wait_listening,
     cpu_load,
     measured_rates,
     running_testbed,
+    start_cluster,
     wait_measured,
 )
 from syncplan.testbed.scenario import Scenario
@@ -129,19 +125,8 @@ def run_follow(scenario: Scenario, state_dir: Path, cfg: FollowConfig, out_path:
 
 def _run(state: State, scenario: Scenario, cfg: FollowConfig, out_path: Path,
          progress: Callable[[str], None], started: float) -> dict[str, Any]:
-    from syncplan.testbed.loop import LoopConfig
-
-    work = (state.path.parent if state.path else Path(".")) / f"{state.prefix}-logs"
-    work.mkdir(parents=True, exist_ok=True)
-    tokens = {k: f"{k}-{secrets.token_hex(16)}" for k in ("admin", "agent", "job")}
-    assert state.service is not None
-    _start_service(state, work, tokens, cfg.min_step_us)
-    server = f"http://{state.service.addr}:{SERVICE_PORT}"
-    _start_agents(state, work, tokens["agent"], server,
-                  LoopConfig(probe_duration_s=cfg.probe_duration_s))
-    _wait_listening(state, 60.0, progress)
-    svc = Service(state, work, tokens["job"])
-    slot = round(2 * cfg.probe_duration_s + 3.0, 3)
+    cluster = start_cluster(state, cfg.probe_duration_s, cfg.min_step_us, progress)
+    work, svc, server, slot = cluster.work, cluster.svc, cluster.server, cluster.slot_s
     _trigger_cycle(state, slot)
     topology = wait_measured(svc, state, 300.0, progress)
     before = measured_rates(topology, [h.name for h in state.hosts])
@@ -165,7 +150,7 @@ def _run(state: State, scenario: Scenario, cfg: FollowConfig, out_path: Path,
         procs.append(spawn(state, h.netns, argv, "worker", run_dir / f"rank{h.rank}.log",
                            env={"GLOO_SOCKET_IFNAME": h.iface, "OMP_NUM_THREADS": "1",
                                 "TORCH_CPP_LOG_LEVEL": "ERROR",
-                                "SYNCPLAN_JOB_TOKEN": tokens["job"]}))
+                                "SYNCPLAN_JOB_TOKEN": cluster.tokens["job"]}))
     events: dict[str, float] = {}
     try:
         _wait("the job's first iteration", lambda: bool(_records(records_path)), 300.0, procs)
@@ -183,7 +168,7 @@ def _run(state: State, scenario: Scenario, cfg: FollowConfig, out_path: Path,
         events["probing"] = time.time()
         progress("probe cycle triggered")
 
-        rounds = len(state.hosts) - 1 + len(state.hosts) % 2
+        rounds = cluster.rounds
         cycle_end = events["probing"] + rounds * slot + 2 * slot
         rates: dict[str, float | None] = {}
 

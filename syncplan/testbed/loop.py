@@ -126,20 +126,50 @@ def _start_service(state: State, work: Path, tokens: dict[str, str],
 
 
 def _start_agents(state: State, work: Path, token: str, server: str,
-                  cfg: LoopConfig) -> list[int]:
+                  probe_duration_s: float) -> list[int]:
     pids = []
     for h in state.hosts:
         peers = ",".join(f"{o.name}={o.addr}:{PROBE_PORT}" for o in state.hosts if o is not h)
         argv = [sys.executable, "-m", "syncplan", "agent", "--server", server,
                 "--host-name", h.name, "--interval", "2",
                 # one cycle on demand (SIGUSR1), none by the clock while all-reduce runs
-                "--probe-interval", "1e9", "--probe-duration", f"{cfg.probe_duration_s:g}",
+                "--probe-interval", "1e9", "--probe-duration", f"{probe_duration_s:g}",
                 "--peers", peers, "--bind", h.addr, "--probe-port", str(PROBE_PORT),
                 "--http-port", "-1", "--no-gpu-copy", "--spool-dir", str(work / f"spool-{h.name}")]
         proc = spawn(state, h.netns, argv, "agent", work / f"agent-{h.name}.log",
                      env={"SYNCPLAN_AGENT_TOKEN": token})
         pids.append(proc.pid)
     return pids
+
+
+@dataclass
+class Cluster:
+    """The service and the agents running on a testbed: where their logs go, the tokens,
+    the service's URL, a client for it, and the agents' probe slot."""
+
+    work: Path
+    tokens: dict[str, str]
+    server: str
+    svc: Service
+    slot_s: float
+    rounds: int  # probe rounds in one cycle (every pair once)
+
+
+def start_cluster(state: State, probe_duration_s: float, min_step_us: float,
+                  progress: Callable[[str], None]) -> Cluster:
+    """Start ``syncplan serve`` and one agent per host with fresh tokens; wait until all
+    listen."""
+    assert state.service is not None
+    work = (state.path.parent if state.path else Path(".")) / f"{state.prefix}-logs"
+    work.mkdir(parents=True, exist_ok=True)
+    tokens = {k: f"{k}-{secrets.token_hex(16)}" for k in ("admin", "agent", "job")}
+    _start_service(state, work, tokens, min_step_us)
+    server = f"http://{state.service.addr}:{SERVICE_PORT}"
+    _start_agents(state, work, tokens["agent"], server, probe_duration_s)
+    _wait_listening(state, 60.0, progress)
+    n = len(state.hosts)
+    return Cluster(work, tokens, server, Service(state, work, tokens["job"]),
+                   round(2 * probe_duration_s + 3.0, 3), n - 1 + n % 2)
 
 
 def _wait_listening(state: State, timeout_s: float, say: Callable[[str], None]) -> None:
@@ -312,20 +342,11 @@ def run_loop(scenario: Scenario, state_dir: Path, cfg: LoopConfig, out_path: Pat
     started = time.monotonic()
     load_before = cpu_load()
     with running_testbed(scenario, state_dir, progress, keep) as state:
-        work = (state.path.parent if state.path else Path(".")) / f"{state.prefix}-logs"
-        work.mkdir(parents=True, exist_ok=True)
-        tokens = {k: f"{k}-{secrets.token_hex(16)}" for k in ("admin", "agent", "job")}
-        assert state.service is not None
-        _start_service(state, work, tokens, cfg.min_step_us)
-        server = f"http://{state.service.addr}:{SERVICE_PORT}"
-        _start_agents(state, work, tokens["agent"], server, cfg)
-        _wait_listening(state, 60.0, progress)
-        svc = Service(state, work, tokens["job"])
-        slot = round(2 * cfg.probe_duration_s + 3.0, 3)
+        cluster = start_cluster(state, cfg.probe_duration_s, cfg.min_step_us, progress)
+        work, svc = cluster.work, cluster.svc
         t_measure = time.monotonic()
-        _trigger_cycle(state, slot)
-        progress(f"probe cycle triggered ({len(state.hosts) - 1 + len(state.hosts) % 2} "
-                 f"rounds of {slot:g} s)")
+        _trigger_cycle(state, cluster.slot_s)
+        progress(f"probe cycle triggered ({cluster.rounds} rounds of {cluster.slot_s:g} s)")
         topology = wait_measured(svc, state, cfg.measure_timeout_s, progress)
         measure_s = time.monotonic() - t_measure
         rates = measured_rates(topology, [h.name for h in state.hosts])
