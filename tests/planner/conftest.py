@@ -1,15 +1,27 @@
 from __future__ import annotations
 
+import importlib.util
 from pathlib import Path
+from types import ModuleType
 
 import pytest
 
 from planner.topology import Topology, load_topology
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
+SCALE_BENCH = Path(__file__).resolve().parents[2] / "bench" / "planner_scale"
 EXAMPLE_FILES = sorted(p for p in EXAMPLES.glob("*.json") if p.name != "demo.json")
 
 
 @pytest.fixture(params=EXAMPLE_FILES, ids=lambda p: p.stem)
 def example(request: pytest.FixtureRequest) -> Topology:
     return load_topology(request.param)
+
+
+def load_scale_script(name: str) -> ModuleType:
+    """A script of bench/planner_scale (not a package) loaded as a module."""
+    spec = importlib.util.spec_from_file_location(name, SCALE_BENCH / f"{name}.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module

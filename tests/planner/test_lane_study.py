@@ -2,21 +2,15 @@
 
 from __future__ import annotations
 
-import importlib.util
-from pathlib import Path
-
 import numpy as np
 import pytest
 
-SCRIPT = Path(__file__).resolve().parents[2] / "bench" / "planner_scale" / "lane_study.py"
+from tests.planner.conftest import load_scale_script
 
 
 @pytest.fixture(scope="module")
 def study():
-    spec = importlib.util.spec_from_file_location("lane_study", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_scale_script("lane_study")
 
 
 def test_stars_on_equal_hosts_take_two_loaded_steps(study) -> None:
