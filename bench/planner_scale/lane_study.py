@@ -30,6 +30,7 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
 forest = importlib.import_module("planner.algorithms.forest")
+forest_trees = importlib.import_module("planner.algorithms.forest_trees")
 
 HEIGHT = 2
 OFFSETS = 2 * HEIGHT  # network offsets 1 .. 2 H, stored from 0
@@ -39,7 +40,7 @@ LANE_BYTES = 256 * 2**20 / 8
 
 def tree_profile(root: int, parent: list[int]) -> tuple[np.ndarray, np.ndarray] | None:
     """Per host and offset, the shares it sends and receives (None if taller than HEIGHT)."""
-    _, depth = forest._heights(root, parent)
+    _, depth = forest_trees._heights(root, parent)
     if max(depth) > HEIGHT:
         return None
     m = len(parent)
@@ -66,7 +67,7 @@ def tree_pool(cap: np.ndarray, seed: int, random_trees: int) -> list[tuple[int, 
     for t in sorted({min(t, m) for t in (9, 11, 13, 16, 20)}):
         for rep in range(3):
             perm = rng.permutation(m) if rep else np.arange(m)
-            for root, parent in forest.host_trees(cap[perm], [0] * m, t):
+            for root, parent in forest_trees.host_trees(cap[perm], [0] * m, t):
                 mapped = [-1] * m
                 for i, q in enumerate(parent):
                     mapped[perm[i]] = int(perm[q]) if q >= 0 else -1

@@ -7,6 +7,10 @@ import sys
 import numpy as np
 import pytest
 
+from planner.algorithms import forest_lanes as lanes_mod
+from planner.algorithms import forest_plan as plan_mod
+from planner.algorithms import forest_trees as trees_mod
+from planner.algorithms import pipeline
 from planner.builders import mixed_pcie_cluster, star
 from planner.plan import make_plan
 from planner.topology import Topology
@@ -42,7 +46,7 @@ def test_auto_picks_forest_for_large_buffers_on_a_slow_host() -> None:
 @pytest.mark.parametrize("cap", [[1.0, 1.0, 1.0, 1.0], [4.0, 4.0, 4.0, 1.0], [1.0, 2.0, 3.0],
                                  list(np.linspace(1, 8, 17))])
 def test_degree_targets(cap: list[float]) -> None:
-    d = F.degree_targets(np.asarray(cap))
+    d = trees_mod.degree_targets(np.asarray(cap))
     m = len(cap)
     assert d.sum() == pytest.approx(2 * (m - 1))
     assert (d >= 1 - 1e-12).all() and (d <= m - 1 + 1e-12).all()
@@ -54,10 +58,10 @@ def test_degree_targets(cap: list[float]) -> None:
 @pytest.mark.parametrize("t_kind", ["star", "sqrt"])
 def test_host_trees_span_and_are_shallow(m: int, t_kind: str) -> None:
     t = m if t_kind == "star" else int(np.sqrt(m)) + 2
-    trees = F.host_trees(np.ones(m), [0] * m, t)
+    trees = trees_mod.host_trees(np.ones(m), [0] * m, t)
     assert len(trees) == t
     for root, parent in trees:
-        _height, depth = F._heights(root, parent)
+        _height, depth = trees_mod._heights(root, parent)
         assert parent[root] == -1 and sum(p < 0 for p in parent) == 1
         assert max(depth) <= (1 if t_kind == "star" else 3)
     degree = np.zeros(m)
@@ -90,10 +94,11 @@ def test_lp_piece_sizes_never_lose_to_equal_pieces(pieces: int) -> None:
     load = rng.random((12, 4)) * (rng.random((12, 4)) < 0.5) * 1e-11
     lat = np.where(load > 0, 4e-6, -np.inf)
     lat[:, 0] = 1e-6
-    fracs = F.lp_fractions(load, lat, float(SIZE), pieces)
+    fracs = pipeline.lp_fractions(load, lat, float(SIZE), pieces)
     assert fracs is not None and fracs.sum() == pytest.approx(1.0)
-    assert (F.model_time(load, lat, float(SIZE), fracs)
-            <= F.model_time(load, lat, float(SIZE), np.full(pieces, 1 / pieces)) * (1 + 1e-9))
+    assert (pipeline.model_time(load, lat, float(SIZE), fracs)
+            <= pipeline.model_time(load, lat, float(SIZE), np.full(pieces, 1 / pieces))
+            * (1 + 1e-9))
 
 
 def test_detour_lanes_use_the_pcie_partner_inside_an_nvswitch_host() -> None:
@@ -163,8 +168,9 @@ def _plan_for(topo_dict: dict, t: int, split_intra: bool):
 
     topo = Topology.from_dict(topo_dict)
     ctx = PlanContext.create(topo, topo.endpoints(), SIZE)
-    lanes = F._lanes(ctx)
-    plan = F._Plan(ctx, lanes, F._trees(lanes, t), F._Arcs(ctx), split_intra=split_intra)
+    lanes = lanes_mod._lanes(ctx)
+    plan = plan_mod._Plan(ctx, lanes, trees_mod._trees(lanes, t), lanes_mod._Arcs(ctx),
+                          split_intra=split_intra)
     plan.solve_shares()
     return topo, ctx, plan
 
@@ -205,10 +211,10 @@ def test_split_intra_host_transfers_verify_and_are_counted(t: int) -> None:
     topo, ctx, plan = _plan_for(dgx_cluster(9, nics_per_host=8, nic_GBps=25.0,
                                             slow={4: 12.5}), t, True)
     plan.set_stagger(2)
-    fracs = F.piece_fractions(6, 1)
+    fracs = pipeline.piece_fractions(6, 1)
     program = F.build_program(plan, fracs, 1 << 20)
     assert program.transfer_count <= len(fracs) * plan.transfers_per_piece()
-    merged = F._Plan(ctx, plan.lanes, plan.trees, plan.arcs)
+    merged = plan_mod._Plan(ctx, plan.lanes, plan.trees, plan.arcs)
     merged.w = plan.w
     merged.set_stagger(2)
     assert program.transfer_count > F.build_program(merged, fracs, 1 << 20).transfer_count
@@ -225,7 +231,7 @@ def _verified_at_model_time(topo, ctx, plan, program, fracs, group: int = 1) -> 
     rep = verify_plan(doc, topo)
     assert rep.ok, rep.error
     load, lat = plan.profile()
-    model = F.model_time(load, lat, SIZE, fracs, group, intra=True)
+    model = pipeline.model_time(load, lat, SIZE, fracs, group, intra=True)
     assert rep.simulated_time_s == pytest.approx(model, rel=1e-3)  # pieces rounded to units
 
 
@@ -238,7 +244,7 @@ def test_hub_trees_mirror_a_slow_leaf() -> None:
 
     topo = Topology.from_dict(star([12.5, 12.5, 12.5, 3.125]))
     ctx = PlanContext.create(topo, topo.endpoints(), SIZE)
-    hubs = F._hub_trees(F._lanes(ctx))
+    hubs = trees_mod._hub_trees(lanes_mod._lanes(ctx))
     assert len(hubs) == 8
     for tree in hubs:
         kids = [h for h, p in enumerate(tree.parent) if p == tree.root]
@@ -260,7 +266,7 @@ def test_grouped_intra_host_transfers_verify_and_match_the_model(group: int) -> 
     topo, ctx, plan = _plan_for(dgx_cluster(9, nics_per_host=8, nic_GBps=25.0,
                                             slow={4: 12.5}), 3, False)
     plan.set_stagger(2)
-    fracs = F.piece_fractions(7, 1)
+    fracs = pipeline.piece_fractions(7, 1)
     program = F.build_program(plan, fracs, 1 << 20, group)
     assert program.transfer_count == plan.transfer_counter()(len(fracs), group)
     assert program.transfer_count < F.build_program(plan, fracs, 1 << 20).transfer_count

@@ -1,0 +1,319 @@
+"""One tree set of the host-structured forest: routed loads, LP shares, phase profile."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Callable
+
+import numpy as np
+
+from planner.algorithms.base import PlanContext
+from planner.algorithms.forest_lanes import _Arcs, _Lane
+from planner.algorithms.forest_trees import _Tree
+
+Path = tuple[str, ...]
+
+# ---- shares (LP) and pieces ---------------------------------------------------------------
+
+class _Plan:
+    """One choice of trees: their routed loads, shares, and the per-arc phase profile.
+
+    Trees of a lane may start later than the lane's first tree (``shift``): staggering the
+    trees spreads each NIC's reduce and broadcast bytes over more steps, so the busiest arc
+    changes less from step to step and the pipeline's fill and drain cost less.
+    """
+
+    def __init__(self, ctx: PlanContext, lanes: list[_Lane], trees: list[_Tree],
+                 arcs: _Arcs, split_intra: bool = False, late: bool = True) -> None:
+        self.ctx, self.lanes, self.trees, self.arcs = ctx, lanes, trees, arcs
+        self.split_intra = split_intra and late
+        self.late = late
+        self.hmax = max((max(tr.height) for tr in trees), default=0)
+        self.base_offsets = 2 * self.hmax + 2
+        self.shift = np.zeros(len(trees), dtype=np.int64)
+        self.offsets = self.base_offsets
+        self._core: dict[tuple[str, str], Path] = {}
+        self._flat: tuple[np.ndarray, ...] | None = None
+
+    def set_stagger(self, width: int) -> None:
+        """Tree k of each lane starts ``k mod width`` steps after the lane's first tree."""
+        seen: dict[int, int] = defaultdict(int)
+        for j, tr in enumerate(self.trees):
+            self.shift[j] = seen[tr.lane] % width
+            seen[tr.lane] += 1
+        self.offsets = self.base_offsets + int(self.shift.max(initial=0))
+
+    def edge_path(self, lane: _Lane, a: int, b: int) -> Path:
+        """Route from the port of host a to the port of host b."""
+        up, down = lane.up[a], lane.down[b]
+        if up[-1] != down[0] and (a in lane.detour) != (b in lane.detour):
+            if b in lane.detour:
+                up = lane.exits[a].get(down[0], (up,))[0]
+            else:
+                down = lane.exits[b].get(up[-1], (None, down))[1]
+        if up[-1] == down[0]:
+            return up + down[1:]
+        key = (up[-1], down[0])
+        core = self._core.get(key)
+        if core is None:
+            core = self._core[key] = self.ctx.router.path(*key)
+        return up + core[1:] + down[1:]
+
+    def offsets_of(self, j: int) -> tuple[list[int], list[int]]:
+        """Per host of tree j: the offset at which its port sends its partial sum up (the root:
+        H + 1, when it starts the broadcast) and at which it hears the result.
+
+        ``late``: a port at depth k sends at H + 1 - k, as late as its parent can use it, and
+        hears at H + k; reduce and broadcast are mirror images (send + hear = 2 H + 1).
+        Otherwise a port sends at 1 + its height and hears at H + k."""
+        tr, hmax = self.trees[j], self.hmax
+        if not self.late:
+            return [1 + h for h in tr.height], [hmax + d for d in tr.depth]
+        send = [0] * len(tr.parent)
+        send[tr.root] = hmax + 1
+        children: list[list[int]] = [[] for _ in tr.parent]
+        for c, q in enumerate(tr.parent):
+            if q >= 0:
+                children[q].append(c)
+        order = [tr.root]
+        for q in order:
+            for c in children[q]:
+                send[c] = send[q] - 1
+                order.append(c)
+        return send, [2 * hmax + 1 - x for x in send]
+
+    def phases(self, j: int) -> list[tuple[int, int, int, bool, Path]]:
+        """Network transfers of tree j: (offset, src rank, dst rank, reduce, path), at the
+        offsets of ``offsets_of``."""
+        tr, lane = self.trees[j], self.lanes[self.trees[j].lane]
+        s = int(self.shift[j])
+        send, hear = self.offsets_of(j)
+        out = []
+        for c, q in enumerate(tr.parent):
+            if q < 0:
+                continue
+            out.append((s + send[c], lane.ports[c], lane.ports[q], True,
+                        self.edge_path(lane, c, q)))
+            out.append((s + hear[c], lane.ports[q], lane.ports[c], False,
+                        self.edge_path(lane, q, c)))
+        return out
+
+    def tree_intra(self, j: int) -> list[tuple[int, int, int, bool, Path]]:
+        """Split intra-host transfers of tree j: a host gathers its ranks' values one offset
+        before it sends (when its children's sums arrive) and hands the result back one
+        offset after it hears (when it forwards it to its children)."""
+        if not self.split_intra:
+            return []
+        lane = self.lanes[self.trees[j].lane]
+        s = int(self.shift[j])
+        send, hear = self.offsets_of(j)
+        out = []
+        for h, port in enumerate(lane.ports):
+            for r, path in lane.leaves_in[h]:
+                out.append((s + send[h] - 1, r, port, True, path))
+            for r, path in lane.leaves_out[h]:
+                out.append((s + hear[h] + 1, port, r, False, path))
+        return out
+
+    def intra(self, li: int) -> list[tuple[int, int, int, bool, Path]]:
+        """Merged intra-host transfers of lane li (all its trees): gather at offset 0, hand
+        back at the last offset; none when intra-host transfers are split per tree."""
+        if self.split_intra:
+            return []
+        lane = self.lanes[li]
+        out = []
+        for h, port in enumerate(lane.ports):
+            for r, path in lane.leaves_in[h]:
+                out.append((0, r, port, True, path))
+            for r, path in lane.leaves_out[h]:
+                out.append((self.offsets - 1, port, r, False, path))
+        return out
+
+    def _entries(self) -> tuple[np.ndarray, ...]:
+        """Every arc crossing of every tree at shift 0, flattened: (arc, column, offset,
+        path latency, is-final-intra); column j < trees is tree j, trees + l is lane l's
+        intra-host transfers."""
+        if self._flat is not None:
+            return self._flat
+        nt = len(self.trees)
+        arc_l: list[np.ndarray] = []
+        meta: list[tuple[int, int, float, bool]] = []
+
+        def add(col: int, items: list, final: bool) -> None:
+            for off, _, _, _, path in items:
+                ids, plat = self.arcs(path)
+                arc_l.append(ids)
+                meta.append((col, off, plat, final and off > 0))
+
+        saved = self.shift.copy()
+        self.shift[:] = 0
+        for j in range(nt):
+            add(j, self.phases(j), False)
+            add(j, self.tree_intra(j), False)
+        self.shift[:] = saved
+        for li in range(len(self.lanes)):
+            add(nt + li, self.intra(li), True)
+        counts = np.fromiter((len(a) for a in arc_l), dtype=np.int64, count=len(arc_l))
+        cols, offs, lats, finals = (np.repeat(np.asarray(x), counts)
+                                    for x in zip(*meta, strict=True))
+        self._flat = (np.concatenate(arc_l), cols, offs, lats, finals)
+        return self._flat
+
+    def solve_shares(self) -> float:
+        """Set ``self.w`` (share per tree) minimising the busiest arc; return its time per
+        byte of buffer (the fluid time / size)."""
+        from scipy.optimize import linprog
+        from scipy.sparse import coo_matrix, csr_matrix, hstack
+
+        nt = len(self.trees)
+        bw = self.ctx.router.bw
+        arc, col, *_ = self._entries()
+        lane_of = np.array([tr.lane for tr in self.trees] + list(range(len(self.lanes))))
+        narcs = len(bw)
+        # crossings per (arc, tree), and per (arc, lane) for the lanes' intra-host transfers
+        net = col < nt
+        m_net = coo_matrix((np.ones(int(net.sum())), (arc[net], col[net])),
+                           shape=(narcs, nt)).tocsr()
+        m_intra = coo_matrix((np.ones(int((~net).sum())), (arc[~net], lane_of[col[~net]])),
+                             shape=(narcs, len(self.lanes))).tocsr()
+        tree_lane = csr_matrix((np.ones(nt), ([tr.lane for tr in self.trees], np.arange(nt))),
+                               shape=(len(self.lanes), nt))
+        load = (m_net + m_intra @ tree_lane).tocsr()
+        used = np.unique(load.nonzero()[0])
+        load = csr_matrix(load[used].multiply(1.0 / bw[used][:, None]))
+        self.busy_arcs = used
+        if nt == 1:
+            self.w = np.ones(1)
+            return float(load.toarray().max())
+        scale = float(np.abs(load.data).max())  # HiGHS' tolerances want entries near 1
+        a_ub = hstack([load / scale, coo_matrix(-np.ones((len(used), 1)))]).tocsr()
+        a_eq = np.hstack([np.ones(nt), [0.0]])[None, :]
+        cost = np.zeros(nt + 1)
+        cost[-1] = 1.0
+        res = linprog(cost, A_ub=a_ub, b_ub=np.zeros(len(used)), A_eq=a_eq, b_eq=[1.0],
+                      bounds=[(0, None)] * (nt + 1), method="highs")
+        if res.status != 0:
+            self.w = np.full(nt, 1.0 / nt)
+            return float((load @ self.w).max())
+        w = np.maximum(res.x[:nt], 0)
+        self.w = w / w.sum()
+        arc_time = load @ self.w
+        self.busy_arcs = used[arc_time >= arc_time.max() * (1 - 1e-6)]
+        return float(arc_time.max())
+
+    def leaf_bound(self) -> bool:
+        """Whether a busiest arc of the fluid optimum carries intra-host leaf transfers."""
+        arc, col, *_ = self._entries()
+        leaf_arcs = arc[col >= len(self.trees)]
+        return bool(np.isin(self.busy_arcs, leaf_arcs).any())
+
+    def balance_phases(self, fluid: float, slack: float = 1e-4) -> None:
+        """Among shares within ``slack`` of the fluid optimum, pick ones whose pipeline fill
+        and drain are cheapest: minimise, summed over the first and last ``offsets - 1`` steps
+        of an equal-piece pipeline, the busiest arc's load (the bytes that started or still
+        have to run). Mirror-image trees (one reducing where another broadcasts) then share
+        the arcs, so every arc's load has the same shape in every step."""
+        from scipy.optimize import linprog
+        from scipy.sparse import coo_matrix, csr_matrix, hstack, vstack
+
+        nt, no = len(self.trees), self.base_offsets
+        if nt == 1:
+            return
+        bw = self.ctx.router.bw
+        arc, col, off, _, last = self._entries()
+        off = np.where(last, no - 1, off)
+        lane_of = np.array([tr.lane for tr in self.trees] + list(range(len(self.lanes))))
+        tree_lane = csr_matrix((np.ones(nt), ([tr.lane for tr in self.trees], np.arange(nt))),
+                               shape=(len(self.lanes), nt))
+        used = np.unique(arc)
+        pos = np.searchsorted(used, arc)
+        na = len(used)
+        net = col < nt
+        per_off = []
+        for o in range(no):
+            sel_n, sel_i = net & (off == o), ~net & (off == o)
+            mn = coo_matrix((np.ones(int(sel_n.sum())), (pos[sel_n], col[sel_n])), shape=(na, nt))
+            mi = coo_matrix((np.ones(int(sel_i.sum())), (pos[sel_i], lane_of[col[sel_i]])),
+                            shape=(na, len(self.lanes)))
+            per_off.append(csr_matrix((mn.tocsr() + mi.tocsr() @ tree_lane)
+                                      .multiply(1.0 / bw[used][:, None])))
+        total = per_off[0]
+        prefix = [per_off[0]]
+        for o in range(1, no):
+            total = total + per_off[o]
+            if o < no - 1:
+                prefix.append(total)
+        blocks = prefix + [total - p for p in prefix]
+        nz = len(blocks)
+        scale = float(abs(total).max())
+        if scale <= 0:
+            return
+        a_ub = vstack([hstack([b / scale, coo_matrix((-np.ones(na), (np.arange(na),
+                                                                      np.full(na, k))),
+                                                     shape=(na, nz))])
+                       for k, b in enumerate(blocks)]
+                      + [hstack([total / scale, csr_matrix((na, nz))])]).tocsr()
+        b_ub = np.concatenate([np.zeros(na * nz), np.full(na, fluid * (1 + slack) / scale)])
+        a_eq = np.concatenate([np.ones(nt), np.zeros(nz)])[None, :]
+        cost = np.concatenate([np.zeros(nt), np.ones(nz)])
+        res = linprog(cost, A_ub=a_ub, b_ub=b_ub, A_eq=a_eq, b_eq=[1.0],
+                      bounds=[(0, None)] * (nt + nz), method="highs")
+        if res.status == 0:
+            w = np.maximum(res.x[:nt], 0)
+            self.w = w / w.sum()
+
+    def profile(self) -> tuple[np.ndarray, np.ndarray]:
+        """Per distinct arc profile: seconds per byte of buffer in each phase offset, then in
+        the lanes' merged intra-host gather and hand-back (two more columns, placed per group
+        of pieces by ``model_time``), and the largest path latency through the arc in each
+        (-inf where unused)."""
+        nt, no = len(self.trees), self.offsets
+        bw = self.ctx.router.bw
+        narcs = len(bw)
+        arc, col, off, plat, last = self._entries()
+        lane_w = np.zeros(len(self.lanes))
+        np.add.at(lane_w, [tr.lane for tr in self.trees], self.w)
+        weight = np.concatenate([self.w, lane_w])[col]
+        off = np.where(col < nt, off + self.shift[np.minimum(col, nt - 1)],
+                       np.where(last, no + 1, no))
+        live = weight > 0
+        idx = arc[live] * (no + 2) + off[live]
+        load = np.bincount(idx, weights=weight[live], minlength=narcs * (no + 2))
+        lat = np.full(narcs * (no + 2), -np.inf)
+        np.maximum.at(lat, idx, plat[live])
+        load = load.reshape(narcs, no + 2) / bw[:, None]
+        lat = lat.reshape(narcs, no + 2)
+        keep = np.isfinite(lat).any(axis=1)
+        table = np.hstack([load[keep], lat[keep]])
+        table = np.unique(np.round(table, 15), axis=0)
+        return table[:, :no + 2], table[:, no + 2:]
+
+    def transfer_counter(self) -> Callable[[int, int], int]:
+        """(pieces, group) -> transfers of a program of that many pieces whose merged
+        intra-host transfers each cover ``group`` consecutive pieces."""
+        per_piece = self.transfers_per_piece()
+        intra = 0 if self.split_intra else sum(
+            2 * sum(len(x) for x in self.lanes[li].leaves_in)
+            for li in {self.trees[j].lane for j in range(len(self.trees)) if self.w[j] > 0})
+        return lambda pieces, group: pieces * (per_piece - intra) + -(-pieces // group) * intra
+
+    def transfers_per_piece(self, all_trees: bool = False) -> int:
+        """Transfers one piece adds (``all_trees``: before shares are known)."""
+        live = [j for j in range(len(self.trees)) if all_trees or self.w[j] > 0]
+        lanes_used = {self.trees[j].lane for j in live}
+        net = sum(2 * (len(self.trees[j].parent) - 1) for j in live)
+        if not self.split_intra:
+            return net + sum(2 * sum(len(x) for x in self.lanes[li].leaves_in)
+                             for li in lanes_used)
+        by_lane: dict[int, list[int]] = defaultdict(list)
+        for j in live:
+            by_lane[self.trees[j].lane].append(j)
+        for li, js in by_lane.items():  # build_program merges runs of equal offsets
+            shift = self.shift[js][:, None]
+            send = np.array([self.offsets_of(j)[0] for j in js])
+            runs = ((np.diff(shift - send, axis=0) != 0).sum(axis=0)
+                    + (np.diff(shift + send, axis=0) != 0).sum(axis=0) + 2)
+            net += int(runs @ np.array([len(x) for x in self.lanes[li].leaves_in]))
+        return net
+
+
