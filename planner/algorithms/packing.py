@@ -1,0 +1,288 @@
+"""Tree packing on any topology: a linear program over reduce and broadcast trees of ranks.
+
+Every share of the buffer is reduced along an in-tree of ranks towards a root and broadcast
+along an out-tree from the same root; a tree edge is a routed path whose inner nodes only
+forward (switches, NICs, PCIe switches, CPUs: never another rank). The fluid time of a
+packing is its busiest arc's bytes over its bandwidth. The LP
+
+    min theta  s.t.  sum_T x_T use_T(a) / bw_a <= theta   (every arc a)
+                     sum_{in-trees of r} x = sum_{out-trees of r} z   (every root r)
+                     sum x = 1,  x, z >= 0
+
+is solved by column generation (HiGHS): the duals price every arc, an edge u -> v costs the
+cheapest route from u to v under those prices, and the pricing step adds, for every root, the
+cheapest in-tree and out-tree it can find. Trees are depth-limited (each root's eccentricity
+plus a slack) so the pipeline's fill stays short; with no limit the pricing is an exact
+minimum arborescence (Chu-Liu/Edmonds), and its duals give a lower bound on the fluid time of
+every reduce-then-broadcast program (``fluid_lower_bound``): for prices y >= 0 with
+sum y = 1, every program's time per byte is at least min over roots of (cheapest in-tree +
+cheapest out-tree), because the price-weighted loads of any packing are a mixture of its
+trees' prices and no arc's load exceeds theta times its bandwidth.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+from scipy.optimize import linprog
+from scipy.sparse import coo_matrix, csr_matrix, hstack
+from scipy.sparse.csgraph import dijkstra
+
+from planner.algorithms.arborescence import min_arborescence, shallow_trees, tree_depths
+from planner.algorithms.base import PlanContext
+from planner.errors import InfeasibleError
+from planner.routing import REF_BYTES
+
+MAX_ROUNDS = 40  # column-generation rounds per depth limit
+TOLERANCE = 1e-4  # relative reduced cost below which the LP counts as solved
+TIE = 1e-6  # relative weight of an arc's physical cost in the prices: ties go to short routes
+
+Path = tuple[str, ...]
+
+
+@dataclass
+class TreeColumn:
+    """One reduce (``inward``) or broadcast tree of rank indices, with its routed edges."""
+
+    inward: bool
+    root: int
+    parent: np.ndarray  # per rank: parent rank, -1 at the root
+    paths: list[Path]  # per rank (the root: ()), child -> parent when inward, else parent -> child
+    arcs: np.ndarray  # arc ids crossed, one entry per crossing
+    depth: np.ndarray
+
+    @property
+    def height(self) -> int:
+        return int(self.depth.max())
+
+
+@dataclass
+class Packing:
+    """An LP solution: trees and their shares (summing to 1 per direction), the fluid time per
+    byte of buffer, and the arc prices of the last pricing."""
+
+    trees: list[TreeColumn]
+    share: np.ndarray
+    theta: float
+    prices: np.ndarray
+
+
+class RankRoutes:
+    """Cheapest routes between ranks under per-arc weights (one multi-source Dijkstra)."""
+
+    def __init__(self, ctx: PlanContext, through_ranks: bool = False) -> None:
+        router = ctx.router
+        names = list(ctx.topo.graph.nodes)
+        index = {n: i for i, n in enumerate(names)}
+        nv = len(names)
+        rank_ix = [index[r] for r in ctx.ranks]
+        # each rank gets a source copy holding its out-arcs; unless ``through_ranks``, the
+        # rank node itself keeps no out-arcs, so routes never pass through another rank
+        copy = {ix: nv + i for i, ix in enumerate(rank_ix)}
+        tail, head, ids = [], [], []
+        for (u, v), a in router.arc_id.items():
+            iu, iv = index[u], index[v]
+            if iu in copy:
+                tail.append(copy[iu])
+                head.append(iv)
+                ids.append(a)
+                if not through_ranks:
+                    continue
+            tail.append(iu)
+            head.append(iv)
+            ids.append(a)
+        self.names = names + list(ctx.ranks)
+        self.tail, self.head = np.asarray(tail), np.asarray(head)
+        self.arc = np.asarray(ids)
+        self.size = nv + len(rank_ix)
+        self.sources = np.asarray([copy[ix] for ix in rank_ix])
+        self.targets = np.asarray(rank_ix)
+        self.rank_names = list(ctx.ranks)
+        self.physical = router.lat + REF_BYTES / router.bw
+
+    def solve(self, price: np.ndarray, tie: bool = True) -> tuple[np.ndarray, np.ndarray]:
+        """(cost, predecessors): cost[i, j] of the cheapest route from rank i to rank j under
+        ``price`` per arc (inf where none; 0 on the diagonal). ``tie`` adds a tiny share of
+        each arc's physical cost, so equal prices go to short routes (and no weight is 0)."""
+        phys = self.physical
+        w = price[self.arc]
+        if tie:
+            w = w + TIE * phys[self.arc] * max(float(price.max()), 1.0 / phys.max())
+        else:
+            w = np.maximum(w, 1e-300)  # an explicit 0 would still be an edge, but be safe
+        graph = csr_matrix((w, (self.tail, self.head)), shape=(self.size, self.size))
+        dist, pred = dijkstra(graph, directed=True, indices=self.sources,
+                              return_predecessors=True)
+        cost = dist[:, self.targets]
+        np.fill_diagonal(cost, 0.0)
+        return cost, pred
+
+    def path(self, pred: np.ndarray, i: int, j: int) -> Path:
+        """Nodes from rank i to rank j along the predecessors of ``solve``."""
+        src, node = self.sources[i], self.targets[j]
+        out = [node]
+        while node != src:
+            node = pred[i, node]
+            if node < 0:
+                raise InfeasibleError(f"no route from {self.rank_names[i]!r} to "
+                                      f"{self.rank_names[j]!r}")
+            out.append(node)
+        out[-1] = self.targets[i]
+        return tuple(self.names[k] for k in reversed(out))
+
+
+def _column(routes: RankRoutes, router, pred: np.ndarray, parent: np.ndarray, root: int,
+            inward: bool, cache: dict) -> TreeColumn:
+    paths: list[Path] = []
+    arcs: list[int] = []
+    for v, p in enumerate(parent):
+        if p < 0:
+            paths.append(())
+            continue
+        a, b = (v, int(p)) if inward else (int(p), v)
+        key = (a, b)
+        path = cache.get(key)
+        if path is None:
+            path = cache[key] = routes.path(pred, a, b)
+        paths.append(path)
+        arcs.extend(router.arcs(path))
+    return TreeColumn(inward, root, parent, paths, np.asarray(arcs, dtype=np.int64),
+                      tree_depths(parent))
+
+
+def hop_eccentricity(ctx: PlanContext, cost: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Per rank: the most rank-to-rank hops to reach every rank (out) and to be reached (in),
+    counting a hop per route that crosses no other rank."""
+    hops = np.where(np.isfinite(cost), 1.0, np.inf)
+    np.fill_diagonal(hops, 0.0)
+    dist = dijkstra(csr_matrix(np.where(np.isfinite(hops) & (hops > 0), 1.0, 0.0)),
+                    directed=True, unweighted=True)
+    if not np.isfinite(dist).all():
+        raise InfeasibleError("packing: some rank cannot reach another without forwarding "
+                              "through a third rank")
+    return dist.max(axis=1).astype(int), dist.max(axis=0).astype(int)
+
+
+class PackingLP:
+    """Column generation over depth-limited trees (``slack``: extra depth over each root's
+    eccentricity; None: no limit, exact pricing)."""
+
+    def __init__(self, ctx: PlanContext, slack: int | None,
+                 routes: RankRoutes | None = None) -> None:
+        self.ctx = ctx
+        self.slack = slack
+        self.routes = routes or RankRoutes(ctx)
+        self.router = ctx.router
+        self.bw = ctx.router.bw
+        self.n = len(ctx.ranks)
+        self.trees: list[TreeColumn] = []
+        self._seen: set[tuple[bool, bytes]] = set()
+        self.limits: tuple[np.ndarray, np.ndarray] | None = None
+
+    def _price(self, price: np.ndarray) -> tuple[list[TreeColumn], np.ndarray, np.ndarray]:
+        """Every root's cheapest in-tree and out-tree under ``price``, with their costs."""
+        cost, pred = self.routes.solve(price)
+        n = self.n
+        if self.limits is None:
+            ecc_out, ecc_in = hop_eccentricity(self.ctx, cost)
+            big = n if self.slack is None else self.slack
+            self.limits = (np.minimum(ecc_in + big, n - 1), np.minimum(ecc_out + big, n - 1))
+        cache: dict = {}
+        cols, c_in, c_out = [], np.empty(n), np.empty(n)
+        if self.slack is None:
+            parents_in = [min_arborescence(cost.T, r) for r in range(n)]
+            parents_out = [min_arborescence(cost, r) for r in range(n)]
+        else:
+            parents_in = list(shallow_trees(cost.T, self.limits[0]))
+            parents_out = list(shallow_trees(cost, self.limits[1]))
+        for r in range(n):
+            for inward, parent, store in ((True, parents_in[r], c_in),
+                                          (False, parents_out[r], c_out)):
+                kids = np.nonzero(parent >= 0)[0]
+                if inward:
+                    store[r] = float(cost[kids, parent[kids]].sum())
+                else:
+                    store[r] = float(cost[parent[kids], kids].sum())
+                cols.append(_column(self.routes, self.router, pred, parent, r, inward, cache))
+        return cols, c_in, c_out
+
+    def _add(self, col: TreeColumn) -> bool:
+        key = (col.inward, col.root.to_bytes(4, "little") + col.parent.tobytes()
+               + b"".join("|".join(p).encode() for p in col.paths))
+        if key in self._seen:
+            return False
+        self._seen.add(key)
+        self.trees.append(col)
+        return True
+
+    def _master(self) -> tuple[float, np.ndarray, np.ndarray, np.ndarray]:
+        """Solve the LP over the current trees: (theta, shares, arc prices, root duals)."""
+        nt, n = len(self.trees), self.n
+        rows = np.concatenate([t.arcs for t in self.trees])
+        cols = np.repeat(np.arange(nt), [len(t.arcs) for t in self.trees])
+        use = coo_matrix((1.0 / self.bw[rows], (rows, cols)), shape=(len(self.bw), nt)).tocsr()
+        used = np.unique(rows)
+        use = use[used]
+        scale = float(use.max()) or 1.0
+        a_ub = hstack([use / scale, coo_matrix(-np.ones((len(used), 1)))]).tocsr()
+        a_eq = np.zeros((n + 1, nt + 1))
+        for j, t in enumerate(self.trees):
+            a_eq[t.root, j] = 1.0 if t.inward else -1.0
+            if t.inward:
+                a_eq[n, j] = 1.0
+        b_eq = np.zeros(n + 1)
+        b_eq[n] = 1.0
+        cost = np.zeros(nt + 1)
+        cost[-1] = 1.0
+        res = linprog(cost, A_ub=a_ub, b_ub=np.zeros(len(used)), A_eq=a_eq, b_eq=b_eq,
+                      bounds=[(0, None)] * (nt + 1), method="highs")
+        if res.status != 0:
+            raise InfeasibleError(f"packing LP failed: {res.message}")
+        y = np.zeros(len(self.bw))
+        y[used] = np.maximum(-res.ineqlin.marginals, 0) / self.bw[used] / scale
+        self.objective = float(res.x[-1])  # theta in the LP's scaled units
+        return float(res.x[-1] * scale), np.maximum(res.x[:nt], 0), y, res.eqlin.marginals
+
+    def solve(self, rounds: int = MAX_ROUNDS) -> Packing:
+        price = 1.0 / self.bw
+        cols, *_ = self._price(price)
+        for c in cols:
+            self._add(c)
+        theta, share, y, duals = self._master()
+        for _ in range(rounds):
+            if y.sum() <= 0:
+                break
+            cols, c_in, c_out = self._price(y)
+            lam_r, lam_t = duals[:self.n], duals[self.n]
+            gain = 0
+            for c in cols:
+                red = ((c_in[c.root] - lam_r[c.root] - lam_t) if c.inward
+                       else (c_out[c.root] + lam_r[c.root]))
+                if red < -TOLERANCE * self.objective and self._add(c):
+                    gain += 1
+            if not gain:
+                break
+            theta, share, y, duals = self._master()
+        return Packing(self.trees, share, theta, y)
+
+
+def fluid_lower_bound(ctx: PlanContext, prices: np.ndarray) -> float:
+    """Time per byte that no reduce-then-broadcast program can beat (any routes, ranks may
+    forward): min over roots of the cheapest in-tree plus out-tree under ``prices``, scaled so
+    that the prices sum to one (see the module docstring)."""
+    total = float((prices * ctx.router.bw).sum())
+    if total <= 0 or len(ctx.ranks) < 2:
+        return 0.0
+    y = prices / total
+    cost, _ = RankRoutes(ctx, through_ranks=True).solve(y, tie=False)
+    best = np.inf
+    for r in range(len(ctx.ranks)):
+        p_in = min_arborescence(cost.T, r)
+        p_out = min_arborescence(cost, r)
+        kids = np.nonzero(p_in >= 0)[0]
+        c_in = cost[kids, p_in[kids]].sum()
+        kids = np.nonzero(p_out >= 0)[0]
+        c_out = cost[p_out[kids], kids].sum()
+        best = min(best, c_in + c_out)
+    return max(0.0, float(best) * (1 - 1e-9))
