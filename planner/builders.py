@@ -177,9 +177,12 @@ DEMO = "one-slow-nic"
 
 
 def write_examples(outdir: Path) -> list[Path]:
+    """Write EXAMPLES and planner.families.FAMILY_EXAMPLES as OUTDIR/NAME.json."""
+    from planner.families import FAMILY_EXAMPLES  # imports this module
+
     outdir.mkdir(parents=True, exist_ok=True)
     written = []
-    for name, make in EXAMPLES.items():
+    for name, make in {**EXAMPLES, **FAMILY_EXAMPLES}.items():
         path = outdir / f"{name}.json"
         path.write_text(json.dumps(make(), indent=1) + "\n")
         written.append(path)
