@@ -95,18 +95,19 @@ def _edmonds(cost: np.ndarray, root: int) -> np.ndarray | None:
     return parent
 
 
-def shallow_trees(cost: np.ndarray, limit: np.ndarray) -> np.ndarray:
-    """Per root r (row r), a cheap out-tree whose depth is at most ``limit[r]``: grow from
-    the root, each time attaching the cheapest node reachable from a node of depth below the
-    limit. Rows hold parent arrays; raise InfeasibleError if some root cannot reach all."""
+def shallow_trees(cost: np.ndarray, max_depth: np.ndarray) -> np.ndarray:
+    """Per root r (row r), a cheap out-tree in which node v sits at depth at most
+    ``max_depth[r, v]``: grow from the root, each time attaching the cheapest node that an
+    attached node can take within the limit. With ``max_depth`` = hop distance from the root
+    plus a slack, the tree always completes (a node nearest the root among those left has
+    its shortest-hop predecessor attached within its own limit). Rows hold parent arrays."""
     n = cost.shape[0]
     roots = np.arange(n)
     parent = np.full((n, n), -1)
-    depth = np.full((n, n), -1)
-    depth[roots, roots] = 0
+    depth = np.zeros((n, n), dtype=np.int64)
     attached = np.zeros((n, n), dtype=bool)
     attached[roots, roots] = True
-    best = cost.copy()  # best[r, v]: cheapest edge into v from an eligible node of tree r
+    best = np.where(max_depth >= 1, cost, np.inf)  # best[r, v]: cheapest edge into v
     arg = np.repeat(roots[:, None], n, axis=1)
     best[attached] = np.inf
     for _ in range(n - 1):
@@ -119,8 +120,7 @@ def shallow_trees(cost: np.ndarray, limit: np.ndarray) -> np.ndarray:
         parent[roots, v] = u
         depth[roots, v] = depth[roots, u] + 1
         attached[roots, v] = True
-        eligible = depth[roots, v] < limit
-        cand = np.where(eligible[:, None], cost[v], np.inf)
+        cand = np.where(depth[roots, v][:, None] + 1 <= max_depth, cost[v], np.inf)
         better = cand < best
         best = np.where(better, cand, best)
         arg = np.where(better, v[:, None], arg)

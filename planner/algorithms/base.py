@@ -23,6 +23,7 @@ class PlanContext:
     router: Router
     cost: CostModel
     seed: int = 0
+    memo: dict[str, Any] = field(default_factory=dict)  # work shared by algorithms and bound
 
     @classmethod
     def create(cls, topo: Topology, ranks: list[str], size_bytes: int, *, seed: int = 0,

@@ -36,6 +36,7 @@ from collections import Counter, defaultdict
 import numpy as np
 
 from planner.algorithms.base import Candidate, PlanContext
+from planner.algorithms.forest_any import forest_any
 from planner.algorithms.forest_lanes import (
     MAX_LANES,
     _Arcs,
@@ -207,6 +208,21 @@ def _refine(config: tuple, size: float) -> tuple[float, _Plan, int, int, np.ndar
 
 
 def forest(ctx: PlanContext) -> Candidate:
+    """The faster of the host-structured forest and the any-topology packing (both priced by
+    the cost model on the program they emit)."""
+    cands, errors = [], []
+    for build in (forest_hosts, forest_any):
+        try:
+            cands.append(build(ctx))
+        except InfeasibleError as exc:
+            errors.append(str(exc))
+    if not cands:
+        raise InfeasibleError("; ".join(errors))
+    return min(cands, key=lambda c: c.predicted_time_s)
+
+
+def forest_hosts(ctx: PlanContext) -> Candidate:
+    """Host-structured forest: lanes of ports and NICs, host-level trees (module docstring)."""
     n = len(ctx.ranks)
     if n == 1:
         return Candidate("forest", 0.0, lambda: Program(1, []), {"trees": 0})

@@ -151,17 +151,14 @@ def _column(routes: RankRoutes, router, pred: np.ndarray, parent: np.ndarray, ro
                       tree_depths(parent))
 
 
-def hop_eccentricity(ctx: PlanContext, cost: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Per rank: the most rank-to-rank hops to reach every rank (out) and to be reached (in),
-    counting a hop per route that crosses no other rank."""
-    hops = np.where(np.isfinite(cost), 1.0, np.inf)
-    np.fill_diagonal(hops, 0.0)
-    dist = dijkstra(csr_matrix(np.where(np.isfinite(hops) & (hops > 0), 1.0, 0.0)),
-                    directed=True, unweighted=True)
+def hop_distances(cost: np.ndarray) -> np.ndarray:
+    """Rank-to-rank hops: [i, j] counts routes (each crossing no other rank) from i to j."""
+    adj = csr_matrix(np.where(np.isfinite(cost) & (cost > 0), 1.0, 0.0))
+    dist = dijkstra(adj, directed=True, unweighted=True)
     if not np.isfinite(dist).all():
         raise InfeasibleError("packing: some rank cannot reach another without forwarding "
                               "through a third rank")
-    return dist.max(axis=1).astype(int), dist.max(axis=0).astype(int)
+    return dist.astype(np.int64)
 
 
 class PackingLP:
@@ -178,16 +175,17 @@ class PackingLP:
         self.n = len(ctx.ranks)
         self.trees: list[TreeColumn] = []
         self._seen: set[tuple[bool, bytes]] = set()
-        self.limits: tuple[np.ndarray, np.ndarray] | None = None
+        self.limits: tuple[np.ndarray, np.ndarray] | None = None  # (in-trees, out-trees)
 
     def _price(self, price: np.ndarray) -> tuple[list[TreeColumn], np.ndarray, np.ndarray]:
         """Every root's cheapest in-tree and out-tree under ``price``, with their costs."""
         cost, pred = self.routes.solve(price)
         n = self.n
         if self.limits is None:
-            ecc_out, ecc_in = hop_eccentricity(self.ctx, cost)
-            big = n if self.slack is None else self.slack
-            self.limits = (np.minimum(ecc_in + big, n - 1), np.minimum(ecc_out + big, n - 1))
+            hops = hop_distances(cost)
+            slack = n if self.slack is None else self.slack
+            # a node of an out-tree of r sits at most ``slack`` deeper than its hops from r
+            self.limits = (np.minimum(hops.T + slack, n - 1), np.minimum(hops + slack, n - 1))
         cache: dict = {}
         cols, c_in, c_out = [], np.empty(n), np.empty(n)
         if self.slack is None:

@@ -1,0 +1,119 @@
+"""Forest on any topology: tree packings of several depth limits, pipelined and priced.
+
+For each depth slack the packing LP (``packing``) gives trees and shares; the pairs are
+pipelined (``packing_schedule``) with every piece count that fits the plan's size limits,
+equal or ramped pieces, and LP-sized pieces near the best count. At small sizes fewer, shallower
+trees win (the fill and each step's latency dominate), so the few largest pairs of each packing
+and the shallowest single pair are priced too. The fastest program under the cost model wins.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+
+import numpy as np
+
+from planner.algorithms.base import Candidate, PlanContext
+from planner.algorithms.packing import PackingLP, RankRoutes
+from planner.algorithms.packing_schedule import MIN_SHARE, Pair, PairSchedule, pair_trees
+from planner.algorithms.pipeline import lp_fractions, model_time, piece_fractions
+from planner.errors import InfeasibleError
+from planner.program import Program
+
+GENERAL_MAX_RANKS = 64  # above: the host-structured forest alone (see docs/planner.md)
+SLACKS = (0, 1, 2, None)  # depth over each rank's hop distance from the root; None: any
+FEW_PAIRS = (1, 2, 4, 8)
+PIECES = (1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64, 96, 128, 192, 256)
+RAMPS = (0, 1, 2, 3)
+MAX_TRANSFERS = 800_000
+MAX_UNITS = 1 << 20
+
+
+def packings(ctx: PlanContext) -> dict[int | None, list[Pair]]:
+    """Pairs of the packing of every depth slack (memoised on the context)."""
+    memo = ctx.memo.get("packings")
+    if memo is not None:
+        return memo
+    routes = RankRoutes(ctx)
+    out: dict[int | None, list[Pair]] = {}
+    prices = None
+    for slack in SLACKS:
+        lp = PackingLP(ctx, slack, routes)
+        packing = lp.solve()
+        out[slack] = pair_trees(packing)
+        if slack is None:
+            prices = packing.prices
+    ctx.memo["packings"] = out
+    ctx.memo["packing_prices"] = prices
+    return out
+
+
+def _variants(pairs: list[Pair]) -> list[list[Pair]]:
+    """The pairs above MIN_SHARE, and the few largest (small sizes: less fill per step)."""
+    ranked = sorted(pairs, key=lambda p: -p.share)
+    kept = [p for p in ranked if p.share >= MIN_SHARE] or ranked[:1]
+    out = [kept]
+    for k in FEW_PAIRS:
+        if k < len(kept):
+            out.append(kept[:k])
+    shallow = min(ranked, key=lambda p: (p.reduce.height + p.broadcast.height, -p.share))
+    out.append([shallow])
+    return out
+
+
+def _price(sched: PairSchedule, shares: np.ndarray, size: float, units: int,
+           best: dict) -> None:
+    load, lat = sched.profile(shares)
+    min_step = sched.ctx.cost.min_step_s
+    per_piece = sched.transfers_per_piece
+    live = int((shares > 0).sum())
+    for pieces in PIECES:
+        if pieces * live > units or pieces * per_piece > MAX_TRANSFERS:
+            break
+        for ramp in RAMPS:
+            if ramp and 2 * ramp > pieces:
+                break
+            fracs = piece_fractions(pieces, ramp)
+            est = model_time(load, lat, size, fracs, min_step=min_step)
+            if est < best.get("time", math.inf):
+                best.update(time=est, sched=sched, shares=shares, fracs=fracs,
+                            load=load, lat=lat)
+
+
+def forest_any(ctx: PlanContext) -> Candidate:
+    """The fastest pipelined tree packing under the cost model (any topology)."""
+    n = len(ctx.ranks)
+    if n == 1:
+        return Candidate("forest", 0.0, lambda: Program(1, []), {"trees": 0})
+    if n > GENERAL_MAX_RANKS:
+        raise InfeasibleError(f"forest (any topology): more than {GENERAL_MAX_RANKS} ranks")
+    t0 = time.perf_counter()
+    size = float(ctx.size_bytes)
+    units = min(MAX_UNITS, ctx.size_bytes)
+    best: dict = {}
+    for pairs in packings(ctx).values():
+        for subset in _variants(pairs):
+            sched = PairSchedule(ctx, subset)
+            shares, _ = sched.fluid_shares()
+            _price(sched, shares, size, units, best)
+    if not best:
+        raise InfeasibleError("forest (any topology): no tree set fits the plan size limits")
+    sched, shares = best["sched"], best["shares"]
+    pieces = len(best["fracs"])
+    for k in (pieces // 2, pieces, pieces * 3 // 2):
+        if k < 2 or k * len(sched.pairs) > units or k * sched.transfers_per_piece > MAX_TRANSFERS:
+            continue
+        fracs = lp_fractions(best["load"], best["lat"], size, k, min_step=ctx.cost.min_step_s)
+        if fracs is None:
+            continue
+        est = model_time(best["load"], best["lat"], size, fracs, min_step=ctx.cost.min_step_s)
+        if est < best["time"]:
+            best.update(time=est, fracs=fracs)
+    fracs = best["fracs"]
+    program = sched.build(shares, fracs, units)
+    predicted = ctx.cost.program_time(ctx.ranks, program, size)
+    details = {"path": "any-topology packing", "trees": int((shares > 0).sum()),
+               "pieces": len(fracs), "reduce_height": sched.h_in,
+               "broadcast_height": sched.h_out, "solve_s": round(time.perf_counter() - t0, 3)}
+    return Candidate("forest", predicted, lambda: program, details)
