@@ -23,6 +23,7 @@ from planner.program import Program
 
 GENERAL_MAX_RANKS = 64  # above: the host-structured forest alone (see docs/planner.md)
 SLACKS = (0, 1, 2, None)  # depth over each rank's hop distance from the root; None: any
+UNLIMITED_MAX_RANKS = 32  # above: depth-limited packings only (deep trees fill too slowly)
 FEW_PAIRS = (1, 2, 4, 8)
 PIECES = (1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64, 96, 128, 192, 256)
 RAMPS = (0, 1, 2, 3)
@@ -38,9 +39,12 @@ def packings(ctx: PlanContext) -> dict[int | None, list[Pair]]:
     routes = RankRoutes(ctx)
     out: dict[int | None, list[Pair]] = {}
     prices = None
+    start: list = []
     for slack in SLACKS:
-        lp = PackingLP(ctx, slack, routes)
-        packing = lp.solve()
+        if slack is None and len(ctx.ranks) > UNLIMITED_MAX_RANKS:
+            continue
+        packing = PackingLP(ctx, slack, routes, start).solve()
+        start = packing.trees
         out[slack] = pair_trees(packing)
         if slack is None:
             prices = packing.prices
@@ -64,21 +68,27 @@ def _variants(pairs: list[Pair]) -> list[list[Pair]]:
 
 def _price(sched: PairSchedule, shares: np.ndarray, size: float, units: int,
            best: dict) -> None:
+    """Every piece count that fits with equal pieces, then ramps at the best three."""
     load, lat = sched.profile(shares)
     min_step = sched.ctx.cost.min_step_s
     per_piece = sched.transfers_per_piece
     live = int((shares > 0).sum())
-    for pieces in PIECES:
-        if pieces * live > units or pieces * per_piece > MAX_TRANSFERS:
-            break
-        for ramp in RAMPS:
-            if ramp and 2 * ramp > pieces:
+    fits = [p for p in PIECES if p * live <= units and p * per_piece <= MAX_TRANSFERS]
+    if not fits:
+        return
+    equal = sorted((model_time(load, lat, size, piece_fractions(p, 0), min_step=min_step), p)
+                   for p in fits)
+    tried = [(est, p, 0) for est, p in equal]
+    for _, pieces in equal[:3]:
+        for ramp in RAMPS[1:]:
+            if 2 * ramp > pieces:
                 break
-            fracs = piece_fractions(pieces, ramp)
-            est = model_time(load, lat, size, fracs, min_step=min_step)
-            if est < best.get("time", math.inf):
-                best.update(time=est, sched=sched, shares=shares, fracs=fracs,
-                            load=load, lat=lat)
+            est = model_time(load, lat, size, piece_fractions(pieces, ramp), min_step=min_step)
+            tried.append((est, pieces, ramp))
+    est, pieces, ramp = min(tried)
+    if est < best.get("time", math.inf):
+        best.update(time=est, sched=sched, shares=shares, fracs=piece_fractions(pieces, ramp),
+                    load=load, lat=lat)
 
 
 def forest_any(ctx: PlanContext) -> Candidate:

@@ -11,9 +11,10 @@ packing is its busiest arc's bytes over its bandwidth. The LP
 
 is solved by column generation (HiGHS): the duals price every arc, an edge u -> v costs the
 cheapest route from u to v under those prices, and the pricing step adds, for every root, the
-cheapest in-tree and out-tree it can find. Trees are depth-limited (each root's eccentricity
-plus a slack) so the pipeline's fill stays short; with no limit the pricing is an exact
-minimum arborescence (Chu-Liu/Edmonds), and its duals give a lower bound on the fluid time of
+cheapest in-tree and out-tree it can find (greedily). Trees are depth-limited (each rank at
+most a slack deeper than its hop distance from the root) so the pipeline's fill stays short.
+The duals of the unlimited packing, with exact minimum arborescences (Chu-Liu/Edmonds), give a
+lower bound on the fluid time of
 every reduce-then-broadcast program (``fluid_lower_bound``): for prices y >= 0 with
 sum y = 1, every program's time per byte is at least min over roots of (cheapest in-tree +
 cheapest out-tree), because the price-weighted loads of any packing are a mixture of its
@@ -35,7 +36,9 @@ from planner.errors import InfeasibleError
 from planner.routing import REF_BYTES
 
 MAX_ROUNDS = 40  # column-generation rounds per depth limit
-TOLERANCE = 1e-4  # relative reduced cost below which the LP counts as solved
+TOLERANCE = 1e-3  # relative reduced cost below which the LP counts as solved
+KEEP_IDLE_ROUNDS = 6  # columns without share for this many rounds leave the master LP...
+PRUNE_ABOVE = 8  # ...once it holds more than this many columns per rank
 TIE = 1e-6  # relative weight of an arc's physical cost in the prices: ties go to short routes
 
 Path = tuple[str, ...]
@@ -162,11 +165,11 @@ def hop_distances(cost: np.ndarray) -> np.ndarray:
 
 
 class PackingLP:
-    """Column generation over depth-limited trees (``slack``: extra depth over each root's
-    eccentricity; None: no limit, exact pricing)."""
+    """Column generation over depth-limited trees (``slack``: extra depth over each rank's hop
+    distance from the root; None: no limit)."""
 
     def __init__(self, ctx: PlanContext, slack: int | None,
-                 routes: RankRoutes | None = None) -> None:
+                 routes: RankRoutes | None = None, start: list[TreeColumn] | None = None) -> None:
         self.ctx = ctx
         self.slack = slack
         self.routes = routes or RankRoutes(ctx)
@@ -176,9 +179,16 @@ class PackingLP:
         self.trees: list[TreeColumn] = []
         self._seen: set[tuple[bool, bytes]] = set()
         self.limits: tuple[np.ndarray, np.ndarray] | None = None  # (in-trees, out-trees)
+        self.idle: list[int] = []  # per column: rounds in a row without share
+        self.keys: list[tuple[bool, bytes]] = []
+        for col in start or ():  # trees of a smaller slack fit this one's limits too
+            self._add(col)
 
-    def _price(self, price: np.ndarray) -> tuple[list[TreeColumn], np.ndarray, np.ndarray]:
-        """Every root's cheapest in-tree and out-tree under ``price``, with their costs."""
+    def _price(self, price: np.ndarray, duals: np.ndarray | None = None,
+               threshold: float = 0.0) -> list[TreeColumn]:
+        """Every root's cheapest in-tree and out-tree it finds under ``price``; with
+        ``duals`` (root rows, then the total row), only those whose reduced cost is below
+        ``-threshold``."""
         cost, pred = self.routes.solve(price)
         n = self.n
         if self.limits is None:
@@ -186,24 +196,31 @@ class PackingLP:
             slack = n if self.slack is None else self.slack
             # a node of an out-tree of r sits at most ``slack`` deeper than its hops from r
             self.limits = (np.minimum(hops.T + slack, n - 1), np.minimum(hops + slack, n - 1))
-        cache: dict = {}
-        cols, c_in, c_out = [], np.empty(n), np.empty(n)
-        if self.slack is None:
-            parents_in = [min_arborescence(cost.T, r) for r in range(n)]
-            parents_out = [min_arborescence(cost, r) for r in range(n)]
+        parents_in = shallow_trees(cost.T, self.limits[0])
+        parents_out = shallow_trees(cost, self.limits[1])
+        kids = parents_in >= 0
+        rows = np.nonzero(kids)
+        c_in = np.zeros(n)
+        np.add.at(c_in, rows[0], cost[rows[1], parents_in[kids]])
+        kids = parents_out >= 0
+        rows = np.nonzero(kids)
+        c_out = np.zeros(n)
+        np.add.at(c_out, rows[0], cost[parents_out[kids], rows[1]])
+        if duals is None:
+            red_in = red_out = np.full(n, -np.inf)
         else:
-            parents_in = list(shallow_trees(cost.T, self.limits[0]))
-            parents_out = list(shallow_trees(cost, self.limits[1]))
+            red_in = c_in - duals[:n] - duals[n]
+            red_out = c_out + duals[:n]
+        cache: dict = {}
+        cols = []
         for r in range(n):
-            for inward, parent, store in ((True, parents_in[r], c_in),
-                                          (False, parents_out[r], c_out)):
-                kids = np.nonzero(parent >= 0)[0]
-                if inward:
-                    store[r] = float(cost[kids, parent[kids]].sum())
-                else:
-                    store[r] = float(cost[parent[kids], kids].sum())
-                cols.append(_column(self.routes, self.router, pred, parent, r, inward, cache))
-        return cols, c_in, c_out
+            if red_in[r] < -threshold:
+                cols.append(_column(self.routes, self.router, pred, parents_in[r], r, True,
+                                    cache))
+            if red_out[r] < -threshold:
+                cols.append(_column(self.routes, self.router, pred, parents_out[r], r, False,
+                                    cache))
+        return cols
 
     def _add(self, col: TreeColumn) -> bool:
         key = (col.inward, col.root.to_bytes(4, "little") + col.parent.tobytes()
@@ -212,7 +229,24 @@ class PackingLP:
             return False
         self._seen.add(key)
         self.trees.append(col)
+        self.keys.append(key)
+        self.idle.append(0)
         return True
+
+    def _prune(self, share: np.ndarray) -> None:
+        """Drop columns that carried no share for KEEP_IDLE_ROUNDS solves (they may come back
+        through pricing; the LP stays small)."""
+        if len(self.trees) <= PRUNE_ABOVE * self.n:
+            self.idle = [0 if x > 1e-12 else k + 1 for x, k in zip(share, self.idle, strict=True)]
+            return
+        self.idle = [0 if x > 1e-12 else k + 1 for x, k in zip(share, self.idle, strict=True)]
+        keep = [j for j, k in enumerate(self.idle) if k < KEEP_IDLE_ROUNDS]
+        if len(keep) < len(self.trees):
+            self._seen.difference_update(self.keys[j] for j in range(len(self.trees))
+                                         if self.idle[j] >= KEEP_IDLE_ROUNDS)
+            self.trees = [self.trees[j] for j in keep]
+            self.idle = [self.idle[j] for j in keep]
+            self.keys = [self.keys[j] for j in keep]
 
     def _master(self) -> tuple[float, np.ndarray, np.ndarray, np.ndarray]:
         """Solve the LP over the current trees: (theta, shares, arc prices, root duals)."""
@@ -243,26 +277,22 @@ class PackingLP:
         return float(res.x[-1] * scale), np.maximum(res.x[:nt], 0), y, res.eqlin.marginals
 
     def solve(self, rounds: int = MAX_ROUNDS) -> Packing:
-        price = 1.0 / self.bw
-        cols, *_ = self._price(price)
-        for c in cols:
+        for c in self._price(1.0 / self.bw):
             self._add(c)
         theta, share, y, duals = self._master()
         for _ in range(rounds):
             if y.sum() <= 0:
                 break
-            cols, c_in, c_out = self._price(y)
-            lam_r, lam_t = duals[:self.n], duals[self.n]
-            gain = 0
-            for c in cols:
-                red = ((c_in[c.root] - lam_r[c.root] - lam_t) if c.inward
-                       else (c_out[c.root] + lam_r[c.root]))
-                if red < -TOLERANCE * self.objective and self._add(c):
-                    gain += 1
-            if not gain:
+            cols = self._price(y, duals, TOLERANCE * self.objective)
+            if not cols:
+                break
+            self._prune(share)
+            if not sum(self._add(c) for c in cols):
                 break
             theta, share, y, duals = self._master()
-        return Packing(self.trees, share, theta, y)
+        live = share > 1e-12
+        return Packing([t for t, x in zip(self.trees, live, strict=True) if x], share[live],
+                       theta, y)
 
 
 def fluid_lower_bound(ctx: PlanContext, prices: np.ndarray) -> float:

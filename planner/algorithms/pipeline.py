@@ -50,6 +50,8 @@ def model_time(load: np.ndarray, lat: np.ndarray, size: float, fracs: np.ndarray
     """Program time under the cost model for pieces of the given fractions, from the arc
     profile (``intra``: its last two columns are the merged intra-host transfers, grouped
     by ``group`` pieces; ``min_step``: the least time of a step)."""
+    if not intra:
+        return _pipeline_time(load, lat, size, fracs, min_step)
     nsteps, mats = _placements(load.shape[1], len(fracs), group, intra)
     step_load = np.zeros((load.shape[0], nsteps))
     step_lat = np.full((load.shape[0], nsteps), -np.inf)
@@ -59,6 +61,22 @@ def model_time(load: np.ndarray, lat: np.ndarray, size: float, fracs: np.ndarray
         step_lat[:, present] = np.maximum(step_lat[:, present], lat[:, k:k + 1])
     t = step_lat + step_load * size
     per_step = np.where(np.isfinite(t), t, -np.inf).max(axis=0)
+    busy = np.isfinite(per_step)
+    return float(np.maximum(per_step[busy], min_step).clip(min=0).sum())
+
+
+def _pipeline_time(load: np.ndarray, lat: np.ndarray, size: float, fracs: np.ndarray,
+                   min_step: float) -> float:
+    """model_time without intra-host columns: piece p runs column k at step p + k."""
+    pieces, cols = len(fracs), load.shape[1]
+    nsteps = pieces + cols - 1
+    step_load = np.zeros((load.shape[0], nsteps))
+    step_lat = np.full((load.shape[0], nsteps), -np.inf)
+    row = fracs[None, :] * size
+    for k in range(cols):
+        step_load[:, k:k + pieces] += load[:, k:k + 1] * row
+        np.maximum(step_lat[:, k:k + pieces], lat[:, k:k + 1], out=step_lat[:, k:k + pieces])
+    per_step = (step_lat + step_load).max(axis=0)
     busy = np.isfinite(per_step)
     return float(np.maximum(per_step[busy], min_step).clip(min=0).sum())
 
