@@ -12,6 +12,7 @@ import itertools
 from collections.abc import Sequence
 from functools import cache
 
+import networkx as nx
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -79,7 +80,7 @@ def _trees(root: int, n: int) -> list[list[list[tuple[int, int]]]]:
     return trees
 
 
-def _unit_options(n: int, max_offset: int = 2) -> list[list[list[tuple[int, int, bool]]]]:
+def _unit_options(n: int, max_offset: int) -> list[list[list[tuple[int, int, bool]]]]:
     """Per unit: its transfers by step, for every root, reduce tree, broadcast tree (a reduce
     tree reversed) and start step."""
     options = []
@@ -92,21 +93,40 @@ def _unit_options(n: int, max_offset: int = 2) -> list[list[list[tuple[int, int,
     return options
 
 
-def brute_force(ctx: PlanContext, units: int) -> tuple[float, Program]:
-    """The fastest program whose ``units`` equal units each follow one unit option."""
+def _paths(ctx: PlanContext, src: int, dst: int, k: int) -> list[tuple[str, ...] | None]:
+    """The router's path (None) and up to k-1 more simple paths, fastest first."""
+    if k == 1:
+        return [None]
+    weight = {(u, v): d["lat"] + (1 << 20) / d["bw"] for u, v, d in ctx.topo.graph.edges(data=True)}
+    gen = nx.shortest_simple_paths(ctx.topo.graph, ctx.ranks[src], ctx.ranks[dst],
+                                   weight=lambda u, v, _d: weight[(u, v)])
+    return [None, *(tuple(p) for p in itertools.islice(gen, k))][:k]
+
+
+def brute_force(ctx: PlanContext, units: int, paths: int = 1,
+                max_offset: int = 2) -> tuple[float, Program]:
+    """The fastest program whose ``units`` equal units each follow one unit option, every
+    transfer on one of ``paths`` routes."""
     n = len(ctx.ranks)
     bpu = ctx.size_bytes / units
+    routes = {(a, b): _paths(ctx, a, b, paths) for a in range(n) for b in range(n) if a != b}
+    options = []
+    for opt in _unit_options(n, max_offset):
+        flat = [t for level in opt for t in level]
+        for choice in itertools.product(*(routes[(s, d)] for s, d, _ in flat)):
+            it = iter(choice)
+            options.append([[(s, d, r, next(it)) for s, d, r in level] for level in opt])
 
     @cache
     def step_time(step: tuple[Transfer, ...]) -> float:
         return ctx.cost.step_time(ctx.ranks, step, bpu) if step else 0.0
 
     best: tuple[float, Program] | None = None
-    for combo in itertools.combinations_with_replacement(_unit_options(n), units):
+    for combo in itertools.combinations_with_replacement(options, units):
         steps: list[list[Transfer]] = [[] for _ in range(max(map(len, combo)))]
         for u, option in enumerate(combo):
             for k, level in enumerate(option):
-                steps[k].extend(Transfer(s, d, u, u + 1, r) for s, d, r in level)
+                steps[k].extend(Transfer(s, d, u, u + 1, r, p) for s, d, r, p in level)
         t = sum(step_time(tuple(st)) for st in steps)
         if best is None or t < best[0]:
             best = (t, Program(units, [st for st in steps if st]))
@@ -122,15 +142,19 @@ def _tiny_ranks(topo: Topology, seed: int, k: int) -> Sequence[str]:
 
 
 @pytest.mark.parametrize("family", FAMILIES)
-@pytest.mark.parametrize("nranks,units", [(2, 4), (3, 2)])
-def test_bound_never_above_brute_force_on_tiny_cases(family: str, nranks: int,
-                                                     units: int) -> None:
+@pytest.mark.parametrize("nranks,units,paths,offsets", [
+    (2, 4, 1, 2),  # 126 programs: fast
+    pytest.param(3, 2, 1, 2, marks=pytest.mark.slow),  # 3,321 programs
+    pytest.param(2, 3, 3, 1, marks=pytest.mark.slow),  # 3 routes per transfer: 7,770 programs
+])
+def test_bound_never_above_brute_force_on_tiny_cases(family: str, nranks: int, units: int,
+                                                     paths: int, offsets: int) -> None:
     for seed in range(2):
         topo = Topology.from_dict(random_family(family, seed, max_ranks=8))
         ranks = list(_tiny_ranks(topo, seed, nranks))
         for size in (4096, 256 << 20):
             ctx = PlanContext.create(topo, ranks, size)
-            best_t, program = brute_force(ctx, units)
+            best_t, program = brute_force(ctx, units, paths, offsets)
             doc = {"ranks": ranks, "size_bytes": size,
                    "program": program_to_doc(with_routes(program, ranks, ctx.router))}
             rep = verify_plan(doc, topo)  # the enumerated programs are all-reduces
