@@ -51,7 +51,7 @@ def level_sets(ctx: PlanContext) -> dict[str, list[list[list[int]]]]:
     pos = {r: i for i, r in enumerate(r for rack in racks for h in rack for r in hosts[h])}
     out: dict[str, list[list[list[int]]]] = {}
     seen: set[str] = set()
-    for keep_host, keep_rack in itertools.product((True, False), repeat=2):
+    for keep_host, keep_rack in ((False, False), (True, False), (False, True), (True, True)):
         levels: list[list[list[int]]] = []
         members = [[r] for r in range(len(ctx.ranks))]  # ranks of each current entity
         rack_groups = [[r for h in rack for r in hosts[h]] for rack in racks]
