@@ -8,7 +8,9 @@ built and checked by the verifier up to --verify-max-ranks ranks. Writes
 bench/results/planner_families.json and .png and prints median / worst per family.
 
     flock /tmp/syncplan-bench.lock python3 bench/planner_quality/families.py \\
-        [--families torus,mesh2d] [--count 64] [--size 256MiB] [--max-ranks 16]
+        [--families torus,mesh2d] [--count 64] [--size 256MiB] [--max-ranks 16] [--merge]
+
+With --merge one family per run (each under its own lock) builds up one results file.
 """
 
 from __future__ import annotations
@@ -79,11 +81,23 @@ def save(res: dict, stem: str) -> Path:
     return dst
 
 
+def previous(stem: str, size: int, max_ranks: int) -> dict | None:
+    """The results file of an earlier run with the same size and rank limit, if any."""
+    try:
+        old = json.loads((OUT / f"{stem}.json").read_text())
+    except (OSError, ValueError):
+        return None
+    same = old.get("size_bytes") == size and old.get("max_ranks") == max_ranks
+    return old if same else None
+
+
 def run(families: list[str], count: int, size: int, max_ranks: int, verify_max: int,
-        examples: bool, stem: str) -> dict:
-    """Measure; the JSON is rewritten after every family so a cut run keeps its part."""
-    res: dict = {"size_bytes": size, "count": count, "max_ranks": max_ranks, "families": {},
-                 "examples": {}}
+        examples: bool, stem: str, merge: bool = False) -> dict:
+    """Measure; the JSON is rewritten after every family so a cut run keeps its part. With
+    ``merge`` the families and examples of an earlier run (same size and rank limit) stay."""
+    res: dict = (merge and previous(stem, size, max_ranks)) or {
+        "size_bytes": size, "max_ranks": max_ranks, "families": {}, "examples": {}}
+    res["count"] = count
     for fam in families:
         rows = []
         t0 = time.perf_counter()
@@ -143,7 +157,9 @@ def plot(res: dict, out: Path) -> None:
     ax.set_xticks(range(len(fams)), fams, rotation=15, fontsize=8)
     ax.set_yscale("log")
     ax.set_ylabel("predicted / lower bound")
-    ax.set_title(f"{res['count']} random members per family at {res['size_bytes'] >> 20} MiB "
+    counts = "/".join(str(c) for c in sorted({d["summary"]["count"]
+                                               for d in res["families"].values()}))
+    ax.set_title(f"{counts} random members per family at {res['size_bytes'] >> 20} MiB "
                  "(bars: median; dotted: 1.03)", fontsize=10)
     ax.legend(fontsize=8)
     names = list(res["examples"])
@@ -175,6 +191,8 @@ def main() -> None:
     ap.add_argument("--verify-max-ranks", type=int, default=64)
     ap.add_argument("--no-examples", action="store_true", help="skip FAMILY_EXAMPLES")
     ap.add_argument("--out", default="planner_families", help="results file stem")
+    ap.add_argument("--merge", action="store_true",
+                    help="keep the other families and examples of the results file")
     args = ap.parse_args()
     fams = [f.strip() for f in args.families.split(",") if f.strip()]
     unknown = [f for f in fams if f not in FAMILIES]
@@ -186,7 +204,7 @@ def main() -> None:
     except ValueError as exc:
         raise SystemExit(f"error: --size: {exc}") from None
     res = run(fams, args.count, size, args.max_ranks, args.verify_max_ranks,
-              not args.no_examples, args.out)
+              not args.no_examples, args.out, args.merge)
     dst = save(res, args.out)
     plot(res, OUT / f"{args.out}.png")
     print(f"predicted / lower bound at {args.size} (auto = best candidate)")
