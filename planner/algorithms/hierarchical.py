@@ -15,6 +15,7 @@ import itertools
 from collections.abc import Iterator
 
 from planner.algorithms.base import Candidate, PlanContext
+from planner.algorithms.uneven import uneven_hierarchical
 from planner.errors import InfeasibleError
 from planner.program import Program, Step, Transfer
 
@@ -146,6 +147,8 @@ def hierarchical(ctx: PlanContext) -> Candidate:
     n = len(ctx.ranks)
     if n == 1:
         return Candidate("hierarchical", 0.0, lambda: Program(1, []), {"levels": []})
+    if len({len(g) for g in ctx.host_groups}) > 1:
+        return uneven_hierarchical(ctx)  # hosts of different sizes: nested groups, no grid
     grid = rank_grid(ctx)
     dims = _dims(grid)
     flat: dict[tuple[int, ...], int] = {}

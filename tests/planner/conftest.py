@@ -6,14 +6,18 @@ from types import ModuleType
 
 import pytest
 
+from planner.families import FAMILY_EXAMPLES
 from planner.topology import Topology, load_topology
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 SCALE_BENCH = Path(__file__).resolve().parents[2] / "bench" / "planner_scale"
 EXAMPLE_FILES = sorted(p for p in EXAMPLES.glob("*.json") if p.name != "demo.json")
+# the family examples (planner/families.py) cost today's forest 2-8 s per plan: slow subset
+_SLOW_EXAMPLES = set(FAMILY_EXAMPLES)
 
 
-@pytest.fixture(params=EXAMPLE_FILES, ids=lambda p: p.stem)
+@pytest.fixture(params=[pytest.param(p, marks=pytest.mark.slow) if p.stem in _SLOW_EXAMPLES
+                        else p for p in EXAMPLE_FILES], ids=lambda p: p.stem)
 def example(request: pytest.FixtureRequest) -> Topology:
     return load_topology(request.param)
 
