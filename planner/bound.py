@@ -19,6 +19,12 @@ with k = 2 each direction is crossed once by every byte: ``T >= size / cap(S -> 
 (the classical cut bound). Parts used: single ranks, hosts, and for up to EXACT_MAX_RANKS
 ranks the exact minimum rank-separating cut (max-flow).
 
+Packing bound. When forest has solved its tree-packing LP on the same context, the LP's arc
+prices give a third bandwidth bound (``planner.algorithms.packing.fluid_lower_bound``): for
+prices y >= 0 summing to one over bandwidth, every program's time per byte is at least the
+cheapest reduce tree plus broadcast tree of one root. It is never looser than needed: at the
+LP's optimum it equals the family's fluid optimum.
+
 Latency. The input of every rank must reach every other rank, so ``T >= max latency between
 ranks``. And the bytes that cross the cut or the partition boundary move in steps that each
 last at least ``L + load(e) / bw(e)`` for every boundary arc ``e`` they load, where ``L`` is
@@ -65,6 +71,9 @@ def lower_bound(ctx: PlanContext) -> Bound:
     size = float(ctx.size_bytes)
     part_time, part_name = _partition_bound(ctx)
     cut_time = size / cut
+    pack_time = _packing_bound(ctx) * size
+    if pack_time > cut_time * (1 + 1e-9):
+        cut_time, cut_method = pack_time, "tree-packing LP dual bound (arc prices)"
     rank_lat = _rank_to_rank_latency(ctx)
     if part_time > cut_time:
         bw_time, method = part_time, f"partition bound over {part_name}"
@@ -77,6 +86,21 @@ def lower_bound(ctx: PlanContext) -> Bound:
         return Bound(lat, cut, lat, method + "; latency floor binds", partition_s=part_time,
                      bandwidth_s=bw_time)
     return Bound(boundary, cut, lat, method, partition_s=part_time, bandwidth_s=bw_time)
+
+
+def _packing_bound(ctx: PlanContext) -> float:
+    """The tree-packing LP's dual bound (seconds per byte), when forest has priced a packing
+    on this context: its arc prices bound every reduce-then-broadcast program's fluid time
+    (planner.algorithms.packing.fluid_lower_bound). It lifts the cut bound where no cut is
+    tight (meshes whose every cut has spare capacity)."""
+    from planner.algorithms.packing import fluid_lower_bound
+
+    packings = ctx.memo.get("packings") or {}
+    best = 0.0
+    for key in (("any", None), ("any", 2)):
+        if key in packings:
+            best = max(best, fluid_lower_bound(ctx, packings[key].prices))
+    return best
 
 
 def parts_by_host(ctx: PlanContext) -> list[set[str]]:

@@ -15,7 +15,8 @@ import time
 import numpy as np
 
 from planner.algorithms.base import Candidate, PlanContext
-from planner.algorithms.packing import PackingLP, RankRoutes
+from planner.algorithms.packing import Packing, PackingLP, QuickRoutes, RankRoutes
+from planner.algorithms.packing_balance import balanced_packing
 from planner.algorithms.packing_schedule import MIN_SHARE, Pair, PairSchedule, pair_trees
 from planner.algorithms.pipeline import lp_fractions, model_time, piece_fractions
 from planner.errors import InfeasibleError
@@ -25,31 +26,28 @@ GENERAL_MAX_RANKS = 64  # above: the host-structured forest alone (see docs/plan
 SLACKS = (0, 1, 2, None)  # depth over each rank's hop distance from the root; None: any
 UNLIMITED_MAX_RANKS = 32  # above: depth-limited packings only (deep trees fill too slowly)
 FEW_PAIRS = (1, 2, 4, 8)
+BALANCE_PIECES = (24, 96)  # piece counts the pipeline-aware shares are solved for
 PIECES = (1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64, 96, 128, 192, 256)
 RAMPS = (0, 1, 2, 3)
 MAX_TRANSFERS = 800_000
 MAX_UNITS = 1 << 20
 
 
-def packings(ctx: PlanContext) -> dict[int | None, list[Pair]]:
-    """Pairs of the packing of every depth slack (memoised on the context)."""
+def packings(ctx: PlanContext) -> dict[tuple[str, int | None], Packing]:
+    """The packing of every route set and depth slack (memoised on the context): any routes
+    whose inner nodes only forward, and the short routes of ``QuickRoutes``."""
     memo = ctx.memo.get("packings")
     if memo is not None:
         return memo
-    routes = RankRoutes(ctx)
-    out: dict[int | None, list[Pair]] = {}
-    prices = None
-    start: list = []
-    for slack in SLACKS:
-        if slack is None and len(ctx.ranks) > UNLIMITED_MAX_RANKS:
-            continue
-        packing = PackingLP(ctx, slack, routes, start).solve()
-        start = packing.trees
-        out[slack] = pair_trees(packing)
-        if slack is None:
-            prices = packing.prices
+    out: dict[tuple[str, int | None], Packing] = {}
+    for name, routes in (("any", RankRoutes(ctx)), ("short", QuickRoutes(ctx))):
+        start: list = []
+        for slack in SLACKS:
+            if slack is None and (len(ctx.ranks) > UNLIMITED_MAX_RANKS or name == "short"):
+                continue
+            out[name, slack] = PackingLP(ctx, slack, routes, start).solve()
+            start = out[name, slack].trees
     ctx.memo["packings"] = out
-    ctx.memo["packing_prices"] = prices
     return out
 
 
@@ -102,11 +100,20 @@ def forest_any(ctx: PlanContext) -> Candidate:
     size = float(ctx.size_bytes)
     units = min(MAX_UNITS, ctx.size_bytes)
     best: dict = {}
-    for pairs in packings(ctx).values():
-        for subset in _variants(pairs):
+    for packing in packings(ctx).values():
+        for subset in _variants(pair_trees(packing)):
             sched = PairSchedule(ctx, subset)
             shares, _ = sched.fluid_shares()
             _price(sched, shares, size, units, best)
+        # shares for the pipeline (fill and drain), at the piece counts that suit it
+        for pieces in BALANCE_PIECES:
+            balanced = balanced_packing(ctx, packing, packing.pool, pieces)
+            if balanced is None:
+                continue
+            pairs = [p for p in pair_trees(balanced) if p.share >= MIN_SHARE]
+            sched = PairSchedule(ctx, pairs)
+            shares = np.array([p.share for p in pairs])
+            _price(sched, shares / shares.sum(), size, units, best)
     if not best:
         raise InfeasibleError("forest (any topology): no tree set fits the plan size limits")
     sched, shares = best["sched"], best["shares"]
@@ -123,7 +130,9 @@ def forest_any(ctx: PlanContext) -> Candidate:
     fracs = best["fracs"]
     program = sched.build(shares, fracs, units)
     predicted = ctx.cost.program_time(ctx.ranks, program, size)
+    fluid = min(p.theta for k, p in packings(ctx).items() if k[0] == "any") * size
     details = {"path": "any-topology packing", "trees": int((shares > 0).sum()),
+               "fluid_time_s": fluid,
                "pieces": len(fracs), "reduce_height": sched.h_in,
                "broadcast_height": sched.h_out, "solve_s": round(time.perf_counter() - t0, 3)}
     return Candidate("forest", predicted, lambda: program, details)

@@ -23,12 +23,12 @@ trees' prices and no arc's load exceeds theta times its bandwidth.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 from scipy.optimize import linprog
 from scipy.sparse import coo_matrix, csr_matrix, hstack
-from scipy.sparse.csgraph import dijkstra
+from scipy.sparse.csgraph import connected_components, dijkstra
 
 from planner.algorithms.arborescence import min_arborescence, shallow_trees, tree_depths
 from planner.algorithms.base import PlanContext
@@ -69,6 +69,7 @@ class Packing:
     share: np.ndarray
     theta: float
     prices: np.ndarray
+    pool: list[TreeColumn] = field(default_factory=list)  # every column of the last LP
 
 
 class RankRoutes:
@@ -135,7 +136,57 @@ class RankRoutes:
         return tuple(self.names[k] for k in reversed(out))
 
 
-def _column(routes: RankRoutes, router, pred: np.ndarray, parent: np.ndarray, root: int,
+class QuickRoutes:
+    """Rank pairs joined by their cost-model route (``Router.path``) when its latency is at
+    most the least that keeps every rank reaching every other (one route per pair, priced
+    as the sum of its arcs' prices). Every step of a lockstep program lasts at least its
+    slowest route's latency: on meshes whose ranks are also joined by long forwarding routes
+    (GPUs over PCIe and the CPU beside their NVLinks), these trees keep steps short."""
+
+    def __init__(self, ctx: PlanContext) -> None:
+        n = len(ctx.ranks)
+        router = ctx.router
+        lat = np.full((n, n), np.inf)
+        paths: dict[tuple[int, int], Path] = {}
+        for i, a in enumerate(ctx.ranks):
+            for j, b in enumerate(ctx.ranks):
+                if i != j:
+                    paths[i, j] = router.path(a, b)
+                    lat[i, j] = float(router.lat[router.arcs(paths[i, j])].sum())
+        cap = np.inf
+        for c in np.unique(lat[np.isfinite(lat)]):
+            adj = csr_matrix(np.where(lat <= c, 1.0, 0.0))
+            if connected_components(adj, directed=True, connection="strong")[0] == 1:
+                cap = float(c)
+                break
+        self.pairs = [(i, j) for (i, j) in paths if lat[i, j] <= cap]
+        self.paths = paths
+        rows, cols = [], []
+        for k, (i, j) in enumerate(self.pairs):
+            ids = router.arcs(paths[i, j])
+            rows.extend([k] * len(ids))
+            cols.extend(ids)
+        self.incidence = csr_matrix((np.ones(len(rows)), (rows, cols)),
+                                    shape=(len(self.pairs), len(router.bw)))
+        self.index = tuple(np.asarray(x) for x in zip(*self.pairs, strict=True))
+        self.n = n
+        self.physical = router.lat + REF_BYTES / router.bw
+        self.cap_s = cap
+
+    def solve(self, price: np.ndarray, tie: bool = True) -> tuple[np.ndarray, None]:
+        w = price + (TIE * self.physical * max(float(price.max()), 1.0 / self.physical.max())
+                     if tie else 0.0)
+        cost = np.full((self.n, self.n), np.inf)
+        cost[self.index] = self.incidence @ w
+        np.fill_diagonal(cost, 0.0)
+        return cost, None
+
+    def path(self, pred: None, i: int, j: int) -> Path:
+        return self.paths[i, j]
+
+
+def _column(routes: RankRoutes | QuickRoutes, router, pred: np.ndarray | None, parent: np.ndarray,
+            root: int,
             inward: bool, cache: dict) -> TreeColumn:
     paths: list[Path] = []
     arcs: list[int] = []
@@ -169,7 +220,8 @@ class PackingLP:
     distance from the root; None: no limit)."""
 
     def __init__(self, ctx: PlanContext, slack: int | None,
-                 routes: RankRoutes | None = None, start: list[TreeColumn] | None = None) -> None:
+                 routes: RankRoutes | QuickRoutes | None = None,
+                 start: list[TreeColumn] | None = None) -> None:
         self.ctx = ctx
         self.slack = slack
         self.routes = routes or RankRoutes(ctx)
@@ -292,7 +344,7 @@ class PackingLP:
             theta, share, y, duals = self._master()
         live = share > 1e-12
         return Packing([t for t, x in zip(self.trees, live, strict=True) if x], share[live],
-                       theta, y)
+                       theta, y, list(self.trees))
 
 
 def fluid_lower_bound(ctx: PlanContext, prices: np.ndarray) -> float:

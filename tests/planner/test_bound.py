@@ -95,11 +95,12 @@ def test_the_bandwidth_term_is_the_familys_fluid_optimum(path: Path) -> None:
     that is an upper bound on the family's fluid optimum; the cut / partition bound is a
     lower bound on it. On every example they meet, so the bound's bandwidth term is exact
     (an LP over the whole family could not raise it) and every gap to the bound is latency,
-    pipeline fill and drain."""
+    pipeline fill and drain. The any-topology packing stops its column generation within
+    0.1 % of its optimum (packing.TOLERANCE)."""
     from planner.plan import compare
 
     topo = Topology.from_dict(json.loads(path.read_text()))
     comp = compare(topo, topo.endpoints(), SIZE, algorithms=["forest"])
     fluid = comp.candidates["forest"].details["fluid_time_s"]
     assert comp.bound.bandwidth_s > 0
-    assert fluid == pytest.approx(comp.bound.bandwidth_s, rel=1e-6)
+    assert fluid == pytest.approx(comp.bound.bandwidth_s, rel=2e-3)
