@@ -26,7 +26,7 @@ GENERAL_MAX_RANKS = 64  # above: the host-structured forest alone (see docs/plan
 SLACKS = (0, 1, 2, None)  # depth over each rank's hop distance from the root; None: any
 UNLIMITED_MAX_RANKS = 32  # above: depth-limited packings only (deep trees fill too slowly)
 FEW_PAIRS = (1, 2, 4, 8)
-BALANCE_PIECES = (24, 96)  # piece counts the pipeline-aware shares are solved for
+BALANCE_PACKINGS = 2  # best packings whose shares are re-solved for the pipeline
 PIECES = (1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64, 96, 128, 192, 256)
 RAMPS = (0, 1, 2, 3)
 MAX_TRANSFERS = 800_000
@@ -100,20 +100,27 @@ def forest_any(ctx: PlanContext) -> Candidate:
     size = float(ctx.size_bytes)
     units = min(MAX_UNITS, ctx.size_bytes)
     best: dict = {}
-    for packing in packings(ctx).values():
+    ranked = []
+    for key, packing in packings(ctx).items():
+        mine: dict = {}
         for subset in _variants(pair_trees(packing)):
             sched = PairSchedule(ctx, subset)
             shares, _ = sched.fluid_shares()
-            _price(sched, shares, size, units, best)
-        # shares for the pipeline (fill and drain), at the piece counts that suit it
-        for pieces in BALANCE_PIECES:
-            balanced = balanced_packing(ctx, packing, packing.pool, pieces)
-            if balanced is None:
-                continue
-            pairs = [p for p in pair_trees(balanced) if p.share >= MIN_SHARE]
-            sched = PairSchedule(ctx, pairs)
-            shares = np.array([p.share for p in pairs])
-            _price(sched, shares / shares.sum(), size, units, best)
+            _price(sched, shares, size, units, mine)
+        if mine:
+            ranked.append((mine["time"], len(mine["fracs"]), key))
+            if mine["time"] < best.get("time", math.inf):
+                best = mine
+    # shares for the pipeline (fill and drain) on the best packings, at their piece counts
+    for _, pieces, key in sorted(ranked, key=lambda r: r[:2])[:BALANCE_PACKINGS]:
+        packing = packings(ctx)[key]
+        balanced = balanced_packing(ctx, packing, packing.pool, max(pieces, 8))
+        if balanced is None:
+            continue
+        pairs = [p for p in pair_trees(balanced) if p.share >= MIN_SHARE]
+        sched = PairSchedule(ctx, pairs)
+        shares = np.array([p.share for p in pairs])
+        _price(sched, shares / shares.sum(), size, units, best)
     if not best:
         raise InfeasibleError("forest (any topology): no tree set fits the plan size limits")
     sched, shares = best["sched"], best["shares"]

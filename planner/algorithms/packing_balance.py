@@ -23,7 +23,7 @@ from scipy.sparse import coo_matrix, csr_matrix, hstack, vstack
 from planner.algorithms.base import PlanContext
 from planner.algorithms.packing import Packing, TreeColumn
 
-MAX_ROWS = 60_000  # arcs x offsets; above: the fluid shares stand
+MAX_ROWS = 8_000  # arcs x (2 offsets - 1); above: the fluid shares stand (solve time)
 
 
 def offsets(trees: list[TreeColumn]) -> tuple[int, int]:
