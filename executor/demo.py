@@ -1,6 +1,6 @@
 """A tiny DDP training job that syncs gradients with the job's plan; run it under torchrun:
 
-    SYNCPLAN_JOB_ID=job1 SYNCPLAN_SERVER=http://planner:8000 SYNCPLAN_JOB_TOKEN=... \\
+    SYNCPLAN_JOB_ID=job1 SYNCPLAN_SERVER=http://planner:8080 SYNCPLAN_JOB_TOKEN=... \\
         torchrun --nproc-per-node 4 -m executor.demo --steps 20
 
 Each rank prints one JSON line: whether the plan ran (or why not) and a parameter checksum.
