@@ -22,6 +22,7 @@ COMPONENTS = (
     "agents.cli",
     "executor.cli",
     "syncplan.testbed.cli",
+    "syncplan.demo",
 )
 
 
