@@ -12,6 +12,7 @@ import importlib
 import logging
 import os
 import sys
+from typing import NoReturn
 
 from planner.errors import PlannerError
 from syncplan.errors import CLIError
@@ -26,8 +27,15 @@ COMPONENTS = (
 )
 
 
+class OneLineParser(argparse.ArgumentParser):
+    """Usage errors as one line naming the problem and where to find help (exit 2)."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = OneLineParser(
         prog="syncplan", description="Topology-aware all-reduce planning and execution.")
     parser.add_argument("-v", "--verbose", action="store_true",
                         help="log debug messages (and show tracebacks of unexpected errors)")

@@ -125,3 +125,10 @@ def test_progress_only_when_asked_or_on_a_terminal() -> None:
     assert loud.returncode == 0, loud.stderr
     assert "planning 4 ranks, 1 MiB" in loud.stderr and "forest" in loud.stderr
     assert loud.stdout == quiet.stdout
+
+
+def test_usage_errors_are_one_line() -> None:
+    for args, word in ((["plan"], "--topology"), (["topo", "show"], "file"),
+                       (["plan", "-t", STAR, "--min-step-us", "abc"], "invalid float"),
+                       (["nope"], "invalid choice")):
+        one_line_error(run(*args), word, "--help")
