@@ -8,6 +8,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from planner.algorithms import ALGORITHMS
 from planner.sizes import parse_size
 from syncplan import __version__
@@ -17,6 +19,18 @@ from .test_cli import run
 
 STAR = str(EXAMPLES / "star-one-slow.json")
 BIG = str(EXAMPLES / "dgx-16x8-rail.json")
+
+
+def cli(capsys: pytest.CaptureFixture[str], *args: str) -> subprocess.CompletedProcess[str]:
+    """``syncplan ARGS`` in this process (no interpreter start-up), as a CompletedProcess."""
+    from syncplan.cli import main
+
+    try:
+        code = main(list(args))
+    except SystemExit as exc:
+        code = int(exc.code or 0)
+    out, err = capsys.readouterr()
+    return subprocess.CompletedProcess(list(args), code, out, err)
 
 
 def one_line_error(res: subprocess.CompletedProcess[str], *words: str) -> None:
@@ -53,9 +67,9 @@ def test_unwritable_output_directory(tmp_path: Path) -> None:
     assert res.stdout == ""
 
 
-def test_output_leaves_only_the_plan(tmp_path: Path) -> None:
+def test_output_leaves_only_the_plan(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     out = tmp_path / "plan.json"
-    res = run("plan", "-t", STAR, "--size", "1MiB", "-o", str(out))
+    res = cli(capsys, "plan", "-t", STAR, "-a", "ring", "--size", "1MiB", "-o", str(out))
     assert res.returncode == 0, res.stderr
     assert [p.name for p in tmp_path.iterdir()] == ["plan.json"]
     assert json.loads(out.read_text())["size_bytes"] == 1 << 20
@@ -97,25 +111,26 @@ def test_one_rank_plan_prints_no_infinities() -> None:
     assert "nothing to exchange" in res.stdout
 
 
-def test_verify_says_when_the_topology_differs(tmp_path: Path) -> None:
+def test_verify_says_when_the_topology_differs(tmp_path: Path,
+                                               capsys: pytest.CaptureFixture[str]) -> None:
     out = tmp_path / "plan.json"
-    assert run("plan", "-t", STAR, "-a", "ring", "--size", "1000", "-o",
+    assert cli(capsys, "plan", "-t", STAR, "-a", "ring", "--size", "1000", "-o",
                str(out)).returncode == 0
-    same = run("verify", str(out), "-t", STAR)
+    same = cli(capsys, "verify", str(out), "-t", STAR)
     assert same.returncode == 0 and same.stderr == "", same.stderr
     other = tmp_path / "other.json"
     data = json.loads(Path(STAR).read_text())
     data["links"][0]["bandwidth_GBps"] *= 2
     other.write_text(json.dumps(data))
-    res = run("verify", str(out), "-t", str(other))
+    res = cli(capsys, "verify", str(out), "-t", str(other))
     assert res.returncode == 0
     assert "made for another topology" in res.stderr and "different topology" in res.stdout
     # A document without the fingerprint (an older one) is checked through its plan_id.
     doc = json.loads(out.read_text())
     del doc["topology_fingerprint"]
     out.write_text(json.dumps(doc))
-    assert run("verify", str(out), "-t", STAR).stderr == ""
-    assert "does not match" in run("verify", str(out), "-t", str(other)).stderr
+    assert cli(capsys, "verify", str(out), "-t", STAR).stderr == ""
+    assert "does not match" in cli(capsys, "verify", str(out), "-t", str(other)).stderr
 
 
 def test_progress_only_when_asked_or_on_a_terminal() -> None:
@@ -127,8 +142,8 @@ def test_progress_only_when_asked_or_on_a_terminal() -> None:
     assert loud.stdout == quiet.stdout
 
 
-def test_usage_errors_are_one_line() -> None:
+def test_usage_errors_are_one_line(capsys: pytest.CaptureFixture[str]) -> None:
     for args, word in ((["plan"], "--topology"), (["topo", "show"], "file"),
                        (["plan", "-t", STAR, "--min-step-us", "abc"], "invalid float"),
                        (["nope"], "invalid choice")):
-        one_line_error(run(*args), word, "--help")
+        one_line_error(cli(capsys, *args), word, "--help")
