@@ -3,7 +3,10 @@ planning, no temporary files left, quiet on a closed pipe; help, version, progre
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
+import pty
 import subprocess
 import sys
 from pathlib import Path
@@ -140,6 +143,19 @@ def test_progress_only_when_asked_or_on_a_terminal() -> None:
     assert loud.returncode == 0, loud.stderr
     assert "planning 4 ranks, 1 MiB" in loud.stderr and "forest" in loud.stderr
     assert loud.stdout == quiet.stdout
+    # On a terminal, without --progress: one line redrawn, then cleared.
+    master, slave = pty.openpty()
+    proc = subprocess.Popen([sys.executable, "-m", "syncplan", "plan", "-t", STAR, "--size",
+                             "1MiB"], stdout=subprocess.PIPE, stderr=slave, text=True)
+    os.close(slave)
+    out, _ = proc.communicate(timeout=120)
+    err = b""
+    with contextlib.suppress(OSError):  # EIO once the child has closed its end
+        while chunk := os.read(master, 4096):
+            err += chunk
+    os.close(master)
+    assert proc.returncode == 0 and out == quiet.stdout
+    assert b"\r\x1b[Kplanning 4 ranks, 1 MiB" in err and err.endswith(b"\r\x1b[K")
 
 
 def test_usage_errors_are_one_line(capsys: pytest.CaptureFixture[str]) -> None:
