@@ -30,10 +30,11 @@ def test_demo_runs_the_services_plan() -> None:
     assert work and not Path(work.group(1)).exists()  # nothing left behind
 
 
-def test_demo_bad_arguments() -> None:
+def test_demo_bad_arguments(capsys: pytest.CaptureFixture[str]) -> None:
+    from syncplan.cli import main
+
     for args, message in ((["--hosts", "1"], "--hosts must be in 2..8"),
                           (["--size", "3"], "float32"), (["--size", "x"], "size 'x'")):
-        res = subprocess.run([sys.executable, "-m", "syncplan", "demo", *args],
-                             capture_output=True, text=True, cwd=ROOT, timeout=60)
-        assert res.returncode == 2 and message in res.stderr, res.stderr
-        assert len(res.stderr.strip().splitlines()) == 1
+        assert main(["demo", *args]) == 2
+        err = capsys.readouterr().err
+        assert message in err and len(err.strip().splitlines()) == 1, err
