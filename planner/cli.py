@@ -250,6 +250,7 @@ def _cells(size: int, seconds: float, nranks: int, bound: float) -> list[str]:
 
 
 def cmd_plan(args: argparse.Namespace) -> int:
+    from planner.algorithms import ALGORITHMS
     from planner.plan import compare, make_plan
     from planner.sizes import format_size, format_time, parse_size
     from planner.topology import load_topology
@@ -268,17 +269,22 @@ def cmd_plan(args: argparse.Namespace) -> int:
                 else contextlib.nullcontext())
     try:
         rows = []
+        infeasible: dict[str, str] = {}
         with progress:
-            if args.compare:
-                comp = compare(topo, ranks, size, min_step_s=min_step)
-                for name, cand in sorted(comp.candidates.items(),
-                                         key=lambda kv: kv[1].predicted_time_s):
-                    rows.append([name, format_time(cand.predicted_time_s),
-                                 *_cells(size, cand.predicted_time_s, len(ranks),
-                                         comp.bound.time_s)])
-                for name, why in comp.infeasible.items():
-                    rows.append([name, "infeasible", "-", "-", why])
             doc = make_plan(topo, ranks, size, args.algorithm, min_step_s=min_step)
+            bound = doc["lower_bound_time_s"]
+            if args.compare:
+                # auto priced every algorithm already; price again only for a named one, or
+                # to say why an algorithm could not serve the request.
+                times: dict[str, float] = dict(doc.get("candidates") or {})
+                if args.algorithm != "auto" or set(times) != set(ALGORITHMS):
+                    comp = compare(topo, ranks, size, min_step_s=min_step)
+                    times = {k: c.predicted_time_s for k, c in comp.candidates.items()}
+                    infeasible, bound = comp.infeasible, comp.bound.time_s
+                for name, t in sorted(times.items(), key=lambda kv: kv[1]):
+                    rows.append([name, format_time(t), *_cells(size, t, len(ranks), bound)])
+                for name in infeasible:
+                    rows.append([name, "infeasible", "-", "-", "-"])
         bound = doc["lower_bound_time_s"]
         if not args.compare:
             rows.append([doc["algorithm"], format_time(doc["predicted_time_s"]),
@@ -289,6 +295,8 @@ def cmd_plan(args: argparse.Namespace) -> int:
         if len(ranks) == 1:
             print("one rank: nothing to exchange, the plan has no steps")
         print(_table(rows, ["algorithm", "predicted", "algbw GB/s", "busbw GB/s", "vs bound"]))
+        for name, why in infeasible.items():
+            print(f"{name} is infeasible: {why}")
         print(f"lower bound: {format_time(bound)} ({doc['lower_bound_family']}; "
               f"{doc['lower_bound_method']})")
         fluid = doc["details"].get("fluid_time_s")

@@ -163,3 +163,17 @@ def test_usage_errors_are_one_line(capsys: pytest.CaptureFixture[str]) -> None:
                        (["plan", "-t", STAR, "--min-step-us", "abc"], "invalid float"),
                        (["nope"], "invalid choice")):
         one_line_error(cli(capsys, *args), word, "--help")
+
+
+def test_compare_prices_once_and_names_infeasible_algorithms(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    demo = str(EXAMPLES / "demo.json")
+    res = cli(capsys, "plan", "-t", demo, "--ranks", "h0/gpu0,h0/gpu1,h1/gpu0", "--size",
+              "1MiB", "--compare")
+    assert res.returncode == 0, res.stderr
+    assert "hierarchical is infeasible: hierarchical needs the same number of ranks" in res.stdout
+    # auto prices every algorithm once: --compare reuses that (no second pricing).
+    res = cli(capsys, "plan", "-t", STAR, "--size", "1MiB", "--compare", "--progress")
+    last = res.stderr.strip().splitlines()[-1]
+    assert [last.count(a) for a in ALGORITHMS] == [1] * len(ALGORITHMS), last
+    assert all(a in res.stdout for a in ALGORITHMS)
