@@ -13,7 +13,7 @@ def register(subparsers: Any) -> None:
         "agent", help="node agent: discover GPUs/links/NICs, measure peers, report",
         description="Discover this host's GPUs, NVLink/PCIe links and NICs, measure "
                     "bandwidth and latency to peer hosts, and report to the service.")
-    p.add_argument("--server", help="service URL, e.g. http://planner:8000")
+    p.add_argument("--server", help="service URL, e.g. http://planner:8080")
     p.add_argument("--token", help="agent token (default: $SYNCPLAN_AGENT_TOKEN)")
     p.add_argument("--host-name", help="this host's name in the cluster (default: hostname)")
     p.add_argument("--interval", type=float, default=30.0,

@@ -1,0 +1,48 @@
+"""Executor: run plan documents inside torch.distributed jobs (needs the ``executor`` extra).
+
+Public API::
+
+    from executor import PlanComm, PlanExecutor, fused_allreduce, plan_allreduce_hook
+
+    comm = PlanComm(PlanExecutor(plan_doc))              # after init_process_group
+    model.register_comm_hook(comm, plan_allreduce_hook)  # DDP
+    fused_allreduce(grads, comm, average=True)           # or a plain loop
+
+    with distributed():                                  # under torchrun
+        comm = init_plan_comm()                          # fetch the job's plan (SYNCPLAN_*)
+
+``run_local`` runs a function in N local gloo processes. The names load on first use, so
+importing one executor module does not import the others.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+_LAZY = {
+    "PlanComm": "executor.comm",
+    "PlanExecutor": "executor.engine",
+    "ExecutorConfig": "executor.engine",
+    "ExecutorError": "executor.engine",
+    "LaunchConfig": "executor.launch",
+    "FetchError": "executor.launch",
+    "distributed": "executor.launch",
+    "fetch_plan": "executor.launch",
+    "init_plan_comm": "executor.launch",
+    "fused_allreduce": "executor.ddp",
+    "plan_allreduce_hook": "executor.ddp",
+    "LocalRunConfig": "executor.localrun",
+    "run_local": "executor.localrun",
+    "PlanError": "executor.program",
+    "Program": "executor.program",
+}
+
+
+def __getattr__(name: str) -> Any:
+    if name in _LAZY:
+        return getattr(importlib.import_module(_LAZY[name]), name)
+    raise AttributeError(f"module 'executor' has no attribute {name!r}")
+
+
+__all__ = sorted(_LAZY)

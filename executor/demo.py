@@ -1,9 +1,12 @@
 """A tiny DDP training job that syncs gradients with the job's plan; run it under torchrun:
 
-    SYNCPLAN_JOB_ID=job1 SYNCPLAN_SERVER=http://planner:8000 SYNCPLAN_JOB_TOKEN=... \\
+    SYNCPLAN_JOB_ID=job1 SYNCPLAN_SERVER=http://planner:8080 SYNCPLAN_JOB_TOKEN=... \\
         torchrun --nproc-per-node 4 -m executor.demo --steps 20
 
 Each rank prints one JSON line: whether the plan ran (or why not) and a parameter checksum.
+A process's endpoint is ``{host}/gpu{i}`` (``{host}/cpu{LOCAL_RANK}`` without CUDA), host from
+SYNCPLAN_HOST or the hostname: the job's ranks must name those endpoints, or the job falls back
+to torch's all-reduce. ``syncplan demo`` shows a plan run on one machine, agents included.
 """
 
 from __future__ import annotations

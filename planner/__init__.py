@@ -1,11 +1,21 @@
 """Planner: cluster graph in, verified all-reduce program out.
 
-Public API::
+Public API (formats in docs/formats.md)::
 
-    topo = load_topology("examples/dgx-2host.json")      # or Topology.from_dict(data)
-    plan = make_plan(topo, ranks, size_bytes, algorithm="auto")   # plan document (dict)
-    report = verify_plan(plan, topo)                      # .ok, .error, .simulated_time_s
+    from planner import load_topology, make_plan, verify_plan
+
+    topo = load_topology("examples/one-slow-nic.json")   # or Topology.from_dict(data)
+    plan = make_plan(topo, topo.endpoints(), 256 << 20)  # plan document (dict); algorithm="auto"
+    report = verify_plan(plan, topo)                     # .ok, .error, .simulated_time_s
+
+``compare`` prices every algorithm on one request; ``ALGORITHMS`` names them. The planning
+names load on first use, so ``import planner`` stays cheap.
 """
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
 
 from planner.errors import (
     InfeasibleError,
@@ -16,7 +26,24 @@ from planner.errors import (
 )
 from planner.topology import Link, Node, Topology, load_topology
 
+_LAZY = {
+    "ALGORITHMS": "planner.algorithms",
+    "compare": "planner.plan",
+    "make_plan": "planner.plan",
+    "parse_size": "planner.sizes",
+    "verify_plan": "planner.verify",
+    "VerifyReport": "planner.verify",
+}
+
+
+def __getattr__(name: str) -> Any:
+    if name in _LAZY:
+        return getattr(importlib.import_module(_LAZY[name]), name)
+    raise AttributeError(f"module 'planner' has no attribute {name!r}")
+
+
 __all__ = [
+    "ALGORITHMS",
     "InfeasibleError",
     "Link",
     "Node",
@@ -25,5 +52,10 @@ __all__ = [
     "Topology",
     "TopologyError",
     "VerificationError",
+    "VerifyReport",
+    "compare",
     "load_topology",
+    "make_plan",
+    "parse_size",
+    "verify_plan",
 ]

@@ -3,8 +3,14 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
+import logging
+import os
 import sys
+import tempfile
+import threading
+import time
 from collections import defaultdict
 from pathlib import Path
 from typing import Any
@@ -12,24 +18,48 @@ from typing import Any
 from planner.errors import RequestError
 
 
+class _PlanHelp(argparse.HelpFormatter):
+    """Fills ``{algorithms}`` from planner.algorithms.ALGORITHMS when help is printed, so
+    registering the command stays cheap and the list is never stale."""
+
+    def _get_help_string(self, action: argparse.Action) -> str | None:
+        text = action.help or ""
+        if "{algorithms}" in text:
+            from planner.algorithms import ALGORITHMS
+
+            text = text.replace("{algorithms}", ", ".join(ALGORITHMS))
+        return text
+
+
 def register(sub: argparse._SubParsersAction) -> None:
     topo = sub.add_parser("topo", help="inspect a topology file")
     topo_sub = topo.add_subparsers(dest="topo_command", metavar="ACTION", required=True)
     show = topo_sub.add_parser("show", help="hosts, ranks, links per kind, narrowest cuts")
-    show.add_argument("file", help="topology file (.json, .yaml)")
+    show.add_argument("file", help="topology file (.json, .yaml; docs/formats.md)")
     show.add_argument("--json", action="store_true", help="print the summary as JSON")
     show.set_defaults(func=cmd_topo_show)
 
-    plan = sub.add_parser("plan", help="plan an all-reduce on a topology")
-    plan.add_argument("--topology", "-t", required=True, help="topology file")
-    plan.add_argument("--ranks", default="all", help="'all' or comma-separated endpoint ids")
-    plan.add_argument("--size", default="256MiB", help="buffer size: bytes or KiB/MiB/GiB")
-    plan.add_argument("--algorithm", "-a", default="auto", help="auto or an algorithm name")
+    plan = sub.add_parser(
+        "plan", help="plan an all-reduce on a topology", formatter_class=_PlanHelp,
+        description="Plan an all-reduce on a topology file and print the predicted time "
+                    "against the lower bound; -o writes the plan document (docs/formats.md).")
+    plan.add_argument("--topology", "-t", required=True, help="topology file (.json, .yaml)")
+    plan.add_argument("--ranks", default="all",
+                      help="'all' or comma-separated endpoint ids (default all)")
+    plan.add_argument("--size", default="256MiB",
+                      help="buffer size: bytes (1000000, 1e6) or with a unit: KiB, MiB, GiB, "
+                           "KB, MB, GB (default 256MiB)")
+    plan.add_argument("--algorithm", "-a", default="auto",
+                      help="auto (the fastest under the cost model) or one of: {algorithms} "
+                           "(default auto)")
     plan.add_argument("--compare", action="store_true", help="show every algorithm side by side")
     plan.add_argument("--min-step-us", type=float, default=0.0,
                       help="least time of a step: the transport's per-step cost, which it "
                            "overlaps with moving data (default 0)")
-    plan.add_argument("-o", "--output", help="write the plan document here (JSON)")
+    plan.add_argument("-o", "--output",
+                      help="write the plan document here (JSON); checked before planning")
+    plan.add_argument("--progress", action="store_true",
+                      help="report progress on stderr (default: only when stderr is a terminal)")
     plan.set_defaults(func=cmd_plan)
 
     verify = sub.add_parser("verify", help="check a plan document by simulating it")
@@ -119,56 +149,196 @@ def cmd_topo_show(args: argparse.Namespace) -> int:
     return 0
 
 
+class _Output:
+    """The plan document's destination, opened before planning: a temporary file beside it
+    proves the directory is writable; ``commit`` renames it into place, ``close`` removes
+    whatever is left, so no temporary file outlives the command."""
+
+    def __init__(self, path: str) -> None:
+        self.path = Path(path)
+        if self.path.is_dir():
+            raise RequestError(f"-o {path}: is a directory; name a file, for example "
+                               f"{self.path / 'plan.json'}")
+        parent = self.path.parent
+        if not parent.is_dir():
+            raise RequestError(f"-o {path}: directory {parent} does not exist")
+        try:
+            fd, tmp = tempfile.mkstemp(dir=parent, prefix=f".{self.path.name}.", suffix=".tmp")
+        except OSError as exc:
+            raise RequestError(f"-o {path}: cannot write in {parent} "
+                               f"({exc.strerror or exc})") from None
+        self._file = os.fdopen(fd, "w")
+        self._tmp: Path | None = Path(tmp)
+
+    def commit(self, text: str) -> None:
+        assert self._tmp is not None
+        try:
+            with self._file:
+                self._file.write(text)
+            self._tmp.replace(self.path)
+        except OSError as exc:
+            raise RequestError(f"-o {self.path}: cannot write ({exc.strerror or exc})") from None
+        self._tmp = None
+
+    def close(self) -> None:
+        self._file.close()
+        if self._tmp is not None:
+            self._tmp.unlink(missing_ok=True)
+            self._tmp = None
+
+
+class _Progress(logging.Handler):
+    """Progress of a long plan on stderr: elapsed time (redrawn each second on a terminal,
+    a line every 10 s otherwise) and each algorithm as the planner finishes pricing it."""
+
+    def __init__(self, label: str, verbose: bool) -> None:
+        super().__init__(logging.DEBUG)
+        self.label, self.verbose, self.done = label, verbose, []
+        self.tty = sys.stderr.isatty()
+        self.t0 = time.monotonic()
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._tick, daemon=True)
+        self._log = logging.getLogger("planner.plan")
+
+    def __enter__(self) -> _Progress:
+        self._saved = (self._log.level, self._log.propagate)
+        self._log.setLevel(logging.DEBUG)
+        self._log.propagate = False  # forwarded by emit, below, at the level asked for
+        self._log.addHandler(self)
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join()
+        self._log.removeHandler(self)
+        self._log.setLevel(self._saved[0])
+        self._log.propagate = self._saved[1]
+        if self.tty:
+            sys.stderr.write("\r\x1b[K")
+            sys.stderr.flush()
+
+    def emit(self, record: logging.LogRecord) -> None:
+        if record.levelno >= logging.INFO or self.verbose:
+            logging.getLogger().handle(record)
+        if record.msg == "%s priced in %.3f s" and len(record.args or ()) == 2:
+            name, secs = record.args  # type: ignore[misc]
+            self.done.append(f"{name} {secs:.1f} s")
+            self._line()
+
+    def _line(self) -> None:
+        text = (f"planning {self.label}: {time.monotonic() - self.t0:.0f} s"
+                + (f" (priced: {', '.join(self.done)})" if self.done else ""))
+        sys.stderr.write(f"\r\x1b[K{text}" if self.tty else text + "\n")
+        sys.stderr.flush()
+
+    def _tick(self) -> None:
+        every = 1.0 if self.tty else 10.0
+        while not self._stop.wait(every):
+            self._line()
+
+
+def _cells(size: int, seconds: float, nranks: int, bound: float) -> list[str]:
+    """algbw, busbw and gap to the bound; '-' where they mean nothing (one rank, no time)."""
+    from planner.plan import algorithm_bandwidth
+
+    if seconds <= 0 or nranks < 2:
+        return ["-", "-", "-"]
+    algbw, busbw = algorithm_bandwidth(size, seconds, nranks)
+    gap = f"{(seconds / bound - 1) * 100:.1f}%" if bound > 0 else "-"
+    return [f"{algbw:.2f}", f"{busbw:.2f}", gap]
+
+
 def cmd_plan(args: argparse.Namespace) -> int:
-    from planner.plan import algorithm_bandwidth, compare, make_plan
+    from planner.algorithms import ALGORITHMS
+    from planner.plan import compare, make_plan
     from planner.sizes import format_size, format_time, parse_size
     from planner.topology import load_topology
 
-    topo = load_topology(args.topology)
-    ranks = topo.resolve_ranks(args.ranks)
-    size = parse_size(args.size)
-    min_step = args.min_step_us * 1e-6
     if args.min_step_us < 0:
         raise RequestError("--min-step-us must be >= 0")
-    rows = []
-    if args.compare:
-        comp = compare(topo, ranks, size, min_step_s=min_step)
-        bound = comp.bound.time_s
-        for name, cand in sorted(comp.candidates.items(), key=lambda kv: kv[1].predicted_time_s):
-            algbw, busbw = algorithm_bandwidth(size, cand.predicted_time_s, len(ranks))
-            gap = (cand.predicted_time_s / bound - 1) * 100 if bound > 0 else 0.0
-            rows.append([name, format_time(cand.predicted_time_s), f"{algbw:.2f}", f"{busbw:.2f}",
-                         f"{gap:.1f}%"])
-        for name, why in comp.infeasible.items():
-            rows.append([name, "infeasible", "-", "-", why])
-    doc = make_plan(topo, ranks, size, args.algorithm, min_step_s=min_step)
-    bound = doc["lower_bound_time_s"]
-    if not args.compare:
-        algbw, busbw = algorithm_bandwidth(size, doc["predicted_time_s"], len(ranks))
-        gap = (doc["predicted_time_s"] / bound - 1) * 100 if bound > 0 else 0.0
-        rows.append([doc["algorithm"], format_time(doc["predicted_time_s"]), f"{algbw:.2f}",
-                     f"{busbw:.2f}", f"{gap:.1f}%"])
-    print(f"all-reduce of {format_size(size)} over {len(ranks)} ranks "
-          f"({len(topo.hosts(ranks))} hosts)")
-    print(_table(rows, ["algorithm", "predicted", "algbw GB/s", "busbw GB/s", "vs bound"]))
-    print(f"lower bound: {format_time(bound)} ({doc['lower_bound_family']}; "
-          f"{doc['lower_bound_method']})")
-    fluid = doc["details"].get("fluid_time_s")
-    if fluid and doc["lower_bound_bandwidth_s"] > 0:
-        print(f"bandwidth: the bound's {format_time(doc['lower_bound_bandwidth_s'])}, "
-              f"{doc['algorithm']}'s fluid optimum {format_time(fluid)} "
-              f"({(fluid / doc['lower_bound_bandwidth_s'] - 1) * 100:.1f}% above it); the rest "
-              f"of the gap is latency and pipeline fill")
-    steps = doc["program"]["steps"]
-    print(f"chosen: {doc['algorithm']}, {len(steps)} steps, "
-          f"{sum(len(s) for s in steps)} transfers, plan_id {doc['plan_id']}")
-    if args.output:
-        out = Path(args.output)
-        tmp = out.with_suffix(out.suffix + ".tmp")
-        tmp.write_text(json.dumps(doc, separators=(",", ":")))
-        tmp.replace(out)
-        print(f"wrote {out}")
+    size = parse_size(args.size)
+    topo = load_topology(args.topology)
+    ranks = topo.resolve_ranks(args.ranks)
+    topo.check_ranks(ranks)
+    min_step = args.min_step_us * 1e-6
+    output = _Output(args.output) if args.output else None
+    show = args.progress or sys.stderr.isatty()
+    label = f"{len(ranks)} ranks, {format_size(size)}"
+    progress = (_Progress(label, getattr(args, "verbose", False)) if show
+                else contextlib.nullcontext())
+    try:
+        rows = []
+        infeasible: dict[str, str] = {}
+        with progress:
+            doc = make_plan(topo, ranks, size, args.algorithm, min_step_s=min_step)
+            bound = doc["lower_bound_time_s"]
+            if args.compare:
+                # auto priced every algorithm already; price again only for a named one, or
+                # to say why an algorithm could not serve the request.
+                times: dict[str, float] = dict(doc.get("candidates") or {})
+                if args.algorithm != "auto" or set(times) != set(ALGORITHMS):
+                    comp = compare(topo, ranks, size, min_step_s=min_step)
+                    times = {k: c.predicted_time_s for k, c in comp.candidates.items()}
+                    infeasible, bound = comp.infeasible, comp.bound.time_s
+                for name, t in sorted(times.items(), key=lambda kv: kv[1]):
+                    rows.append([name, format_time(t), *_cells(size, t, len(ranks), bound)])
+                for name in infeasible:
+                    rows.append([name, "infeasible", "-", "-", "-"])
+        bound = doc["lower_bound_time_s"]
+        if not args.compare:
+            rows.append([doc["algorithm"], format_time(doc["predicted_time_s"]),
+                         *_cells(size, doc["predicted_time_s"], len(ranks), bound)])
+        print(f"all-reduce of {format_size(size)} over {len(ranks)} "
+              f"rank{'s' if len(ranks) != 1 else ''} ({len(topo.hosts(ranks))} "
+              f"host{'s' if len(topo.hosts(ranks)) != 1 else ''})")
+        if len(ranks) == 1:
+            print("one rank: nothing to exchange, the plan has no steps")
+        print(_table(rows, ["algorithm", "predicted", "algbw GB/s", "busbw GB/s", "vs bound"]))
+        for name, why in infeasible.items():
+            print(f"{name} is infeasible: {why}")
+        print(f"lower bound: {format_time(bound)} ({doc['lower_bound_family']}; "
+              f"{doc['lower_bound_method']})")
+        fluid = doc["details"].get("fluid_time_s")
+        if fluid and doc["lower_bound_bandwidth_s"] > 0:
+            print(f"bandwidth: the bound's {format_time(doc['lower_bound_bandwidth_s'])}, "
+                  f"{doc['algorithm']}'s fluid optimum {format_time(fluid)} "
+                  f"({(fluid / doc['lower_bound_bandwidth_s'] - 1) * 100:.1f}% above it); "
+                  "the rest of the gap is latency and pipeline fill")
+        steps = doc["program"]["steps"]
+        print(f"chosen: {doc['algorithm']}, {len(steps)} steps, "
+              f"{sum(len(s) for s in steps)} transfers, plan_id {doc['plan_id']}")
+        if output is not None:
+            output.commit(json.dumps(doc, separators=(",", ":")))
+            print(f"wrote {output.path}")
+    finally:
+        if output is not None:
+            output.close()
     return 0
+
+
+def _topology_note(plan: Any, topo: Any, path: str) -> str | None:
+    """Why ``plan`` was not made for the topology at ``path``, or None when it was (or the
+    document cannot tell)."""
+    if not isinstance(plan, dict):
+        return None
+    made_for = plan.get("topology_fingerprint")
+    if isinstance(made_for, str):
+        here = topo.fingerprint()
+        if made_for != here:
+            return (f"plan {plan.get('plan_id', '?')} was made for another topology "
+                    f"(fingerprint {made_for}; {path}: {here})")
+        return None
+    from planner.plan import plan_id
+
+    try:
+        same = plan_id(topo, plan) == plan.get("plan_id")
+    except (KeyError, TypeError, ValueError):
+        return None
+    if "plan_id" in plan and not same:
+        return (f"plan_id {plan['plan_id']} does not match {path} and the plan's request: "
+                "it was made for another topology, or edited")
+    return None
 
 
 def cmd_verify(args: argparse.Namespace) -> int:
@@ -176,12 +346,16 @@ def cmd_verify(args: argparse.Namespace) -> int:
     from planner.topology import load_topology
     from planner.verify import verify_plan
 
-    topo = load_topology(args.topology)
     plan = _load_json(args.plan, "plan")
+    topo = load_topology(args.topology)
+    note = _topology_note(plan, topo, args.topology)
+    if note:
+        print(f"warning: {note}", file=sys.stderr)
     report = verify_plan(plan, topo)
     if not report.ok:
         print(f"INCORRECT: {report.error}", file=sys.stderr)
         return 1
     print(f"correct: every rank ends with every input exactly once ({report.steps} steps, "
-          f"{report.transfers} transfers); simulated time {format_time(report.simulated_time_s)}")
+          f"{report.transfers} transfers); simulated time {format_time(report.simulated_time_s)}"
+          + (" (on a different topology than the plan's)" if note else ""))
     return 0

@@ -122,6 +122,7 @@ def _make_plan(topo: Topology, ranks: list[str], size_bytes: int, algorithm: str
     if min_step_s:
         doc["min_step_s"] = min_step_s  # priced into predicted_time_s
     doc["plan_id"] = plan_id(topo, doc)
+    doc["topology_fingerprint"] = topo.fingerprint()  # `syncplan verify` compares it
     return doc
 
 

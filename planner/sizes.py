@@ -9,11 +9,12 @@ from planner.errors import RequestError
 _UNITS = {"": 1, "b": 1, "k": 1000, "kb": 1000, "kib": 1024, "m": 1000**2, "mb": 1000**2,
           "mib": 1024**2, "g": 1000**3, "gb": 1000**3, "gib": 1024**3, "t": 1000**4,
           "tb": 1000**4, "tib": 1024**4}
-_SIZE_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([a-zA-Z]*)\s*$")
+_SIZE_RE = re.compile(r"^\s*(\d+(?:\.\d+)?(?:[eE]\+?\d+)?)\s*([a-zA-Z]*)\s*$")
 
 
 def parse_size(text: str | int) -> int:
-    """``"256MiB"`` -> 268435456; plain integers are bytes. Raise RequestError when invalid."""
+    """``"256MiB"`` -> 268435456, ``"1e6"`` -> 1000000; plain integers are bytes.
+    Raise RequestError when invalid."""
     if isinstance(text, int) and not isinstance(text, bool):
         value = text
     else:
@@ -23,6 +24,8 @@ def parse_size(text: str | int) -> int:
             raise RequestError(f"size {text!r}: expected a number of bytes, optionally with a "
                                "unit such as KiB, MiB, GiB, KB, MB, GB")
         value = float(match.group(1)) * _UNITS[unit]
+        if value > 1 << 62:
+            raise RequestError(f"size {text!r} is too large")
         if value != int(value):
             raise RequestError(f"size {text!r} is not a whole number of bytes")
         value = int(value)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import math
 from collections.abc import Iterable, Mapping
@@ -114,6 +115,14 @@ class Topology:
                 entry["directed"] = True
             links.append(entry)
         return {"nodes": nodes, "links": links}
+
+    def fingerprint(self) -> str:
+        """A short hash of the graph (nodes, links, rates), independent of their order: two
+        topologies with the same fingerprint plan the same way."""
+        data = self.to_dict()
+        key = json.dumps([sorted(json.dumps(n, sort_keys=True) for n in data["nodes"]),
+                          sorted(json.dumps(lk, sort_keys=True) for lk in data["links"])])
+        return hashlib.sha256(key.encode()).hexdigest()[:20]
 
     # ---- queries --------------------------------------------------------------------------
 
