@@ -208,8 +208,9 @@ def _refine(config: tuple, size: float) -> tuple[float, _Plan, int, int, np.ndar
 
 
 def forest(ctx: PlanContext) -> Candidate:
-    """The faster of the host-structured forest and the any-topology packing (both priced by
-    the cost model on the program they emit)."""
+    """The host-structured forest, or the any-topology packing where that is faster by more
+    than FAN_IN_TOLERANCE (the host-structured programs' fan-in is tuned for real transports:
+    see forest_hosts); both are priced by the cost model on the program they emit."""
     cands, errors = [], []
     for build in (forest_hosts, forest_any):
         try:
@@ -218,7 +219,12 @@ def forest(ctx: PlanContext) -> Candidate:
             errors.append(str(exc))
     if not cands:
         raise InfeasibleError("; ".join(errors))
-    return min(cands, key=lambda c: c.predicted_time_s)
+    hosts = cands[0] if cands[0].details.get("path") != "any-topology packing" else None
+    best = min(cands, key=lambda c: c.predicted_time_s)
+    if hosts is not None and best is not hosts and (
+            best.predicted_time_s >= hosts.predicted_time_s * (1 - FAN_IN_TOLERANCE)):
+        return hosts
+    return best
 
 
 def forest_hosts(ctx: PlanContext) -> Candidate:
