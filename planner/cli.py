@@ -131,28 +131,40 @@ def cmd_plan(args: argparse.Namespace) -> int:
     if args.min_step_us < 0:
         raise RequestError("--min-step-us must be >= 0")
     rows = []
+    def gap(t: float, bound: float) -> str:
+        return f"{(t / bound - 1) * 100:.1f}%" if bound > 0 else "-"
+
     if args.compare:
         comp = compare(topo, ranks, size, min_step_s=min_step)
-        bound = comp.bound.time_s
+        assert comp.bound_any is not None
         for name, cand in sorted(comp.candidates.items(), key=lambda kv: kv[1].predicted_time_s):
-            algbw, busbw = algorithm_bandwidth(size, cand.predicted_time_s, len(ranks))
-            gap = (cand.predicted_time_s / bound - 1) * 100 if bound > 0 else 0.0
-            rows.append([name, format_time(cand.predicted_time_s), f"{algbw:.2f}", f"{busbw:.2f}",
-                         f"{gap:.1f}%"])
+            t = cand.predicted_time_s
+            algbw, busbw = algorithm_bandwidth(size, t, len(ranks))
+            own, family = comp.bound_for(name)[:2]
+            rows.append([name, format_time(t), f"{algbw:.2f}", f"{busbw:.2f}",
+                         gap(t, own) + ("" if family == comp.bound.family else " (any)"),
+                         gap(t, comp.bound_any.time_s)])
         for name, why in comp.infeasible.items():
-            rows.append([name, "infeasible", "-", "-", why])
+            rows.append([name, "infeasible", "-", "-", why, "-"])
     doc = make_plan(topo, ranks, size, args.algorithm, min_step_s=min_step)
     bound = doc["lower_bound_time_s"]
     if not args.compare:
         algbw, busbw = algorithm_bandwidth(size, doc["predicted_time_s"], len(ranks))
-        gap = (doc["predicted_time_s"] / bound - 1) * 100 if bound > 0 else 0.0
         rows.append([doc["algorithm"], format_time(doc["predicted_time_s"]), f"{algbw:.2f}",
-                     f"{busbw:.2f}", f"{gap:.1f}%"])
+                     f"{busbw:.2f}", gap(doc["predicted_time_s"], bound),
+                     gap(doc["predicted_time_s"], doc["lower_bound_any_time_s"])])
     print(f"all-reduce of {format_size(size)} over {len(ranks)} ranks "
           f"({len(topo.hosts(ranks))} hosts)")
-    print(_table(rows, ["algorithm", "predicted", "algbw GB/s", "busbw GB/s", "vs bound"]))
+    print(_table(rows, ["algorithm", "predicted", "algbw GB/s", "busbw GB/s", "vs bound",
+                        "vs any-bound"]))
     print(f"lower bound: {format_time(bound)} ({doc['lower_bound_family']}; "
           f"{doc['lower_bound_method']})")
+    if doc["lower_bound_any_family"] != doc["lower_bound_family"]:
+        print(f"lower bound on any program: {format_time(doc['lower_bound_any_time_s'])} "
+              f"({doc['lower_bound_any_family']}; {doc['lower_bound_any_method']})")
+    if args.compare and comp.bound.family != doc["lower_bound_family"]:
+        print(f"reduce-then-broadcast bound: {format_time(comp.bound.time_s)} "
+              f"({comp.bound.family}; {comp.bound.method})")
     fluid = doc["details"].get("fluid_time_s")
     if fluid and doc["lower_bound_bandwidth_s"] > 0:
         print(f"bandwidth: the bound's {format_time(doc['lower_bound_bandwidth_s'])}, "

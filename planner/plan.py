@@ -9,8 +9,9 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from planner.algorithms import ALGORITHMS, Candidate, PlanContext
+from planner.algorithms import ALGORITHMS, OUTSIDE_REDUCE_BROADCAST, Candidate, PlanContext
 from planner.bound import Bound, lower_bound
+from planner.bound_any import AnyBound, lower_bound_any
 from planner.errors import InfeasibleError, RequestError
 from planner.gc_pause import gc_paused
 from planner.program import Program, Transfer, program_to_doc
@@ -22,8 +23,9 @@ log = logging.getLogger(__name__)
 COLLECTIVES = ("allreduce",)
 PLAN_FORMAT_VERSION = 1
 # auto: candidates predicted within this fraction of the fastest count as tied, and the tie
-# goes to the simplest (first in ALGORITHMS: ring, hierarchical, forest). On the testbed a
-# 0.02 % edge of a one-step direct exchange over the ring cost 3-15 % (docs/testbed.md).
+# goes to the simplest (first in ALGORITHMS: ring, hierarchical, the latency-oriented ones,
+# forest). On the testbed a 0.02 % edge of a one-step direct exchange over the ring cost
+# 3-15 % (docs/testbed.md). So auto is never more than this above any candidate.
 TIE_TOLERANCE = 0.01
 
 
@@ -31,10 +33,21 @@ TIE_TOLERANCE = 0.01
 class Comparison:
     """Every algorithm's cost-model time for one request, and the bound."""
 
-    bound: Bound
+    bound: Bound  # reduce-then-broadcast programs (planner/bound.py)
     candidates: dict[str, Candidate]
     infeasible: dict[str, str]
     router: Router
+    bound_any: AnyBound | None = None  # every all-reduce program (planner/bound_any.py)
+
+    def bound_for(self, algorithm: str) -> tuple[float, str, str, float]:
+        """(time, family, method, bandwidth term) of the highest bound whose family holds
+        ``algorithm``'s programs: the any-program bound holds every program, the
+        reduce-then-broadcast bound all but OUTSIDE_REDUCE_BROADCAST."""
+        b = self.bound_any
+        if b is not None and (algorithm in OUTSIDE_REDUCE_BROADCAST
+                              or b.time_s > self.bound.time_s):
+            return b.time_s, b.family, b.method, b.bandwidth_s
+        return self.bound.time_s, self.bound.family, self.bound.method, self.bound.bandwidth_s
 
     @property
     def best(self) -> Candidate:
@@ -79,7 +92,9 @@ def compare(topo: Topology, ranks: list[str], size_bytes: int, *,
     if not cands:
         raise InfeasibleError("no algorithm can serve this request: " +
                               "; ".join(f"{k}: {v}" for k, v in infeasible.items()))
-    return Comparison(lower_bound(ctx), cands, infeasible, ctx.router)
+    bound = lower_bound(ctx)
+    return Comparison(bound, cands, infeasible, ctx.router,
+                      lower_bound_any(ctx, bound.cut_bandwidth_Bps))
 
 
 def make_plan(topo: Topology, ranks: list[str], size_bytes: int, algorithm: str = "auto",
@@ -101,6 +116,8 @@ def _make_plan(topo: Topology, ranks: list[str], size_bytes: int, algorithm: str
     chosen = comp.best
     program = with_routes(chosen.build(), ranks, comp.router)
     solve_s = time.perf_counter() - t0
+    bound_s, family, method, bandwidth_s = comp.bound_for(chosen.algorithm)
+    assert comp.bound_any is not None
     doc: dict[str, Any] = {
         "plan_id": "",
         "format_version": PLAN_FORMAT_VERSION,
@@ -110,10 +127,15 @@ def _make_plan(topo: Topology, ranks: list[str], size_bytes: int, algorithm: str
         "ranks": list(ranks),
         "size_bytes": size_bytes,
         "predicted_time_s": chosen.predicted_time_s,
-        "lower_bound_time_s": comp.bound.time_s,
-        "lower_bound_family": comp.bound.family,
-        "lower_bound_method": comp.bound.method,
-        "lower_bound_bandwidth_s": comp.bound.bandwidth_s,  # the bound without its latency
+        # the bound of the tightest family that holds the chosen program
+        "lower_bound_time_s": bound_s,
+        "lower_bound_family": family,
+        "lower_bound_method": method,
+        "lower_bound_bandwidth_s": bandwidth_s,  # the bound without its latency
+        # the bound on every all-reduce program, whatever its family
+        "lower_bound_any_time_s": comp.bound_any.time_s,
+        "lower_bound_any_family": comp.bound_any.family,
+        "lower_bound_any_method": comp.bound_any.method,
         "details": chosen.details,
         "candidates": {k: c.predicted_time_s for k, c in comp.candidates.items()},
         "solve_time_s": solve_s,
