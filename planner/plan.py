@@ -51,11 +51,16 @@ class Comparison:
 
     @property
     def best(self) -> Candidate:
-        """The fastest candidate; among those within TIE_TOLERANCE of it, the simplest."""
-        fastest = min(c.predicted_time_s for c in self.candidates.values())
+        """The fastest candidate; among those within TIE_TOLERANCE of it, the simplest.
+
+        Only candidates whose ranks all end with the same bits count (a candidate says
+        ``details["identical_bits"]: False`` when its ranks add the same values in
+        different orders, the one-step direct exchange on 3+ ranks), unless none does."""
+        same = [c for c in self.candidates.values() if c.details.get("identical_bits", True)]
+        pool = same or list(self.candidates.values())
+        fastest = min(c.predicted_time_s for c in pool)
         order = {name: i for i, name in enumerate(ALGORITHMS)}
-        tied = [c for c in self.candidates.values()
-                if c.predicted_time_s <= fastest * (1 + TIE_TOLERANCE)]
+        tied = [c for c in pool if c.predicted_time_s <= fastest * (1 + TIE_TOLERANCE)]
         return min(tied, key=lambda c: (order.get(c.algorithm, len(order)),
                                         c.predicted_time_s))
 

@@ -11,6 +11,12 @@
 
 A step of these puts up to n(n-1) transfers in flight; they are priced and offered up to
 DIRECT_MAX_RANKS ranks (leaders, for direct-2level).
+
+Rounding: in ``direct`` (and among the leaders of ``direct-2level``) every rank adds the
+same n values in its own order (its own value first), so with floating-point data and more
+than two of them the ranks end with sums that differ in the last bits (the executor's test
+on 4 gloo ranks shows it). Their candidates say so (``details["identical_bits"]``), and
+``auto`` does not pick them (planner/plan.py); asked for by name they run.
 """
 
 from __future__ import annotations
@@ -31,7 +37,8 @@ def direct(ctx: PlanContext) -> Candidate:
     n = len(ctx.ranks)
     check_ranks("direct", n, DIRECT_MAX_RANKS)
     prog = Program(1, [one_step_program(list(range(n)))] if n > 1 else [])
-    return Candidate("direct", price(ctx, prog), lambda: prog, {"steps": len(prog.steps)})
+    return Candidate("direct", price(ctx, prog), lambda: prog,
+                     {"steps": len(prog.steps), "identical_bits": n <= 2})
 
 
 def two_level_program(groups: list[list[int]], heads: list[int]) -> Program:
@@ -51,7 +58,8 @@ def direct_2level(ctx: PlanContext) -> Candidate:
     heads = leaders(ctx)
     prog = two_level_program(groups, heads)
     return Candidate("direct-2level", price(ctx, prog), lambda: prog,
-                     {"leaders": [ctx.ranks[h] for h in heads], "steps": len(prog.steps)})
+                     {"leaders": [ctx.ranks[h] for h in heads], "steps": len(prog.steps),
+                      "identical_bits": len(heads) <= 2})
 
 
 def two_step_program(n: int, size_bytes: int) -> Program:

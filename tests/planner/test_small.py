@@ -19,8 +19,8 @@ from tests.planner.conftest import EXAMPLES
 NEW = ["star", "two-level-star", "direct", "direct-2level", "direct-2step",
        "recursive-doubling", "halving-doubling", "dbtree"]
 NOT_FOREST = [a for a in ALGORITHMS if a != "forest"]  # forest's tiny sizes: the lead's fix
-TINY = [1, 2, 3, 7, 1000, 4097]
-SMALL_EXAMPLES = ["demo", "star-one-slow", "dgx-2x8-1nic", "one-slow-nic", "dgx-1x8"]
+TINY = [1, 3, 1000, 4097]
+SMALL_EXAMPLES = ["demo", "star-one-slow", "dgx-2x8-1nic", "dgx-1x8"]
 
 
 def verified(topo: Topology, ranks: list[str], size: int, algorithm: str) -> tuple[float, int]:
@@ -56,7 +56,7 @@ def test_ring_and_hierarchical_use_one_unit_for_one_byte() -> None:
         assert verified(topo, topo.endpoints(), 5, algorithm)[1] == 5
 
 
-@pytest.mark.parametrize("n", [2, 3, 5, 6, 7, 8, 9, 12])
+@pytest.mark.parametrize("n", [2, 3, 5, 6, 7, 12])
 def test_folding_and_trees_on_any_rank_count(n: int) -> None:
     topo = Topology.from_dict(star([12.5] * n))
     for algorithm in NEW:
@@ -90,20 +90,28 @@ def test_coarsen_keeps_a_correct_program_correct() -> None:
         assert verify_plan(doc, topo).ok
 
 
-@pytest.mark.parametrize("name", ["demo", "mixed-100-25", "two-tier-oversubscribed",
-                                  "dgx-2x8-1nic", "star-one-slow"])
-@pytest.mark.parametrize("size", [1, 1024, 64 << 10])
+@pytest.mark.parametrize("name", [
+    "demo", "star-one-slow",
+    pytest.param("mixed-100-25", marks=pytest.mark.slow),
+    pytest.param("two-tier-oversubscribed", marks=pytest.mark.slow),
+    pytest.param("dgx-2x8-1nic", marks=pytest.mark.slow)])
+@pytest.mark.parametrize("size", [1, 1024, pytest.param(64 << 10, marks=pytest.mark.slow)])
 def test_auto_is_never_worse_than_star_or_direct_exchange(name: str, size: int) -> None:
+    """Within 1 % of every candidate whose ranks end with identical bits (the direct
+    exchanges on 3+ ranks or leaders do not: auto leaves them out)."""
     topo = load_topology(EXAMPLES / f"{name}.json")
     ranks = topo.endpoints()
     comp = compare(topo, ranks, size)
     doc = make_plan(topo, ranks, size)
-    best = min(c.predicted_time_s for c in comp.candidates.values())
-    assert doc["predicted_time_s"] <= best * (1 + TIE_TOLERANCE)
-    for rival in ("star", "direct", "direct-2level"):
-        if rival in comp.candidates:
-            assert doc["predicted_time_s"] <= comp.candidates[rival].predicted_time_s * (
-                1 + TIE_TOLERANCE)
+    same = [c for c in comp.candidates.values() if c.details.get("identical_bits", True)]
+    assert doc["predicted_time_s"] <= min(c.predicted_time_s for c in same) * (
+        1 + TIE_TOLERANCE)
+    assert doc["predicted_time_s"] <= comp.candidates["star"].predicted_time_s * (
+        1 + TIE_TOLERANCE)
+    for rival in ("direct", "direct-2level"):
+        cand = comp.candidates.get(rival)
+        if cand is not None and cand.details["identical_bits"]:
+            assert doc["predicted_time_s"] <= cand.predicted_time_s * (1 + TIE_TOLERANCE)
     assert verify_plan(doc, topo).ok
 
 
@@ -126,12 +134,12 @@ def test_a_direct_exchange_beats_the_family_bound_but_not_the_any_bound() -> Non
     the reduce-then-broadcast bound; the plan reports the any-program bound for it."""
     topo = Topology.from_dict(star([12.5] * 4, latency_us=10.0))
     ranks = topo.endpoints()
-    comp = compare(topo, ranks, 1024)
+    comp = compare(topo, ranks, 1024, algorithms=["direct"])
     assert comp.candidates["direct"].predicted_time_s < comp.bound.time_s
-    doc = make_plan(topo, ranks, 1024)
-    assert doc["algorithm"] in OUTSIDE_REDUCE_BROADCAST
+    doc = make_plan(topo, ranks, 1024, "direct")
     assert doc["lower_bound_family"] == doc["lower_bound_any_family"]
     assert doc["predicted_time_s"] >= doc["lower_bound_any_time_s"]
+    assert doc["lower_bound_time_s"] == doc["lower_bound_any_time_s"]
     assert doc["lower_bound_any_time_s"] == pytest.approx(2 * 10e-6 + 1024 / 12.5e9)
 
 
@@ -140,7 +148,35 @@ def test_the_any_bound_on_a_homogeneous_star_at_large_sizes() -> None:
     crossing latency); the reduce-then-broadcast bound is 2 (n-1)/n size / b."""
     n, size = 4, 256 << 20
     topo = Topology.from_dict(star([12.5] * n, latency_us=0.0))
-    comp = compare(topo, topo.endpoints(), size)
+    comp = compare(topo, topo.endpoints(), size, algorithms=["ring"])
     assert comp.bound_any is not None
     assert comp.bound_any.bandwidth_s == pytest.approx(size / 12.5e9)
     assert comp.bound.bandwidth_s == pytest.approx(2 * (n - 1) / n * size / 12.5e9)
+
+
+@pytest.mark.slow
+def test_the_executor_runs_every_new_program_exactly() -> None:
+    """4 gloo processes run each new algorithm's plan (star-one-slow, 1 KiB and 1 byte) and
+    match torch's all_reduce on every rank."""
+    pytest.importorskip("torch")
+    from executor.localrun import LocalRunConfig, run_local
+    from tests.executor.workers import check_cases
+
+    topo = load_topology(EXAMPLES / "star-one-slow.json")
+    cases = []
+    for algorithm in NEW:
+        for size, numel in ((1024, 256), (1, 1), (4097, 1001)):
+            try:
+                doc = make_plan(topo, topo.endpoints(), size, algorithm)
+            except InfeasibleError:
+                continue
+            cases.append((doc, numel, "float32", None, None))
+    assert len(cases) >= 15
+    results = run_local(check_cases, (cases,), LocalRunConfig(4, timeout_s=150))
+    for rank, per_rank in enumerate(results):
+        assert len(per_rank) == len(cases)
+        for res in per_rank:
+            where = f"rank {rank} {res['case']}"
+            assert res["within_tol"], where
+            # the direct exchange on 4 ranks: each rank adds in its own order
+            assert res["identical"] == (res["case"].split(":")[0] != "direct"), where
