@@ -55,9 +55,9 @@ class Comparison:
     @cached_property
     def best(self) -> Candidate:
         """The fastest candidate; among those within TIE_TOLERANCE of it, the one with the
-        fewest transfers (messages the model does not charge: on the testbed a 2-step direct
-        exchange of 4 KiB over 8 ranks ran 4x slower than the flat star it tied with), then
-        the simplest (the order of ALGORITHMS).
+        fewest transfers (messages, which the model does not charge: on the testbed a 2-step
+        direct exchange of 4 KiB over 8 ranks ran 4x slower than a flat star predicted 20 %
+        slower), then the simplest (the order of ALGORITHMS).
 
         Only candidates whose ranks all end with the same bits count (a candidate says
         ``details["identical_bits"]: False`` when its ranks add the same values in
