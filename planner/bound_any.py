@@ -50,7 +50,7 @@ from planner.bound import (
 )
 
 FAMILY_ANY = "every all-reduce program (any schedule, no in-network reduction)"
-DIAMETER_SOURCES = 4
+DIAMETER_SOURCES = 4  # Dijkstra sources for the latency diameter; 2 above 1,024 ranks
 
 
 @dataclass(frozen=True)
@@ -72,9 +72,8 @@ def lower_bound_any(ctx: PlanContext, cut_Bps: float | None = None) -> AnyBound:
     size = float(ctx.size_bytes)
     bw, method = size / cut_Bps, "cut"
     cross = _rank_to_rank_latency(ctx)
-    for name, parts in _partitions(ctx):
-        caps = [_caps(ctx, p) for p in parts]
-        t = len(parts) * size / min(sum(c[0] for c in caps), sum(c[1] for c in caps))
+    for name, k, cap_out, cap_in in _partitions(ctx):
+        t = k * size / min(cap_out, cap_in)
         if t > bw:
             bw, method = t, f"partition over {name}"
             cross = _cross_host_latency(ctx) if name == "hosts" else _rank_to_rank_latency(ctx)
@@ -85,23 +84,31 @@ def lower_bound_any(ctx: PlanContext, cut_Bps: float | None = None) -> AnyBound:
     return AnyBound(parts[binding], bw, diameter, f"{method}; {binding} binds")
 
 
-def _partitions(ctx: PlanContext) -> list[tuple[str, list[set[str]]]]:
-    out = [("single ranks", [{r} for r in ctx.ranks])]
+def _partitions(ctx: PlanContext) -> list[tuple[str, int, float, float]]:
+    """(name, parts, capacity out of the parts, capacity into them) for single ranks and
+    hosts."""
+    g = ctx.topo.graph
+    out = [("single ranks", len(ctx.ranks),  # a part of one node: all its arcs cross
+            sum(d for _, d in g.out_degree(ctx.ranks, weight="bw")),
+            sum(d for _, d in g.in_degree(ctx.ranks, weight="bw")))]
     if len(ctx.host_groups) >= 2:
-        out.append(("hosts", parts_by_host(ctx)))
+        caps = [_caps(ctx, p) for p in parts_by_host(ctx)]
+        out.append(("hosts", len(caps), sum(c[0] for c in caps), sum(c[1] for c in caps)))
     return out
 
 
 def latency_diameter(ctx: PlanContext) -> float:
     """The largest least-latency between two ranks, over pairs with an end among a few
-    sources: rank 0, then repeatedly the rank farthest from the sources so far."""
+    sources: rank 0, then repeatedly the rank farthest from the sources so far (any subset
+    of pairs gives a valid bound; fewer sources on large clusters bound the work)."""
     g = ctx.topo.graph
     rev = g.reverse(copy=False)
     ranks = ctx.ranks
     best = 0.0
     far: dict[str, float] = {}
     src = ranks[0]
-    for _ in range(min(DIAMETER_SOURCES, len(ranks))):
+    sources = DIAMETER_SOURCES if len(ranks) <= 1024 else 2
+    for _ in range(min(sources, len(ranks))):
         dist = nx.single_source_dijkstra_path_length(g, src, weight="lat")
         back = nx.single_source_dijkstra_path_length(rev, src, weight="lat")
         for r in ranks:
