@@ -250,7 +250,6 @@ def _cells(size: int, seconds: float, nranks: int, bound: float) -> list[str]:
 
 
 def cmd_plan(args: argparse.Namespace) -> int:
-    from planner.algorithms import ALGORITHMS
     from planner.plan import compare, make_plan
     from planner.sizes import format_size, format_time, parse_size
     from planner.topology import load_topology
@@ -270,35 +269,45 @@ def cmd_plan(args: argparse.Namespace) -> int:
     try:
         rows = []
         infeasible: dict[str, str] = {}
+        comp = None
         with progress:
             doc = make_plan(topo, ranks, size, args.algorithm, min_step_s=min_step)
-            bound = doc["lower_bound_time_s"]
             if args.compare:
-                # auto priced every algorithm already; price again only for a named one, or
-                # to say why an algorithm could not serve the request.
-                times: dict[str, float] = dict(doc.get("candidates") or {})
-                if args.algorithm != "auto" or set(times) != set(ALGORITHMS):
-                    comp = compare(topo, ranks, size, min_step_s=min_step)
-                    times = {k: c.predicted_time_s for k, c in comp.candidates.items()}
-                    infeasible, bound = comp.infeasible, comp.bound.time_s
-                for name, t in sorted(times.items(), key=lambda kv: kv[1]):
-                    rows.append([name, format_time(t), *_cells(size, t, len(ranks), bound)])
+                comp = compare(topo, ranks, size, min_step_s=min_step)
+                infeasible = comp.infeasible
+                for name, cand in sorted(comp.candidates.items(),
+                                         key=lambda kv: kv[1].predicted_time_s):
+                    t = cand.predicted_time_s
+                    own, family = comp.bound_for(name)[:2]
+                    cells = _cells(size, t, len(ranks), own)
+                    if family != comp.bound.family and cells[2] != "-":
+                        cells[2] += " (any)"
+                    rows.append([name, format_time(t), *cells,
+                                 _cells(size, t, len(ranks), comp.bound_any.time_s)[2]])
                 for name in infeasible:
-                    rows.append([name, "infeasible", "-", "-", "-"])
+                    rows.append([name, "infeasible", "-", "-", "-", "-"])
         bound = doc["lower_bound_time_s"]
         if not args.compare:
-            rows.append([doc["algorithm"], format_time(doc["predicted_time_s"]),
-                         *_cells(size, doc["predicted_time_s"], len(ranks), bound)])
+            t = doc["predicted_time_s"]
+            rows.append([doc["algorithm"], format_time(t), *_cells(size, t, len(ranks), bound),
+                         _cells(size, t, len(ranks), doc["lower_bound_any_time_s"])[2]])
         print(f"all-reduce of {format_size(size)} over {len(ranks)} "
               f"rank{'s' if len(ranks) != 1 else ''} ({len(topo.hosts(ranks))} "
               f"host{'s' if len(topo.hosts(ranks)) != 1 else ''})")
         if len(ranks) == 1:
             print("one rank: nothing to exchange, the plan has no steps")
-        print(_table(rows, ["algorithm", "predicted", "algbw GB/s", "busbw GB/s", "vs bound"]))
+        print(_table(rows, ["algorithm", "predicted", "algbw GB/s", "busbw GB/s", "vs bound",
+                            "vs any-bound"]))
         for name, why in infeasible.items():
             print(f"{name} is infeasible: {why}")
         print(f"lower bound: {format_time(bound)} ({doc['lower_bound_family']}; "
               f"{doc['lower_bound_method']})")
+        if doc["lower_bound_any_family"] != doc["lower_bound_family"]:
+            print(f"lower bound on any program: {format_time(doc['lower_bound_any_time_s'])} "
+                  f"({doc['lower_bound_any_family']}; {doc['lower_bound_any_method']})")
+        if comp is not None and comp.bound.family != doc["lower_bound_family"]:
+            print(f"reduce-then-broadcast bound: {format_time(comp.bound.time_s)} "
+                  f"({comp.bound.family}; {comp.bound.method})")
         fluid = doc["details"].get("fluid_time_s")
         if fluid and doc["lower_bound_bandwidth_s"] > 0:
             print(f"bandwidth: the bound's {format_time(doc['lower_bound_bandwidth_s'])}, "

@@ -7,10 +7,12 @@ import json
 import logging
 import time
 from dataclasses import dataclass
+from functools import cached_property, partial
 from typing import Any
 
-from planner.algorithms import ALGORITHMS, Candidate, PlanContext
+from planner.algorithms import ALGORITHMS, OUTSIDE_REDUCE_BROADCAST, Candidate, PlanContext
 from planner.bound import Bound, lower_bound
+from planner.bound_any import AnyBound, lower_bound_any
 from planner.errors import InfeasibleError, RequestError
 from planner.gc_pause import gc_paused
 from planner.program import Program, Transfer, program_to_doc
@@ -22,29 +24,61 @@ log = logging.getLogger(__name__)
 COLLECTIVES = ("allreduce",)
 PLAN_FORMAT_VERSION = 1
 # auto: candidates predicted within this fraction of the fastest count as tied, and the tie
-# goes to the simplest (first in ALGORITHMS: ring, hierarchical, forest). On the testbed a
-# 0.02 % edge of a one-step direct exchange over the ring cost 3-15 % (docs/testbed.md).
+# goes to the simplest (first in ALGORITHMS: ring, hierarchical, the latency-oriented ones,
+# forest). On the testbed a 0.02 % edge of a one-step direct exchange over the ring cost
+# 3-15 % (docs/testbed.md). So auto is never more than this above any candidate.
 TIE_TOLERANCE = 0.01
+COUNT_TIES_UP_TO = 256  # ranks: above, tied candidates are not built to count transfers
 
 
 @dataclass
 class Comparison:
     """Every algorithm's cost-model time for one request, and the bound."""
 
-    bound: Bound
+    bound: Bound  # reduce-then-broadcast programs (planner/bound.py)
     candidates: dict[str, Candidate]
     infeasible: dict[str, str]
     router: Router
+    bound_any: AnyBound | None = None  # every all-reduce program (planner/bound_any.py)
+    ranks: tuple[str, ...] = ()
 
-    @property
+    def bound_for(self, algorithm: str) -> tuple[float, str, str, float]:
+        """(time, family, method, bandwidth term) of the highest bound whose family holds
+        ``algorithm``'s programs: the any-program bound holds every program, the
+        reduce-then-broadcast bound all but OUTSIDE_REDUCE_BROADCAST."""
+        b = self.bound_any
+        if b is not None and (algorithm in OUTSIDE_REDUCE_BROADCAST
+                              or b.time_s > self.bound.time_s):
+            return b.time_s, b.family, b.method, b.bandwidth_s
+        return self.bound.time_s, self.bound.family, self.bound.method, self.bound.bandwidth_s
+
+    @cached_property
     def best(self) -> Candidate:
-        """The fastest candidate; among those within TIE_TOLERANCE of it, the simplest."""
-        fastest = min(c.predicted_time_s for c in self.candidates.values())
+        """The fastest candidate; among those within TIE_TOLERANCE of it, the one with the
+        fewest transfers (messages, which the model does not charge: on the testbed a 2-step
+        direct exchange of 4 KiB over 8 ranks ran 4x slower than a flat star predicted 20 %
+        slower), then the simplest (the order of ALGORITHMS).
+
+        Only candidates whose ranks all end with the same bits count (a candidate says
+        ``details["identical_bits"]: False`` when its ranks add the same values in
+        different orders, the one-step direct exchange on 3+ ranks), unless none does."""
+        same = [c for c in self.candidates.values() if c.details.get("identical_bits", True)]
+        pool = same or list(self.candidates.values())
+        fastest = min(c.predicted_time_s for c in pool)
         order = {name: i for i, name in enumerate(ALGORITHMS)}
-        tied = [c for c in self.candidates.values()
-                if c.predicted_time_s <= fastest * (1 + TIE_TOLERANCE)]
-        return min(tied, key=lambda c: (order.get(c.algorithm, len(order)),
+        tied = [c for c in pool if c.predicted_time_s <= fastest * (1 + TIE_TOLERANCE)]
+        counts = {c.algorithm: 0 for c in tied}
+        if len(tied) > 1 and len(self.ranks) <= COUNT_TIES_UP_TO:
+            for c in tied:
+                program = c.build()
+                c.build = partial(_same, program)  # built once
+                counts[c.algorithm] = program.transfer_count
+        return min(tied, key=lambda c: (counts[c.algorithm], order.get(c.algorithm, len(order)),
                                         c.predicted_time_s))
+
+
+def _same(program: Program) -> Program:
+    return program
 
 
 def _check_request(topo: Topology, ranks: list[str], size_bytes: int, algorithm: str,
@@ -79,7 +113,9 @@ def compare(topo: Topology, ranks: list[str], size_bytes: int, *,
     if not cands:
         raise InfeasibleError("no algorithm can serve this request: " +
                               "; ".join(f"{k}: {v}" for k, v in infeasible.items()))
-    return Comparison(lower_bound(ctx), cands, infeasible, ctx.router)
+    bound = lower_bound(ctx)
+    return Comparison(bound, cands, infeasible, ctx.router,
+                      lower_bound_any(ctx, bound.cut_bandwidth_Bps), tuple(ranks))
 
 
 def make_plan(topo: Topology, ranks: list[str], size_bytes: int, algorithm: str = "auto",
@@ -101,6 +137,8 @@ def _make_plan(topo: Topology, ranks: list[str], size_bytes: int, algorithm: str
     chosen = comp.best
     program = with_routes(chosen.build(), ranks, comp.router)
     solve_s = time.perf_counter() - t0
+    bound_s, family, method, bandwidth_s = comp.bound_for(chosen.algorithm)
+    assert comp.bound_any is not None
     doc: dict[str, Any] = {
         "plan_id": "",
         "format_version": PLAN_FORMAT_VERSION,
@@ -110,10 +148,15 @@ def _make_plan(topo: Topology, ranks: list[str], size_bytes: int, algorithm: str
         "ranks": list(ranks),
         "size_bytes": size_bytes,
         "predicted_time_s": chosen.predicted_time_s,
-        "lower_bound_time_s": comp.bound.time_s,
-        "lower_bound_family": comp.bound.family,
-        "lower_bound_method": comp.bound.method,
-        "lower_bound_bandwidth_s": comp.bound.bandwidth_s,  # the bound without its latency
+        # the bound of the tightest family that holds the chosen program
+        "lower_bound_time_s": bound_s,
+        "lower_bound_family": family,
+        "lower_bound_method": method,
+        "lower_bound_bandwidth_s": bandwidth_s,  # the bound without its latency
+        # the bound on every all-reduce program, whatever its family
+        "lower_bound_any_time_s": comp.bound_any.time_s,
+        "lower_bound_any_family": comp.bound_any.family,
+        "lower_bound_any_method": comp.bound_any.method,
         "details": chosen.details,
         "candidates": {k: c.predicted_time_s for k, c in comp.candidates.items()},
         "solve_time_s": solve_s,

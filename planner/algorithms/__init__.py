@@ -1,14 +1,34 @@
-"""Algorithm table: name -> function from a PlanContext to a Candidate."""
+"""Algorithm table: name -> function from a PlanContext to a Candidate.
+
+The order is the order of simplicity ``auto`` prefers among candidates it counts as tied.
+"""
 
 from planner.algorithms.base import Algorithm, Candidate, PlanContext
+from planner.algorithms.dbtree import dbtree
+from planner.algorithms.direct import direct, direct_2level, direct_2step
 from planner.algorithms.forest import forest
 from planner.algorithms.hierarchical import hierarchical
+from planner.algorithms.recursive import halving_doubling, recursive_doubling
 from planner.algorithms.ring import ring
+from planner.algorithms.star import star, two_level_star
 
 ALGORITHMS: dict[str, Algorithm] = {
     "ring": ring,
     "hierarchical": hierarchical,
+    "star": star,
+    "two-level-star": two_level_star,
+    "direct": direct,
+    "direct-2level": direct_2level,
+    "direct-2step": direct_2step,
+    "recursive-doubling": recursive_doubling,
+    "halving-doubling": halving_doubling,
+    "dbtree": dbtree,
     "forest": forest,
 }
 
-__all__ = ["ALGORITHMS", "Algorithm", "Candidate", "PlanContext"]
+# Programs in which some rank forms the sum without it having been reduced to one root
+# first: outside the family of planner/bound.py's lower bound (planner/bound_any.py covers
+# them).
+OUTSIDE_REDUCE_BROADCAST = frozenset({"direct", "direct-2level", "recursive-doubling"})
+
+__all__ = ["ALGORITHMS", "OUTSIDE_REDUCE_BROADCAST", "Algorithm", "Candidate", "PlanContext"]

@@ -13,8 +13,10 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Iterator
+from functools import partial
 
 from planner.algorithms.base import Candidate, PlanContext
+from planner.algorithms.common import PRICE_BUDGET, coarsen, price
 from planner.algorithms.uneven import uneven_hierarchical
 from planner.errors import InfeasibleError
 from planner.program import Program, Step, Transfer
@@ -166,16 +168,34 @@ def hierarchical(ctx: PlanContext) -> Candidate:
                    for p in sizes]
         for methods in itertools.product(*choices):
             stages = list(zip(groups_per_stage, methods, strict=True))
-            t = _predict(ctx, stages, n)
+            if ctx.size_bytes >= n:
+                t = _predict(ctx, stages, n)
+                build = partial(_build, n, stages)
+            elif 2 * n * sum(p - 1 for p in sizes) <= PRICE_BUDGET:
+                # fewer bytes than ranks: units would be finer than a byte
+                prog = coarsen(_Schedule(n, stages, n).program(), ctx.size_bytes)
+                t, build = price(ctx, prog), partial(_same, prog)
+            else:
+                continue
             if best is None or t < best.predicted_time_s:
                 desc = [{"group_size": p, "method": m, "dims": [("local", "host", "rack")[d]
                          for d in _named_dims(full_dims, stage)]}
                         for p, m, stage in zip(sizes, methods, grouping, strict=True)]
-                best = Candidate("hierarchical", t,
-                                 lambda st=stages: _Schedule(n, st, n).program(),
-                                 {"levels": desc})
-    assert best is not None
+                best = Candidate("hierarchical", t, build, {"levels": desc})
+    if best is None:
+        raise InfeasibleError(
+            f"hierarchical: {ctx.size_bytes} bytes over {n} ranks is fewer bytes than its "
+            f"units, and every factorisation would build more than {PRICE_BUDGET} transfers "
+            "to price on 1-byte units")
     return best
+
+
+def _build(n: int, stages: list[tuple[list[list[int]], str]]) -> Program:
+    return _Schedule(n, stages, n).program()
+
+
+def _same(program: Program) -> Program:
+    return program
 
 
 def _named_dims(full_dims: tuple[int, int, int], stage: tuple[int, ...]) -> list[int]:

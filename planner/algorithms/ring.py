@@ -8,6 +8,8 @@ of a host stay adjacent so each ring crosses the network once per host.
 from __future__ import annotations
 
 from planner.algorithms.base import Candidate, PlanContext
+from planner.algorithms.common import PRICE_BUDGET, price
+from planner.errors import InfeasibleError
 from planner.program import Program, Step, Transfer
 
 
@@ -58,6 +60,27 @@ def build_ring_program(channels: list[list[int]]) -> Program:
     return Program(len(channels) * n, rs + ag)
 
 
+def coarse_ring_program(channels: list[list[int]], units: int) -> Program:
+    """The ring program on ``units`` < len(channels) * n units (a buffer of fewer bytes than
+    ring chunks): chunk k of the ring is units [k*units//L, (k+1)*units//L) (L chunks), and
+    only the transfers of non-empty chunks are built; steps are never empty (every step
+    moves every chunk once)."""
+    n = len(channels[0])
+    big = len(channels) * n
+    live = [k for k in range(big) if k * units // big < (k + 1) * units // big]
+    rs: list[Step] = [[] for _ in range(n - 1)]
+    ag: list[Step] = [[] for _ in range(n - 1)]
+    for k in live:
+        c, j = divmod(k, n)
+        order, u = channels[c], k * units // big
+        for s in range(n - 1):
+            i = (j + s) % n  # reduce-scatter: position i sends chunk (i - s) mod n
+            rs[s].append(Transfer(order[i], order[(i + 1) % n], u, u + 1, True))
+            i = (j - 1 + s) % n  # all-gather: position i sends chunk (i + 1 - s) mod n
+            ag[s].append(Transfer(order[i], order[(i + 1) % n], u, u + 1, False))
+    return Program(units, rs + ag)
+
+
 def ring(ctx: PlanContext) -> Candidate:
     n = len(ctx.ranks)
     if n == 1:
@@ -65,12 +88,25 @@ def ring(ctx: PlanContext) -> Candidate:
     best: Candidate | None = None
     for name, channels in ring_orders(ctx).items():
         units = len(channels) * n
-        first = [t for c, order in enumerate(channels) for t in ring_step(order, c * n, 0, True)]
-        step = ctx.cost.step_time(ctx.ranks, first, ctx.size_bytes / units)
-        cand = Candidate("ring", 2 * (n - 1) * step,
-                         lambda ch=channels: build_ring_program(ch),
-                         {"channels": len(channels), "variant": name})
+        if ctx.size_bytes < units:  # chunks would be finer than a byte
+            coarse = ctx.size_bytes
+            if 2 * (n - 1) * coarse > PRICE_BUDGET:
+                continue
+            prog = coarse_ring_program(channels, coarse)
+            cand = Candidate("ring", price(ctx, prog), lambda p=prog: p,
+                             {"channels": len(channels), "variant": name, "units": coarse})
+        else:
+            first = [t for c, order in enumerate(channels)
+                     for t in ring_step(order, c * n, 0, True)]
+            step = ctx.cost.step_time(ctx.ranks, first, ctx.size_bytes / units)
+            cand = Candidate("ring", 2 * (n - 1) * step,
+                             lambda ch=channels: build_ring_program(ch),
+                             {"channels": len(channels), "variant": name})
         if best is None or cand.predicted_time_s < best.predicted_time_s:
             best = cand
-    assert best is not None
+    if best is None:
+        raise InfeasibleError(
+            f"ring: {ctx.size_bytes} bytes over {n} ranks is fewer bytes than ring chunks, and "
+            f"a ring of 1-byte chunks would take {2 * (n - 1) * ctx.size_bytes} transfers "
+            f"(limit {PRICE_BUDGET})")
     return best
