@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 from planner.algorithms import ALGORITHMS
 from planner.builders import random_topology, star
 from planner.errors import InfeasibleError, RequestError
-from planner.plan import compare, make_plan
+from planner.plan import TIE_TOLERANCE, compare, make_plan
 from planner.topology import Topology
 from planner.verify import verify_plan
 
@@ -58,8 +58,9 @@ def test_auto_is_never_slower_than_the_best_named(example: Topology) -> None:
     ranks = example.endpoints()[:32]
     comp = compare(example, ranks, 64 << 20)
     auto = make_plan(example, ranks, 64 << 20, "auto")
-    assert auto["predicted_time_s"] == pytest.approx(
-        min(c.predicted_time_s for c in comp.candidates.values()))
+    fastest = min(c.predicted_time_s for c in comp.candidates.values())
+    # auto takes the simplest candidate within TIE_TOLERANCE of the fastest (planner/plan.py)
+    assert fastest * (1 - 1e-9) <= auto["predicted_time_s"] <= fastest * (1 + TIE_TOLERANCE)
 
 
 def test_ring_on_a_star_with_one_slow_host_takes_1_5x_the_bound() -> None:
