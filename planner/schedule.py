@@ -162,8 +162,17 @@ class CommCurves:
             raise InfeasibleError("no algorithm can serve these ranks")
         self.grid = np.geomspace(max(lo, 1), max(hi, lo + 1, 2), GRID)
         self._log_grid = np.log(self.grid)
-        self.table = {k: np.min([p.times(self.grid, min_step_s) for p in self.progs[k]], axis=0)
-                      if self.progs[k] else None for k in KINDS}
+        self.table: dict[str, np.ndarray | None] = {k: None for k in KINDS}
+        self.table["allreduce"] = np.min([p.times(self.grid, min_step_s)
+                                          for p in self.progs["allreduce"]], axis=0)
+        if self.progs["reducescatter"]:
+            # a DeAR bucket runs a reduce-scatter and the all-gather of the same split (the
+            # same shards): per size, the pair with the least sum
+            rs = np.array([p.times(self.grid, min_step_s) for p in self.progs["reducescatter"]])
+            ag = np.array([p.times(self.grid, min_step_s) for p in self.progs["allgather"]])
+            pick = np.argmin(rs + ag, axis=0)
+            cols = np.arange(len(self.grid))
+            self.table["reducescatter"], self.table["allgather"] = rs[pick, cols], ag[pick, cols]
 
     def _prog(self, name: str, program: Program, shards: list[tuple[int, int]] | None
               ) -> _Prog:
@@ -174,7 +183,14 @@ class CommCurves:
         if not self.progs[kind]:
             raise InfeasibleError(f"no {kind} program: no algorithm splits at its roots")
         at = np.array([float(size)])
-        prog = min(self.progs[kind], key=lambda p: float(p.times(at, self.min_step_s)[0]))
+        if kind == "allreduce":
+            prog = min(self.progs[kind], key=lambda p: float(p.times(at, self.min_step_s)[0]))
+        else:  # the pair (same split, same shards) with the least reduce-scatter + all-gather
+            pairs = zip(self.progs["reducescatter"], self.progs["allgather"], strict=True)
+            i = min(enumerate(pairs), key=lambda ip: float(
+                ip[1][0].times(at, self.min_step_s)[0] + ip[1][1].times(at, self.min_step_s)[0]
+            ))[0]
+            prog = self.progs[kind][i]
         return prog, self.cost.program_time(self.ranks, prog.program, size)
 
     def time(self, kind: str, sizes: np.ndarray) -> np.ndarray:

@@ -49,6 +49,8 @@ def test_every_plan_of_a_schedule_verifies_and_is_priced_exactly(topo) -> None: 
                 assert rep.simulated_time_s == pytest.approx(doc["predicted_time_s"], rel=1e-9)
                 assert doc["size_bytes"] == b["size_bytes"]
                 comm += doc["predicted_time_s"]
+            if mode == "dear":  # a reduce-scatter and an all-gather of the same split
+                assert b["plans"]["reducescatter"]["shards"] == b["plans"]["allgather"]["shards"]
         assert d["comm_s"] == pytest.approx(comm, rel=1e-9)
 
 
