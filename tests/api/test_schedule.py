@@ -6,9 +6,11 @@ from __future__ import annotations
 import httpx
 import pytest
 
+from executor.launch import LaunchConfig
+from executor.schedule_client import fetch_schedule, report_profile
 from planner.topology import Topology
 from planner.verify import verify_plan
-from tests.api.helpers import ServerProcess, auth, host_report
+from tests.api.helpers import TOKENS, ServerProcess, auth, host_report
 
 pytestmark = pytest.mark.slow
 
@@ -50,8 +52,9 @@ def test_schedule_profile_and_bad_input(server: ServerProcess) -> None:
         assert same.status_code == 304
 
         prof = {"forward_s": [0.01] * len(GRADS), "backward_s": [0.02] * len(GRADS)}
-        r = c.put("/v1/jobs/sched-1/profile", json=prof, headers=auth("job"))
-        assert r.status_code == 200 and r.json()["changed"] is True, r.text
+        cfg = LaunchConfig(job_id="sched-1", server=server.url, token=TOKENS["job"])
+        assert fetch_schedule(cfg)["modes"] == sched["modes"]  # the executor's client
+        assert report_profile(cfg, prof) is True
         jitter = {**prof, "forward_s": [0.01000001] * len(GRADS)}
         r = c.put("/v1/jobs/sched-1/profile", json=jitter, headers=auth("job"))
         assert r.json()["changed"] is False  # same profile within resolution: no re-plan
