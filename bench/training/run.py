@@ -25,11 +25,14 @@ from executor.localrun import LocalRunConfig, run_local  # noqa: E402
 RESULTS = ROOT / "bench" / "results"
 
 
-def rank_main(model_name: str, rounds: int, iters: int, warmup: int) -> dict[str, Any]:
+def rank_main(model_name: str, rounds: int, iters: int, warmup: int,
+              rates_GBps: list[float] | None = None) -> dict[str, Any]:
+    """One rank: calibrate, plan the schedule on rank 0 (a star of the measured loopback
+    rate, or of ``rates_GBps``), then time every method."""
     import torch.distributed as dist
 
     from bench.training import worker
-    from bench.training.models import LAYERS, layer_times
+    from bench.training.models import declared_times
     from planner.builders import star
     from planner.plan import make_plan
     from planner.schedule import TensorSpec, make_schedule
@@ -37,21 +40,18 @@ def rank_main(model_name: str, rounds: int, iters: int, warmup: int) -> dict[str
 
     n = dist.get_world_size()
     cal = worker.calibrate()
-    if model_name == "emulated":
-        prof = None
-        times = [layer_times(p) for p in LAYERS][::-1]  # backward order
-    else:
-        prof = worker.measure_profile(model_name)
+    times = declared_times(model_name)
+    prof = worker.measure_profile(model_name) if times is None else None
     box: list[Any] = [None]
     if dist.get_rank() == 0:
         grads = worker.describe(model_name)
-        if prof is None:
+        if times is not None:
             tensors = [TensorSpec(g["numel"], g["dtype"], f, b)
                        for g, (f, b) in zip(grads, times, strict=True)]
         else:
             tensors = [TensorSpec(g["numel"], g["dtype"], f, b) for g, f, b in
                        zip(grads, prof["forward_s"], prof["backward_s"], strict=True)]
-        topo = Topology.from_dict(star([cal["link_GBps"]] * n, latency_us=1.0))
+        topo = Topology.from_dict(star(rates_GBps or [cal["link_GBps"]] * n, latency_us=1.0))
         ranks = topo.endpoints()
         t0 = time.perf_counter()
         sched = make_schedule(topo, ranks, tensors, min_step_s=cal["min_step_s"], anchors=3)

@@ -24,7 +24,7 @@ def _sgd(params: list[torch.nn.Parameter]) -> torch.optim.Optimizer:
     return torch.optim.SGD(params, lr=1e-3, momentum=0.9)
 
 
-def calibrate(reps: int = 8) -> dict[str, float]:
+def calibrate(reps: int = 3) -> dict[str, float]:
     """gloo all-reduce of 4 KiB and 16 MiB: the per-step cost and the loopback rate."""
     n = dist.get_world_size()
     out = {}
