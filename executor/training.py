@@ -251,6 +251,10 @@ class _Profile:
         self._start: float | None = None
         self._wait = 0.0
 
+    def reset(self) -> None:
+        """Forget what was measured (call after warm-up iterations)."""
+        self.__init__(self.n)  # type: ignore[misc]
+
     def forward_start(self) -> None:
         self._start, self._wait = time.perf_counter(), 0.0
 
