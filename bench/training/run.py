@@ -26,7 +26,8 @@ RESULTS = ROOT / "bench" / "results"
 
 
 def rank_main(model_name: str, rounds: int, iters: int, warmup: int,
-              rates_GBps: list[float] | None = None) -> dict[str, Any]:
+              rates_GBps: list[float] | None = None,
+              algorithms: list[str] | None = None) -> dict[str, Any]:
     """One rank: calibrate, plan the schedule on rank 0 (a star of the measured loopback
     rate, or of ``rates_GBps``), then time every method."""
     import torch.distributed as dist
@@ -54,7 +55,8 @@ def rank_main(model_name: str, rounds: int, iters: int, warmup: int,
         topo = Topology.from_dict(star(rates_GBps or [cal["link_GBps"]] * n, latency_us=1.0))
         ranks = topo.endpoints()
         t0 = time.perf_counter()
-        sched = make_schedule(topo, ranks, tensors, min_step_s=cal["min_step_s"], anchors=3)
+        sched = make_schedule(topo, ranks, tensors, min_step_s=cal["min_step_s"], anchors=3,
+                              algorithms=algorithms)
         solve_s = time.perf_counter() - t0
         plan = make_plan(topo, ranks, 25 << 20, "ring", min_step_s=cal["min_step_s"])
         box[0] = (sched, plan, solve_s)

@@ -40,7 +40,8 @@ def run_scenario(name: str, args: argparse.Namespace, state_dir: Path) -> dict[s
                     str(h.rank), "--world", str(len(state.hosts)), "--master", master,
                     "--model", args.model, "--rounds", str(args.rounds), "--iters",
                     str(args.iters), "--warmup", str(args.warmup), "--rates",
-                    ",".join(f"{r:.6f}" for r in rates), "--out", str(work / "rank0.json")]
+                    ",".join(f"{r:.6f}" for r in rates), "--out", str(work / "rank0.json"),
+                    "--algorithms", args.algorithms]
             procs.append(spawn(state, h.netns, argv, "worker", work / f"rank{h.rank}.log",
                                env={"GLOO_SOCKET_IFNAME": h.iface, "OMP_NUM_THREADS": "1",
                                     "TORCH_CPP_LOG_LEVEL": "ERROR"}))
@@ -71,6 +72,8 @@ def main() -> int:
     ap.add_argument("--timeout", type=float, default=900)
     ap.add_argument("--state-dir", default="/run/syncplan-testbed")
     ap.add_argument("--out", default="training-testbed")
+    ap.add_argument("--algorithms", default="",
+                    help="restrict the schedule's algorithms, e.g. ring,forest (default all)")
     args = ap.parse_args()
     results: dict[str, Any] = {}
     for name in args.scenarios.split(","):

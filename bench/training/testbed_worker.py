@@ -26,6 +26,7 @@ def main() -> int:
     ap.add_argument("--model", required=True)
     ap.add_argument("--rates", required=True)
     ap.add_argument("--out", required=True)
+    ap.add_argument("--algorithms", default="", help="the schedule's algorithms (default all)")
     args = ap.parse_args()
     addr, port = args.master.rsplit(":", 1)
     os.environ.update(MASTER_ADDR=addr, MASTER_PORT=port)
@@ -34,7 +35,8 @@ def main() -> int:
                             timeout=timedelta(seconds=600))
     try:
         res = rank_main(args.model, args.rounds, args.iters, args.warmup,
-                        [float(r) for r in args.rates.split(",")])
+                        [float(r) for r in args.rates.split(",")],
+                        args.algorithms.split(",") if args.algorithms else None)
         if args.rank == 0:
             Path(args.out).write_text(json.dumps(res))
     finally:
