@@ -86,7 +86,7 @@ def summarize(res: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def plot(results: dict[str, Any], path: Path) -> None:
+def plot(results: dict[str, Any], path: Path, network: str = "loopback") -> None:
     import matplotlib
 
     matplotlib.use("Agg")
@@ -103,7 +103,7 @@ def plot(results: dict[str, Any], path: Path) -> None:
             ax.plot([methods.index(m)], [r["predicted"][key]["overlap_s"] * 1e3], "r_",
                     markersize=30, mew=3, label="predicted" if key == "allreduce" else None)
         ax.set_ylabel("iteration time (ms)")
-        ax.set_title(f"{name}: {r['nprocs']} gloo ranks, loopback")
+        ax.set_title(f"{name}: {r['nprocs']} gloo ranks, {network}")
         ax.tick_params(axis="x", rotation=30)
         ax.legend()
     ax = axes[-1]

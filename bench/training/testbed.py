@@ -87,7 +87,8 @@ def main() -> int:
         (RESULTS / f"{args.out}.json").write_text(json.dumps(doc, indent=1))
     from bench.training.run import plot
 
-    plot({f"{k} ({args.model})": v for k, v in results.items()}, RESULTS / f"{args.out}.png")
+    plot({f"{k} ({args.model})": v for k, v in results.items()}, RESULTS / f"{args.out}.png",
+         "testbed")
     return 0
 
 
