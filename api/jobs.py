@@ -65,8 +65,16 @@ def sizes_of(spec: JobCreate) -> list[int]:
     if spec.bucket_sizes is not None:
         return [parse_size(s, ["body", "bucket_sizes", i])
                 for i, s in enumerate(spec.bucket_sizes)]
-    assert spec.size_bytes is not None
+    if spec.size_bytes is None:
+        assert spec.gradients is not None
+        return [gradient_bytes(spec)]
     return [parse_size(spec.size_bytes, ["body", "size_bytes"])]
+
+
+def gradient_bytes(spec: JobCreate) -> int:
+    from planner.schedule import DTYPE_BYTES
+
+    return sum(g.numel * DTYPE_BYTES[g.dtype] for g in spec.gradients or ())
 
 
 def _compose(head: dict[str, Any], docs: list[bytes], buckets: bool, form: str) -> Body:

@@ -156,19 +156,57 @@ class RankRef(_In):
         return self
 
 
+Seconds = Annotated[StrictFloat | StrictInt, Field(ge=0, le=3600), AfterValidator(_finite)]
+MAX_GRADIENTS = 10_000
+
+
+class Gradient(_In):
+    """One gradient tensor of a job, in backward order, with the optional compute times of
+    the layer that produces it (forward and backward, seconds)."""
+
+    numel: Annotated[StrictInt, Field(gt=0, le=2**40)]
+    dtype: Literal["float32", "float16", "bfloat16", "float64"] = "float32"
+    forward_s: Seconds | None = None
+    backward_s: Seconds | None = None
+
+
+class JobProfile(_In):
+    """Measured compute times per gradient (backward order), as the executor reports them."""
+
+    forward_s: Annotated[list[Seconds], Field(min_length=1, max_length=MAX_GRADIENTS)]
+    backward_s: Annotated[list[Seconds], Field(min_length=1, max_length=MAX_GRADIENTS)]
+    iterations: Annotated[StrictInt, Field(ge=1, le=10**9)] = 1
+
+    @model_validator(mode="after")
+    def _same_length(self) -> JobProfile:
+        if len(self.forward_s) != len(self.backward_s):
+            raise ValueError("forward_s and backward_s must have one entry per gradient")
+        return self
+
+
 class JobCreate(_In):
-    """A job's ranks and either one buffer size or its gradient bucket sizes."""
+    """A job's ranks and either one buffer size or its gradient bucket sizes; optionally its
+    gradients (for ``/schedule``), which alone also size it (their total)."""
 
     ranks: Annotated[list[Id | RankRef], Field(min_length=1, max_length=MAX_RANKS)]
     size_bytes: Size | None = None
     bucket_sizes: Annotated[list[Size], Field(min_length=1, max_length=4096)] | None = None
     collective: Annotated[str, Field(min_length=1, max_length=64)] = "allreduce"
     algorithm: Annotated[str, Field(min_length=1, max_length=64)] = "auto"
+    gradients: Annotated[list[Gradient], Field(min_length=1,
+                                               max_length=MAX_GRADIENTS)] | None = None
+    profile: JobProfile | None = None  # measured, set through PUT .../profile
 
     @model_validator(mode="after")
     def _one_size(self) -> JobCreate:
-        if (self.size_bytes is None) == (self.bucket_sizes is None):
+        if self.size_bytes is not None and self.bucket_sizes is not None:
             raise ValueError("give exactly one of 'size_bytes' and 'bucket_sizes'")
+        if self.size_bytes is None and self.bucket_sizes is None and self.gradients is None:
+            raise ValueError("give exactly one of 'size_bytes' and 'bucket_sizes' "
+                             "(or 'gradients')")
+        if self.profile is not None and (self.gradients is None or
+                                         len(self.profile.forward_s) != len(self.gradients)):
+            raise ValueError("a profile needs gradients, one entry per gradient")
         return self
 
 
@@ -183,6 +221,22 @@ class JobPublic(BaseModel):
     problem: str | None = None
     topology_version: str
     updated_at: datetime
+
+
+class ProfileAccepted(BaseModel):
+    job_id: str
+    changed: bool  # false: the same profile was already stored (no re-plan)
+
+
+class JobSchedulePublic(BaseModel):
+    """The job's schedule (docs/schedule.md): per mode its buckets, their plans and the
+    predicted iteration time with and without overlap."""
+
+    model_config = ConfigDict(extra="allow")
+    job_id: str
+    topology_version: str
+    recommended: str
+    modes: dict[str, Any]
 
 
 class JobPlanPublic(BaseModel):

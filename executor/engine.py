@@ -184,7 +184,7 @@ class PlanExecutor:
         self.config = config or ExecutorConfig()
         self.program = plan if isinstance(plan, Program) else Program.from_plan(plan)
         if self.config.verify:
-            self.program.check_allreduce()
+            self.program.check()
         if not dist.is_initialized():
             raise PlanError("torch.distributed is not initialised: call init_process_group first")
         self.group = group
@@ -259,6 +259,17 @@ class PlanExecutor:
             self._warmed.add(flat.device)
         prep = self.prepare(flat.numel(), flat.dtype, flat.device)
         self._run(prep, flat)
+        return tensor
+
+    def run(self, tensor: torch.Tensor) -> torch.Tensor:
+        """Run the plan's program on contiguous ``tensor`` in place, whatever its collective:
+        after a reduce-scatter each rank's shard (``program.shards``) holds the sum, after an
+        all-gather every rank holds every owner's shard."""
+        flat = tensor.view(-1)
+        if flat.device.type == "cuda" and flat.device not in self._warmed:
+            dist.all_reduce(torch.zeros(1, device=flat.device), group=self.group)
+            self._warmed.add(flat.device)
+        self._run(self.prepare(flat.numel(), flat.dtype, flat.device), flat)
         return tensor
 
     def _run(self, prep: _GlooPrepared | _StepPrepared, flat: torch.Tensor) -> None:

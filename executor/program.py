@@ -14,7 +14,10 @@ from planner.errors import PlannerError
 
 
 class PlanError(PlannerError, ValueError):
-    """The plan document cannot be executed as an all-reduce; the message says why."""
+    """The plan document cannot be executed as its collective; the message says why."""
+
+
+COLLECTIVES = ("allreduce", "reducescatter", "allgather")
 
 
 @dataclass(frozen=True, slots=True)
@@ -37,6 +40,8 @@ class Program:
     steps: tuple[tuple[Transfer, ...], ...]
     plan_id: str
     digest: str
+    collective: str = "allreduce"
+    shards: tuple[tuple[int, int], ...] | None = None  # reduce-scatter / all-gather
 
     @property
     def nranks(self) -> int:
@@ -48,8 +53,9 @@ class Program:
         if not isinstance(doc, Mapping):
             raise PlanError(f"plan document must be a JSON object, got {type(doc).__name__}")
         collective = doc.get("collective", "allreduce")
-        if collective != "allreduce":
-            raise PlanError(f"collective {collective!r} is not supported (only 'allreduce')")
+        if collective not in COLLECTIVES:
+            raise PlanError(f"collective {collective!r} is not supported (one of "
+                            f"{', '.join(COLLECTIVES)})")
         ranks = doc.get("ranks")
         if (not isinstance(ranks, list) or not ranks
                 or not all(isinstance(r, str) and r for r in ranks)):
@@ -73,14 +79,41 @@ class Program:
                                separators=(",", ":"))
         digest = hashlib.sha256(canonical.encode()).hexdigest()
         plan_id = doc.get("plan_id")
+        shards = _shards(doc, n, units) if collective != "allreduce" else None
         return cls(ranks=tuple(ranks), units=units, steps=steps,
-                   plan_id=str(plan_id) if plan_id is not None else digest[:16], digest=digest)
+                   plan_id=str(plan_id) if plan_id is not None else digest[:16], digest=digest,
+                   collective=collective, shards=shards)
 
-    def check_allreduce(self) -> None:
+    def check(self) -> None:
+        """Check the program is a correct instance of its collective; raise PlanError."""
+        if self.collective == "allreduce":
+            self.check_allreduce()
+            return
+        assert self.shards is not None
+        owner = np.full(self.units, -1)
+        for r, (a, b) in enumerate(self.shards):
+            owner[a:b] = r
+        if self.collective == "allgather":
+            valid = np.array([owner == r for r in range(self.nranks)])
+            for s, step in enumerate(self.steps):
+                start = valid.copy()
+                for t in step:
+                    if t.reduce:
+                        raise PlanError(f"step {s}: an all-gather has no reductions")
+                    valid[t.dst, t.start:t.stop] = start[t.src, t.start:t.stop]
+            if not valid.all():
+                r, u = (int(x) for x in np.argwhere(~valid)[0])
+                raise PlanError(f"not an all-gather: rank {r} lacks the owner's unit {u}")
+            return
+        self.check_allreduce(owners=owner)
+
+    def check_allreduce(self, owners: np.ndarray | None = None) -> None:
         """Simulate which inputs each rank holds per unit; raise PlanError unless every rank
-        ends with every input counted exactly once."""
+        ends with every input counted exactly once (with ``owners``, a reduce-scatter: only
+        each unit's owner)."""
         bounds = sorted({0, self.units} | {b for st in self.steps for t in st
-                                           for b in (t.start, t.stop)})
+                                           for b in (t.start, t.stop)}
+                        | {b for sh in (self.shards or ()) for b in sh})
         index = {b: i for i, b in enumerate(bounds)}
         nseg, n = len(bounds) - 1, self.nranks
         dtype: Any = np.uint64 if n <= 63 else object
@@ -107,7 +140,11 @@ class Program:
                     masks[t.dst, a:b] = vals
                     replaced[t.dst, a:b] = True
         full = (1 << n) - 1
-        bad = np.argwhere(masks != (np.uint64(full) if dtype is np.uint64 else full))
+        wrong = masks != (np.uint64(full) if dtype is np.uint64 else full)
+        if owners is not None:
+            wrong &= np.array([[owners[bounds[k]] == r for k in range(nseg)]
+                               for r in range(n)])
+        bad = np.argwhere(wrong)
         if len(bad):
             r, k = (int(x) for x in bad[0])
             missing = full & ~int(masks[r, k])
@@ -115,6 +152,27 @@ class Program:
             raise PlanError(f"not an all-reduce: after the last step rank {r} units "
                             f"[{bounds[k]}, {bounds[k + 1]}) lack the inputs of ranks "
                             f"{who[:8]}{'...' if len(who) > 8 else ''}")
+
+
+def _shards(doc: Mapping[str, Any], n: int, units: int) -> tuple[tuple[int, int], ...]:
+    raw = doc.get("shards")
+    if not isinstance(raw, list) or len(raw) != n:
+        raise PlanError(f"shards must be a list of {n} [a, b] unit ranges, one per rank")
+    out = []
+    for i, sh in enumerate(raw):
+        if (not isinstance(sh, list) or len(sh) != 2
+                or not all(isinstance(c, int) and not isinstance(c, bool) for c in sh)
+                or not 0 <= sh[0] <= sh[1] <= units):
+            raise PlanError(f"shards[{i}] must be [a, b] with 0 <= a <= b <= {units}")
+        out.append((sh[0], sh[1]))
+    at = 0
+    for a, b in sorted(s for s in out if s[0] < s[1]):
+        if a != at:
+            raise PlanError(f"shards must be disjoint and cover [0, {units})")
+        at = b
+    if at != units:
+        raise PlanError(f"shards must cover [0, {units})")
+    return tuple(out)
 
 
 def _step(step: Any, s: int) -> list[Any]:

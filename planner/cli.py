@@ -53,6 +53,11 @@ def register(sub: argparse._SubParsersAction) -> None:
                       help="auto (the fastest under the cost model) or one of: {algorithms} "
                            "(default auto)")
     plan.add_argument("--compare", action="store_true", help="show every algorithm side by side")
+    plan.add_argument("--collective", default="allreduce",
+                      choices=("allreduce", "reducescatter", "allgather"),
+                      help="the collective to plan (default allreduce)")
+    plan.add_argument("--shards", default="equal", choices=("equal", "any"),
+                      help="reduce-scatter / all-gather: equal shards, or any (rate-sized)")
     plan.add_argument("--min-step-us", type=float, default=0.0,
                       help="least time of a step: the transport's per-step cost, which it "
                            "overlaps with moving data (default 0)")
@@ -261,6 +266,8 @@ def cmd_plan(args: argparse.Namespace) -> int:
     ranks = topo.resolve_ranks(args.ranks)
     topo.check_ranks(ranks)
     min_step = args.min_step_us * 1e-6
+    if args.collective != "allreduce":
+        return _plan_collective(args, topo, ranks, size, min_step)
     output = _Output(args.output) if args.output else None
     show = args.progress or sys.stderr.isatty()
     label = f"{len(ranks)} ranks, {format_size(size)}"
@@ -350,6 +357,37 @@ def _topology_note(plan: Any, topo: Any, path: str) -> str | None:
     return None
 
 
+def _plan_collective(args: argparse.Namespace, topo: Any, ranks: list[str], size: int,
+                     min_step: float) -> int:
+    from planner.plan import make_plan
+    from planner.sizes import format_size, format_time
+
+    doc = make_plan(topo, ranks, size, args.algorithm, args.collective, min_step_s=min_step,
+                    shards=args.shards)
+    bound = doc["lower_bound_time_s"]
+    rows = [[name, format_time(t), f"{(t / bound - 1) * 100:.1f}%" if bound > 0 else "-"]
+            for name, t in sorted(doc["candidates"].items(), key=lambda kv: kv[1])]
+    print(f"{args.collective} of {format_size(size)} over {len(ranks)} ranks "
+          f"({len(topo.hosts(ranks))} hosts), shards {args.shards}")
+    print(_table(rows, ["algorithm", "predicted", "vs bound"]))
+    print(f"lower bound: {format_time(bound)} ({doc['lower_bound_family']}; "
+          f"{doc['lower_bound_method']})")
+    owned = [b - a for a, b in doc["shards"]]
+    steps = doc["program"]["steps"]
+    print(f"chosen: {doc['algorithm']}, {len(steps)} steps, {sum(len(s) for s in steps)} "
+          f"transfers, units owned per rank {min(owned)}..{max(owned)} of "
+          f"{doc['program']['units']}, plan_id {doc['plan_id']}")
+    if args.output:
+        output = _Output(args.output)
+        try:
+            output.commit(json.dumps(doc, separators=(",", ":")))
+        finally:
+            output.close()
+        print(f"wrote {output.path}")
+    return 0
+
+
+
 def cmd_verify(args: argparse.Namespace) -> int:
     from planner.sizes import format_time
     from planner.topology import load_topology
@@ -364,7 +402,10 @@ def cmd_verify(args: argparse.Namespace) -> int:
     if not report.ok:
         print(f"INCORRECT: {report.error}", file=sys.stderr)
         return 1
-    print(f"correct: every rank ends with every input exactly once ({report.steps} steps, "
+    what = {"reducescatter": "every rank's shard holds every input exactly once",
+            "allgather": "every rank ends with every owner's shard"}.get(
+                plan.get("collective"), "every rank ends with every input exactly once")
+    print(f"correct: {what} ({report.steps} steps, "
           f"{report.transfers} transfers); simulated time {format_time(report.simulated_time_s)}"
           + (" (on a different topology than the plan's)" if note else ""))
     return 0

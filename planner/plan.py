@@ -21,7 +21,7 @@ from planner.topology import Topology
 
 log = logging.getLogger(__name__)
 
-COLLECTIVES = ("allreduce",)
+COLLECTIVES = ("allreduce", "reducescatter", "allgather")
 PLAN_FORMAT_VERSION = 1
 # auto: candidates predicted within this fraction of the fastest count as tied, and the tie
 # goes to the simplest (first in ALGORITHMS: ring, hierarchical, the latency-oriented ones,
@@ -120,9 +120,16 @@ def compare(topo: Topology, ranks: list[str], size_bytes: int, *,
 
 def make_plan(topo: Topology, ranks: list[str], size_bytes: int, algorithm: str = "auto",
               collective: str = "allreduce", *, seed: int = 0,
-              min_step_s: float = 0.0) -> dict[str, Any]:
-    """Plan an all-reduce; return the plan document. Raise RequestError / InfeasibleError."""
+              min_step_s: float = 0.0, shards: str = "equal") -> dict[str, Any]:
+    """Plan a collective; return the plan document. Raise RequestError / InfeasibleError.
+    ``shards`` (``equal`` or ``any``) applies to reduce-scatter and all-gather only."""
     with gc_paused():
+        if collective != "allreduce":
+            from planner.collectives import make_collective_plan
+
+            _check_request(topo, ranks, size_bytes, algorithm, collective)
+            return make_collective_plan(topo, ranks, size_bytes, algorithm, collective,
+                                        shards=shards, seed=seed, min_step_s=min_step_s)
         return _make_plan(topo, ranks, size_bytes, algorithm, collective, seed=seed,
                           min_step_s=min_step_s)
 

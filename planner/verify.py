@@ -1,10 +1,13 @@
-"""Independent checker of all-reduce programs (plan documents, CONTRACTS section 3).
+"""Independent checker of all-reduce, reduce-scatter and all-gather programs (plan
+documents, CONTRACTS section 3).
 
 It shares no code with the algorithms: it replays the program symbolically, tracking for
 every rank and every elementary segment of the buffer the set of inputs (a bitmask over
 ranks) its value holds, and re-derives the time under the documented cost model with its
 own routing. It reports the first error: malformed field, path over a missing link,
 conflicting writes in a step, an input counted twice, or a rank missing an input.
+A reduce-scatter is checked only on the units each rank owns (``shards``); an all-gather
+tracks, per rank and segment, whether the value is the owner's.
 """
 
 from __future__ import annotations
@@ -19,6 +22,7 @@ import networkx as nx
 from planner.gc_pause import gc_paused
 from planner.topology import Topology
 
+COLLECTIVES = ("allreduce", "reducescatter", "allgather")
 _ROUTE_REF_BYTES = 1 << 20  # routing rule of docs/cost-model.md: minimise lat + 1 MiB / bw
 
 
@@ -40,14 +44,22 @@ class _Invalid(Exception):
 
 def verify_plan(plan: dict[str, Any], topo: Topology, *, size_bytes: float | None = None,
                 min_step_s: float = 0.0) -> VerifyReport:
-    """Check that ``plan`` is a correct all-reduce on ``topo``; never raises on bad plans."""
+    """Check that ``plan`` is a correct collective on ``topo``; never raises on bad plans."""
     steps_n = transfers_n = 0
     try:
         with gc_paused():
             ranks, units, steps, table = _shape(plan, topo)
             steps_n, transfers_n = len(steps), sum(len(s) for s in steps)
             size = float(size_bytes if size_bytes is not None else plan.get("size_bytes", units))
-            _replay(ranks, units, steps)
+            collective = plan.get("collective", "allreduce")
+            if collective == "allreduce":
+                _replay(ranks, units, steps)
+            else:
+                shards = _shards(plan, len(ranks), units)
+                if collective == "reducescatter":
+                    _replay(ranks, units, steps, shards)
+                else:
+                    _replay_gather(ranks, units, steps, shards)
             sim = _simulate_time(topo, ranks, units, steps, table, size, min_step_s)
     except _Invalid as exc:
         return VerifyReport(False, str(exc), None, steps_n, transfers_n)
@@ -58,7 +70,7 @@ def _shape(plan: Any, topo: Topology
            ) -> tuple[list[str], int, list[list[dict]], list[list[str]]]:
     if not isinstance(plan, dict):
         raise _Invalid("plan must be an object")
-    if plan.get("collective", "allreduce") != "allreduce":
+    if plan.get("collective", "allreduce") not in COLLECTIVES:
         raise _Invalid(f"collective {plan.get('collective')!r} is not supported by the checker")
     ranks = plan.get("ranks")
     if not isinstance(ranks, list) or not ranks or not all(isinstance(r, str) for r in ranks):
@@ -141,13 +153,81 @@ def _check_path(where: str, path: Any, src: str, dst: str, topo: Topology) -> No
             raise _Invalid(f"{where}: path uses a missing link {a!r} -> {b!r}")
 
 
-def _replay(ranks: list[str], units: int, steps: list[list[dict]]) -> None:
-    n = len(ranks)
+def _shards(plan: dict[str, Any], n: int, units: int) -> list[tuple[int, int]]:
+    shards = plan.get("shards")
+    if not isinstance(shards, list) or len(shards) != n:
+        raise _Invalid(f"shards must be a list of {n} [a, b] unit ranges, one per rank")
+    out = []
+    for i, sh in enumerate(shards):
+        if (not isinstance(sh, list) or len(sh) != 2
+                or not all(isinstance(c, int) and not isinstance(c, bool) for c in sh)
+                or not 0 <= sh[0] <= sh[1] <= units):
+            raise _Invalid(f"shards[{i}] must be [a, b] with 0 <= a <= b <= {units}")
+        out.append((sh[0], sh[1]))
+    covered = sorted(s for s in out if s[0] < s[1])
+    at = 0
+    for a, b in covered:
+        if a != at:
+            raise _Invalid(f"shards must be disjoint and cover [0, {units}): "
+                           f"{'overlap' if a < at else 'gap'} at unit {min(a, at)}")
+        at = b
+    if at != units:
+        raise _Invalid(f"shards must cover [0, {units}): units from {at} are owned by no rank")
+    return out
+
+
+def _segments(units: int, steps: list[list[dict]],
+              shards: list[tuple[int, int]] | None) -> list[int]:
     cuts = {0, units}
     for step in steps:
         for t in step:
             cuts.update(t["chunk"])
-    bounds = sorted(cuts)
+    for a, b in shards or ():
+        cuts.update((a, b))
+    return sorted(cuts)
+
+
+def _owner_of(bounds: list[int], shards: list[tuple[int, int]]) -> list[int]:
+    owner = []
+    for s in range(len(bounds) - 1):
+        owner.append(next(r for r, (a, b) in enumerate(shards) if a <= bounds[s] < b))
+    return owner
+
+
+def _replay_gather(ranks: list[str], units: int, steps: list[list[dict]],
+                   shards: list[tuple[int, int]]) -> None:
+    n = len(ranks)
+    bounds = _segments(units, steps, shards)
+    seg_of = {b: i for i, b in enumerate(bounds)}
+    owner = _owner_of(bounds, shards)
+    valid = [[owner[s] == r for s in range(len(owner))] for r in range(n)]
+    for si, step in enumerate(steps):
+        start = [list(row) for row in valid]
+        written: dict[tuple[int, int], int] = {}
+        for ti, t in enumerate(step):
+            if t["reduce"]:
+                raise _Invalid(f"step {si} transfer {ti}: an all-gather has no reductions")
+            for s in range(seg_of[t["chunk"][0]], seg_of[t["chunk"][1]]):
+                key = (t["dst"], s)
+                if key in written:
+                    raise _Invalid(f"step {si}: conflicting writes to rank {t['dst']} units "
+                                   f"[{bounds[s]}, {bounds[s + 1]}) by transfers "
+                                   f"{written[key]}, {ti} (a replace must be the only write)")
+                written[key] = ti
+                valid[t["dst"]][s] = start[t["src"]][s]
+    for r in range(n):
+        for s, ok in enumerate(valid[r]):
+            if not ok:
+                raise _Invalid(f"after the last step rank {r} units [{bounds[s]}, "
+                               f"{bounds[s + 1]}) do not hold the value of their owner, "
+                               f"rank {owner[s]}")
+
+
+def _replay(ranks: list[str], units: int, steps: list[list[dict]],
+            shards: list[tuple[int, int]] | None = None) -> None:
+    """All-reduce (``shards`` None) or reduce-scatter: replay the input bitmasks."""
+    n = len(ranks)
+    bounds = _segments(units, steps, shards)
     seg_of = {b: i for i, b in enumerate(bounds)}
     nseg = len(bounds) - 1
     # value[r][s]: bitmask of the inputs summed into rank r's value of segment s
@@ -179,8 +259,11 @@ def _replay(ranks: list[str], units: int, steps: list[list[dict]]) -> None:
                 mask |= m
             value[dst][s] = mask
     full = (1 << n) - 1
+    owner = _owner_of(bounds, shards) if shards is not None else None
     for r in range(n):
         for s in range(nseg):
+            if owner is not None and owner[s] != r:
+                continue
             missing = full & ~value[r][s]
             if missing or value[r][s] != full:
                 who = (missing & -missing).bit_length() - 1

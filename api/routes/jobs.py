@@ -11,7 +11,16 @@ from api.deps import AUTH_ERRORS, JobsDep, JobToken, PlanFormat, SnapshotDep
 from api.encoding import respond
 from api.errors import APIError, responses
 from api.jobs import resolve_ranks, sizes_of
-from api.models import JobCreate, JobId, JobPlanPublic, JobPublic
+from api.models import (
+    JobCreate,
+    JobId,
+    JobPlanPublic,
+    JobProfile,
+    JobPublic,
+    JobSchedulePublic,
+    ProfileAccepted,
+)
+from api.schedules import schedules_of
 from api.state import utc
 
 router = APIRouter(prefix="/v1/jobs", tags=["jobs"], responses=AUTH_ERRORS)
@@ -61,6 +70,27 @@ async def get_job_plan(
     accepted; ``ETag`` / ``If-None-Match`` give 304 for a response the client holds."""
     body = jobs.cached_plan(job_id, snapshot, form) or await jobs.plan(job_id, snapshot, form)
     return respond(http, body)
+
+
+@router.get("/{job_id}/schedule", response_class=Response,
+            responses={200: {"model": JobSchedulePublic, "description": "the job's schedule"},
+                       **responses(404, 409)})
+async def get_job_schedule(http: Request, job_id: JobPath, _: JobToken, snapshot: SnapshotDep,
+                           jobs: JobsDep) -> Response:
+    """The job's synchronization schedule (docs/schedule.md): fusion buckets chosen by the
+    cost model, per bucket its plans (all-reduce, or reduce-scatter + all-gather for DeAR),
+    the predicted iteration time with and without overlap, and ``topology_version``. Built
+    once per (job, graph version, profile); 409 when the job declares no gradients."""
+    return respond(http, await schedules_of(jobs).get(job_id, snapshot))
+
+
+@router.put("/{job_id}/profile", response_model=ProfileAccepted, responses=responses(404, 409))
+async def put_job_profile(job_id: JobPath, profile: JobProfile, _: JobToken,
+                          snapshot: SnapshotDep, jobs: JobsDep) -> ProfileAccepted:
+    """Measured forward/backward times per gradient (the executor reports them); the
+    schedule is re-planned once when they differ from the stored profile."""
+    changed = await schedules_of(jobs).put_profile(job_id, profile, snapshot)
+    return ProfileAccepted(job_id=job_id, changed=changed)
 
 
 @router.delete("/{job_id}", status_code=204, response_class=Response,

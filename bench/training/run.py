@@ -1,0 +1,161 @@
+"""Training iterations on N gloo processes over loopback: torch DDP (25 MB buckets), DDP with
+syncplan's hook (synchronous, and on the communication thread), syncplan's schedule with
+all-reduce, and syncplan's DeAR schedule, interleaved in the same run. Writes
+bench/results/training-loopback.json and .png.
+
+    flock /tmp/syncplan-bench.lock python bench/training/run.py [--nprocs 4] [--rounds 3]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import platform
+import statistics
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT))
+
+from executor.localrun import LocalRunConfig, run_local  # noqa: E402
+
+RESULTS = ROOT / "bench" / "results"
+
+
+def rank_main(model_name: str, rounds: int, iters: int, warmup: int,
+              rates_GBps: list[float] | None = None,
+              algorithms: list[str] | None = None) -> dict[str, Any]:
+    """One rank: calibrate, plan the schedule on rank 0 (a star of the measured loopback
+    rate, or of ``rates_GBps``), then time every method."""
+    import torch.distributed as dist
+
+    from bench.training import worker
+    from bench.training.models import declared_times
+    from planner.builders import star
+    from planner.plan import make_plan
+    from planner.schedule import TensorSpec, make_schedule
+    from planner.topology import Topology
+
+    n = dist.get_world_size()
+    cal = worker.calibrate()
+    times = declared_times(model_name)
+    prof = worker.measure_profile(model_name) if times is None else None
+    box: list[Any] = [None]
+    if dist.get_rank() == 0:
+        grads = worker.describe(model_name)
+        if times is not None:
+            tensors = [TensorSpec(g["numel"], g["dtype"], f, b)
+                       for g, (f, b) in zip(grads, times, strict=True)]
+        else:
+            tensors = [TensorSpec(g["numel"], g["dtype"], f, b) for g, f, b in
+                       zip(grads, prof["forward_s"], prof["backward_s"], strict=True)]
+        topo = Topology.from_dict(star(rates_GBps or [cal["link_GBps"]] * n, latency_us=1.0))
+        ranks = topo.endpoints()
+        t0 = time.perf_counter()
+        sched = make_schedule(topo, ranks, tensors, min_step_s=cal["min_step_s"], anchors=3,
+                              algorithms=algorithms)
+        solve_s = time.perf_counter() - t0
+        plan = make_plan(topo, ranks, 25 << 20, "ring", min_step_s=cal["min_step_s"])
+        box[0] = (sched, plan, solve_s)
+    dist.broadcast_object_list(box, src=0)
+    sched, plan, solve_s = box[0]
+    res = worker.run(model_name, sched, plan, rounds, iters, warmup)
+    res.update(calibration=cal, profile=prof, solve_s=solve_s,
+               predicted={m: {"overlap_s": d["predicted_iteration_s"],
+                              "no_overlap_s": d["predicted_iteration_no_overlap_s"],
+                              "buckets": len(d["buckets"]),
+                              "algorithms": sorted({p["algorithm"] for b in d["buckets"]
+                                                    for p in b["plans"].values()}),
+                              "timeline": d["timeline"],
+                              "forward_s": d["forward_s"], "backward_s": d["backward_s"]}
+                          for m, d in sched["modes"].items()})
+    return res
+
+
+def summarize(res: dict[str, Any]) -> dict[str, Any]:
+    med = {m: statistics.median(v) for m, v in res["times"].items()}
+    out = {"median_iteration_s": med,
+           "speedup_vs_ddp": {m: med["ddp"] / t for m, t in med.items()},
+           "predicted_vs_measured": {
+               "schedule-allreduce": res["predicted"]["allreduce"]["overlap_s"]
+               / med["schedule-allreduce"],
+               "schedule-dear": res["predicted"]["dear"]["overlap_s"] / med["schedule-dear"]}}
+    return out
+
+
+def plot(results: dict[str, Any], path: Path, network: str = "loopback") -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    models = list(results)
+    fig, axes = plt.subplots(1, len(models) + 1, figsize=(6 * (len(models) + 1), 4.5))
+    for ax, name in zip(axes, models, strict=False):
+        r = results[name]
+        med = r["summary"]["median_iteration_s"]
+        methods = list(med)
+        ax.bar(methods, [med[m] * 1e3 for m in methods], color="tab:blue", label="measured")
+        for m, key in (("schedule-allreduce", "allreduce"), ("schedule-dear", "dear")):
+            ax.plot([methods.index(m)], [r["predicted"][key]["overlap_s"] * 1e3], "r_",
+                    markersize=30, mew=3, label="predicted" if key == "allreduce" else None)
+        ax.set_ylabel("iteration time (ms)")
+        ax.set_title(f"{name}: {r['nprocs']} gloo ranks, {network}")
+        ax.tick_params(axis="x", rotation=30)
+        ax.legend()
+    ax = axes[-1]
+    tl = results[models[0]]["predicted"]["dear"]
+    fwd, bwd = tl["forward_s"], tl["backward_s"]
+    ax.barh(["compute"], [fwd * 1e3], color="tab:green",
+            label="forward (compute only; layers also wait for their all-gather)")
+    for ev in tl["timeline"]:
+        row = "comm"
+        color = "tab:orange" if ev["op"] == "reducescatter" else "tab:purple"
+        ax.barh([row], [(ev["end_s"] - ev["start_s"]) * 1e3], left=[ev["start_s"] * 1e3],
+                color=color, edgecolor="k", linewidth=0.3)
+    ax.barh(["compute"], [bwd * 1e3], left=[fwd * 1e3], color="tab:olive",
+            label="backward")
+    ax.set_xlabel("ms (predicted DeAR iteration; orange RS, purple AG)")
+    ax.set_title(f"{models[0]}: DeAR timeline (schedule's prediction)")
+    ax.legend(loc="lower right", fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__)
+    ap.add_argument("--nprocs", type=int, default=4)
+    ap.add_argument("--models", default="emulated,transformer")
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--iters", type=int, default=8)
+    ap.add_argument("--warmup", type=int, default=2)
+    ap.add_argument("--out", default="training-loopback")
+    args = ap.parse_args()
+    results: dict[str, Any] = {}
+    for name in args.models.split(","):
+        t0 = time.perf_counter()
+        per_rank = run_local(rank_main, (name, args.rounds, args.iters, args.warmup),
+                             LocalRunConfig(args.nprocs, timeout_s=1500, pg_timeout_s=600))
+        res = per_rank[0]
+        res["nprocs"] = args.nprocs
+        res["wall_s"] = time.perf_counter() - t0
+        res["summary"] = summarize(res)
+        results[name] = res
+        print(name, json.dumps(res["summary"], indent=1), flush=True)
+    doc = {"benchmark": "training", "network": "loopback", "host": platform.node(),
+           "command": " ".join(sys.argv), "settings": vars(args), "models": results,
+           "note": "emulated: per-layer compute is a timed wait (bench/training/models.py "
+                   "states the derivation); transformer: real CPU compute on a shared "
+                   "2-core machine"}
+    RESULTS.mkdir(parents=True, exist_ok=True)
+    (RESULTS / f"{args.out}.json").write_text(json.dumps(doc, indent=1))
+    plot(results, RESULTS / f"{args.out}.png")
+    print(f"wrote {RESULTS / (args.out + '.json')}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

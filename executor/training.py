@@ -1,0 +1,295 @@
+"""Run a job schedule (planner.schedule, GET /v1/jobs/{id}/schedule) in a training loop.
+
+``ScheduledOptimizer`` replaces DDP and the optimizer: it hooks every parameter's gradient
+accumulation, packs each bucket of the schedule (gradients in backward order) as soon as its
+last gradient is ready, and runs the bucket's communication on a ``CommThread`` while
+backward goes on:
+
+- ``mode="allreduce"``: the bucket's all-reduce plan; ``step()`` waits for every bucket and
+  applies the optimizer;
+- ``mode="dear"`` (DeAR): the bucket's reduce-scatter plan in backward; ``step()`` queues the
+  all-gathers in forward order and returns; a forward pre-hook on each module waits for the
+  all-gather of the buckets holding its parameters, then applies their optimizer step, so the
+  all-gathers overlap the next forward.
+
+Gradients are averaged as DDP does (divide by the world size, then sum); each bucket has
+its own optimizer (``make_optimizer(params)``), which for per-parameter optimizers (SGD,
+Adam, ...) is the same update as one optimizer over all parameters. When anything is off
+(no schedule, a plan that does not fit, another world size) rank 0 logs one warning and the
+buckets are all-reduced with ``torch.distributed.all_reduce`` (DDP's behaviour), still on the
+communication thread.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+import torch.distributed as dist
+
+from executor.engine import ExecutorConfig, PlanExecutor
+from executor.overlap import CommThread
+from executor.program import PlanError
+
+log = logging.getLogger("executor")
+
+DEFAULT_BUCKET_BYTES = 25 << 20  # DDP's default
+
+
+def gradients_of(model: torch.nn.Module) -> list[dict[str, Any]]:
+    """The job's ``gradients`` (PUT /v1/jobs/{id}): trainable parameters in backward order
+    (the reverse of ``model.parameters()``, as DDP assumes)."""
+    names = {torch.float32: "float32", torch.float16: "float16", torch.bfloat16: "bfloat16",
+             torch.float64: "float64"}
+    return [{"numel": p.numel(), "dtype": names[p.dtype]} for p in _backward_order(model)]
+
+
+def _backward_order(model: torch.nn.Module) -> list[torch.nn.Parameter]:
+    return [p for p in model.parameters() if p.requires_grad][::-1]
+
+
+def fixed_buckets(params: Sequence[torch.Tensor], bucket_bytes: int) -> list[tuple[int, int]]:
+    """Contiguous buckets of at most ``bucket_bytes`` (at least one tensor; dtype-pure)."""
+    out, lo, filled = [], 0, 0
+    for i, p in enumerate(params):
+        nbytes = p.numel() * p.element_size()
+        if i > lo and (filled + nbytes > bucket_bytes or p.dtype != params[lo].dtype):
+            out.append((lo, i))
+            lo, filled = i, 0
+        filled += nbytes
+    out.append((lo, len(params)))
+    return out
+
+
+@dataclass
+class _Bucket:
+    params: list[torch.nn.Parameter]
+    flat: torch.Tensor
+    offsets: list[int]
+    optimizer: Any
+    plans: dict[str, PlanExecutor]
+    ready: int = 0
+    pending: torch.futures.Future[Any] | None = None
+    gathered: torch.futures.Future[Any] | None = None
+
+
+class ScheduledOptimizer:
+    """See the module doc. Call ``step()`` after each ``backward()`` and ``finish()`` before
+    reading parameters (it applies the last all-gathers and steps); there is no zero_grad:
+    gradients are consumed into the buckets as they are produced."""
+
+    def __init__(self, model: torch.nn.Module,
+                 make_optimizer: Callable[[list[torch.nn.Parameter]], Any],
+                 schedule: Mapping[str, Any] | None = None, *, mode: str = "dear",
+                 group: Any = None, config: ExecutorConfig | None = None,
+                 bucket_bytes: int = DEFAULT_BUCKET_BYTES) -> None:
+        if mode not in ("allreduce", "dear"):
+            raise ValueError(f"mode must be 'allreduce' or 'dear', got {mode!r}")
+        self.model, self.mode = model, mode
+        self.world = dist.get_world_size(group)
+        # a group of its own: the thread's messages never interleave with the caller's
+        self.group = dist.new_group(list(range(self.world)) if group is None else
+                                    dist.get_process_group_ranks(group))
+        self.thread = CommThread()
+        params = _backward_order(model)
+        self.reason: str | None = None
+        buckets, plans = self._from_schedule(schedule, params, config)
+        self.buckets = [self._bucket(params[lo:hi], make_optimizer, p)
+                        for (lo, hi), p in zip(buckets, plans, strict=True)]
+        self._where = {id(p): (k, i) for k, b in enumerate(self.buckets)
+                       for i, p in enumerate(b.params)}
+        self._handles = [p.register_post_accumulate_grad_hook(self._grad_ready)
+                         for p in params]
+        if mode == "dear":
+            for m in model.modules():
+                mine = sorted({self._where[id(p)][0] for p in m.parameters(recurse=False)
+                               if id(p) in self._where})
+                if mine:
+                    self._handles.append(m.register_forward_pre_hook(
+                        lambda _m, _a, ks=tuple(mine): self._before_forward(ks)))
+        self.profile = _Profile(len(params))
+        self._handles.append(model.register_forward_pre_hook(
+            lambda _m, _a: self.profile.forward_start()))
+        self._handles.append(model.register_forward_hook(
+            lambda _m, _a, _o: self.profile.forward_end()))
+
+    # ---- set-up ---------------------------------------------------------------------------
+    def _from_schedule(self, schedule: Mapping[str, Any] | None,
+                       params: list[torch.nn.Parameter], config: ExecutorConfig | None
+                       ) -> tuple[list[tuple[int, int]], list[dict[str, PlanExecutor]]]:
+        fallback = fixed_buckets(params, DEFAULT_BUCKET_BYTES)
+        try:
+            if schedule is None:
+                raise PlanError("no schedule")
+            entry = schedule.get("modes", {}).get(self.mode)
+            if entry is None:
+                raise PlanError(f"the schedule has no {self.mode!r} mode")
+            buckets = [tuple(b["tensors"]) for b in entry["buckets"]]
+            if [i for lo, hi in buckets for i in range(lo, hi)] != list(range(len(params))):
+                raise PlanError(f"the schedule's buckets do not cover the model's "
+                                f"{len(params)} gradients in order")
+            plans = []
+            for (lo, hi), b in zip(buckets, entry["buckets"], strict=True):
+                nbytes = sum(p.numel() * p.element_size() for p in params[lo:hi])
+                if nbytes != b["size_bytes"]:
+                    raise PlanError(f"bucket [{lo}, {hi}) holds {nbytes} bytes here, "
+                                    f"{b['size_bytes']} in the schedule")
+                plans.append({k: PlanExecutor(doc, self.group, config=config)
+                              for k, doc in b["plans"].items()})
+            return buckets, plans  # type: ignore[return-value]
+        except (PlanError, KeyError, TypeError, ValueError) as exc:
+            self._fall_back(str(exc))
+            return fallback, [{} for _ in fallback]
+
+    def _fall_back(self, reason: str) -> None:
+        self.reason = reason
+        level = logging.WARNING if dist.get_rank() == 0 else logging.INFO
+        log.log(level, "syncplan schedule: %s; using torch.distributed.all_reduce per bucket "
+                "instead", reason)
+
+    @staticmethod
+    def _bucket(params: list[torch.nn.Parameter], make_optimizer: Callable[..., Any],
+                plans: dict[str, PlanExecutor]) -> _Bucket:
+        offsets = [0]
+        for p in params:
+            offsets.append(offsets[-1] + p.numel())
+        flat = torch.zeros(offsets[-1], dtype=params[0].dtype, device=params[0].device)
+        return _Bucket(params, flat, offsets, make_optimizer(params), plans)
+
+    # ---- backward -------------------------------------------------------------------------
+    def _grad_ready(self, p: torch.Tensor) -> None:
+        k, i = self._where[id(p)]
+        b = self.buckets[k]
+        self.profile.grad_ready(self._index(k, i))
+        assert p.grad is not None
+        b.flat[b.offsets[i]:b.offsets[i + 1]].copy_(p.grad.reshape(-1)).div_(self.world)
+        p.grad = None
+        b.ready += 1
+        if b.ready == len(b.params):
+            b.ready = 0
+            b.pending = self.thread.submit(self._first_half(b), b.flat.device)
+
+    def _index(self, k: int, i: int) -> int:
+        return sum(len(b.params) for b in self.buckets[:k]) + i
+
+    def _first_half(self, b: _Bucket) -> Callable[[], None]:
+        if "reducescatter" in b.plans and self.mode == "dear":
+            return lambda: b.plans["reducescatter"].run(b.flat)
+        if "allreduce" in b.plans:
+            return lambda: b.plans["allreduce"].all_reduce(b.flat)
+        return lambda: dist.all_reduce(b.flat, group=self.group)
+
+    # ---- step -----------------------------------------------------------------------------
+    def step(self) -> None:
+        """After backward: apply the update (allreduce) or queue the all-gathers (dear)."""
+        missing = [k for k, b in enumerate(self.buckets) if b.pending is None]
+        if missing:
+            raise RuntimeError(f"buckets {missing[:8]} got no gradients in this backward "
+                               "(unused parameters are not supported)")
+        self.profile.backward_done()
+        if self.mode == "allreduce":
+            for k in range(len(self.buckets)):
+                self._apply(k)
+            return
+        for b in reversed(self.buckets):  # forward order: the last bucket's layers run first
+            ag = b.plans.get("allgather")
+            b.gathered = self.thread.submit((lambda b=b, ag=ag: ag.run(b.flat)) if ag
+                                            else (lambda: None), b.flat.device)
+
+    def _apply(self, k: int) -> None:
+        b = self.buckets[k]
+        assert b.pending is not None
+        b.pending.wait()
+        if b.gathered is not None:
+            b.gathered.wait()
+        b.pending = b.gathered = None
+        for i, p in enumerate(b.params):
+            p.grad = b.flat[b.offsets[i]:b.offsets[i + 1]].view_as(p)
+        b.optimizer.step()
+        for p in b.params:
+            p.grad = None
+
+    def _before_forward(self, ks: tuple[int, ...]) -> None:
+        t0 = time.perf_counter()
+        for k in ks:
+            if self.buckets[k].gathered is not None:
+                self._apply(k)
+        self.profile.waited(time.perf_counter() - t0)
+
+    def finish(self) -> None:
+        """Apply every pending all-gather and update (dear); a no-op otherwise."""
+        for k, b in enumerate(self.buckets):
+            if b.gathered is not None:
+                self._apply(k)
+
+    def close(self) -> None:
+        self.finish()
+        for h in self._handles:
+            h.remove()
+        self.thread.close()
+
+    @property
+    def using_plans(self) -> bool:
+        return self.reason is None
+
+
+class _Profile:
+    """Forward time (the model's forward minus waits for all-gathers and updates) and
+    per-gradient backward times (the gap since the previous gradient, or since the end of
+    forward, loss included), averaged over iterations."""
+
+    def __init__(self, n: int) -> None:
+        self.n = n
+        self.iterations = 0
+        self.backward = [0.0] * n
+        self.forward = 0.0
+        self._last: float | None = None
+        self._start: float | None = None
+        self._wait = 0.0
+
+    def reset(self) -> None:
+        """Forget what was measured (call after warm-up iterations)."""
+        self.__init__(self.n)  # type: ignore[misc]
+
+    def forward_start(self) -> None:
+        self._start, self._wait = time.perf_counter(), 0.0
+
+    def waited(self, seconds: float) -> None:
+        self._wait += seconds
+
+    def forward_end(self) -> None:
+        now = time.perf_counter()
+        if self._start is not None:
+            self.forward += now - self._start - self._wait
+        self._last = now
+
+    def grad_ready(self, i: int) -> None:
+        now = time.perf_counter()
+        if self._last is not None:
+            self.backward[i] += now - self._last
+        self._last = now
+
+    def backward_done(self) -> None:
+        self.iterations += 1
+        self._last = self._start = None
+
+    def report(self) -> dict[str, Any]:
+        """The PUT /v1/jobs/{id}/profile body; the forward time is spread evenly over the
+        gradients (module times are not split per gradient)."""
+        it = max(1, self.iterations)
+        return {"forward_s": [self.forward / it / self.n] * self.n,
+                "backward_s": [t / it for t in self.backward], "iterations": it}
+
+
+def run_iterations(model: torch.nn.Module, opt: ScheduledOptimizer,
+                   batches: Iterable[tuple[torch.Tensor, torch.Tensor]],
+                   loss_fn: Callable[..., torch.Tensor]) -> None:
+    """The training loop: forward, backward, step; then finish."""
+    for x, y in batches:
+        loss_fn(model(x), y).backward()
+        opt.step()
+    opt.finish()

@@ -1,0 +1,383 @@
+"""Per-job synchronization schedules: fusion buckets sized by the cost model, overlap modes.
+
+A job lists its gradient tensors in backward order (element count, dtype and, optionally,
+the forward and backward compute time of the layer that produces each). Two modes:
+
+- ``allreduce`` (WFBP/DDP): a bucket's all-reduce starts when its last gradient is ready and
+  the previous bucket's communication is done; the next forward waits for every bucket.
+- ``dear`` (DeAR, seed 004): a bucket is reduce-scattered in backward the same way, and
+  all-gathered before the next forward, in forward order; each layer's forward waits for
+  its bucket's all-gather only.
+
+Communication times come from real plans. A bounded number of planner solves
+(``anchors``: all-reduce plans at geometric sizes between the smallest tensor and the whole
+model, every algorithm) gives a set of all-reduce programs, each also split into a
+reduce-scatter and an all-gather (planner.collectives). Any program runs at any size, so a
+bucket of ``b`` bytes costs the cheapest program priced by the cost model at ``b``: the bucket
+DP reads these times at ``GRID`` sizes, interpolated between, and every emitted plan is the
+cheapest program priced exactly at its bucket's size.
+
+Buckets: a dynamic program over contiguous groups of same-dtype tensors minimises the end of
+the communication chain (exact for the model: a later chain end never helps). For ``dear``
+the partitions the DP finds for reduce-scatter and for all-reduce times, one bucket and
+one bucket per tensor are each simulated in full (backward and forward), and the fastest is
+kept. Work is O(tensors * MAX_SPAN) after at most ``anchors`` solves.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from planner.algorithms import ALGORITHMS, PlanContext
+from planner.bound import lower_bound
+from planner.bound_collectives import collective_bound
+from planner.collectives import split_allreduce
+from planner.cost import CostModel
+from planner.errors import InfeasibleError, RequestError
+from planner.program import Program, program_to_doc
+from planner.topology import Topology
+
+DTYPE_BYTES = {"float32": 4, "float16": 2, "bfloat16": 2, "float64": 8}
+MAX_TENSORS = 10_000
+MAX_ANCHORS = 8
+GRID = 64  # sizes at which the DP reads communication times
+MAX_SPAN = 512  # tensors one bucket may hold
+MODES = ("allreduce", "dear")
+KINDS = ("allreduce", "reducescatter", "allgather")
+
+
+@dataclass(frozen=True)
+class TensorSpec:
+    """One gradient tensor, in backward order; times in seconds (0: unknown)."""
+
+    numel: int
+    dtype: str = "float32"
+    forward_s: float = 0.0
+    backward_s: float = 0.0
+
+    @property
+    def nbytes(self) -> int:
+        return self.numel * DTYPE_BYTES[self.dtype]
+
+
+def check_tensors(tensors: Sequence[TensorSpec]) -> None:
+    """Raise RequestError naming the first bad tensor."""
+    if not tensors:
+        raise RequestError("a schedule needs at least one tensor")
+    if len(tensors) > MAX_TENSORS:
+        raise RequestError(f"at most {MAX_TENSORS} tensors, got {len(tensors)}")
+    for i, t in enumerate(tensors):
+        if t.dtype not in DTYPE_BYTES:
+            raise RequestError(f"tensors[{i}].dtype {t.dtype!r} is not one of "
+                               f"{', '.join(DTYPE_BYTES)}")
+        if isinstance(t.numel, bool) or not isinstance(t.numel, int) or t.numel < 1:
+            raise RequestError(f"tensors[{i}].numel must be a positive integer")
+        for name in ("forward_s", "backward_s"):
+            v = getattr(t, name)
+            if not (isinstance(v, int | float) and math.isfinite(v) and 0 <= v <= 3600):
+                raise RequestError(f"tensors[{i}].{name} must be a time in [0, 3600] s")
+
+
+@dataclass
+class _Prog:
+    """A program and, per step, each transfer's latency and seconds per buffer byte: under
+    the cost model a step lasts max(min_step, max over transfers of lat + size * slope)."""
+
+    algorithm: str
+    program: Program
+    shards: list[tuple[int, int]] | None
+    lat: np.ndarray  # concatenated over steps
+    slope: np.ndarray
+    step_of: np.ndarray  # step index of each entry
+
+    @classmethod
+    def of(cls, algorithm: str, program: Program, shards: list[tuple[int, int]] | None,
+           cost: CostModel, ranks: list[str]) -> _Prog:
+        lats, slopes, steps = [], [], []
+        bw = cost.router.bw
+        for k, step in enumerate(program.steps):
+            if not step:
+                continue
+            arcs = [cost._path_arcs(cost.route(ranks, t)) for t in step]
+            nbytes = np.array([(t.hi - t.lo) / program.units for t in step])
+            loads = np.zeros(len(bw))
+            for (a, _), b in zip(arcs, nbytes, strict=True):
+                np.add.at(loads, a, b)
+            for (a, lat), _ in zip(arcs, step, strict=True):
+                lats.append(lat)
+                slopes.append(float((loads[a] / bw[a]).max()))
+                steps.append(k)
+        return cls(algorithm, program, shards, np.array(lats), np.array(slopes),
+                   np.array(steps, dtype=np.int64))
+
+    def times(self, sizes: np.ndarray, min_step_s: float) -> np.ndarray:
+        """Cost-model time of the program at each of ``sizes`` bytes."""
+        if not len(self.lat):
+            return np.zeros(len(sizes))
+        per = self.lat[:, None] + self.slope[:, None] * sizes[None, :]
+        nsteps = int(self.step_of.max()) + 1
+        step_max = np.full((nsteps, len(sizes)), -np.inf)
+        np.maximum.at(step_max, self.step_of, per)
+        used = np.isfinite(step_max[:, 0])
+        return np.maximum(step_max[used], min_step_s).sum(axis=0)
+
+
+class CommCurves:
+    """Per kind, the programs found at the anchor sizes, and their times on a size grid."""
+
+    def __init__(self, topo: Topology, ranks: list[str], lo: int, hi: int, *, anchors: int = 4,
+                 algorithms: Sequence[str] | None = None, min_step_s: float = 0.0) -> None:
+        if not 1 <= anchors <= MAX_ANCHORS:
+            raise RequestError(f"anchors must be in [1, {MAX_ANCHORS}], got {anchors}")
+        self.topo, self.ranks, self.min_step_s = topo, ranks, min_step_s
+        base = PlanContext.create(topo, ranks, max(hi, 1), min_step_s=min_step_s)
+        self.router, self.cost = base.router, base.cost
+        sizes = sorted({int(x) for x in np.geomspace(max(lo, 1), max(hi, lo, 1), anchors)})
+        self.solves = 0
+        self.progs: dict[str, list[_Prog]] = {k: [] for k in KINDS}
+        for size in sizes:
+            ctx = PlanContext.create(topo, ranks, size, min_step_s=min_step_s,
+                                     router=self.router)
+            for name in algorithms or list(ALGORITHMS):
+                try:
+                    program = ALGORITHMS[name](ctx).build()
+                except InfeasibleError:
+                    continue
+                self.solves += 1
+                self.progs["allreduce"].append(self._prog(name, program, None))
+                try:
+                    split = split_allreduce(program, len(ranks), name)
+                except InfeasibleError:
+                    continue
+                self.progs["reducescatter"].append(self._prog(name, split.rs, split.shards))
+                self.progs["allgather"].append(self._prog(name, split.ag, split.shards))
+        if not self.progs["allreduce"]:
+            raise InfeasibleError("no algorithm can serve these ranks")
+        self.grid = np.geomspace(max(lo, 1), max(hi, lo + 1, 2), GRID)
+        self._log_grid = np.log(self.grid)
+        self.table: dict[str, np.ndarray | None] = {k: None for k in KINDS}
+        self.table["allreduce"] = np.min([p.times(self.grid, min_step_s)
+                                          for p in self.progs["allreduce"]], axis=0)
+        if self.progs["reducescatter"]:
+            # a DeAR bucket runs a reduce-scatter and the all-gather of the same split (the
+            # same shards): per size, the pair with the least sum
+            rs = np.array([p.times(self.grid, min_step_s) for p in self.progs["reducescatter"]])
+            ag = np.array([p.times(self.grid, min_step_s) for p in self.progs["allgather"]])
+            pick = np.argmin(rs + ag, axis=0)
+            cols = np.arange(len(self.grid))
+            self.table["reducescatter"], self.table["allgather"] = rs[pick, cols], ag[pick, cols]
+
+    def _prog(self, name: str, program: Program, shards: list[tuple[int, int]] | None
+              ) -> _Prog:
+        return _Prog.of(name, program, shards, self.cost, self.ranks)
+
+    def best(self, kind: str, size: float) -> tuple[_Prog, float]:
+        """The cheapest program of ``kind`` at ``size`` bytes and its cost-model time."""
+        if not self.progs[kind]:
+            raise InfeasibleError(f"no {kind} program: no algorithm splits at its roots")
+        at = np.array([float(size)])
+        if kind == "allreduce":
+            prog = min(self.progs[kind], key=lambda p: float(p.times(at, self.min_step_s)[0]))
+        else:  # the pair (same split, same shards) with the least reduce-scatter + all-gather
+            pairs = zip(self.progs["reducescatter"], self.progs["allgather"], strict=True)
+            i = min(enumerate(pairs), key=lambda ip: float(
+                ip[1][0].times(at, self.min_step_s)[0] + ip[1][1].times(at, self.min_step_s)[0]
+            ))[0]
+            prog = self.progs[kind][i]
+        return prog, self.cost.program_time(self.ranks, prog.program, size)
+
+    def time(self, kind: str, sizes: np.ndarray) -> np.ndarray:
+        """Times of ``kind`` at ``sizes`` (interpolated between grid sizes)."""
+        table = self.table[kind]
+        assert table is not None
+        return np.interp(np.log(np.maximum(sizes, 1)), self._log_grid, table)
+
+    def plan_doc(self, kind: str, size: int) -> dict[str, Any]:
+        """A plan document (CONTRACTS section 3) for ``kind`` at ``size`` bytes."""
+        from planner.plan import PLAN_FORMAT_VERSION, with_routes
+
+        prog, t = self.best(kind, size)
+        ctx = PlanContext.create(self.topo, self.ranks, size, min_step_s=self.min_step_s,
+                                 router=self.router)
+        if kind == "allreduce":
+            b = lower_bound(ctx)
+            bound = (b.time_s, b.family, b.method, b.bandwidth_s)
+        else:
+            c = collective_bound(ctx, kind, None, prog.program.units)
+            bound = (c.time_s, c.family, c.method, c.bandwidth_s)
+        program = program_to_doc(with_routes(prog.program, self.ranks, self.router))
+        doc: dict[str, Any] = {
+            "plan_id": "", "format_version": PLAN_FORMAT_VERSION, "algorithm": prog.algorithm,
+            "requested_algorithm": "schedule", "collective": kind, "ranks": list(self.ranks),
+            "size_bytes": size, "predicted_time_s": t, "lower_bound_time_s": bound[0],
+            "lower_bound_family": bound[1], "lower_bound_method": bound[2],
+            "lower_bound_bandwidth_s": bound[3], "program": program}
+        if prog.shards is not None:
+            doc["shards"] = [list(s) for s in prog.shards]
+            doc["shards_request"] = "any"
+        if self.min_step_s:
+            doc["min_step_s"] = self.min_step_s
+        key = json.dumps([self.topo.to_dict(), doc["ranks"], kind, size, program],
+                         sort_keys=True)
+        doc["plan_id"] = hashlib.sha256(key.encode()).hexdigest()[:20]
+        return doc
+
+
+def partition(nbytes: np.ndarray, ready: np.ndarray, groups: np.ndarray,
+              curves: CommCurves, kind: str) -> list[tuple[int, int]]:
+    """Contiguous buckets [lo, hi) of tensors (same ``groups`` value) that minimise the end
+    of a sequential communication chain; tensor i's gradient is ready at ``ready[i]``."""
+    m = len(nbytes)
+    prefix = np.concatenate(([0.0], np.cumsum(nbytes)))
+    end = np.full(m + 1, np.inf)
+    end[0] = 0.0
+    arg = np.zeros(m + 1, dtype=np.int64)
+    for i in range(1, m + 1):
+        j0 = max(0, i - MAX_SPAN)
+        js = np.arange(j0, i)
+        same = groups[js] == groups[i - 1]
+        # a bucket [j, i) may not cross a dtype change: only the trailing same-dtype run
+        if not same.all():
+            js = js[np.nonzero(~same)[0][-1] + 1:]
+        sizes = prefix[i] - prefix[js]
+        cand = np.maximum(end[js], ready[i - 1]) + curves.time(kind, sizes)
+        k = int(np.argmin(cand))
+        end[i], arg[i] = cand[k], js[k]
+    out = []
+    i = m
+    while i > 0:
+        out.append((int(arg[i]), i))
+        i = int(arg[i])
+    return out[::-1]
+
+
+def simulate(tensors: Sequence[TensorSpec], buckets: list[tuple[int, int]], mode: str,
+             comm: list[float] | list[tuple[float, float]]) -> dict[str, Any]:
+    """Predicted iteration time (steady state) with and without overlap, and a timeline.
+
+    ``comm[k]`` is bucket k's all-reduce time, or its (reduce-scatter, all-gather) times.
+    The iteration runs forward (layers in reverse backward order), backward, communication.
+    """
+    fwd = [t.forward_s for t in tensors][::-1]  # forward order
+    m = len(tensors)
+    forward_s, backward_s = sum(fwd), sum(t.backward_s for t in tensors)
+    events: list[dict[str, Any]] = []
+    if mode == "allreduce":
+        ar = [float(c) for c in comm]  # type: ignore[arg-type]
+        ready = np.cumsum([t.backward_s for t in tensors]) + forward_s
+        t_end = forward_s
+        for k, (_, hi) in enumerate(buckets):
+            start = max(t_end, float(ready[hi - 1]))
+            t_end = start + ar[k]
+            events.append({"bucket": k, "op": "allreduce", "start_s": start, "end_s": t_end})
+        overlap = max(t_end, forward_s + backward_s)
+        return {"overlap_s": overlap, "no_overlap_s": forward_s + backward_s + sum(ar),
+                "forward_s": forward_s, "backward_s": backward_s, "comm_s": sum(ar),
+                "events": events}
+    rs = [c[0] for c in comm]  # type: ignore[index]
+    ag = [c[1] for c in comm]  # type: ignore[index]
+    bucket_of = [0] * m
+    for k, (lo, hi) in enumerate(buckets):
+        for i in range(lo, hi):
+            bucket_of[i] = k
+    # forward: all-gathers in forward order (last bucket first), each layer waits for its own
+    t_comm, ag_end = 0.0, [0.0] * len(buckets)
+    for k in range(len(buckets) - 1, -1, -1):
+        events.append({"bucket": k, "op": "allgather", "start_s": t_comm,
+                       "end_s": t_comm + ag[k]})
+        t_comm += ag[k]
+        ag_end[k] = t_comm
+    t = 0.0
+    for f, i in zip(fwd, range(m - 1, -1, -1), strict=True):
+        t = max(t, ag_end[bucket_of[i]]) + f
+    fwd_end = t
+    ready = np.cumsum([x.backward_s for x in tensors]) + fwd_end
+    for k, (_, hi) in enumerate(buckets):
+        start = max(t_comm, float(ready[hi - 1]))
+        t_comm = start + rs[k]
+        events.append({"bucket": k, "op": "reducescatter", "start_s": start, "end_s": t_comm})
+    overlap = max(t_comm, fwd_end + backward_s)
+    total = sum(rs) + sum(ag)
+    return {"overlap_s": overlap, "no_overlap_s": forward_s + backward_s + total,
+            "forward_s": forward_s, "backward_s": backward_s, "comm_s": total,
+            "events": events}
+
+
+def _comm_times(curves: CommCurves, nbytes: np.ndarray, buckets: list[tuple[int, int]],
+                mode: str, exact: bool) -> list[Any]:
+    sizes = [float(nbytes[lo:hi].sum()) for lo, hi in buckets]
+    if mode == "allreduce":
+        if exact:
+            return [curves.best("allreduce", s)[1] for s in sizes]
+        return list(curves.time("allreduce", np.array(sizes)))
+    if exact:
+        return [(curves.best("reducescatter", s)[1], curves.best("allgather", s)[1])
+                for s in sizes]
+    arr = np.array(sizes)
+    return list(zip(curves.time("reducescatter", arr), curves.time("allgather", arr),
+                    strict=True))
+
+
+def make_schedule(topo: Topology, ranks: list[str], tensors: Sequence[TensorSpec], *,
+                  modes: Sequence[str] = MODES, anchors: int = 4,
+                  algorithms: Sequence[str] | None = None, min_step_s: float = 0.0,
+                  curves: CommCurves | None = None, with_plans: bool = True
+                  ) -> dict[str, Any]:
+    """The schedule document for one job (see docs/schedule.md)."""
+    check_tensors(tensors)
+    topo.check_ranks(ranks)
+    for mode in modes:
+        if mode not in MODES:
+            raise RequestError(f"mode {mode!r} is not one of {', '.join(MODES)}")
+    nbytes = np.array([t.nbytes for t in tensors], dtype=np.float64)
+    if curves is None:
+        curves = CommCurves(topo, ranks, int(nbytes.min()), int(nbytes.sum()), anchors=anchors,
+                            algorithms=algorithms, min_step_s=min_step_s)
+    dtypes = {d: i for i, d in enumerate(dict.fromkeys(t.dtype for t in tensors))}
+    groups = np.array([dtypes[t.dtype] for t in tensors])
+    ready = np.cumsum([t.backward_s for t in tensors])
+    out: dict[str, Any] = {"ranks": list(ranks), "tensors": len(tensors),
+                           "total_bytes": int(nbytes.sum()), "solves": curves.solves,
+                           "profile": ("declared" if any(t.forward_s or t.backward_s
+                                                         for t in tensors) else "none"),
+                           "modes": {}}
+    for mode in modes:
+        if mode == "dear" and not curves.progs["reducescatter"]:
+            continue
+        options = {"dp": partition(nbytes, ready, groups, curves,
+                                   "allreduce" if mode == "allreduce" else "reducescatter")}
+        if mode == "dear":
+            options["dp-allreduce"] = partition(nbytes, ready, groups, curves, "allreduce")
+            options["per-tensor"] = [(i, i + 1) for i in range(len(tensors))]
+            cuts = [0] + [i for i in range(1, len(tensors)) if groups[i] != groups[i - 1]]
+            options["one-per-dtype"] = list(zip(cuts, [*cuts[1:], len(tensors)], strict=True))
+        scored = {name: simulate(tensors, b, mode, _comm_times(curves, nbytes, b, mode, False))
+                  for name, b in options.items()}
+        pick = min(scored, key=lambda k: scored[k]["overlap_s"])
+        buckets = options[pick]
+        sim = simulate(tensors, buckets, mode, _comm_times(curves, nbytes, buckets, mode, True))
+        entries = []
+        for lo, hi in buckets:
+            size = int(nbytes[lo:hi].sum())
+            entry: dict[str, Any] = {"tensors": [lo, hi], "size_bytes": size,
+                                     "dtype": tensors[lo].dtype}
+            if with_plans:
+                kinds = ("allreduce",) if mode == "allreduce" else ("reducescatter",
+                                                                     "allgather")
+                entry["plans"] = {kind: curves.plan_doc(kind, size) for kind in kinds}
+            entries.append(entry)
+        out["modes"][mode] = {
+            "buckets": entries, "partition": pick,
+            "predicted_iteration_s": sim["overlap_s"],
+            "predicted_iteration_no_overlap_s": sim["no_overlap_s"],
+            "forward_s": sim["forward_s"], "backward_s": sim["backward_s"],
+            "comm_s": sim["comm_s"], "timeline": sim["events"]}
+    out["recommended"] = min(out["modes"], key=lambda k: out["modes"][k]["predicted_iteration_s"])
+    return out

@@ -1,0 +1,90 @@
+"""Training loops the schedule tests run inside spawned gloo processes."""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+import torch
+import torch.distributed as dist
+from torch.nn.parallel import DistributedDataParallel as DDP
+
+from executor.comm import PlanComm
+from executor.ddp import plan_allreduce_hook
+from executor.engine import PlanExecutor
+from executor.overlap import AsyncPlanComm, async_plan_allreduce_hook
+from executor.training import ScheduledOptimizer
+
+
+def make_model() -> torch.nn.Module:
+    torch.manual_seed(0)
+    return torch.nn.Sequential(torch.nn.Linear(16, 32), torch.nn.LayerNorm(32), torch.nn.ReLU(),
+                               torch.nn.Linear(32, 32), torch.nn.Tanh(), torch.nn.Linear(32, 4))
+
+
+def batches(steps: int) -> list[tuple[torch.Tensor, torch.Tensor]]:
+    g = torch.Generator().manual_seed(100 + dist.get_rank())
+    return [(torch.randn(8, 16, generator=g), torch.randn(8, 4, generator=g))
+            for _ in range(steps)]
+
+
+def sgd(params: list[torch.nn.Parameter]) -> torch.optim.Optimizer:
+    return torch.optim.SGD(params, lr=0.05, momentum=0.9)
+
+
+def _ddp(hook: Any = None, state: Any = None, steps: int = 50) -> list[torch.Tensor]:
+    model = make_model()
+    ddp = DDP(model)
+    if hook is not None:
+        ddp.register_comm_hook(state, hook)
+    opt = sgd(list(model.parameters()))
+    for x, y in batches(steps):
+        opt.zero_grad()
+        torch.nn.functional.mse_loss(ddp(x), y).backward()
+        opt.step()
+    return [p.detach().clone() for p in model.parameters()]
+
+
+def _scheduled(schedule: dict[str, Any] | None, mode: str, steps: int = 50
+               ) -> tuple[list[torch.Tensor], ScheduledOptimizer]:
+    model = make_model()
+    opt = ScheduledOptimizer(model, sgd, schedule, mode=mode)
+    for x, y in batches(steps):
+        torch.nn.functional.mse_loss(model(x), y).backward()
+        opt.step()
+    opt.finish()
+    out = [p.detach().clone() for p in model.parameters()]
+    opt.close()
+    return out, opt
+
+
+class _Warnings(logging.Handler):
+    def __init__(self) -> None:
+        super().__init__(logging.WARNING)
+        self.seen: list[str] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.seen.append(record.getMessage())
+
+
+def compare_methods(schedule: dict[str, Any], plan: dict[str, Any]) -> dict[str, Any]:
+    """Parameters after 50 iterations of every method vs plain DDP: max abs difference."""
+    warn = _Warnings()
+    logging.getLogger("executor").addHandler(warn)
+    ref = _ddp()
+    comm = PlanComm(PlanExecutor(plan))
+    results = {"ddp-hook": _ddp(plan_allreduce_hook, comm)}
+    state = AsyncPlanComm(PlanComm(PlanExecutor(plan)))
+    results["ddp-async-hook"] = _ddp(async_plan_allreduce_hook, state)
+    state.close()
+    using: dict[str, bool] = {}
+    for name, sched, mode in (("schedule-allreduce", schedule, "allreduce"),
+                              ("dear", schedule, "dear"), ("dear-fallback", None, "dear")):
+        results[name], opt = _scheduled(sched, mode)
+        using[name] = opt.using_plans
+    diff = {k: max(float((a - b).abs().max()) for a, b in zip(v, ref, strict=True))
+            for k, v in results.items()}
+    moved = max(float((a - b).abs().max()) for a, b in zip(ref, [p.detach() for p in
+                                                               make_model().parameters()],
+                                                          strict=True))
+    return {"diff": diff, "using": using, "warnings": warn.seen, "moved": moved}
