@@ -26,7 +26,13 @@ from agents.probe import (
     probe_peer,
 )
 from agents.procfs import ProcFS
-from agents.report import HostReport, PeerMeasurement
+from agents.report import (
+    MAX_BANDWIDTH_GBPS,
+    MAX_LATENCY_US,
+    MIN_BANDWIDTH_GBPS,
+    HostReport,
+    PeerMeasurement,
+)
 from agents.reporter import Backoff, Reporter
 from agents.schedule import circle_rounds, my_pairs, next_cycle_start
 from agents.sysfs import SysFS
@@ -256,8 +262,10 @@ class Agent:
         with self._peers_lock:
             old = self._peers.get(r.peer_host)
             self._peers[r.peer_host] = PeerMeasurement(
-                peer_host=r.peer_host, bandwidth_GBps=max(r.bandwidth_GBps, 1e-9),
-                latency_us=max(r.latency_us, 0.0),
+                peer_host=r.peer_host,
+                bandwidth_GBps=min(max(r.bandwidth_GBps, MIN_BANDWIDTH_GBPS),
+                                   MAX_BANDWIDTH_GBPS),
+                latency_us=min(max(r.latency_us, 0.0), MAX_LATENCY_US),
                 measured_at=datetime.fromtimestamp(r.measured_at, UTC),
                 samples=(old.samples + 1) if old else 1)
         self.metrics.probe_bandwidth.labels(r.peer_host).set(r.bandwidth_GBps)

@@ -1,10 +1,37 @@
-"""Refuse request bodies over the configured size with a 413 JSON error."""
+"""Stated limits of every request, and the middleware that refuses bodies over the size
+limit with a 413 JSON error.
+
+Names that a request may use (``algorithm``, ``collective``) come from the planner's own
+tables, so an algorithm added to ``planner.algorithms.ALGORITHMS`` is accepted here at once.
+"""
 
 from __future__ import annotations
 
 import json
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from planner.algorithms import ALGORITHMS
+from planner.plan import COLLECTIVES
+from planner.sizes import parse_size
+
+MAX_RANKS = 65536
+MAX_BUCKETS = 4096
+MAX_SIZE_BYTES = 2**53  # sizes are exact in a JSON number (double) up to here
+MAX_FABRIC_NODES = 100_000
+MAX_FABRIC_LINKS = 400_000
+MAX_SEQ_AHEAD_MS = 86_400_000  # a report's seq may lead the service's clock (unix ms) by a day
+ALGORITHM_NAMES: tuple[str, ...] = ("auto", *ALGORITHMS)
+COLLECTIVE_NAMES: tuple[str, ...] = tuple(COLLECTIVES)
+
+
+def check_size_text(text: str) -> str:
+    """``text`` unchanged if it names a whole, positive number of bytes up to
+    MAX_SIZE_BYTES (``"256MiB"``); ValueError saying why otherwise."""
+    value = parse_size(text)  # RequestError is a ValueError
+    if value > MAX_SIZE_BYTES:
+        raise ValueError(f"size {text!r} is {value} bytes, more than the limit of 2**53")
+    return text
 
 
 class BodyLimitMiddleware:

@@ -102,10 +102,11 @@ def check_report(report: HostReport) -> None:
     for i, p in enumerate(report.peers):
         if p.peer_host == report.host:
             raise TopologyError(f"peers[{i}].peer_host: a host cannot measure itself")
+    ids = {n["id"] for n in nodes}
     for i, lk in enumerate(report.links):
         for end in ("src", "dst"):
             local = getattr(lk, end)
-            if f"{report.host}/{local}" not in {n["id"] for n in nodes}:
+            if f"{report.host}/{local}" not in ids:
                 raise TopologyError(f"links[{i}].{end}: unknown local node {local!r}")
     Topology.from_dict({"nodes": nodes, "links": links})
 
@@ -164,8 +165,12 @@ def merge(reports: Mapping[str, HostReport], fabric: Mapping[str, Any] | None,
     def host_of(nid: str) -> str | None:
         return nodes[nid].get("host")
 
+    by_host: dict[str, list[dict[str, Any]]] = {}
+    for n in nodes.values():
+        by_host.setdefault(n.get("host") or "", []).append(n)
+
     def attach_points(h: str) -> list[str]:
-        local = [n for n in nodes.values() if n.get("host") == h]
+        local = by_host.get(h, [])
         nics = [n["id"] for n in local if n["kind"] == "nic"]
         return nics or [n["id"] for n in local if n["kind"] in RANK_KINDS][:1]
 

@@ -17,10 +17,21 @@ from pydantic import (
     model_validator,
 )
 
+from agents.report import MAX_BANDWIDTH_GBPS, MAX_LATENCY_US, MIN_BANDWIDTH_GBPS
+from api.limits import (
+    ALGORITHM_NAMES,
+    COLLECTIVE_NAMES,
+    MAX_BUCKETS,
+    MAX_FABRIC_LINKS,
+    MAX_FABRIC_NODES,
+    MAX_RANKS,
+    MAX_SIZE_BYTES,
+    check_size_text,
+)
+
 Id = Annotated[str, Field(min_length=1, max_length=256)]
 HostName = Annotated[str, Field(min_length=1, max_length=128, pattern=r"^[A-Za-z0-9_.:-]+$")]
 JobId = Annotated[str, Field(min_length=1, max_length=128, pattern=r"^[A-Za-z0-9_.:-]+$")]
-MAX_RANKS = 65536
 
 
 def _finite(x: float) -> float:
@@ -29,10 +40,16 @@ def _finite(x: float) -> float:
     return x
 
 
-Bandwidth = Annotated[StrictFloat | StrictInt, Field(gt=0), AfterValidator(_finite)]
-Latency = Annotated[StrictFloat | StrictInt, Field(ge=0), AfterValidator(_finite)]
-Size = Annotated[StrictInt, Field(gt=0, le=2**53)] | Annotated[str, Field(min_length=1,
-                                                                           max_length=32)]
+Bandwidth = Annotated[StrictFloat | StrictInt,
+                      Field(ge=MIN_BANDWIDTH_GBPS, le=MAX_BANDWIDTH_GBPS),
+                      AfterValidator(_finite)]
+Latency = Annotated[StrictFloat | StrictInt, Field(ge=0, le=MAX_LATENCY_US),
+                    AfterValidator(_finite)]
+Size = Annotated[StrictInt, Field(gt=0, le=MAX_SIZE_BYTES)] | Annotated[
+    str, Field(min_length=1, max_length=32, pattern=r"^\s*\d+(\.\d+)?\s*[A-Za-z]*\s*$"),
+    AfterValidator(check_size_text)]
+Algorithm = Literal[ALGORITHM_NAMES]  # type: ignore[valid-type]
+Collective = Literal[COLLECTIVE_NAMES]  # type: ignore[valid-type]
 
 
 class _In(BaseModel):
@@ -65,8 +82,8 @@ class FabricCreate(BaseModel):
     """
 
     model_config = ConfigDict(extra="ignore")
-    nodes: Annotated[list[FabricNode], Field(max_length=200_000)] = []
-    links: Annotated[list[FabricLink], Field(max_length=1_000_000)] = []
+    nodes: Annotated[list[FabricNode], Field(max_length=MAX_FABRIC_NODES)] = []
+    links: Annotated[list[FabricLink], Field(max_length=MAX_FABRIC_LINKS)] = []
 
 
 class FabricPublic(BaseModel):
@@ -120,9 +137,9 @@ class PlanCreate(_In):
     """A plan request (CONTRACTS section 2); ``size_bytes`` may also be ``"256MiB"``."""
 
     ranks: Annotated[list[Id], Field(min_length=1, max_length=MAX_RANKS)]
-    collective: Annotated[str, Field(min_length=1, max_length=64)] = "allreduce"
+    collective: Collective = "allreduce"
     size_bytes: Size
-    algorithm: Annotated[str, Field(min_length=1, max_length=64)] = "auto"
+    algorithm: Algorithm = "auto"
 
 
 class PlanPublic(BaseModel):
@@ -161,9 +178,9 @@ class JobCreate(_In):
 
     ranks: Annotated[list[Id | RankRef], Field(min_length=1, max_length=MAX_RANKS)]
     size_bytes: Size | None = None
-    bucket_sizes: Annotated[list[Size], Field(min_length=1, max_length=4096)] | None = None
-    collective: Annotated[str, Field(min_length=1, max_length=64)] = "allreduce"
-    algorithm: Annotated[str, Field(min_length=1, max_length=64)] = "auto"
+    bucket_sizes: Annotated[list[Size], Field(min_length=1, max_length=MAX_BUCKETS)] | None = None
+    collective: Collective = "allreduce"
+    algorithm: Algorithm = "auto"
 
     @model_validator(mode="after")
     def _one_size(self) -> JobCreate:

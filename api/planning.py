@@ -18,6 +18,7 @@ from sqlalchemy.orm import Session, sessionmaker
 from api import store
 from api.encoding import Body
 from api.errors import APIError, planner_error
+from api.limits import MAX_SIZE_BYTES
 from api.metrics import Metrics
 from api.state import Snapshot
 from planner.compact import CompactError, compact_document
@@ -81,8 +82,9 @@ def parse_size(value: int | str, loc: list[str | int]) -> int:
         size = planner_parse_size(value)
     except (ValueError, TypeError) as exc:
         raise APIError(422, str(exc), loc) from None
-    if size <= 0:
-        raise APIError(422, f"size must be positive, got {value!r}", loc)
+    if size <= 0 or size > MAX_SIZE_BYTES:
+        raise APIError(422, f"size must be positive and at most 2**53 bytes, got {value!r}",
+                       loc)
     return size
 
 

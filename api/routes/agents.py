@@ -22,6 +22,7 @@ from api.deps import (
     SnapshotDep,
 )
 from api.errors import APIError, planner_error, responses
+from api.limits import MAX_SEQ_AHEAD_MS
 from api.merge import check_report
 from api.models import AgentsPublic, HostName, ReportAccepted
 from api.state import ClusterState, utc
@@ -39,6 +40,11 @@ async def put_report(host: Annotated[HostName, Path()], report: HostReport, _: A
     if report.host != host:
         raise APIError(422, f"body host {report.host!r} differs from the URL's {host!r}",
                        ["body", "host"], "host_mismatch")
+    ahead = report.seq - int(time.time() * 1000)
+    if ahead > MAX_SEQ_AHEAD_MS:
+        raise APIError(422, f"seq {report.seq} is more than a day ahead of the service's "
+                       "clock in unix milliseconds (agents use max(last + 1, unix ms))",
+                       ["body", "seq"], "seq_too_far")
     try:
         status, received = await run_sync(_ingest, cluster, report)
     except APIError:
