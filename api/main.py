@@ -7,7 +7,7 @@ from contextlib import asynccontextmanager
 
 from fastapi import FastAPI
 
-from api import errors
+from api import errors, outage
 from api.db import init_schema, make_engine, session_factory
 from api.fastpath import CachedPlanFastPath
 from api.jobs import JobService
@@ -23,7 +23,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     """Build the service for ``settings`` (from the environment when omitted); the store's
     schema is created or checked here, so a wrong database fails before serving."""
     settings = settings or Settings()
-    engine = make_engine(settings.database_url, settings.db_pool_size)
+    engine = make_engine(settings.database_url, settings.db_pool_size, settings.db_timeout_s)
     init_schema(engine)
     sessions = session_factory(engine)
 
@@ -51,6 +51,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.state.plan_fast_path = True
     app.state.plan_fast_path_hits = 0
     errors.install(app)
+    outage.install(app)
     for module in (health, agents, fabric, topology, plans, jobs):
         app.include_router(module.router)
     app.add_middleware(CachedPlanFastPath)  # innermost: inside the metrics

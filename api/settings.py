@@ -32,6 +32,10 @@ class Settings(BaseSettings):
         default=1.0, ge=0,
         description="how often to look for writes made by other replicas sharing the store")
     db_pool_size: int = Field(default=8, ge=1)
+    db_timeout_s: float = Field(
+        default=5.0, gt=0, le=300,
+        description="how long a request waits for the store (SQLite lock, PostgreSQL "
+                    "connection) before it is answered 503 with Retry-After")
     min_step_us: float = Field(
         default=0.0, ge=0, le=1e6,
         description="least time of a program step in the cost model (the transport's "
