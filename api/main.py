@@ -48,6 +48,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.state.jobs = JobService(sessions, cluster, planner, settings.plan_cache_size * 4,
                                 settings.plan_cache_bytes)
     app.state.token_scopes = settings.token_scopes()
+    app.state.agent_secret = (settings.agent_secret.get_secret_value()
+                              if settings.agent_secret else None)
     app.state.plan_fast_path = True
     app.state.plan_fast_path_hits = 0
     errors.install(app)

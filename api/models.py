@@ -102,6 +102,11 @@ class ReportAccepted(BaseModel):
     received_at: datetime
 
 
+class AgentTokenPublic(BaseModel):
+    host: str
+    token: str
+
+
 class HostStatus(BaseModel):
     seq: int
     last_report_at: datetime

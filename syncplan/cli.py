@@ -18,6 +18,7 @@ from syncplan.errors import CLIError
 COMPONENTS = (
     "planner.cli",
     "api.cli",
+    "api.identity",
     "agents.cli",
     "executor.cli",
     "syncplan.testbed.cli",

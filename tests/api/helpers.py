@@ -14,8 +14,10 @@ from typing import Any
 import httpx
 
 REPO = Path(__file__).resolve().parents[2]
-TOKENS = {"admin": "admin-token-0123456789", "agent": "agent-token-0123456789",
-          "job": "job-token-0123456789abc"}
+TOKENS = {"admin": "admin-token-0123456789abcdefghijklm",
+          "agent": "agent-token-0123456789abcdefghijklm",
+          "job": "job-token-0123456789abcdefghijklmnop"}
+AGENT_SECRET = "agent-secret-0123456789abcdefghijklm"
 
 
 def auth(scope: str) -> dict[str, str]:
@@ -73,7 +75,9 @@ class ServerProcess:
         self.env = {**os.environ, "PYTHONPATH": str(REPO),
                     "SYNCPLAN_ADMIN_TOKEN": TOKENS["admin"],
                     "SYNCPLAN_AGENT_TOKEN": TOKENS["agent"],
-                    "SYNCPLAN_JOB_TOKEN": TOKENS["job"], **(env or {})}
+                    "SYNCPLAN_JOB_TOKEN": TOKENS["job"],
+                    "SYNCPLAN_AGENT_SECRET": AGENT_SECRET,
+                    "SYNCPLAN_ALLOW_SHARED_AGENT_TOKEN": "true", **(env or {})}
         self.log = log
         self.extra_args = extra_args or []
         self.proc: subprocess.Popen[bytes] | None = None
