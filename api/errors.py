@@ -51,7 +51,10 @@ def error_json(status: int, items: list[dict[str, Any]],
 _DESCRIPTIONS = {401: "missing or invalid bearer token", 403: "token of the wrong scope",
                  404: "not found", 409: "conflicts with the stored state or infeasible",
                  413: "request body over the size limit",
-                 422: "invalid input; detail names the field", 503: "store unreachable"}
+                 422: "invalid input; detail names the field",
+                 429: "this client's solve quota is in use; see Retry-After",
+                 503: "store unreachable or planner busy; see Retry-After",
+                 504: "the solve did not finish in time; it goes on, retry later"}
 
 
 def responses(*codes: int) -> dict[int | str, dict[str, Any]]:

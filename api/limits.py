@@ -17,6 +17,7 @@ from planner.sizes import parse_size
 
 MAX_RANKS = 65536
 MAX_BUCKETS = 4096
+MAX_DISTINCT_SIZES = 64  # distinct bucket sizes of one job: each is a solve
 MAX_SIZE_BYTES = 2**53  # sizes are exact in a JSON number (double) up to here
 MAX_FABRIC_NODES = 100_000
 MAX_FABRIC_LINKS = 400_000

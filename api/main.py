@@ -14,6 +14,7 @@ from api.jobs import JobService
 from api.limits import BodyLimitMiddleware
 from api.metrics import Metrics, MetricsMiddleware
 from api.planning import PlanService
+from api.quota import SolveQuota
 from api.routes import agents, fabric, health, jobs, plans, topology
 from api.settings import Settings
 from api.state import ClusterState
@@ -37,8 +38,10 @@ def create_app(settings: Settings | None = None) -> FastAPI:
                           "per-job all-reduce plans.")
     metrics = Metrics()
     cluster = ClusterState(sessions, settings.stale_after_s, settings.sync_interval_s)
+    quota = SolveQuota(settings.solves_per_client, settings.solve_queue,
+                       settings.solve_timeout_s)
     planner = PlanService(sessions, metrics, settings.plan_cache_size, settings.solver_threads,
-                          settings.plan_cache_bytes, settings.min_step_us * 1e-6)
+                          settings.plan_cache_bytes, settings.min_step_us * 1e-6, quota)
     app.state.settings = settings
     app.state.engine = engine
     app.state.sessions = sessions

@@ -22,12 +22,14 @@ from api.limits import (
     ALGORITHM_NAMES,
     COLLECTIVE_NAMES,
     MAX_BUCKETS,
+    MAX_DISTINCT_SIZES,
     MAX_FABRIC_LINKS,
     MAX_FABRIC_NODES,
     MAX_RANKS,
     MAX_SIZE_BYTES,
     check_size_text,
 )
+from planner.sizes import parse_size
 
 Id = Annotated[str, Field(min_length=1, max_length=256)]
 HostName = Annotated[str, Field(min_length=1, max_length=128, pattern=r"^[A-Za-z0-9_.:-]+$")]
@@ -191,6 +193,11 @@ class JobCreate(_In):
     def _one_size(self) -> JobCreate:
         if (self.size_bytes is None) == (self.bucket_sizes is None):
             raise ValueError("give exactly one of 'size_bytes' and 'bucket_sizes'")
+        if self.bucket_sizes is not None:
+            distinct = {parse_size(s) for s in self.bucket_sizes}
+            if len(distinct) > MAX_DISTINCT_SIZES:
+                raise ValueError(f"bucket_sizes: {len(distinct)} distinct sizes, more than the "
+                                 f"limit of {MAX_DISTINCT_SIZES} (each one is a plan to solve)")
         return self
 
 

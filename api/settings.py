@@ -29,6 +29,15 @@ class Settings(BaseSettings):
                                   description="memory for cached plans, and as much again "
                                               "for cached job-plan responses")
     solver_threads: int = Field(default=2, ge=1, le=64)
+    solves_per_client: int = Field(
+        default=4, ge=1, le=10_000,
+        description="distinct solves one token (POST /v1/plans) may have queued or running")
+    solve_queue: int = Field(default=64, ge=1, le=100_000,
+                             description="distinct solves queued or running in all")
+    solve_timeout_s: float = Field(
+        default=120.0, gt=0, le=86_400,
+        description="how long a request waits for a solve before 504 (the solve goes on "
+                    "and is cached)")
     sync_interval_s: float = Field(
         default=1.0, ge=0,
         description="how often to look for writes made by other replicas sharing the store")
