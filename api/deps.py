@@ -14,6 +14,7 @@ from sqlalchemy.orm import Session
 
 from api.errors import APIError, responses
 from api.identity import token_host
+from api.ingest import ReportWriter
 from api.jobs import JobService
 from api.metrics import Metrics
 from api.planning import PlanService
@@ -44,6 +45,10 @@ async def get_jobs(request: Request) -> JobService:
     return request.app.state.jobs
 
 
+async def get_report_writer(request: Request) -> ReportWriter:
+    return request.app.state.reports
+
+
 async def get_metrics(request: Request) -> Metrics:
     return request.app.state.metrics
 
@@ -65,6 +70,7 @@ PlanFormat = Annotated[Literal["full", "compact"], Query(
                 "lossless `program_compact` (planner/compact.py), about 5x smaller, 20x "
                 "smaller gzip-encoded")]
 MetricsDep = Annotated[Metrics, Depends(get_metrics)]
+ReportWriterDep = Annotated[ReportWriter, Depends(get_report_writer)]
 
 bearer = HTTPBearer(auto_error=False, description="Authorization: Bearer <token>; the admin "
                     "token has every scope, the agent and job tokens their own plus 'read'.")

@@ -10,11 +10,13 @@ from fastapi import FastAPI
 from api import errors, outage
 from api.db import init_schema, make_engine, session_factory
 from api.fastpath import CachedPlanFastPath
+from api.ingest import ReportWriter
 from api.jobs import JobService
 from api.limits import BodyLimitMiddleware
 from api.metrics import Metrics, MetricsMiddleware
 from api.planning import PlanService
 from api.quota import SolveQuota
+from api.report_fastpath import ReportFastPath
 from api.routes import agents, fabric, health, jobs, plans, topology
 from api.settings import Settings
 from api.state import ClusterState
@@ -47,6 +49,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.state.sessions = sessions
     app.state.metrics = metrics
     app.state.cluster = cluster
+    app.state.reports = ReportWriter(cluster)
     app.state.plans = planner
     app.state.jobs = JobService(sessions, cluster, planner, settings.plan_cache_size * 4,
                                 settings.plan_cache_bytes)
@@ -55,11 +58,13 @@ def create_app(settings: Settings | None = None) -> FastAPI:
                               if settings.agent_secret else None)
     app.state.plan_fast_path = True
     app.state.plan_fast_path_hits = 0
+    app.state.report_fast_path = True
     errors.install(app)
     outage.install(app)
     for module in (health, agents, fabric, topology, plans, jobs):
         app.include_router(module.router)
     app.add_middleware(CachedPlanFastPath)  # innermost: inside the metrics
+    app.add_middleware(ReportFastPath)
     app.add_middleware(BodyLimitMiddleware, limit=settings.max_body_bytes)
     app.add_middleware(MetricsMiddleware, metrics=metrics)
     return app

@@ -5,7 +5,6 @@ from __future__ import annotations
 import time
 from typing import Annotated
 
-from anyio.to_thread import run_sync
 from fastapi import APIRouter, Path, Request, Response
 
 from agents.report import HostReport
@@ -17,17 +16,16 @@ from api.deps import (
     MetricsDep,
     ReadToken,
     ReportToken,
+    ReportWriterDep,
     SessionDep,
     SettingsDep,
     SnapshotDep,
 )
-from api.errors import APIError, planner_error, responses
+from api.errors import APIError, responses
 from api.identity import host_token
 from api.limits import MAX_SEQ_AHEAD_MS
-from api.merge import check_report
 from api.models import AgentsPublic, AgentTokenPublic, HostName, ReportAccepted
-from api.state import ClusterState, utc
-from planner.errors import PlannerError
+from api.state import utc
 
 router = APIRouter(prefix="/v1/agents", tags=["agents"], responses=AUTH_ERRORS)
 
@@ -35,7 +33,7 @@ router = APIRouter(prefix="/v1/agents", tags=["agents"], responses=AUTH_ERRORS)
 @router.put("/{host}/report", response_model=ReportAccepted,
             responses=responses(409, 413, 422))
 async def put_report(host: Annotated[HostName, Path()], report: HostReport, _: ReportToken,
-                     cluster: ClusterDep, metrics: MetricsDep) -> ReportAccepted:
+                     writer: ReportWriterDep, metrics: MetricsDep) -> ReportAccepted:
     """Store one host's report (the host's own agent token, see api/identity.py). A lower
     ``seq`` than the stored one is refused (409); the
     same ``seq`` with the same body is accepted again (``status: unchanged``)."""
@@ -48,25 +46,12 @@ async def put_report(host: Annotated[HostName, Path()], report: HostReport, _: R
                        "clock in unix milliseconds (agents use max(last + 1, unix ms))",
                        ["body", "seq"], "seq_too_far")
     try:
-        status, received = await run_sync(_ingest, cluster, report)
+        status, received = await writer.submit(report)
     except APIError:
         metrics.reports.labels("refused").inc()
         raise
     metrics.reports.labels(status).inc()
     return ReportAccepted(host=host, seq=report.seq, status=status, received_at=utc(received))
-
-
-def _ingest(cluster: ClusterState, report: HostReport) -> tuple[str, float]:
-    """Check and store a report in one worker-thread hop."""
-    try:
-        check_report(report)
-    except PlannerError as exc:
-        raise planner_error(exc, ["body"]) from None
-    with cluster.sessions() as session:
-        status, received = store.put_report(session, report, time.time())
-    if status == "stored":
-        cluster.invalidate()
-    return status, received
 
 
 @router.post("/{host}/token", response_model=AgentTokenPublic, responses=responses(409))

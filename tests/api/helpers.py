@@ -87,8 +87,8 @@ class ServerProcess:
     def url(self) -> str:
         return f"http://127.0.0.1:{self.port}"
 
-    def start(self, timeout: float = 30.0) -> ServerProcess:
-        self.port = free_port()
+    def start(self, timeout: float = 30.0, port: int | None = None) -> ServerProcess:
+        self.port = port or free_port()
         out = open(self.log, "ab") if self.log else subprocess.DEVNULL  # noqa: SIM115
         self.proc = subprocess.Popen(
             [sys.executable, "-c", "import sys; from syncplan.cli import main; sys.exit(main())",
