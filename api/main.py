@@ -59,6 +59,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.state.plan_fast_path = True
     app.state.plan_fast_path_hits = 0
     app.state.report_fast_path = True
+    app.state.report_fast_path_hits = 0
     errors.install(app)
     outage.install(app)
     for module in (health, agents, fabric, topology, plans, jobs):

@@ -104,6 +104,7 @@ class ReportFastPath:
         if report.host != host or report.seq - time.time() * 1000 > MAX_SEQ_AHEAD_MS:
             return False, replay
         scope["route"] = _ROUTE_LABEL
+        state.report_fast_path_hits += 1
         try:
             outcome, received = await state.reports.submit(report)
         except APIError as exc:
