@@ -35,8 +35,28 @@ def check_size_text(text: str) -> str:
     return text
 
 
+_UNAUTHORIZED = json.dumps({"detail": [{
+    "loc": ["header", "Authorization"], "type": "unauthorized",
+    "msg": "missing or invalid bearer token"}]}).encode()
+
+
+def _known_token(state: object, headers: list[tuple[bytes, bytes]]) -> bool:
+    """Whether the request carries a token of this service (any scope)."""
+    from api.deps import scopes_of
+    from api.identity import token_host
+
+    value = next((v for k, v in headers if k == b"authorization"), b"").decode("latin-1")
+    scheme, _, token = value.partition(" ")
+    if scheme.lower() != "bearer" or not token:
+        return False
+    return (scopes_of(state.token_scopes, token) is not None  # type: ignore[attr-defined]
+            or token_host(state.agent_secret, token) is not None)  # type: ignore[attr-defined]
+
+
 class BodyLimitMiddleware:
-    """Reads the body up to ``limit`` bytes before the app sees it; more is a 413."""
+    """Refuses a write without a token of this service (401) before reading its body, then
+    reads the body up to ``limit`` bytes before the app sees it; more is a 413. Every
+    write route needs a token, so no unauthenticated body is ever read or parsed."""
 
     def __init__(self, app: ASGIApp, limit: int) -> None:
         self.app, self.limit = app, limit
@@ -55,6 +75,14 @@ class BodyLimitMiddleware:
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http" or scope["method"] in ("GET", "HEAD", "OPTIONS"):
             await self.app(scope, receive, send)
+            return
+        if not _known_token(scope["app"].state, scope.get("headers", [])):
+            await send({"type": "http.response.start", "status": 401,
+                        "headers": [(b"content-type", b"application/json"),
+                                    (b"content-length", str(len(_UNAUTHORIZED)).encode()),
+                                    (b"www-authenticate", b"Bearer"),
+                                    (b"connection", b"close")]})
+            await send({"type": "http.response.body", "body": _UNAUTHORIZED})
             return
         for name, value in scope.get("headers", ()):
             if name == b"content-length":
