@@ -54,7 +54,8 @@ class Reporter:
                  spool_dir: str | os.PathLike[str], *, timeout_s: float = 10.0,
                  backoff: Backoff | None = None,
                  on_delivered: Callable[[int], None] | None = None,
-                 on_failure: Callable[[str], None] | None = None) -> None:
+                 on_failure: Callable[[str], None] | None = None,
+                 ready_poll_s: float = 2.0) -> None:
         self.server = server.rstrip("/") if server else None
         self.host = host
         self.token = token
@@ -64,6 +65,7 @@ class Reporter:
         self.backoff = backoff or Backoff()
         self.on_delivered = on_delivered
         self.on_failure = on_failure
+        self.ready_poll_s = ready_poll_s
         self._lock = threading.Lock()
         self._wake = threading.Event()
         self._stop = threading.Event()
@@ -162,9 +164,31 @@ class Reporter:
                 if outcome == "retry":
                     delay = self.backoff.delay(attempt)
                     attempt += 1
-                    self._stop.wait(delay)
+                    if self._wait_for_service(client, delay):
+                        attempt = 0
                 else:
                     attempt = 0
+
+    def _wait_for_service(self, client, delay: float) -> bool:  # type: ignore[no-untyped-def]
+        """Sleep up to ``delay`` before the next try, but end early (True) once the service
+        answers ``GET /readyz`` (checked every ``ready_poll_s``, jittered) or a new report
+        is submitted, so that delivery resumes within seconds of the service's return."""
+        import httpx
+
+        deadline = time.monotonic() + delay
+        while not self._stop.is_set():
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return False
+            if self._wake.wait(min(left, self.ready_poll_s * random.uniform(0.5, 1.5))):
+                self._wake.clear()
+                return not self._stop.is_set()
+            try:
+                if client.get(f"{self.server}/readyz", timeout=2.0).status_code == 200:
+                    return True
+            except httpx.HTTPError:
+                pass
+        return False
 
     def _send(self, client, url: str, body: dict) -> str:  # type: ignore[no-untyped-def]
         import httpx
