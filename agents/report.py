@@ -14,7 +14,15 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import (
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    StrictBool,
+    StrictFloat,
+    StrictInt,
+)
 
 REPORT_SCHEMA_VERSION = 1
 
@@ -35,9 +43,22 @@ LocalKind = Literal["gpu", "cpu", "nic", "nvswitch", "pcie_switch", "cpu_socket"
 HostName = Annotated[str, Field(min_length=1, max_length=128, pattern=HOST_PATTERN)]
 LocalId = Annotated[str, Field(min_length=1, max_length=128, pattern=HOST_PATTERN)]
 Text = Annotated[str, Field(max_length=256)]
-Bandwidth = Annotated[float, Field(ge=MIN_BANDWIDTH_GBPS, le=MAX_BANDWIDTH_GBPS)]
-Latency = Annotated[float, Field(ge=0, le=MAX_LATENCY_US)]
-Numa = Annotated[int, Field(ge=-1, le=4096)]
+# Numbers are strict: "12" or true is refused where the schema says number (JSON integers
+# are accepted for floats).
+Bandwidth = Annotated[StrictFloat | StrictInt, Field(ge=MIN_BANDWIDTH_GBPS,
+                                                     le=MAX_BANDWIDTH_GBPS)]
+Latency = Annotated[StrictFloat | StrictInt, Field(ge=0, le=MAX_LATENCY_US)]
+Numa = Annotated[StrictInt, Field(ge=-1, le=4096)]
+
+
+def _iso_time(value: object) -> object:
+    """Times are ISO 8601 strings in JSON (a bare number is refused, as the schema says)."""
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        raise ValueError("expected an ISO 8601 date-time string")
+    return value
+
+
+Time = Annotated[datetime, BeforeValidator(_iso_time)]
 
 
 class _Strict(BaseModel):
@@ -47,15 +68,15 @@ class _Strict(BaseModel):
 class GPUInfo(_Strict):
     """One GPU as NVML sees it."""
 
-    index: int = Field(ge=0, le=MAX_GPUS * 64)
+    index: StrictInt = Field(ge=0, le=MAX_GPUS * 64)
     uuid: Text
     name: Text
     pci_bus_id: Text
     numa_node: Numa | None = None
-    pcie_gen: int | None = Field(default=None, ge=1, le=64)
-    pcie_width: int | None = Field(default=None, ge=1, le=1024)
+    pcie_gen: Annotated[StrictInt, Field(ge=1, le=64)] | None = None
+    pcie_width: Annotated[StrictInt, Field(ge=1, le=1024)] | None = None
     pcie_bandwidth_GBps: Bandwidth | None = None
-    nvlink_count: int = Field(default=0, ge=0, le=1024)
+    nvlink_count: StrictInt = Field(default=0, ge=0, le=1024)
 
 
 class NICInfo(_Strict):
@@ -67,7 +88,7 @@ class NICInfo(_Strict):
     state: Text = "unknown"
     pci_address: Text | None = None
     numa_node: Numa | None = None
-    closest_gpus: list[Annotated[int, Field(ge=0, le=MAX_GPUS * 64)]] = Field(
+    closest_gpus: list[Annotated[StrictInt, Field(ge=0, le=MAX_GPUS * 64)]] = Field(
         default_factory=list, max_length=MAX_GPUS)
     address: Text | None = None
 
@@ -88,7 +109,7 @@ class LocalLink(_Strict):
     bandwidth_GBps: Bandwidth
     latency_us: Latency = 0.0
     measured_bandwidth_GBps: Bandwidth | None = None
-    directed: bool = False
+    directed: StrictBool = False
 
 
 class PeerMeasurement(_Strict):
@@ -98,17 +119,17 @@ class PeerMeasurement(_Strict):
     bandwidth_GBps: Bandwidth
     latency_us: Latency
     nic: LocalId | None = None
-    measured_at: datetime | None = None
-    samples: int = Field(default=1, ge=1, le=2**31)
+    measured_at: Time | None = None
+    samples: StrictInt = Field(default=1, ge=1, le=2**31)
 
 
 class HostReport(_Strict):
     """Everything one host reports; ``seq`` grows by at least one with each new report."""
 
-    schema_version: int = Field(default=REPORT_SCHEMA_VERSION, ge=0, le=1000)
+    schema_version: StrictInt = Field(default=REPORT_SCHEMA_VERSION, ge=0, le=1000)
     host: HostName
-    seq: int = Field(ge=0, le=2**63 - 1)  # stored as a signed 64-bit integer
-    generated_at: datetime | None = None
+    seq: StrictInt = Field(ge=0, le=2**63 - 1)  # stored as a signed 64-bit integer
+    generated_at: Time | None = None
     agent_version: Text = "unknown"
     endpoint_kind: Literal["gpu", "cpu"] = "gpu"
     gpus: list[GPUInfo] = Field(default_factory=list, max_length=MAX_GPUS)

@@ -35,6 +35,7 @@ def check_size_text(text: str) -> str:
     return text
 
 
+_WRITES = frozenset({"PUT", "POST", "PATCH", "DELETE"})
 _UNAUTHORIZED = json.dumps({"detail": [{
     "loc": ["header", "Authorization"], "type": "unauthorized",
     "msg": "missing or invalid bearer token"}]}).encode()
@@ -51,6 +52,14 @@ def _known_token(state: object, headers: list[tuple[bytes, bytes]]) -> bool:
         return False
     return (scopes_of(state.token_scopes, token) is not None  # type: ignore[attr-defined]
             or token_host(state.agent_secret, token) is not None)  # type: ignore[attr-defined]
+
+
+def _routed(scope: Scope) -> bool:
+    """Whether a route takes this method on this path (else the app answers 404/405)."""
+    from starlette.routing import Match
+
+    return any(route.matches(scope)[0] == Match.FULL
+               for route in scope["app"].router.routes)
 
 
 class BodyLimitMiddleware:
@@ -76,7 +85,8 @@ class BodyLimitMiddleware:
         if scope["type"] != "http" or scope["method"] in ("GET", "HEAD", "OPTIONS"):
             await self.app(scope, receive, send)
             return
-        if not _known_token(scope["app"].state, scope.get("headers", [])):
+        if scope["method"] in _WRITES and _routed(scope) and \
+                not _known_token(scope["app"].state, scope.get("headers", [])):
             await send({"type": "http.response.start", "status": 401,
                         "headers": [(b"content-type", b"application/json"),
                                     (b"content-length", str(len(_UNAUTHORIZED)).encode()),

@@ -159,7 +159,10 @@ class PlanPublic(BaseModel):
     ranks: list[str]
     size_bytes: int
     predicted_time_s: float
-    program: dict[str, Any]
+    program: dict[str, Any] | None = Field(
+        default=None, description="CONTRACTS section 3 (the default form)")
+    program_compact: dict[str, Any] | None = Field(
+        default=None, description="instead of program with ?format=compact (planner/compact.py)")
     topology_version: str
 
 
