@@ -85,8 +85,9 @@ class BodyLimitMiddleware:
         if scope["type"] != "http" or scope["method"] in ("GET", "HEAD", "OPTIONS"):
             await self.app(scope, receive, send)
             return
-        if scope["method"] in _WRITES and _routed(scope) and \
-                not _known_token(scope["app"].state, scope.get("headers", [])):
+        if scope["method"] in _WRITES and \
+                not _known_token(scope["app"].state, scope.get("headers", [])) and \
+                _routed(scope):
             await send({"type": "http.response.start", "status": 401,
                         "headers": [(b"content-type", b"application/json"),
                                     (b"content-length", str(len(_UNAUTHORIZED)).encode()),

@@ -50,7 +50,7 @@ schema = schemathesis.pytest.from_fixture("app_schema")
 
 @pytest.mark.slow
 @schema.parametrize()
-@settings(max_examples=8, deadline=None, derandomize=True,
+@settings(max_examples=5, deadline=None, derandomize=True,
           suppress_health_check=list(HealthCheck))
 def test_contract(case: schemathesis.Case) -> None:
     # Each generated request that carries a token is sent with each kind of credential
