@@ -20,7 +20,6 @@ from pydantic import (
     ConfigDict,
     Field,
     StrictBool,
-    StrictFloat,
     StrictInt,
 )
 
@@ -45,9 +44,8 @@ LocalId = Annotated[str, Field(min_length=1, max_length=128, pattern=HOST_PATTER
 Text = Annotated[str, Field(max_length=256)]
 # Numbers are strict: "12" or true is refused where the schema says number (JSON integers
 # are accepted for floats).
-Bandwidth = Annotated[StrictFloat | StrictInt, Field(ge=MIN_BANDWIDTH_GBPS,
-                                                     le=MAX_BANDWIDTH_GBPS)]
-Latency = Annotated[StrictFloat | StrictInt, Field(ge=0, le=MAX_LATENCY_US)]
+Bandwidth = Annotated[float, Field(strict=True, ge=MIN_BANDWIDTH_GBPS, le=MAX_BANDWIDTH_GBPS)]
+Latency = Annotated[float, Field(strict=True, ge=0, le=MAX_LATENCY_US)]
 Numa = Annotated[StrictInt, Field(ge=-1, le=4096)]
 
 
