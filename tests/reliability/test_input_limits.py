@@ -145,3 +145,39 @@ def test_bucket_size_strings_capped(client: httpx.Client) -> None:
     job = {"ranks": ["h0/gpu0", "h1/gpu0"], "bucket_sizes": ["1MiB", "99999999999999TiB"]}
     _refused(client.put("/v1/jobs/bad", json=job, headers=auth("job")),
              ["body", "bucket_sizes", 1])
+
+
+def _dup_node() -> dict[str, Any]:
+    rep = host_report("h0", 7, peers={"h1": 12.0})
+    rep["nodes"].append(dict(rep["nodes"][0]))
+    return rep
+
+
+def _self_loop() -> dict[str, Any]:
+    rep = host_report("h0", 7, peers={"h1": 12.0})
+    rep["links"].append({"src": "gpu0", "dst": "gpu0", "bandwidth_GBps": 1.0})
+    return rep
+
+
+def _dup_link() -> dict[str, Any]:
+    rep = host_report("h0", 7, peers={"h1": 12.0})
+    rep["links"].append({**rep["links"][0], "src": rep["links"][0]["dst"],
+                         "dst": rep["links"][0]["src"]})
+    return rep
+
+
+@pytest.mark.parametrize("make", [_dup_node, _self_loop, _dup_link])
+def test_report_graph_checked_as_the_planner_would(client: httpx.Client, make: Any) -> None:
+    """The report's own graph is checked without building it (linear, no networkx); each
+    case the planner's Topology refuses is refused."""
+    from agents.report import HostReport
+    from api.merge import local_graph
+    from planner.errors import TopologyError
+    from planner.topology import Topology
+
+    rep = make()
+    nodes, links = local_graph(HostReport.model_validate(rep))
+    with pytest.raises(TopologyError):
+        Topology.from_dict({"nodes": nodes, "links": links})
+    r = client.put("/v1/agents/h0/report", json=rep, headers=auth("agent"))
+    assert r.status_code == 422, r.text
