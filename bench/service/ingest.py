@@ -1,12 +1,12 @@
 """Ingest benchmark: simulated agents PUT reports to real ``syncplan serve`` processes.
 
 For each configuration (store, processes, simulated agents) the clients run in their own
-process, one keep-alive HTTP/1.1 connection per 8 agents (agents on one connection take
-turns), each agent with its own per-host token (api/identity.py) and its own 8-GPU report
+process, each agent with its own per-host token (api/identity.py) and its own 8-GPU report
 measuring 4 peers, and measure:
 
-* ``open``: the agents together offer ``--rate`` reports/s (each agent every agents/rate
-  seconds, evenly spread): achieved rate, p50/p99/max latency, errors;
+* ``open``: each agent on its own keep-alive HTTP/1.1 connection, together offering
+  ``--rate`` reports/s (each agent every agents/rate seconds, evenly spread): achieved rate,
+  p50/p99/max latency, errors;
 * ``saturated``: 64 connections send back to back: the most reports/s the server takes.
 
 Server CPU per report comes from /proc. Two processes share one port (``syncplan serve
@@ -34,8 +34,6 @@ sys.path.insert(0, str(REPO))
 
 from api.identity import host_token  # noqa: E402
 from tests.api.helpers import AGENT_SECRET, ServerProcess, free_port, host_report  # noqa: E402
-
-PER_CONN = 8
 
 
 def pct(values: list[float], q: float) -> float:
@@ -91,7 +89,7 @@ class Conn:
 async def _run(port: int, agents: int, rate: float, duration: float, mode: str,
                seq0: int) -> dict[str, Any]:
     reqs = _requests(port, agents)
-    nconn = 64 if mode == "saturated" else max(1, (agents + PER_CONN - 1) // PER_CONN)
+    nconn = 64 if mode == "saturated" else agents  # open: each agent its own connection
     conns = [Conn(port) for _ in range(nconn)]
     await asyncio.gather(*(c.open() for c in conns))
     lat: list[float] = []
@@ -128,7 +126,7 @@ async def _run(port: int, agents: int, rate: float, duration: float, mode: str,
             if delay > 0:
                 await asyncio.sleep(delay)
             i = n % agents
-            tasks.append(asyncio.create_task(one(i, conns[i // PER_CONN])))
+            tasks.append(asyncio.create_task(one(i, conns[i])))
         await asyncio.gather(*tasks)
     elapsed = time.perf_counter() - start
     for c in conns:
