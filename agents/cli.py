@@ -27,7 +27,9 @@ def register(subparsers: Any) -> None:
     p.add_argument("--bind", default="0.0.0.0", help="probe server bind address")
     p.add_argument("--probe-port", type=int, default=7470, help="probe server port (7470)")
     p.add_argument("--advertise", help="address peers reach this host's probe server at")
-    p.add_argument("--http-bind", default="0.0.0.0", help="/metrics bind address")
+    p.add_argument("--http-bind", default="127.0.0.1",
+                   help="/metrics and control bind address (127.0.0.1; any other address "
+                        "needs --token, which the control endpoints then require)")
     p.add_argument("--http-port", type=int, default=9470,
                    help="/metrics and control port (9470; -1 disables)")
     p.add_argument("--spool-dir", default=os.environ.get("SYNCPLAN_AGENT_SPOOL",

@@ -26,7 +26,13 @@ from agents.probe import (
     probe_peer,
 )
 from agents.procfs import ProcFS
-from agents.report import HostReport, PeerMeasurement
+from agents.report import (
+    MAX_BANDWIDTH_GBPS,
+    MAX_LATENCY_US,
+    MIN_BANDWIDTH_GBPS,
+    HostReport,
+    PeerMeasurement,
+)
 from agents.reporter import Backoff, Reporter
 from agents.schedule import circle_rounds, my_pairs, next_cycle_start
 from agents.sysfs import SysFS
@@ -52,6 +58,18 @@ def parse_peers(text: str | None) -> dict[str, tuple[str, int]]:
     return peers
 
 
+def is_loopback(address: str) -> bool:
+    """Whether ``address`` is reachable only from this host."""
+    import ipaddress
+
+    if address == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(address).is_loopback
+    except ValueError:
+        return False
+
+
 @dataclass
 class AgentConfig:
     """Everything the agent needs; validated on creation."""
@@ -65,7 +83,7 @@ class AgentConfig:
     bind: str = "0.0.0.0"
     probe_port: int = DEFAULT_PROBE_PORT
     advertise: str | None = None
-    http_bind: str = "0.0.0.0"
+    http_bind: str = "127.0.0.1"
     http_port: int | None = DEFAULT_HTTP_PORT
     spool_dir: str = "/var/lib/syncplan-agent"
     sysfs_root: str = "/sys"
@@ -97,6 +115,16 @@ class AgentConfig:
             raise ValueError(f"peer_wait_s must be in [0, 3600], got {self.peer_wait_s}")
         if self.slot_s is None:
             self.slot_s = round(2 * self.probe.duration_s + 3.0, 3)
+        if self.http_port is not None and not is_loopback(self.http_bind) and not self.token:
+            raise ValueError(f"--http-bind {self.http_bind} exposes the agent's control "
+                             "endpoints (POST /v1/probe, /v1/report): give the agent its "
+                             "token (--token) to protect them, or bind 127.0.0.1")
+
+    @property
+    def control_token(self) -> str | None:
+        """The token the control endpoints require: the agent's own token when the HTTP
+        port is reachable from other hosts, none on loopback."""
+        return None if is_loopback(self.http_bind) else self.token
         if self.slot_s < 2 * self.probe.duration_s + 0.5:
             raise ValueError(f"slot_s {self.slot_s} is too short for two "
                              f"{self.probe.duration_s}s transfers")
@@ -134,7 +162,8 @@ class Agent:
                                   on_result=self._record_served)
         if cfg.http_port is not None:
             self.http = AgentHTTP(self.metrics, cfg.http_bind, cfg.http_port,
-                                  report=self._latest_json, trigger=self.trigger)
+                                  report=self._latest_json, trigger=self.trigger,
+                                  control_token=cfg.control_token)
         if cfg.server:
             os.makedirs(cfg.spool_dir, exist_ok=True)
             self.reporter = Reporter(cfg.server, cfg.host, cfg.token, cfg.spool_dir,
@@ -256,8 +285,10 @@ class Agent:
         with self._peers_lock:
             old = self._peers.get(r.peer_host)
             self._peers[r.peer_host] = PeerMeasurement(
-                peer_host=r.peer_host, bandwidth_GBps=max(r.bandwidth_GBps, 1e-9),
-                latency_us=max(r.latency_us, 0.0),
+                peer_host=r.peer_host,
+                bandwidth_GBps=min(max(r.bandwidth_GBps, MIN_BANDWIDTH_GBPS),
+                                   MAX_BANDWIDTH_GBPS),
+                latency_us=min(max(r.latency_us, 0.0), MAX_LATENCY_US),
                 measured_at=datetime.fromtimestamp(r.measured_at, UTC),
                 samples=(old.samples + 1) if old else 1)
         self.metrics.probe_bandwidth.labels(r.peer_host).set(r.bandwidth_GBps)

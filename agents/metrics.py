@@ -7,6 +7,7 @@ JSON) and ``POST /v1/probe`` (start a probe cycle now).
 from __future__ import annotations
 
 import contextlib
+import hmac
 import json
 import threading
 from collections.abc import Callable
@@ -48,8 +49,18 @@ class AgentHTTP:
     """A threaded HTTP server for the agent's endpoints; ``stop()`` shuts it down."""
 
     def __init__(self, metrics: AgentMetrics, bind: str, port: int,
-                 report: Callable[[], dict | None], trigger: Callable[[], None]) -> None:
+                 report: Callable[[], dict | None], trigger: Callable[[], None],
+                 control_token: str | None = None) -> None:
+        """``control_token``: when set, ``/v1/report`` and ``POST /v1/probe`` need
+        ``Authorization: Bearer`` with it (``/metrics`` and ``/healthz`` stay open)."""
         outer = self
+        expected = f"Bearer {control_token}".encode() if control_token else None
+
+        def authorized(headers: object) -> bool:
+            if expected is None:
+                return True
+            given = (headers.get("Authorization") or "").encode()  # type: ignore[attr-defined]
+            return hmac.compare_digest(given, expected)
 
         class Handler(BaseHTTPRequestHandler):
             def log_message(self, *args: object) -> None:
@@ -68,6 +79,8 @@ class AgentHTTP:
                     self._reply(200, outer.metrics.render(), CONTENT_TYPE_LATEST)
                 elif path == "/healthz":
                     self._reply(200, b'{"ok": true}')
+                elif path == "/v1/report" and not authorized(self.headers):
+                    self._reply(401, b'{"error": "missing or invalid bearer token"}')
                 elif path == "/v1/report":
                     rep = outer.report()
                     if rep is None:
@@ -78,11 +91,13 @@ class AgentHTTP:
                     self._reply(404, b'{"error": "not found"}')
 
             def do_POST(self) -> None:
-                if self.path.split("?", 1)[0] == "/v1/probe":
+                if self.path.split("?", 1)[0] != "/v1/probe":
+                    self._reply(404, b'{"error": "not found"}')
+                elif not authorized(self.headers):
+                    self._reply(401, b'{"error": "missing or invalid bearer token"}')
+                else:
                     outer.trigger()
                     self._reply(202, b'{"ok": true, "probe": "scheduled"}')
-                else:
-                    self._reply(404, b'{"error": "not found"}')
 
         self.metrics = metrics
         self.report = report

@@ -54,7 +54,8 @@ class Reporter:
                  spool_dir: str | os.PathLike[str], *, timeout_s: float = 10.0,
                  backoff: Backoff | None = None,
                  on_delivered: Callable[[int], None] | None = None,
-                 on_failure: Callable[[str], None] | None = None) -> None:
+                 on_failure: Callable[[str], None] | None = None,
+                 ready_poll_s: float = 2.0) -> None:
         self.server = server.rstrip("/") if server else None
         self.host = host
         self.token = token
@@ -64,6 +65,7 @@ class Reporter:
         self.backoff = backoff or Backoff()
         self.on_delivered = on_delivered
         self.on_failure = on_failure
+        self.ready_poll_s = ready_poll_s
         self._lock = threading.Lock()
         self._wake = threading.Event()
         self._stop = threading.Event()
@@ -87,9 +89,10 @@ class Reporter:
         except (OSError, ValueError):
             return -1
 
-    def next_seq(self) -> int:
+    def next_seq(self, above: int = -1) -> int:
+        """A new seq, higher than every earlier one and than ``above``."""
         with self._lock:
-            seq = max(self._last_seq() + 1, int(time.time() * 1000))
+            seq = max(self._last_seq() + 1, above + 1, int(time.time() * 1000))
             atomic_write_text(self._seq_file, f"{seq}\n")
             return seq
 
@@ -161,9 +164,31 @@ class Reporter:
                 if outcome == "retry":
                     delay = self.backoff.delay(attempt)
                     attempt += 1
-                    self._stop.wait(delay)
+                    if self._wait_for_service(client, delay):
+                        attempt = 0
                 else:
                     attempt = 0
+
+    def _wait_for_service(self, client, delay: float) -> bool:  # type: ignore[no-untyped-def]
+        """Sleep up to ``delay`` before the next try, but end early (True) once the service
+        answers ``GET /readyz`` (checked every ``ready_poll_s``, jittered) or a new report
+        is submitted, so that delivery resumes within seconds of the service's return."""
+        import httpx
+
+        deadline = time.monotonic() + delay
+        while not self._stop.is_set():
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return False
+            if self._wake.wait(min(left, self.ready_poll_s * random.uniform(0.5, 1.5))):
+                self._wake.clear()
+                return not self._stop.is_set()
+            try:
+                if client.get(f"{self.server}/readyz", timeout=2.0).status_code == 200:
+                    return True
+            except httpx.HTTPError:
+                pass
+        return False
 
     def _send(self, client, url: str, body: dict) -> str:  # type: ignore[no-untyped-def]
         import httpx
@@ -183,6 +208,8 @@ class Reporter:
             log.debug("report seq %d delivered", seq)
             return "ok"
         detail = resp.text[:300]
+        if resp.status_code == 409 and self._renumber(client, body):
+            return "retry"  # resend soon with a seq above the stored one
         if resp.status_code >= 500 or resp.status_code in RETRY_STATUSES:
             self._failed(f"service answered {resp.status_code}: {detail}")
             return "retry"
@@ -192,6 +219,34 @@ class Reporter:
         if self.on_failure:
             self.on_failure(f"refused {resp.status_code}")
         return "dropped"
+
+    def _renumber(self, client, body: dict) -> bool:  # type: ignore[no-untyped-def]
+        """After a 409: read the stored seq (``GET /v1/agents``) and give the pending report
+        a seq above it (another agent or a lost spool may have gone ahead). False when the
+        stored seq cannot be read or is not the cause."""
+        import httpx
+
+        try:
+            resp = client.get(f"{self.server}/v1/agents")
+            stored = int(resp.json()["hosts"][self.host]["seq"]) if resp.status_code == 200 \
+                else None
+        except (httpx.HTTPError, ValueError, KeyError, TypeError):
+            stored = None
+        seq = int(body.get("seq", -1))
+        if stored is None or stored < seq:
+            return False
+        new = self.next_seq(above=stored)
+        with self._lock:
+            try:
+                current = json.loads(self.pending_file.read_text())
+            except (OSError, ValueError):
+                return True
+            if current.get("seq") == seq:
+                current["seq"] = new
+                atomic_write_text(self.pending_file, json.dumps(current) + "\n")
+        log.warning("report seq %d refused: the service holds seq %d; resending as %d",
+                    seq, stored, new)
+        return True
 
     def _failed(self, why: str) -> None:
         log.warning("report not delivered (%s); will retry", why)

@@ -28,6 +28,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--demo-topology", default=None,
                    help="topology file loaded as the fabric in --demo mode (default "
                         "examples/demo.json, or the built-in demo cluster when that is absent)")
+    p.add_argument("--reuse-port", action="store_true",
+                   help="bind with SO_REUSEPORT, so that several `syncplan serve` processes "
+                        "sharing one store listen on one host:port (the kernel spreads "
+                        "connections among them)")
     p.add_argument("--log-level", default="info",
                    choices=["critical", "error", "warning", "info", "debug"])
     p.set_defaults(func=serve)
@@ -127,6 +131,20 @@ def serve(args: argparse.Namespace) -> int:
         print("  try:\n"
               f"    curl -s -H 'Authorization: Bearer {tok['job']}' "
               f"-H 'Content-Type: application/json' -d '{body}' {base}/v1/plans\n", flush=True)
-    uvicorn.run(app, host=args.host, port=args.port, log_level=args.log_level,
-                timeout_graceful_shutdown=10)
+    config = uvicorn.Config(app, host=args.host, port=args.port, log_level=args.log_level,
+                            timeout_graceful_shutdown=10)
+    server = uvicorn.Server(config)
+    if args.reuse_port:
+        import socket
+
+        sock = socket.socket(socket.AF_INET6 if ":" in args.host else socket.AF_INET)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
+        try:
+            sock.bind((args.host, args.port))
+        except OSError as exc:
+            raise CLIError(f"cannot bind {args.host}:{args.port}: {exc}") from None
+        server.run(sockets=[sock])
+    else:
+        server.run()
     return 0

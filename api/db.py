@@ -83,11 +83,14 @@ class JobRow(Base):
     updated_at: Mapped[float] = mapped_column(Float)
 
 
-def make_engine(url: str, pool_size: int = 8) -> Engine:
-    """An engine for ``url``; SQLite gets WAL, a busy timeout and foreign keys."""
+def make_engine(url: str, pool_size: int = 8, timeout_s: float = 5.0) -> Engine:
+    """An engine for ``url``; SQLite gets WAL, a busy timeout and foreign keys. ``timeout_s``
+    bounds how long a request waits for the store (SQLite's lock, PostgreSQL's connect and
+    pool) before it fails as an outage (503)."""
     parsed = make_url(url)
     if parsed.get_backend_name() == "sqlite":
-        engine = create_engine(url, connect_args={"check_same_thread": False, "timeout": 30})
+        engine = create_engine(url, connect_args={"check_same_thread": False,
+                                                  "timeout": timeout_s})
 
         @event.listens_for(engine, "connect")
         def _pragmas(conn, _record) -> None:  # type: ignore[no-untyped-def]
@@ -99,8 +102,11 @@ def make_engine(url: str, pool_size: int = 8) -> Engine:
             cur.close()
 
         return engine
+    connect: dict[str, object] = {}
+    if parsed.get_backend_name() == "postgresql":
+        connect["connect_timeout"] = max(2, round(timeout_s))
     return create_engine(url, pool_size=pool_size, max_overflow=pool_size, pool_pre_ping=True,
-                         pool_timeout=10)
+                         pool_timeout=timeout_s, connect_args=connect)
 
 
 def init_schema(engine: Engine) -> None:

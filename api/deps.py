@@ -13,6 +13,8 @@ from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from sqlalchemy.orm import Session
 
 from api.errors import APIError, responses
+from api.identity import token_host
+from api.ingest import ReportWriter
 from api.jobs import JobService
 from api.metrics import Metrics
 from api.planning import PlanService
@@ -43,6 +45,10 @@ async def get_jobs(request: Request) -> JobService:
     return request.app.state.jobs
 
 
+async def get_report_writer(request: Request) -> ReportWriter:
+    return request.app.state.reports
+
+
 async def get_metrics(request: Request) -> Metrics:
     return request.app.state.metrics
 
@@ -64,6 +70,7 @@ PlanFormat = Annotated[Literal["full", "compact"], Query(
                 "lossless `program_compact` (planner/compact.py), about 5x smaller, 20x "
                 "smaller gzip-encoded")]
 MetricsDep = Annotated[Metrics, Depends(get_metrics)]
+ReportWriterDep = Annotated[ReportWriter, Depends(get_report_writer)]
 
 bearer = HTTPBearer(auto_error=False, description="Authorization: Bearer <token>; the admin "
                     "token has every scope, the agent and job tokens their own plus 'read'.")
@@ -80,17 +87,37 @@ def scopes_of(token_scopes: dict[str, frozenset[str]], given: str) -> frozenset[
     return granted
 
 
+HOST_TOKEN_SCOPES = frozenset({"read"})
+
+
+def identify(request: Request, token: str) -> tuple[frozenset[str], str | None] | None:
+    """(scopes, bound host) of ``token``: a service token (host None) or a per-host agent
+    token (api/identity.py); None when it is neither."""
+    state = request.app.state
+    granted = scopes_of(state.token_scopes, token)
+    if granted is not None:
+        return granted, None
+    host = token_host(state.agent_secret, token)
+    return (HOST_TOKEN_SCOPES, host) if host is not None else None
+
+
+def _identity(request: Request, cred: HTTPAuthorizationCredentials | None
+              ) -> tuple[frozenset[str], str | None]:
+    if cred is None:
+        raise APIError(401, "missing bearer token", ["header", "Authorization"],
+                       "unauthorized", {"WWW-Authenticate": "Bearer"})
+    found = identify(request, cred.credentials)
+    if found is None:
+        raise APIError(401, "invalid bearer token", ["header", "Authorization"],
+                       "unauthorized", {"WWW-Authenticate": "Bearer"})
+    return found
+
+
 def _require(scope: str) -> Callable[..., Awaitable[str]]:
     async def check(request: Request,
                     cred: Annotated[HTTPAuthorizationCredentials | None, Depends(bearer)]
                     ) -> str:
-        if cred is None:
-            raise APIError(401, "missing bearer token", ["header", "Authorization"],
-                           "unauthorized", {"WWW-Authenticate": "Bearer"})
-        granted = scopes_of(request.app.state.token_scopes, cred.credentials)
-        if granted is None:
-            raise APIError(401, "invalid bearer token", ["header", "Authorization"],
-                           "unauthorized", {"WWW-Authenticate": "Bearer"})
+        granted, _ = _identity(request, cred)
         if scope not in granted:
             raise APIError(403, f"this token lacks the {scope!r} scope",
                            ["header", "Authorization"], "forbidden")
@@ -100,8 +127,29 @@ def _require(scope: str) -> Callable[..., Awaitable[str]]:
     return check
 
 
+async def require_report(request: Request,
+                         cred: Annotated[HTTPAuthorizationCredentials | None, Depends(bearer)]
+                         ) -> str:
+    """A report for ``{host}``: that host's own token, the admin token, or (development, or
+    SYNCPLAN_ALLOW_SHARED_AGENT_TOKEN) the shared agent token."""
+    granted, bound = _identity(request, cred)
+    host = request.path_params.get("host", "")
+    if bound is not None:
+        if bound != host:
+            raise APIError(403, f"this agent token is bound to host {bound!r}, not {host!r}",
+                           ["header", "Authorization"], "wrong_host")
+        return bound
+    if "agent" not in granted:
+        msg = ("the shared agent token may report only in development; give each agent its "
+               "host token (syncplan token agent HOST)" if "read" in granted and
+               "job" not in granted else "this token lacks the 'agent' scope")
+        raise APIError(403, msg, ["header", "Authorization"], "forbidden")
+    return host
+
+
 AdminToken = Annotated[str, Security(_require("admin"))]
 AgentToken = Annotated[str, Security(_require("agent"))]
+ReportToken = Annotated[str, Security(require_report)]
 JobToken = Annotated[str, Security(_require("job"))]
 ReadToken = Annotated[str, Security(_require("read"))]
 

@@ -51,7 +51,10 @@ def error_json(status: int, items: list[dict[str, Any]],
 _DESCRIPTIONS = {401: "missing or invalid bearer token", 403: "token of the wrong scope",
                  404: "not found", 409: "conflicts with the stored state or infeasible",
                  413: "request body over the size limit",
-                 422: "invalid input; detail names the field", 503: "store unreachable"}
+                 422: "invalid input; detail names the field",
+                 429: "this client's solve quota is in use; see Retry-After",
+                 503: "store unreachable or planner busy; see Retry-After",
+                 504: "the solve did not finish in time; it goes on, retry later"}
 
 
 def responses(*codes: int) -> dict[int | str, dict[str, Any]]:
@@ -104,6 +107,17 @@ _STATUS_TYPES = {400: "bad_request", 401: "unauthorized", 403: "forbidden", 404:
                  415: "unsupported_media_type", 422: "invalid", 500: "internal"}
 
 
+def allowed_methods(request: Request) -> list[str]:
+    """Every method some route takes on the request's path."""
+    from starlette.routing import Match
+
+    methods: set[str] = set()
+    for route in request.app.router.routes:
+        if route.matches(request.scope)[0] != Match.NONE:
+            methods |= set(getattr(route, "methods", None) or ())
+    return sorted(methods)
+
+
 def install(app: FastAPI) -> None:
     """Register the handlers that give every error the shape above."""
 
@@ -126,12 +140,17 @@ def install(app: FastAPI) -> None:
         return error_json(err.status, [{"loc": err.loc, "msg": err.msg, "type": err.type}])
 
     @app.exception_handler(StarletteHTTPException)
-    async def _http(_: Request, exc: StarletteHTTPException) -> JSONResponse:
+    async def _http(request: Request, exc: StarletteHTTPException) -> JSONResponse:
         msg = exc.detail if isinstance(exc.detail, str) else str(exc.detail)
+        headers = getattr(exc, "headers", None)
+        if exc.status_code == 400:  # FastAPI's "error parsing the body": the body is invalid
+            return error_json(422, [{"loc": ["body"], "msg": msg, "type": "invalid_body"}])
+        if exc.status_code == 405:  # Allow lists every method of the path, not the first
+            headers = {**(headers or {}), "Allow": ", ".join(allowed_methods(request))}
         return error_json(exc.status_code, [{"loc": [], "msg": msg,
                                              "type": _STATUS_TYPES.get(exc.status_code,
                                                                        "error")}],
-                          getattr(exc, "headers", None))
+                          headers)
 
     @app.exception_handler(Exception)
     async def _unexpected(_: Request, exc: Exception) -> JSONResponse:

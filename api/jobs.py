@@ -171,7 +171,7 @@ class JobService:
             task = asyncio.create_task(self._build(job_id, snapshot, form))
             self._inflight[key] = task
             task.add_done_callback(lambda t: self._built(key, t))
-        return await asyncio.shield(task)
+        return await self._plans.quota.wait(task)
 
     def _built(self, key: tuple[str, int, str, str], task: asyncio.Task[Body]) -> None:
         self._inflight.pop(key, None)
@@ -183,9 +183,9 @@ class JobService:
         ranks = resolve_ranks(snapshot, entry.spec.ranks, status=409)
         keys = [PlanKey(snapshot.version, tuple(ranks), entry.spec.collective, size,
                         entry.spec.algorithm) for size in entry.sizes]
-        unique = list(dict.fromkeys(keys))
-        plans = dict(zip(unique, await asyncio.gather(
-            *(self._plans.get(snapshot, k) for k in unique)), strict=True))
+        plans: dict[PlanKey, Any] = {}
+        for k in dict.fromkeys(keys):  # one at a time: a job never holds every solver
+            plans[k] = await self._plans.get(snapshot, k, owner=f"job:{job_id}")
         head: dict[str, Any] = {"job_id": job_id, "topology_version": snapshot.version}
         if entry.spec.bucket_sizes is not None:
             head["bucket_sizes"] = entry.sizes

@@ -1,4 +1,9 @@
-"""Refuse request bodies over the configured size with a 413 JSON error."""
+"""Stated limits of every request, and the middleware that refuses bodies over the size
+limit with a 413 JSON error.
+
+Names that a request may use (``algorithm``, ``collective``) come from the planner's own
+tables, so an algorithm added to ``planner.algorithms.ALGORITHMS`` is accepted here at once.
+"""
 
 from __future__ import annotations
 
@@ -6,9 +11,61 @@ import json
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from planner.algorithms import ALGORITHMS
+from planner.plan import COLLECTIVES
+from planner.sizes import parse_size
+
+MAX_RANKS = 65536
+MAX_BUCKETS = 4096
+MAX_DISTINCT_SIZES = 64  # distinct bucket sizes of one job: each is a solve
+MAX_SIZE_BYTES = 2**53  # sizes are exact in a JSON number (double) up to here
+MAX_FABRIC_NODES = 100_000
+MAX_FABRIC_LINKS = 400_000
+MAX_SEQ_AHEAD_MS = 86_400_000  # a report's seq may lead the service's clock (unix ms) by a day
+ALGORITHM_NAMES: tuple[str, ...] = ("auto", *ALGORITHMS)
+COLLECTIVE_NAMES: tuple[str, ...] = tuple(COLLECTIVES)
+
+
+def check_size_text(text: str) -> str:
+    """``text`` unchanged if it names a whole, positive number of bytes up to
+    MAX_SIZE_BYTES (``"256MiB"``); ValueError saying why otherwise."""
+    value = parse_size(text)  # RequestError is a ValueError
+    if value > MAX_SIZE_BYTES:
+        raise ValueError(f"size {text!r} is {value} bytes, more than the limit of 2**53")
+    return text
+
+
+_WRITES = frozenset({"PUT", "POST", "PATCH", "DELETE"})
+_UNAUTHORIZED = json.dumps({"detail": [{
+    "loc": ["header", "Authorization"], "type": "unauthorized",
+    "msg": "missing or invalid bearer token"}]}).encode()
+
+
+def _known_token(state: object, headers: list[tuple[bytes, bytes]]) -> bool:
+    """Whether the request carries a token of this service (any scope)."""
+    from api.deps import scopes_of
+    from api.identity import token_host
+
+    value = next((v for k, v in headers if k == b"authorization"), b"").decode("latin-1")
+    scheme, _, token = value.partition(" ")
+    if scheme.lower() != "bearer" or not token:
+        return False
+    return (scopes_of(state.token_scopes, token) is not None  # type: ignore[attr-defined]
+            or token_host(state.agent_secret, token) is not None)  # type: ignore[attr-defined]
+
+
+def _routed(scope: Scope) -> bool:
+    """Whether a route takes this method on this path (else the app answers 404/405)."""
+    from starlette.routing import Match
+
+    return any(route.matches(scope)[0] == Match.FULL
+               for route in scope["app"].router.routes)
+
 
 class BodyLimitMiddleware:
-    """Reads the body up to ``limit`` bytes before the app sees it; more is a 413."""
+    """Refuses a write without a token of this service (401) before reading its body, then
+    reads the body up to ``limit`` bytes before the app sees it; more is a 413. Every
+    write route needs a token, so no unauthenticated body is ever read or parsed."""
 
     def __init__(self, app: ASGIApp, limit: int) -> None:
         self.app, self.limit = app, limit
@@ -27,6 +84,16 @@ class BodyLimitMiddleware:
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http" or scope["method"] in ("GET", "HEAD", "OPTIONS"):
             await self.app(scope, receive, send)
+            return
+        if scope["method"] in _WRITES and \
+                not _known_token(scope["app"].state, scope.get("headers", [])) and \
+                _routed(scope):
+            await send({"type": "http.response.start", "status": 401,
+                        "headers": [(b"content-type", b"application/json"),
+                                    (b"content-length", str(len(_UNAUTHORIZED)).encode()),
+                                    (b"www-authenticate", b"Bearer"),
+                                    (b"connection", b"close")]})
+            await send({"type": "http.response.body", "body": _UNAUTHORIZED})
             return
         for name, value in scope.get("headers", ()):
             if name == b"content-length":

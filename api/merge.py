@@ -32,7 +32,7 @@ from typing import Any
 
 from agents.report import HostReport
 from planner.errors import TopologyError
-from planner.topology import RANK_KINDS, Topology
+from planner.topology import RANK_KINDS
 
 HOST_BUS_GBPS = 100.0
 AUTO_SWITCH = "fabric"
@@ -102,12 +102,38 @@ def check_report(report: HostReport) -> None:
     for i, p in enumerate(report.peers):
         if p.peer_host == report.host:
             raise TopologyError(f"peers[{i}].peer_host: a host cannot measure itself")
+    ids = {n["id"] for n in nodes}
     for i, lk in enumerate(report.links):
         for end in ("src", "dst"):
             local = getattr(lk, end)
-            if f"{report.host}/{local}" not in {n["id"] for n in nodes}:
+            if f"{report.host}/{local}" not in ids:
                 raise TopologyError(f"links[{i}].{end}: unknown local node {local!r}")
-    Topology.from_dict({"nodes": nodes, "links": links})
+    check_graph(nodes, links)
+
+
+def check_graph(nodes: list[dict[str, Any]], links: list[dict[str, Any]]) -> None:
+    """What ``Topology.from_dict`` checks of a report's own graph (unique ids, links between
+    known, different nodes, at most one link per direction), without building it; numbers
+    are already in range (agents/report.py)."""
+    seen: set[str] = set()
+    for n in nodes:
+        if n["id"] in seen:
+            raise TopologyError(f"duplicate node id {n['id']!r}")
+        seen.add(n["id"])
+    arcs: set[tuple[str, str]] = set()
+    for i, lk in enumerate(links):
+        src, dst = lk["src"], lk["dst"]
+        where = f"links[{i}] ({src} -> {dst})"
+        for end in (src, dst):
+            if end not in seen:
+                raise TopologyError(f"{where}: unknown node {end!r}")
+        if src == dst:
+            raise TopologyError(f"{where}: a link must join two different nodes")
+        for arc in ((src, dst),) if lk.get("directed") else ((src, dst), (dst, src)):
+            if arc in arcs:
+                raise TopologyError(f"{where}: duplicate link {arc[0]} -> {arc[1]}; give one "
+                                    "link with the total bandwidth")
+            arcs.add(arc)
 
 
 @dataclass(frozen=True)
@@ -164,8 +190,12 @@ def merge(reports: Mapping[str, HostReport], fabric: Mapping[str, Any] | None,
     def host_of(nid: str) -> str | None:
         return nodes[nid].get("host")
 
+    by_host: dict[str, list[dict[str, Any]]] = {}
+    for n in nodes.values():
+        by_host.setdefault(n.get("host") or "", []).append(n)
+
     def attach_points(h: str) -> list[str]:
-        local = [n for n in nodes.values() if n.get("host") == h]
+        local = by_host.get(h, [])
         nics = [n["id"] for n in local if n["kind"] == "nic"]
         return nics or [n["id"] for n in local if n["kind"] in RANK_KINDS][:1]
 

@@ -17,10 +17,23 @@ from pydantic import (
     model_validator,
 )
 
+from agents.report import MAX_BANDWIDTH_GBPS, MAX_LATENCY_US, MIN_BANDWIDTH_GBPS
+from api.limits import (
+    ALGORITHM_NAMES,
+    COLLECTIVE_NAMES,
+    MAX_BUCKETS,
+    MAX_DISTINCT_SIZES,
+    MAX_FABRIC_LINKS,
+    MAX_FABRIC_NODES,
+    MAX_RANKS,
+    MAX_SIZE_BYTES,
+    check_size_text,
+)
+from planner.sizes import parse_size
+
 Id = Annotated[str, Field(min_length=1, max_length=256)]
 HostName = Annotated[str, Field(min_length=1, max_length=128, pattern=r"^[A-Za-z0-9_.:-]+$")]
 JobId = Annotated[str, Field(min_length=1, max_length=128, pattern=r"^[A-Za-z0-9_.:-]+$")]
-MAX_RANKS = 65536
 
 
 def _finite(x: float) -> float:
@@ -29,10 +42,16 @@ def _finite(x: float) -> float:
     return x
 
 
-Bandwidth = Annotated[StrictFloat | StrictInt, Field(gt=0), AfterValidator(_finite)]
-Latency = Annotated[StrictFloat | StrictInt, Field(ge=0), AfterValidator(_finite)]
-Size = Annotated[StrictInt, Field(gt=0, le=2**53)] | Annotated[str, Field(min_length=1,
-                                                                           max_length=32)]
+Bandwidth = Annotated[StrictFloat | StrictInt,
+                      Field(ge=MIN_BANDWIDTH_GBPS, le=MAX_BANDWIDTH_GBPS),
+                      AfterValidator(_finite)]
+Latency = Annotated[StrictFloat | StrictInt, Field(ge=0, le=MAX_LATENCY_US),
+                    AfterValidator(_finite)]
+Size = Annotated[StrictInt, Field(gt=0, le=MAX_SIZE_BYTES)] | Annotated[
+    str, Field(min_length=1, max_length=32, pattern=r"^\s*\d+(\.\d+)?\s*[A-Za-z]*\s*$"),
+    AfterValidator(check_size_text)]
+Algorithm = Literal[ALGORITHM_NAMES]  # type: ignore[valid-type]
+Collective = Literal[COLLECTIVE_NAMES]  # type: ignore[valid-type]
 
 
 class _In(BaseModel):
@@ -65,8 +84,8 @@ class FabricCreate(BaseModel):
     """
 
     model_config = ConfigDict(extra="ignore")
-    nodes: Annotated[list[FabricNode], Field(max_length=200_000)] = []
-    links: Annotated[list[FabricLink], Field(max_length=1_000_000)] = []
+    nodes: Annotated[list[FabricNode], Field(max_length=MAX_FABRIC_NODES)] = []
+    links: Annotated[list[FabricLink], Field(max_length=MAX_FABRIC_LINKS)] = []
 
 
 class FabricPublic(BaseModel):
@@ -83,6 +102,11 @@ class ReportAccepted(BaseModel):
     seq: int
     status: Literal["stored", "unchanged"]
     received_at: datetime
+
+
+class AgentTokenPublic(BaseModel):
+    host: str
+    token: str
 
 
 class HostStatus(BaseModel):
@@ -120,9 +144,9 @@ class PlanCreate(_In):
     """A plan request (CONTRACTS section 2); ``size_bytes`` may also be ``"256MiB"``."""
 
     ranks: Annotated[list[Id], Field(min_length=1, max_length=MAX_RANKS)]
-    collective: Annotated[str, Field(min_length=1, max_length=64)] = "allreduce"
+    collective: Collective = "allreduce"
     size_bytes: Size
-    algorithm: Annotated[str, Field(min_length=1, max_length=64)] = "auto"
+    algorithm: Algorithm = "auto"
 
 
 class PlanPublic(BaseModel):
@@ -135,7 +159,10 @@ class PlanPublic(BaseModel):
     ranks: list[str]
     size_bytes: int
     predicted_time_s: float
-    program: dict[str, Any]
+    program: dict[str, Any] | None = Field(
+        default=None, description="CONTRACTS section 3 (the default form)")
+    program_compact: dict[str, Any] | None = Field(
+        default=None, description="instead of program with ?format=compact (planner/compact.py)")
     topology_version: str
 
 
@@ -190,9 +217,9 @@ class JobCreate(_In):
 
     ranks: Annotated[list[Id | RankRef], Field(min_length=1, max_length=MAX_RANKS)]
     size_bytes: Size | None = None
-    bucket_sizes: Annotated[list[Size], Field(min_length=1, max_length=4096)] | None = None
-    collective: Annotated[str, Field(min_length=1, max_length=64)] = "allreduce"
-    algorithm: Annotated[str, Field(min_length=1, max_length=64)] = "auto"
+    bucket_sizes: Annotated[list[Size], Field(min_length=1, max_length=MAX_BUCKETS)] | None = None
+    collective: Collective = "allreduce"
+    algorithm: Algorithm = "auto"
     gradients: Annotated[list[Gradient], Field(min_length=1,
                                                max_length=MAX_GRADIENTS)] | None = None
     profile: JobProfile | None = None  # measured, set through PUT .../profile
@@ -207,6 +234,11 @@ class JobCreate(_In):
         if self.profile is not None and (self.gradients is None or
                                          len(self.profile.forward_s) != len(self.gradients)):
             raise ValueError("a profile needs gradients, one entry per gradient")
+        if self.bucket_sizes is not None:
+            distinct = {parse_size(s) for s in self.bucket_sizes}
+            if len(distinct) > MAX_DISTINCT_SIZES:
+                raise ValueError(f"bucket_sizes: {len(distinct)} distinct sizes, more than the "
+                                 f"limit of {MAX_DISTINCT_SIZES} (each one is a plan to solve)")
         return self
 
 

@@ -18,7 +18,9 @@ from sqlalchemy.orm import Session, sessionmaker
 from api import store
 from api.encoding import Body
 from api.errors import APIError, planner_error
+from api.limits import MAX_SIZE_BYTES
 from api.metrics import Metrics
+from api.quota import SolveQuota
 from api.state import Snapshot
 from planner.compact import CompactError, compact_document
 from planner.errors import PlannerError
@@ -81,8 +83,9 @@ def parse_size(value: int | str, loc: list[str | int]) -> int:
         size = planner_parse_size(value)
     except (ValueError, TypeError) as exc:
         raise APIError(422, str(exc), loc) from None
-    if size <= 0:
-        raise APIError(422, f"size must be positive, got {value!r}", loc)
+    if size <= 0 or size > MAX_SIZE_BYTES:
+        raise APIError(422, f"size must be positive and at most 2**53 bytes, got {value!r}",
+                       loc)
     return size
 
 
@@ -103,8 +106,10 @@ class PlanService:
 
     def __init__(self, factory: sessionmaker[Session], metrics: Metrics, cache_size: int,
                  solver_threads: int, cache_bytes: int = 512 << 20,
-                 min_step_s: float = 0.0) -> None:
+                 min_step_s: float = 0.0, quota: SolveQuota | None = None) -> None:
         self._factory = factory
+        self.quota = quota or SolveQuota(per_owner=1 << 30, queue_limit=1 << 30,
+                                         timeout_s=1e9)
         self.min_step_s = min_step_s
         self._metrics = metrics
         self._size = cache_size
@@ -164,8 +169,10 @@ class PlanService:
             self._lru.move_to_end(key.digest)
         return plan
 
-    async def get(self, snapshot: Snapshot, key: PlanKey) -> CachedPlan:
-        """The plan for ``key``: memory, then store, then one solve shared by all callers."""
+    async def get(self, snapshot: Snapshot, key: PlanKey, owner: str = "service"
+                  ) -> CachedPlan:
+        """The plan for ``key``: memory, then store, then one solve shared by all callers.
+        A new solve counts against ``owner``'s quota (api/quota.py); 429/503/504 beyond."""
         key = self._own(key)
         digest = key.digest
         plan = self.cached(key)
@@ -174,15 +181,17 @@ class PlanService:
             return plan
         task = self._inflight.get(digest)
         if task is None:
+            self.quota.admit(owner)
             task = asyncio.create_task(self._produce(snapshot, key))
             self._inflight[digest] = task
-            task.add_done_callback(lambda t: self._done(digest, t))
+            task.add_done_callback(lambda t: self._done(digest, t, owner))
         else:
             self._metrics.shared.inc()
-        return await asyncio.shield(task)
+        return await self.quota.wait(task)
 
-    def _done(self, digest: str, task: asyncio.Task[CachedPlan]) -> None:
+    def _done(self, digest: str, task: asyncio.Task[CachedPlan], owner: str) -> None:
         self._inflight.pop(digest, None)
+        self.quota.release(owner)
         if not task.cancelled():
             task.exception()  # retrieved here so an unawaited failure is not logged
 

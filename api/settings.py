@@ -8,7 +8,8 @@ from pydantic import Field, SecretStr, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 DEV_TOKENS = {"admin": "dev-admin-token", "agent": "dev-agent-token", "job": "dev-job-token"}
-MIN_TOKEN_LENGTH = 8
+MIN_TOKEN_LENGTH = 32
+MIN_DISTINCT_CHARS = 10
 
 
 class Settings(BaseSettings):
@@ -28,15 +29,34 @@ class Settings(BaseSettings):
                                   description="memory for cached plans, and as much again "
                                               "for cached job-plan responses")
     solver_threads: int = Field(default=2, ge=1, le=64)
+    solves_per_client: int = Field(
+        default=4, ge=1, le=10_000,
+        description="distinct solves one token (POST /v1/plans) may have queued or running")
+    solve_queue: int = Field(default=64, ge=1, le=100_000,
+                             description="distinct solves queued or running in all")
+    solve_timeout_s: float = Field(
+        default=120.0, gt=0, le=86_400,
+        description="how long a request waits for a solve before 504 (the solve goes on "
+                    "and is cached)")
     sync_interval_s: float = Field(
         default=1.0, ge=0,
         description="how often to look for writes made by other replicas sharing the store")
     db_pool_size: int = Field(default=8, ge=1)
+    db_timeout_s: float = Field(
+        default=5.0, gt=0, le=300,
+        description="how long a request waits for the store (SQLite lock, PostgreSQL "
+                    "connection) before it is answered 503 with Retry-After")
     min_step_us: float = Field(
         default=0.0, ge=0, le=1e6,
         description="least time of a program step in the cost model (the transport's "
                     "per-step cost, overlapped with moving data; 1,000 for gloo on the "
                     "emulated testbed); plans are keyed by it")
+
+    agent_secret: SecretStr | None = Field(
+        default=None, description="derives the per-host agent tokens (api/identity.py)")
+    allow_shared_agent_token: bool = Field(
+        default=False, description="outside development, let SYNCPLAN_AGENT_TOKEN report "
+                                   "as any host (test rigs only)")
 
     @model_validator(mode="after")
     def _check_tokens(self) -> Settings:
@@ -46,28 +66,49 @@ class Settings(BaseSettings):
                 if value is None:
                     setattr(self, f"{scope}_token", SecretStr(DEV_TOKENS[scope]))
             return self
-        missing = [f"SYNCPLAN_{s.upper()}_TOKEN" for s, v in tokens.items() if v is None]
+        missing = [f"SYNCPLAN_{s.upper()}_TOKEN" for s, v in tokens.items()
+                   if v is None and s != "agent"]
+        if self.agent_token is None and self.agent_secret is None:
+            missing.append("SYNCPLAN_AGENT_SECRET")
         if missing:
             raise ValueError(f"{', '.join(missing)} not set: the service refuses to start "
                              "without tokens outside SYNCPLAN_ENVIRONMENT=development")
-        values = {s: v.get_secret_value() for s, v in tokens.items() if v is not None}
-        short = [s for s, v in values.items() if len(v) < MIN_TOKEN_LENGTH]
-        if short:
-            raise ValueError(f"SYNCPLAN_{short[0].upper()}_TOKEN is shorter than "
-                             f"{MIN_TOKEN_LENGTH} characters")
-        insecure = [s for s, v in values.items()
+        values = {f"SYNCPLAN_{s.upper()}_TOKEN": v.get_secret_value()
+                  for s, v in tokens.items() if v is not None}
+        if self.agent_secret is not None:
+            values["SYNCPLAN_AGENT_SECRET"] = self.agent_secret.get_secret_value()
+        insecure = [n for n, v in values.items()
                     if v in DEV_TOKENS.values() or v.lower().startswith("change-me")]
         if insecure:
-            raise ValueError(f"SYNCPLAN_{insecure[0].upper()}_TOKEN is a placeholder or "
-                             "development token; generate a random one outside development")
+            raise ValueError(f"{insecure[0]} is a placeholder or development token; generate "
+                             "a random one outside development")
+        for name, value in values.items():
+            problem = weakness(value)
+            if problem:
+                raise ValueError(f"{name} {problem}; generate one with "
+                                 "`python3 -c 'import secrets; print(secrets.token_urlsafe(32))'`")
         if len(set(values.values())) != len(values):
-            raise ValueError("the admin, agent and job tokens must all differ")
+            raise ValueError("the admin, agent and job tokens and the agent secret must all "
+                             "differ")
+        if (self.agent_token is not None and self.agent_secret is None
+                and not self.allow_shared_agent_token):
+            raise ValueError("SYNCPLAN_AGENT_TOKEN alone lets any agent report as any host: "
+                             "set SYNCPLAN_AGENT_SECRET and give each agent its host token "
+                             "(syncplan token agent HOST), or set "
+                             "SYNCPLAN_ALLOW_SHARED_AGENT_TOKEN=true on a test rig")
         return self
 
+    @property
+    def shared_agent_token_reports(self) -> bool:
+        """Whether the shared agent token may report (as any host)."""
+        return self.environment == "development" or self.allow_shared_agent_token
+
     def token_scopes(self) -> dict[str, frozenset[str]]:
-        """Token value to the scopes it grants; the admin token grants every scope."""
+        """Token value to the scopes it grants; the admin token grants every scope. Outside
+        development the shared agent token only reads unless explicitly allowed."""
+        agent = {"agent", "read"} if self.shared_agent_token_reports else {"read"}
         grants = {"admin": frozenset({"admin", "agent", "job", "read"}),
-                  "agent": frozenset({"agent", "read"}),
+                  "agent": frozenset(agent),
                   "job": frozenset({"job", "read"})}
         out: dict[str, frozenset[str]] = {}
         for scope, granted in grants.items():
@@ -75,3 +116,14 @@ class Settings(BaseSettings):
             if secret is not None:
                 out[secret.get_secret_value()] = granted
         return out
+
+
+def weakness(token: str) -> str | None:
+    """Why ``token`` is too weak to guard a production service, or None."""
+    if len(token) < MIN_TOKEN_LENGTH:
+        return f"is shorter than {MIN_TOKEN_LENGTH} characters"
+    if any(c.isspace() for c in token):
+        return "contains whitespace"
+    if len(set(token)) < MIN_DISTINCT_CHARS:
+        return f"has fewer than {MIN_DISTINCT_CHARS} distinct characters"
+    return None

@@ -16,6 +16,7 @@ from datetime import UTC, datetime
 from functools import cached_property
 from typing import Any
 
+from pydantic import ValidationError
 from sqlalchemy.orm import Session, sessionmaker
 
 from agents.report import HostReport
@@ -101,33 +102,45 @@ class ClusterState:
             if snap is not None:
                 return snap
             self._dirty = False
-            now = self._clock()
-            prev = self._snapshot
-            if prev is not None and now < prev.valid_until:
-                with self._factory() as s:
-                    if store.generation(s) == prev.generation:
-                        self._synced_at = now
-                        return prev
+            try:
+                return self._refresh_locked()
+            except BaseException:
+                self._dirty = True  # a failed read (store outage) must not look current
+                raise
+
+    def _refresh_locked(self) -> Snapshot:
+        now = self._clock()
+        prev = self._snapshot
+        if prev is not None and now < prev.valid_until:
             with self._factory() as s:
-                gen, index = store.report_index(s)
-                changed = [r.host for r in index
-                           if r.host not in self._reports or self._reports[r.host][0] != r.digest]
-                bodies = store.report_bodies(s, changed) if changed else {}
-                fabric_row = store.get_fabric(s)
-            hosts_now = {r.host for r in index}
-            for h in list(self._reports):
-                if h not in hosts_now:
-                    del self._reports[h]
-            for h, (d, body) in bodies.items():
+                if store.generation(s) == prev.generation:
+                    self._synced_at = now
+                    return prev
+        with self._factory() as s:
+            gen, index = store.report_index(s)
+            changed = [r.host for r in index
+                       if r.host not in self._reports or self._reports[r.host][0] != r.digest]
+            bodies = store.report_bodies(s, changed) if changed else {}
+            fabric_row = store.get_fabric(s)
+        hosts_now = {r.host for r in index}
+        for h in list(self._reports):
+            if h not in hosts_now:
+                del self._reports[h]
+        for h, (d, body) in bodies.items():
+            try:
                 report = HostReport.model_validate_json(body)
-                self._reports[h] = (d, report, graph_key(report))
-            if fabric_row is None:
-                self._fabric = None
-            elif self._fabric is None or self._fabric[0] != fabric_row.digest:
-                self._fabric = (fabric_row.digest, json.loads(fabric_row.body))
-            self._synced_at = now
-            self._snapshot = self._build(gen, index, now)
-            return self._snapshot
+            except ValidationError as exc:  # stored by an older, laxer version
+                log.warning("ignoring host %s: its stored report is no longer valid: %s",
+                            h, str(exc).splitlines()[0])
+                continue
+            self._reports[h] = (d, report, graph_key(report))
+        if fabric_row is None:
+            self._fabric = None
+        elif self._fabric is None or self._fabric[0] != fabric_row.digest:
+            self._fabric = (fabric_row.digest, json.loads(fabric_row.body))
+        self._synced_at = now
+        self._snapshot = self._build(gen, index, now)
+        return self._snapshot
 
     def _build(self, gen: int, index: list[store.ReportIndex], now: float) -> Snapshot:
         stale = frozenset(r.host for r in index if now - r.received_at >= self._ttl)

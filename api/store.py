@@ -10,7 +10,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import delete, select, update
+from sqlalchemy import bindparam, delete, select, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
@@ -45,6 +45,21 @@ def _bump(session: Session) -> int:
     return int(new)
 
 
+def report_body(report: HostReport) -> bytes:
+    """The stored JSON of a report: deterministic for equal reports (the model's field
+    order), so equal bodies have equal digests."""
+    return report.model_dump_json().encode()
+
+
+_T = HostReportRow.__table__
+_UPDATE = (update(_T).where(_T.c.host == bindparam("h"), _T.c.seq < bindparam("s"))
+           .values(seq=bindparam("s"), digest=bindparam("d"), body=bindparam("b"),
+                   received_at=bindparam("t")))
+_CURRENT = select(_T.c.seq, _T.c.digest, _T.c.received_at).where(_T.c.host == bindparam("h"))
+_INSERT = _T.insert().values(host=bindparam("h"), seq=bindparam("s"), digest=bindparam("d"),
+                             body=bindparam("b"), received_at=bindparam("t"))
+
+
 @dataclass(frozen=True)
 class ReportIndex:
     host: str
@@ -59,7 +74,7 @@ def put_report(session: Session, report: HostReport, now: float) -> tuple[str, f
     The seq check and the write are one conditional UPDATE, so concurrent writers (even
     on SQLite, whose driver does not lock on SELECT) can never replace a newer report.
     """
-    body = canonical_json(report.model_dump(mode="json"))
+    body = report_body(report)
     body_digest = hashlib.sha256(body).hexdigest()
     values = {"seq": report.seq, "digest": body_digest, "body": body.decode(),
               "received_at": now}
@@ -93,6 +108,57 @@ def put_report(session: Session, report: HostReport, now: float) -> tuple[str, f
                 raise APIError(409, "a concurrent report for this host was stored first; "
                                "retry", ["path", "host"], "conflict") from None
     raise AssertionError("unreachable")
+
+
+def put_reports(session: Session, reports: list[HostReport], now: float
+                ) -> list[tuple[str, float] | APIError]:
+    """Store several reports in one transaction (one commit, one generation bump): for
+    each, what ``put_report`` returns, or the APIError it would raise. Each report's seq
+    check and write is one conditional UPDATE, as in ``put_report``; a report of a host
+    that is not stored yet is inserted. If an insert races another replica, the whole batch
+    is rolled back and each report is stored alone."""
+    prepared = []
+    for report in reports:
+        body = report_body(report)
+        prepared.append((report, body.decode(), hashlib.sha256(body).hexdigest()))
+    out: list[tuple[str, float] | APIError] = []
+    try:
+        with _tx(session):
+            conn = session.connection()
+            stored = False
+            for report, body, body_digest in prepared:
+                values = {"h": report.host, "s": report.seq, "d": body_digest, "b": body,
+                          "t": now}
+                if conn.execute(_UPDATE, values).rowcount:
+                    stored = True
+                    out.append(("stored", now))
+                    continue
+                row = conn.execute(_CURRENT, values).first()
+                if row is None:
+                    conn.execute(_INSERT, values)
+                    stored = True
+                    out.append(("stored", now))
+                elif report.seq < row.seq:
+                    out.append(APIError(409, f"seq {report.seq} is older than the stored "
+                                        f"report's seq {row.seq}", ["body", "seq"],
+                                        "stale_seq"))
+                elif row.digest == body_digest:
+                    out.append(("unchanged", row.received_at))
+                else:
+                    out.append(APIError(409, f"seq {report.seq} is already stored with a "
+                                        "different body; send a higher seq", ["body", "seq"],
+                                        "seq_conflict"))
+            if stored:
+                _bump(session)
+    except IntegrityError:
+        session.rollback()
+        out = []
+        for report, _, _ in prepared:
+            try:
+                out.append(put_report(session, report, now))
+            except APIError as exc:
+                out.append(exc)
+    return out
 
 
 def delete_report(session: Session, host: str) -> bool:

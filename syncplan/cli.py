@@ -20,6 +20,7 @@ from syncplan.errors import CLIError
 COMPONENTS = (
     "planner.cli",
     "api.cli",
+    "api.identity",
     "agents.cli",
     "executor.cli",
     "syncplan.testbed.cli",

@@ -5,42 +5,48 @@ from __future__ import annotations
 import time
 from typing import Annotated
 
-from anyio.to_thread import run_sync
-from fastapi import APIRouter, Path, Response
+from fastapi import APIRouter, Path, Request, Response
 
 from agents.report import HostReport
 from api import store
 from api.deps import (
     AUTH_ERRORS,
     AdminToken,
-    AgentToken,
     ClusterDep,
     MetricsDep,
     ReadToken,
+    ReportToken,
+    ReportWriterDep,
     SessionDep,
     SettingsDep,
     SnapshotDep,
 )
-from api.errors import APIError, planner_error, responses
-from api.merge import check_report
-from api.models import AgentsPublic, HostName, ReportAccepted
-from api.state import ClusterState, utc
-from planner.errors import PlannerError
+from api.errors import APIError, responses
+from api.identity import host_token
+from api.limits import MAX_SEQ_AHEAD_MS
+from api.models import AgentsPublic, AgentTokenPublic, HostName, ReportAccepted
+from api.state import utc
 
 router = APIRouter(prefix="/v1/agents", tags=["agents"], responses=AUTH_ERRORS)
 
 
 @router.put("/{host}/report", response_model=ReportAccepted,
             responses=responses(409, 413, 422))
-async def put_report(host: Annotated[HostName, Path()], report: HostReport, _: AgentToken,
-                     cluster: ClusterDep, metrics: MetricsDep) -> ReportAccepted:
-    """Store one host's report. A lower ``seq`` than the stored one is refused (409); the
+async def put_report(host: Annotated[HostName, Path()], report: HostReport, _: ReportToken,
+                     writer: ReportWriterDep, metrics: MetricsDep) -> ReportAccepted:
+    """Store one host's report (the host's own agent token, see api/identity.py). A lower
+    ``seq`` than the stored one is refused (409); the
     same ``seq`` with the same body is accepted again (``status: unchanged``)."""
     if report.host != host:
         raise APIError(422, f"body host {report.host!r} differs from the URL's {host!r}",
                        ["body", "host"], "host_mismatch")
+    ahead = report.seq - int(time.time() * 1000)
+    if ahead > MAX_SEQ_AHEAD_MS:
+        raise APIError(422, f"seq {report.seq} is more than a day ahead of the service's "
+                       "clock in unix milliseconds (agents use max(last + 1, unix ms))",
+                       ["body", "seq"], "seq_too_far")
     try:
-        status, received = await run_sync(_ingest, cluster, report)
+        status, received = await writer.submit(report)
     except APIError:
         metrics.reports.labels("refused").inc()
         raise
@@ -48,17 +54,16 @@ async def put_report(host: Annotated[HostName, Path()], report: HostReport, _: A
     return ReportAccepted(host=host, seq=report.seq, status=status, received_at=utc(received))
 
 
-def _ingest(cluster: ClusterState, report: HostReport) -> tuple[str, float]:
-    """Check and store a report in one worker-thread hop."""
-    try:
-        check_report(report)
-    except PlannerError as exc:
-        raise planner_error(exc, ["body"]) from None
-    with cluster.sessions() as session:
-        status, received = store.put_report(session, report, time.time())
-    if status == "stored":
-        cluster.invalidate()
-    return status, received
+@router.post("/{host}/token", response_model=AgentTokenPublic, responses=responses(409))
+async def issue_token(host: Annotated[HostName, Path()], _: AdminToken, request: Request
+                      ) -> AgentTokenPublic:
+    """The agent token bound to ``host`` (derived from SYNCPLAN_AGENT_SECRET; the same
+    every time). 409 when the service has no agent secret."""
+    secret = request.app.state.agent_secret
+    if secret is None:
+        raise APIError(409, "SYNCPLAN_AGENT_SECRET is not set: host tokens are disabled",
+                       ["path", "host"], "no_agent_secret")
+    return AgentTokenPublic(host=host, token=host_token(secret, host))
 
 
 @router.get("", response_model=AgentsPublic)

@@ -59,7 +59,7 @@ async def get_job(job_id: JobPath, _: JobToken, snapshot: SnapshotDep, jobs: Job
 
 @router.get("/{job_id}/plan", response_class=Response,
             responses={200: {"model": JobPlanPublic, "description": "the job's plan"},
-                       **responses(404, 409, 422)})
+                       **responses(404, 409, 422, 503, 504)})
 async def get_job_plan(
         http: Request, job_id: JobPath, _: JobToken, snapshot: SnapshotDep, jobs: JobsDep,
         form: PlanFormat = "full") -> Response:

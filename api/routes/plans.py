@@ -11,13 +11,15 @@ from api.encoding import respond
 from api.errors import APIError, responses
 from api.models import PlanCreate, PlanPublic
 from api.planning import PlanKey, parse_size
+from api.quota import token_owner
 
 router = APIRouter(prefix="/v1/plans", tags=["plans"], responses=AUTH_ERRORS)
 
 PLAN_DOC = {200: {"model": PlanPublic, "description": "a plan document"}}
 
 
-@router.post("", response_class=Response, responses={**PLAN_DOC, **responses(409, 413, 422)})
+@router.post("", response_class=Response,
+             responses={**PLAN_DOC, **responses(409, 413, 422, 429, 503, 504)})
 async def create_plan(http: Request, request: PlanCreate, _: JobToken, snapshot: SnapshotDep,
                       plans: PlansDep, form: PlanFormat = "full") -> Response:
     """Plan on the current graph. Identical requests on the same graph version share one
@@ -25,7 +27,7 @@ async def create_plan(http: Request, request: PlanCreate, _: JobToken, snapshot:
     exists for the request."""
     key = PlanKey(snapshot.version, tuple(request.ranks), request.collective,
                   parse_size(request.size_bytes, ["body", "size_bytes"]), request.algorithm)
-    plan = await plans.get(snapshot, key)
+    plan = await plans.get(snapshot, key, owner=token_owner(http.headers.get("authorization")))
     return respond(http, await plans.in_form(plan, form))
 
 

@@ -119,14 +119,17 @@ def _start_service(state: State, work: Path, tokens: dict[str, str],
     argv = [sys.executable, "-m", "syncplan", "serve", "--host", state.service.addr,
             "--port", str(SERVICE_PORT), "--database-url", f"sqlite:///{db}",
             "--log-level", "warning"]
-    env = {"SYNCPLAN_ADMIN_TOKEN": tokens["admin"], "SYNCPLAN_AGENT_TOKEN": tokens["agent"],
+    env = {"SYNCPLAN_ADMIN_TOKEN": tokens["admin"], "SYNCPLAN_AGENT_SECRET": tokens["agent"],
            "SYNCPLAN_JOB_TOKEN": tokens["job"], "SYNCPLAN_STALE_AFTER_S": "600",
            "SYNCPLAN_MIN_STEP_US": str(min_step_us)}
     spawn(state, state.service.netns, argv, "service", work / "service.log", env=env)
 
 
-def _start_agents(state: State, work: Path, token: str, server: str,
+def _start_agents(state: State, work: Path, secret: str, server: str,
                   probe_duration_s: float) -> list[int]:
+    """One agent per host, each with its own host token (api/identity.py)."""
+    from api.identity import host_token
+
     pids = []
     for h in state.hosts:
         peers = ",".join(f"{o.name}={o.addr}:{PROBE_PORT}" for o in state.hosts if o is not h)
@@ -137,7 +140,7 @@ def _start_agents(state: State, work: Path, token: str, server: str,
                 "--peers", peers, "--bind", h.addr, "--probe-port", str(PROBE_PORT),
                 "--http-port", "-1", "--no-gpu-copy", "--spool-dir", str(work / f"spool-{h.name}")]
         proc = spawn(state, h.netns, argv, "agent", work / f"agent-{h.name}.log",
-                     env={"SYNCPLAN_AGENT_TOKEN": token})
+                     env={"SYNCPLAN_AGENT_TOKEN": host_token(secret, h.name)})
         pids.append(proc.pid)
     return pids
 
@@ -162,6 +165,7 @@ def start_cluster(state: State, probe_duration_s: float, min_step_us: float,
     assert state.service is not None
     work = (state.path.parent if state.path else Path(".")) / f"{state.prefix}-logs"
     work.mkdir(parents=True, exist_ok=True)
+    # tokens["agent"] is the service's agent secret; each agent gets its host token
     tokens = {k: f"{k}-{secrets.token_hex(16)}" for k in ("admin", "agent", "job")}
     _start_service(state, work, tokens, min_step_us)
     server = f"http://{state.service.addr}:{SERVICE_PORT}"

@@ -31,7 +31,7 @@ MAIN = "import sys; from syncplan.cli import main; sys.exit(main())"
 RATES_MBIT = {"h0": 400, "h1": 400, "h2": 100}  # each host's access link, both directions
 SUBNET = "10.77.0"
 SERVICE_IP = f"{SUBNET}.254"
-TOKEN = "netns-agent-token"
+TOKEN = "netns-agent-token-0123456789abcdefghij"
 HAVE_SERVICE = importlib.util.find_spec("api") is not None and (
     importlib.util.find_spec("api.main") is not None)
 
@@ -147,7 +147,9 @@ class Service:
 
     def start(self) -> None:
         env = {"SYNCPLAN_DATABASE_URL": f"sqlite:///{self.db}", "SYNCPLAN_AGENT_TOKEN": TOKEN,
-               "SYNCPLAN_ADMIN_TOKEN": "netns-admin", "SYNCPLAN_JOB_TOKEN": "netns-job"}
+               "SYNCPLAN_ALLOW_SHARED_AGENT_TOKEN": "true",
+               "SYNCPLAN_ADMIN_TOKEN": "netns-admin-token-0123456789abcdefghij",
+               "SYNCPLAN_JOB_TOKEN": "netns-job-token-0123456789abcdefghijk"}
         self.proc = ns_popen(self.net.switch, ["serve", "--host", SERVICE_IP, "--port",
                                                "18470"], env=env)
         deadline = time.time() + 30

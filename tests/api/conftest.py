@@ -16,6 +16,10 @@ import pytest
 
 from tests.api.helpers import TOKENS, ServerProcess, free_port
 
+# The service tests report with the shared agent token (TOKENS["agent"]) for any host; in
+# production that needs this opt-in (tests/reliability/test_identity.py turns it off).
+os.environ.setdefault("SYNCPLAN_ALLOW_SHARED_AGENT_TOKEN", "true")
+
 
 def _pg_bin() -> Path | None:
     found = sorted(glob.glob("/usr/lib/postgresql/*/bin/initdb"))

@@ -14,8 +14,10 @@ from typing import Any
 import httpx
 
 REPO = Path(__file__).resolve().parents[2]
-TOKENS = {"admin": "admin-token-0123456789", "agent": "agent-token-0123456789",
-          "job": "job-token-0123456789abc"}
+TOKENS = {"admin": "admin-token-0123456789abcdefghijklm",
+          "agent": "agent-token-0123456789abcdefghijklm",
+          "job": "job-token-0123456789abcdefghijklmnop"}
+AGENT_SECRET = "agent-secret-0123456789abcdefghijklm"
 
 
 def auth(scope: str) -> dict[str, str]:
@@ -73,7 +75,9 @@ class ServerProcess:
         self.env = {**os.environ, "PYTHONPATH": str(REPO),
                     "SYNCPLAN_ADMIN_TOKEN": TOKENS["admin"],
                     "SYNCPLAN_AGENT_TOKEN": TOKENS["agent"],
-                    "SYNCPLAN_JOB_TOKEN": TOKENS["job"], **(env or {})}
+                    "SYNCPLAN_JOB_TOKEN": TOKENS["job"],
+                    "SYNCPLAN_AGENT_SECRET": AGENT_SECRET,
+                    "SYNCPLAN_ALLOW_SHARED_AGENT_TOKEN": "true", **(env or {})}
         self.log = log
         self.extra_args = extra_args or []
         self.proc: subprocess.Popen[bytes] | None = None
@@ -83,8 +87,8 @@ class ServerProcess:
     def url(self) -> str:
         return f"http://127.0.0.1:{self.port}"
 
-    def start(self, timeout: float = 30.0) -> ServerProcess:
-        self.port = free_port()
+    def start(self, timeout: float = 30.0, port: int | None = None) -> ServerProcess:
+        self.port = port or free_port()
         out = open(self.log, "ab") if self.log else subprocess.DEVNULL  # noqa: SIM115
         self.proc = subprocess.Popen(
             [sys.executable, "-c", "import sys; from syncplan.cli import main; sys.exit(main())",

@@ -17,6 +17,7 @@ ENDPOINTS: list[tuple[str, str, Any, set[str]]] = [
     ("PUT", "/v1/agents/{host}/report", host_report("h9", 1), {"agent", "admin"}),
     ("GET", "/v1/agents", None, ALL),
     ("DELETE", "/v1/agents/{host}", None, {"admin"}),
+    ("POST", "/v1/agents/{host}/token", None, {"admin"}),
     ("PUT", "/v1/fabric", {"nodes": [{"id": "tor0", "kind": "switch"}], "links": []},
      {"admin"}),
     ("GET", "/v1/fabric", None, ALL),

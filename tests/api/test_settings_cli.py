@@ -37,15 +37,26 @@ def test_production_needs_tokens(monkeypatch: pytest.MonkeyPatch) -> None:
             monkeypatch.delenv(k)
     with pytest.raises(ValidationError, match="SYNCPLAN_ADMIN_TOKEN"):
         Settings()
-    with pytest.raises(ValidationError, match="shorter"):
-        Settings(admin_token="short", agent_token="a" * 8, job_token="j" * 8)
+    strong = {"admin_token": "A" + TOKENS["admin"], "job_token": "J" + TOKENS["job"],
+              "agent_secret": "S" + TOKENS["agent"]}
+    Settings(**strong)
+    for name, weak, why in (("admin_token", "short", "shorter than 32"),
+                            ("job_token", "a" * 40, "distinct characters"),
+                            ("admin_token", " " * 40, "whitespace"),
+                            ("agent_secret", "aaaaaaaa", "shorter than 32")):
+        with pytest.raises(ValidationError, match=why):
+            Settings(**{**strong, name: weak})
     with pytest.raises(ValidationError, match="differ"):
-        Settings(admin_token="x" * 8, agent_token="x" * 8, job_token="j" * 8)
+        Settings(**{**strong, "job_token": strong["admin_token"]})
     with pytest.raises(ValidationError, match="SYNCPLAN_ADMIN_TOKEN is a placeholder"):
-        Settings(admin_token=DEV_TOKENS["admin"], agent_token="a" * 8, job_token="j" * 8)
+        Settings(**{**strong, "admin_token": DEV_TOKENS["admin"]})
     with pytest.raises(ValidationError, match="SYNCPLAN_JOB_TOKEN is a placeholder"):
-        Settings(admin_token="x" * 8, agent_token="a" * 8,
-                 job_token="change-me-job-token-32-random-chars")
+        Settings(**{**strong, "job_token": "change-me-job-token-32-random-chars"})
+    with pytest.raises(ValidationError, match="SYNCPLAN_AGENT_SECRET"):
+        Settings(admin_token=strong["admin_token"], job_token=strong["job_token"])
+    with pytest.raises(ValidationError, match="any host"):  # the shared token needs opt-in
+        Settings(admin_token=strong["admin_token"], job_token=strong["job_token"],
+                 agent_token="G" + TOKENS["agent"], allow_shared_agent_token=False)
     dev = Settings(environment="development")
     assert dev.admin_token is not None
     assert dev.admin_token.get_secret_value() == DEV_TOKENS["admin"]
@@ -75,7 +86,7 @@ def test_schema_version_is_checked(tmp_path: Path) -> None:
     engine.dispose()
     with pytest.raises(SchemaError, match="99"):
         create_app(settings)
-    env = _clean_env(SYNCPLAN_ADMIN_TOKEN=TOKENS["admin"], SYNCPLAN_AGENT_TOKEN=TOKENS["agent"],
+    env = _clean_env(SYNCPLAN_ADMIN_TOKEN=TOKENS["admin"], SYNCPLAN_AGENT_SECRET=TOKENS["agent"],
                      SYNCPLAN_JOB_TOKEN=TOKENS["job"])
     r = subprocess.run([*CLI, "serve", "--database-url", url], env=env, cwd=tmp_path,
                        capture_output=True, text=True, timeout=60)

@@ -1,0 +1,140 @@
+"""Agent reports accepted before FastAPI's routing and dependency machinery.
+
+``PUT /v1/agents/{host}/report`` is what every agent sends every interval, so it is the
+write worth making cheap. Here a request with an allowed token (the host's own token, or a
+token with the ``agent`` scope), a JSON body that ``HostReport.model_validate_json`` accepts
+(parsing and validation in one pass, in a worker thread when the body is large), a body
+host equal to the URL's and a seq within the allowed lead is handed to the ReportWriter
+(api/ingest.py) and answered as the route would. Every other request, every refused token
+and every invalid body included, goes on to the route with its body replayed, so errors keep
+exactly the route's shape; outcomes of the store (409 for an old seq, 422 for an
+inconsistent report, 503 for an outage) are rendered here in the same shape.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+
+from anyio.to_thread import run_sync
+from pydantic import ValidationError
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from agents.report import HostReport
+from api.deps import scopes_of
+from api.errors import APIError
+from api.identity import token_host
+from api.limits import MAX_SEQ_AHEAD_MS
+from api.models import ReportAccepted
+from api.outage import is_outage, outage_response
+from api.state import utc
+
+REPORT_ROUTE = "/v1/agents/{host}/report"
+_REPORT_PATH = re.compile(r"/v1/agents/([A-Za-z0-9_.:-]{1,128})/report")
+PARSE_INLINE_BYTES = 64 * 1024  # larger bodies are parsed in a worker thread
+
+
+class _RouteLabel:
+    path = REPORT_ROUTE
+
+
+_ROUTE_LABEL = _RouteLabel()
+
+
+def allowed(state: object, token: str, host: str) -> bool:
+    """Whether ``token`` may report for ``host`` (the route gives the 401/403 otherwise)."""
+    granted = scopes_of(state.token_scopes, token)  # type: ignore[attr-defined]
+    if granted is not None:
+        return "agent" in granted
+    return token_host(state.agent_secret, token) == host  # type: ignore[attr-defined]
+
+
+class ReportFastPath:
+    """ASGI middleware; ``app.state.report_fast_path = False`` sends every report to the
+    route."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http" and scope["method"] == "PUT" and not scope["query_string"]:
+            match = _REPORT_PATH.fullmatch(scope["path"])
+            if match and getattr(scope["app"].state, "report_fast_path", False):
+                done, receive = await self._serve(scope, receive, send, match.group(1))
+                if done:
+                    return
+        await self.app(scope, receive, send)
+
+    async def _serve(self, scope: Scope, receive: Receive, send: Send, host: str
+                     ) -> tuple[bool, Receive]:
+        state = scope["app"].state
+        headers: dict[bytes, bytes] = {}
+        for name, value in scope["headers"]:
+            headers.setdefault(name, value)
+        scheme, _, token = headers.get(b"authorization", b"").decode("latin-1").partition(" ")
+        ctype = headers.get(b"content-type", b"").split(b";")[0].strip().lower()
+        if scheme.lower() != "bearer" or ctype != b"application/json" or \
+                not allowed(state, token, host):
+            return False, receive
+        chunks: list[bytes] = []
+        more = True
+        while more:
+            message = await receive()
+            if message["type"] != "http.request":
+                return True, receive  # the client went away
+            chunks.append(message.get("body", b""))
+            more = message.get("more_body", False)
+        body = b"".join(chunks)
+        replayed = False
+
+        async def replay() -> Message:
+            nonlocal replayed
+            if not replayed:
+                replayed = True
+                return {"type": "http.request", "body": body, "more_body": False}
+            return await receive()
+
+        try:
+            if len(body) > PARSE_INLINE_BYTES:
+                report = await run_sync(HostReport.model_validate_json, body)
+            else:
+                report = HostReport.model_validate_json(body)
+        except ValidationError:
+            return False, replay
+        if report.host != host or report.seq - time.time() * 1000 > MAX_SEQ_AHEAD_MS:
+            return False, replay
+        scope["route"] = _ROUTE_LABEL
+        state.report_fast_path_hits += 1
+        try:
+            outcome, received = await state.reports.submit(report)
+        except APIError as exc:
+            state.metrics.reports.labels("refused").inc()
+            await _json(send, exc.status, _error(exc), exc.headers)
+            return True, replay
+        except Exception as exc:
+            if not is_outage(exc):
+                raise
+            response = outage_response(exc)
+            await response(scope, replay, send)
+            return True, replay
+        state.metrics.reports.labels(outcome).inc()
+        answer = ReportAccepted(host=host, seq=report.seq, status=outcome,  # type: ignore[arg-type]
+                                received_at=utc(received))
+        await _json(send, 200, answer.model_dump_json().encode())
+        return True, replay
+
+
+def _error(exc: APIError) -> bytes:
+    import json
+
+    return json.dumps({"detail": [{"loc": exc.loc, "msg": exc.msg, "type": exc.type}]},
+                      separators=(",", ":")).encode()
+
+
+async def _json(send: Send, status: int, payload: bytes,
+                extra: dict[str, str] | None = None) -> None:
+    raw = [(b"content-length", str(len(payload)).encode()),
+           (b"content-type", b"application/json")]
+    raw += [(k.lower().encode("latin-1"), v.encode("latin-1")) for k, v in (extra or {}).items()]
+    await send({"type": "http.response.start", "status": status, "headers": raw})
+    await send({"type": "http.response.body", "body": payload})
