@@ -21,6 +21,7 @@ COMPONENTS = (
     "agents.cli",
     "executor.cli",
     "syncplan.testbed.cli",
+    "syncplan.export.cli",
 )
 
 
