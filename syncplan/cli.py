@@ -22,6 +22,7 @@ COMPONENTS = (
     "executor.cli",
     "syncplan.testbed.cli",
     "syncplan.export.cli",
+    "syncplan.draw.cli",
 )
 
 

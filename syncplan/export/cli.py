@@ -85,8 +85,11 @@ def cmd_msccl(args: argparse.Namespace) -> int:
 
 def fetch_topology(server: str, timeout: float = 10.0) -> dict[str, Any]:
     """GET {server}/v1/topology; CLIError on any failure."""
+    import logging
+
     import httpx
 
+    logging.getLogger("httpx").setLevel(logging.WARNING)  # no line per request
     url = server.rstrip("/") + "/v1/topology"
     try:
         resp = httpx.get(url, timeout=timeout)
