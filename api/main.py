@@ -14,7 +14,7 @@ from api.jobs import JobService
 from api.limits import BodyLimitMiddleware
 from api.metrics import Metrics, MetricsMiddleware
 from api.planning import PlanService
-from api.routes import agents, fabric, health, jobs, plans, topology
+from api.routes import agents, fabric, health, jobs, plans, topology, ui
 from api.routes import export as export_routes
 from api.settings import Settings
 from api.state import ClusterState
@@ -52,7 +52,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.state.plan_fast_path = True
     app.state.plan_fast_path_hits = 0
     errors.install(app)
-    for module in (health, agents, fabric, topology, plans, jobs, export_routes):
+    for module in (health, agents, fabric, topology, plans, jobs, export_routes, ui):
         app.include_router(module.router)
     app.add_middleware(CachedPlanFastPath)  # innermost: inside the metrics
     app.add_middleware(BodyLimitMiddleware, limit=settings.max_body_bytes)

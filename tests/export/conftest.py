@@ -13,7 +13,7 @@ from tests.api.helpers import ServerProcess, auth, host_report
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
-    """Three reporting hosts (n3 slower), one job ``train`` on all their GPUs."""
+    """Three reporting hosts (n3 slower), one job ``train`` (ring) on all their GPUs."""
     root = tmp_path_factory.mktemp("export-server")
     proc = ServerProcess(f"sqlite:///{root / 'syncplan.db'}", log=root / "server.log").start()
     try:
@@ -26,7 +26,7 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]
                 assert r.status_code == 200, r.text
             ranks = [{"host": h, "gpu": g} for h in rates for g in range(2)]
             r = c.put("/v1/jobs/train", headers=auth("job"),
-                      json={"ranks": ranks, "size_bytes": 64 << 20})
+                      json={"ranks": ranks, "size_bytes": 64 << 20, "algorithm": "ring"})
             assert r.status_code == 200, r.text
         yield proc
     finally:
