@@ -42,7 +42,12 @@ def shrink_png(src: Path, dst: Path, width: int = 1000, colors: int = 64) -> Pat
     """A smaller copy for the README: scaled to ``width`` pixels, palette of ``colors``."""
     from PIL import Image
 
+    from PIL import ImageChops
+
     img = Image.open(src).convert("RGB")
+    box = ImageChops.difference(img, Image.new("RGB", img.size, "white")).getbbox()
+    if box:  # trim the white margin below and right of the content
+        img = img.crop((0, 0, min(img.width, box[2] + 16), min(img.height, box[3] + 16)))
     if img.width > width:
         img = img.resize((width, round(img.height * width / img.width)), Image.LANCZOS)
     img.quantize(colors=colors, method=Image.Quantize.MEDIANCUT).save(dst, optimize=True)
