@@ -40,9 +40,7 @@ def screenshot(url: str, out: Path, width: int = 1400, height: int = 1700,
 
 def shrink_png(src: Path, dst: Path, width: int = 1000, colors: int = 64) -> Path:
     """A smaller copy for the README: scaled to ``width`` pixels, palette of ``colors``."""
-    from PIL import Image
-
-    from PIL import ImageChops
+    from PIL import Image, ImageChops
 
     img = Image.open(src).convert("RGB")
     box = ImageChops.difference(img, Image.new("RGB", img.size, "white")).getbbox()

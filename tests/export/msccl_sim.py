@@ -161,58 +161,86 @@ def simulate(text: str, seed: int = 0, capacity: int = 1, races: bool = True,
             else:
                 reads[key].append((t.gid, clock[t.gid] + 1))
 
-    live = set(range(len(tbs)))
-    while live:
-        ready = []
-        for i in live:
-            t = tbs[i]
-            st = t.steps[pc[i]]
-            if st["depid"] >= 0 and pc[by_key[(t.gpu, st["depid"])].gid] <= st["deps"]:
-                continue
-            if st["type"] == "s" and len(queues[(t.gpu, t.send, t.chan)]) >= capacity:
-                continue
-            if st["type"] in ("r", "rrc") and not queues[(t.recv, t.gpu, t.chan)]:
-                continue
-            ready.append(i)
-        if not ready:
-            where = [(tbs[i].gpu, tbs[i].id, pc[i]) for i in sorted(live)[:5]]
-            raise SimError(f"deadlock: stuck (gpu, tb, step) {where}")
-        rng.shuffle(ready)
-        for i in ready:
-            t = tbs[i]
-            me = i
-            st = t.steps[pc[i]]
-            vc = dict(vcs[i])
-            if st["depid"] >= 0:
-                for k, v in step_vc[(t.gpu, by_key[(t.gpu, st["depid"])].gid, st["deps"])].items():
-                    vc[k] = max(vc.get(k, 0), v)
-            kind = st["type"]
-            if kind == "s":
-                access(t.gpu, st["srcoff"], st["cnt"], False, vc, t)
-                data = buf[t.gpu][st["srcoff"]:st["srcoff"] + st["cnt"]]
-                sent = dict(vc)
-                sent[i] = clock[i] + 1
-                queues[(t.gpu, t.send, t.chan)].append((st["cnt"], data, sent))
-            elif kind in ("r", "rrc"):
-                cnt, data, svc = queues[(t.recv, t.gpu, t.chan)].popleft()
-                if cnt != st["cnt"]:
-                    raise SimError(f"gpu {t.gpu} tb {t.id} step {st['s']}: receives {st['cnt']} "
-                                   f"chunks, the matching send sent {cnt}")
-                for k, v in svc.items():
-                    vc[k] = max(vc.get(k, 0), v)
-                access(t.gpu, st["dstoff"], cnt, True, vc, t)
-                off = st["dstoff"]
-                for j, v in enumerate(data):
-                    buf[t.gpu][off + j] = (buf[t.gpu][off + j] + v) % P if kind == "rrc" else v
-            elif kind != "nop":
-                raise SimError(f"step type {kind!r} is not simulated")
-            clock[i] += 1
+    waiting_dep: dict[tuple[int, int], list[int]] = defaultdict(list)  # (tb, step) -> tbs
+    sender_of = {(t.gpu, t.send, t.chan): t.gid for t in tbs if t.send >= 0}
+    receiver_of = {(t.recv, t.gpu, t.chan): t.gid for t in tbs if t.recv >= 0}
+
+    def blocked(i: int) -> bool:
+        """Whether tb i's next step must wait; a dependency wait is registered."""
+        t = tbs[i]
+        st = t.steps[pc[i]]
+        if st["depid"] >= 0:
+            other = by_key[(t.gpu, st["depid"])].gid
+            if pc[other] <= st["deps"]:
+                waiting_dep[(other, st["deps"])].append(i)
+                return True
+        if st["type"] == "s":
+            return len(queues[(t.gpu, t.send, t.chan)]) >= capacity
+        if st["type"] in ("r", "rrc"):
+            return not queues[(t.recv, t.gpu, t.chan)]
+        return False
+
+    done = sum(1 for t in tbs if not t.steps)
+    ready = [i for i in range(len(tbs)) if tbs[i].steps and not blocked(i)]
+    queued = set(ready)
+    while ready:
+        k = rng.randrange(len(ready))
+        ready[k], ready[-1] = ready[-1], ready[k]
+        i = ready.pop()
+        queued.discard(i)
+        t = tbs[i]
+        me = i
+        st = t.steps[pc[i]]
+        vc = dict(vcs[i]) if races else {}
+        if races and st["depid"] >= 0:
+            for k2, v in step_vc[(t.gpu, by_key[(t.gpu, st["depid"])].gid, st["deps"])].items():
+                vc[k2] = max(vc.get(k2, 0), v)
+        kind = st["type"]
+        woken: list[int] = []
+        if kind == "s":
+            access(t.gpu, st["srcoff"], st["cnt"], False, vc, t)
+            data = buf[t.gpu][st["srcoff"]:st["srcoff"] + st["cnt"]]
+            sent = dict(vc)
+            sent[i] = clock[i] + 1
+            key = (t.gpu, t.send, t.chan)
+            queues[key].append((st["cnt"], data, sent))
+            if key in receiver_of:
+                woken.append(receiver_of[key])
+        elif kind in ("r", "rrc"):
+            key = (t.recv, t.gpu, t.chan)
+            cnt, data, svc = queues[key].popleft()
+            if cnt != st["cnt"]:
+                raise SimError(f"gpu {t.gpu} tb {t.id} step {st['s']}: receives {st['cnt']} "
+                               f"chunks, the matching send sent {cnt}")
+            for k2, v in svc.items():
+                vc[k2] = max(vc.get(k2, 0), v)
+            access(t.gpu, st["dstoff"], cnt, True, vc, t)
+            off = st["dstoff"]
+            row = buf[t.gpu]
+            for j, v in enumerate(data):
+                row[off + j] = (row[off + j] + v) % P if kind == "rrc" else v
+            if key in sender_of:
+                woken.append(sender_of[key])
+        elif kind != "nop":
+            raise SimError(f"step type {kind!r} is not simulated")
+        clock[i] += 1
+        if races:
             vc[i] = clock[i]
             vcs[i] = vc
             step_vc[(t.gpu, i, pc[i])] = vc
-            pc[i] += 1
-            if pc[i] == len(t.steps):
-                live.discard(i)
+        woken.extend(waiting_dep.pop((i, pc[i]), []))
+        pc[i] += 1
+        if pc[i] == len(t.steps):
+            done += 1
+        else:
+            woken.append(i)
+        for w in woken:
+            if w not in queued and pc[w] < len(tbs[w].steps) and not blocked(w):
+                ready.append(w)
+                queued.add(w)
+    if done < len(tbs):
+        stuck = [(t.gpu, t.id, pc[t.gid]) for t in tbs if pc[t.gid] < len(t.steps)][:5]
+        raise SimError(f"deadlock: stuck (gpu, tb, step) {stuck}")
     if any(queues.values()):
         raise SimError("messages left unreceived")
     for r in range(n):
