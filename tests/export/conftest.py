@@ -1,5 +1,5 @@
-"""A real service process with a small reported cluster, shared by the export, draw and
-page tests."""
+"""A real service process with a small reported cluster, started once for the export,
+draw and page tests."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import pytest
 from tests.api.helpers import ServerProcess, auth, host_report
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="package")
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
     """Three reporting hosts (n3 slower), one job ``train`` (ring) on all their GPUs."""
     root = tmp_path_factory.mktemp("export-server")
