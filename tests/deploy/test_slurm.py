@@ -37,7 +37,8 @@ pytestmark = pytest.mark.skipif(shutil.which("curl") is None, reason="curl not i
 @pytest.fixture(scope="module")
 def service(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
     root = tmp_path_factory.mktemp("slurm")
-    proc = ServerProcess(f"sqlite:///{root / 's.db'}", log=root / "server.log").start()
+    proc = ServerProcess(f"sqlite:///{root / 's.db'}", log=root / "server.log",
+                         env={"SYNCPLAN_STALE_AFTER_S": "86400"}).start()
     with httpx.Client(base_url=proc.url, timeout=30) as c:
         for h in ("n1", "n2", "n3"):
             peers = {p: 12.0 for p in ("n1", "n2", "n3") if p != h}

@@ -15,7 +15,9 @@ from tests.api.helpers import ServerProcess, auth, host_report
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
     """Three reporting hosts (n3 slower), one job ``train`` (ring) on all their GPUs."""
     root = tmp_path_factory.mktemp("export-server")
-    proc = ServerProcess(f"sqlite:///{root / 'syncplan.db'}", log=root / "server.log").start()
+    # the hosts must stay fresh across the package's tests, slow ones included
+    proc = ServerProcess(f"sqlite:///{root / 'syncplan.db'}", log=root / "server.log",
+                         env={"SYNCPLAN_STALE_AFTER_S": "86400"}).start()
     try:
         with httpx.Client(base_url=proc.url, timeout=60) as c:
             rates = {"n1": {"n2": 12.0, "n3": 3.0}, "n2": {"n1": 12.0, "n3": 3.0},

@@ -33,6 +33,7 @@ def test_pages(cluster: ServerProcess) -> None:
         for host in ("n1", "n2", "n3"):
             assert f"/ui/hosts/{host}'>{host}</a>" in html
         assert html.count("class='fresh'>fresh") == 3 and "<svg" in html
+        assert "older than 86400 s" in html
         assert f"{plan['predicted_time_s'] * 1e3:.2f} ms" in html
         assert plan["plan_id"] in html  # among the last plans
         job = c.get("/ui/jobs/train").text
