@@ -259,6 +259,20 @@ def _worst_pair(steps: list[list[Xfer]], limits: MscclLimits) -> tuple[int, int,
     return gpu, peer, worst
 
 
+def _most_tbs(steps: list[list[Xfer]], channels: int) -> int:
+    """The threadblocks of the busiest GPU at ``channels`` (exact: a pair with n transfers
+    uses min(channels, n) channels, each a sending and a receiving threadblock)."""
+    pairs: dict[tuple[int, int], int] = defaultdict(int)
+    for step in steps:
+        for t in step:
+            pairs[(t[0], t[1])] += 1
+    per_gpu: dict[int, int] = defaultdict(int)
+    for (src, dst), n in pairs.items():
+        per_gpu[src] += min(channels, n)
+        per_gpu[dst] += min(channels, n)
+    return max(per_gpu.values(), default=0)
+
+
 def _candidates(exact: int, chunks: int | None) -> list[int]:
     if chunks is not None:
         return [chunks]
@@ -307,6 +321,12 @@ def export_msccl(plan: dict[str, Any], *, target: str = "msccl", chunks: int | N
                 first_error = first_error or (
                     f"at {q} chunks gpu {gpu} and peer {peer} need {worst} steps, more than "
                     f"{c} channel(s) x {limits.max_steps_per_tb}")
+                continue
+            tbs = _most_tbs(steps, c)
+            if tbs > limits.max_tbs:
+                first_error = first_error or (
+                    f"at {q} chunks and {c} channels a GPU needs {tbs} threadblocks, more "
+                    f"than the {limits.max_tbs} the target allows")
                 continue
             try:
                 gpus = _lower(steps, n, q, c, limits)
