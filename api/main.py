@@ -17,7 +17,8 @@ from api.metrics import Metrics, MetricsMiddleware
 from api.planning import PlanService
 from api.quota import SolveQuota
 from api.report_fastpath import ReportFastPath
-from api.routes import agents, fabric, health, jobs, plans, topology
+from api.routes import agents, fabric, health, jobs, plans, topology, ui
+from api.routes import export as export_routes
 from api.settings import Settings
 from api.state import ClusterState
 
@@ -62,7 +63,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.state.report_fast_path_hits = 0
     errors.install(app)
     outage.install(app)
-    for module in (health, agents, fabric, topology, plans, jobs):
+    for module in (health, agents, fabric, topology, plans, jobs, export_routes, ui):
         app.include_router(module.router)
     app.add_middleware(CachedPlanFastPath)  # innermost: inside the metrics
     app.add_middleware(ReportFastPath)

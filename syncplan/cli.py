@@ -25,6 +25,8 @@ COMPONENTS = (
     "executor.cli",
     "syncplan.testbed.cli",
     "syncplan.demo",
+    "syncplan.export.cli",
+    "syncplan.draw.cli",
 )
 
 

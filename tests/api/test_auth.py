@@ -24,12 +24,14 @@ ENDPOINTS: list[tuple[str, str, Any, set[str]]] = [
     ("DELETE", "/v1/fabric", None, {"admin"}),
     ("POST", "/v1/plans", {"ranks": ["h9/gpu0"], "size_bytes": 1024}, {"job", "admin"}),
     ("GET", "/v1/plans/{plan_id}", None, {"job", "admin"}),
+    ("GET", "/v1/plans/{plan_id}/export", None, {"job", "admin"}),
     ("PUT", "/v1/jobs/{job_id}", {"ranks": ["h9/gpu0"], "size_bytes": 1024}, {"job", "admin"}),
     ("GET", "/v1/jobs/{job_id}", None, {"job", "admin"}),
     ("GET", "/v1/jobs/{job_id}/plan", None, {"job", "admin"}),
     ("DELETE", "/v1/jobs/{job_id}", None, {"job", "admin"}),
 ]
-PUBLIC = {("GET", "/healthz"), ("GET", "/readyz"), ("GET", "/metrics"), ("GET", "/v1/topology")}
+PUBLIC = {("GET", "/healthz"), ("GET", "/readyz"), ("GET", "/metrics"), ("GET", "/v1/topology"),
+          ("GET", "/v1/topology/export")}
 
 
 def _url(template: str) -> str:

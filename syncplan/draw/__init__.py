@@ -1,0 +1,1 @@
+"""Pictures of clusters and plans (SVG and PNG)."""
