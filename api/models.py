@@ -30,6 +30,7 @@ def _finite(x: float) -> float:
 
 
 Bandwidth = Annotated[StrictFloat | StrictInt, Field(gt=0), AfterValidator(_finite)]
+Density = Annotated[StrictFloat | StrictInt, Field(gt=0, le=1), AfterValidator(_finite)]
 Latency = Annotated[StrictFloat | StrictInt, Field(ge=0), AfterValidator(_finite)]
 Size = Annotated[StrictInt, Field(gt=0, le=2**53)] | Annotated[str, Field(min_length=1,
                                                                            max_length=32)]
@@ -123,6 +124,12 @@ class PlanCreate(_In):
     collective: Annotated[str, Field(min_length=1, max_length=64)] = "allreduce"
     size_bytes: Size
     algorithm: Annotated[str, Field(min_length=1, max_length=64)] = "auto"
+    # block-sparse all-reduce (planner.sparse): expected non-zero block fraction, overall or
+    # one per rank, whether the non-zero blocks are the same on every rank, the block size
+    density: Density | Annotated[list[Density], Field(min_length=1,
+                                                      max_length=MAX_RANKS)] | None = None
+    density_overlap: StrictBool = False
+    block_elems: Annotated[StrictInt, Field(ge=1, le=1 << 20)] = 256
 
 
 class PlanPublic(BaseModel):
