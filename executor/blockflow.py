@@ -21,8 +21,8 @@ from executor.schedule import Flow, RankSchedule, element_bounds
 @dataclass(frozen=True, slots=True)
 class Part:
     """One apply of a received message: payload rows ``lo..hi`` go to ``blocks`` (added,
-    or copied). ``zero``: the blocks only the receiver holds; a replace makes them zero, a
-    reduce adds +0.0 to them (floats), as a dense add would (a -0.0 becomes +0.0)."""
+    or copied), and with a replace the blocks in ``zero`` (non-zero only on the receiver)
+    become zero."""
 
     lo: int
     hi: int
@@ -92,8 +92,8 @@ def block_flow(program: Program, rank: int, bitmaps: np.ndarray, flow: Flow,
             for ap in flow.recv_applies[j]:
                 lo = int(np.searchsorted(idx, ap.start))
                 hi = int(np.searchsorted(idx, ap.stop))
-                zero = np.flatnonzero(bm[rank, ap.start:ap.stop] & ~bm[peer, ap.start:ap.stop])
-                zero += ap.start
+                zero = (np.flatnonzero(bm[rank, ap.start:ap.stop] & ~bm[peer, ap.start:ap.stop])
+                        + ap.start) if not ap.reduce else np.empty(0, np.int64)
                 parts.append(Part(lo, hi, idx[lo:hi], ap.reduce, zero))
             recv_parts[j] = tuple(parts)
         vals = []

@@ -114,7 +114,7 @@ class SparseExecutor:
         self.rank_map = dense.rank_map
         self.group = dense.group
         cfg = config or SparseConfig()
-        info = plan.get("sparse") if isinstance(plan, Mapping) else None
+        info = plan.get("sparse") if isinstance(plan, Mapping) else dense.sparse_info
         info = info if isinstance(info, Mapping) else {}
         self.block_elems = int(cfg.block_elems or info.get("block_elems") or 256)
         if cfg.max_density is not None:
@@ -137,9 +137,9 @@ class SparseExecutor:
 
     def bitmaps(self, blocks: torch.Tensor) -> np.ndarray:
         """All ranks' non-zero-block bitmaps (plan rank order), all-gathered packed. A block
-        is zero when all its bits are (so a -0.0 travels and every rank ends identical)."""
-        ints = {1: torch.uint8, 2: torch.int16, 4: torch.int32, 8: torch.int64}
-        mine = blocks.view(ints[blocks.element_size()]).ne(0).any(dim=1)
+        holding only zeros of either sign is zero: a -0.0 there may stay -0.0 on its rank
+        while the others hold +0.0 (equal values; the sign of a zero may differ)."""
+        mine = blocks.ne(0).any(dim=1)
         packed = torch.from_numpy(np.packbits(mine.cpu().numpy())).to(blocks.device)
         world = dist.get_world_size(self.group)
         got = [torch.empty_like(packed) for _ in range(world)]
@@ -241,14 +241,8 @@ class SparseExecutor:
                     blocks.index_add_(0, idx, rows[part.lo:part.hi])
                 else:
                     blocks.index_copy_(0, idx, rows[part.lo:part.hi])
-            if not len(part.zero):
-                continue
-            zidx = torch.from_numpy(part.zero).to(dev)
-            if not part.reduce:
-                blocks.index_fill_(0, zidx, 0)
-            elif blocks.is_floating_point():  # x + 0.0: a -0.0 turns +0.0 as in dense adds
-                zero = torch.zeros(1, blocks.shape[1], dtype=blocks.dtype, device=dev)
-                blocks.index_add_(0, zidx, zero.expand(len(zidx), -1))
+            if len(part.zero):
+                blocks.index_fill_(0, torch.from_numpy(part.zero).to(dev), 0)
 
     def _run_flow(self, prep: _Prepared, bf: BlockFlow, blocks: torch.Tensor) -> None:
         flow = prep.flow
