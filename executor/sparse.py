@@ -126,6 +126,12 @@ class SparseExecutor:
         self._prepared: dict[tuple[int, int, torch.dtype, bool], _Prepared] = {}
         self.last: SparseStats | None = None
 
+    def prepare(self, nblocks: int, dtype: torch.dtype, device: torch.device | str = "cpu"
+                ) -> None:
+        """Build this rank's schedule for ``nblocks`` blocks ahead of the first call."""
+        dev = torch.device(device)
+        self._prepare(nblocks, dtype, self.config.schedule == "steps" or dev.type == "cuda")
+
     def _prepare(self, nblocks: int, dtype: torch.dtype, steps: bool) -> _Prepared:
         key = (nblocks, self.block_elems, dtype, steps)
         prep = self._prepared.get(key)

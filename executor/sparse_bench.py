@@ -23,6 +23,8 @@ class SparseCase:
     overlap: bool = False
     repeat: int = 5
     warmup: int = 1
+    plan: int = 0  # index into the worker's plans (its sparse object sets the fallback)
+    methods: tuple[str, ...] = ()  # () = the worker's methods
 
     def __post_init__(self) -> None:
         if self.numel < 1:
@@ -34,10 +36,11 @@ class SparseCase:
 
 
 def block_sparse(numel: int, block: int, density: float, overlap: bool, dtype: Any,
-                 seed: int, rank: int, negzero: bool = False) -> Any:
+                 seed: int, rank: int, negzero: bool = False, ints: bool = False) -> Any:
     """Random data whose blocks are non-zero with probability ``density``, zero blocks all
     +0.0 (``negzero``: every other zero block -0.0); with ``overlap`` every rank has the
-    same non-zero blocks (different values)."""
+    same non-zero blocks (different values). ``ints``: integer values in any dtype (sums
+    of a few ranks are then exact in any order)."""
     import torch
 
     if not 0 <= density <= 1:
@@ -46,7 +49,7 @@ def block_sparse(numel: int, block: int, density: float, overlap: bool, dtype: A
     gm = torch.Generator().manual_seed(seed * 1000 + (0 if overlap else rank + 1))
     mask = torch.rand(nblocks, generator=gm) < density
     g = torch.Generator().manual_seed(seed * 1000 + 500 + rank)
-    if dtype.is_floating_point:
+    if dtype.is_floating_point and not ints:
         vals = torch.randn(nblocks * block, generator=g)
     else:
         vals = torch.randint(-1000, 1000, (nblocks * block,), generator=g).double()
@@ -71,10 +74,19 @@ def torch_sparse_all_reduce(t: Any, block: int) -> Any:
     return t
 
 
-def sparse_bench_worker(plan: dict[str, Any], cases: Sequence[SparseCase], dtype_name: str,
-                        block: int | None, seed: int, methods: Sequence[str] = METHODS
-                        ) -> list[dict[str, Any]]:
+def sparse_bench_worker(plans: Sequence[dict[str, Any]], cases: Sequence[SparseCase],
+                        dtype_name: str, block: int | None, seed: int,
+                        methods: Sequence[str] = METHODS) -> list[dict[str, Any]]:
     """Runs in every process (rank i plays plan rank i); one result per case."""
+    out = []
+    for ci, case in enumerate(cases):
+        out.append(_bench_case(plans[case.plan], case, dtype_name, block, seed * 100 + ci,
+                               case.methods or tuple(methods)))
+    return out
+
+
+def _bench_case(plan: dict[str, Any], case: SparseCase, dtype_name: str, block: int | None,
+                seed: int, methods: Sequence[str]) -> dict[str, Any]:
     import torch
     import torch.distributed as dist
 
@@ -94,69 +106,74 @@ def sparse_bench_worker(plan: dict[str, Any], cases: Sequence[SparseCase], dtype
         "torch_sparse": lambda t: torch_sparse_all_reduce(t, sp.block_elems)}
     order = [m for m in METHODS if m in methods]
     try:
-        dense.prepare(1, dtype, torch.device("cpu"))
+        dense.prepare(case.numel, dtype, torch.device("cpu"))
     except PlanError:  # the dense plan takes floating types only
         order = [m for m in order if m != "plan"]
-    out = []
-    for ci, case in enumerate(cases):
-        x = block_sparse(case.numel, sp.block_elems, case.density, case.overlap, dtype,
-                         seed * 100 + ci, rank)
-        ref = x.clone()
-        dist.all_reduce(ref)
-        y = sp.all_reduce(x.clone())
-        stats = sp.last
-        if dtype.is_floating_point:
-            absum = x.abs().double()
-            dist.all_reduce(absum)
-            err = (y.double() - ref.double()).abs()
-            ok = bool((err <= n * torch.finfo(dtype).eps * absum).all())
-            max_err = float(err.max())
-        else:
-            ok, max_err = torch.equal(y, ref), 0.0
-        flag = torch.tensor([0.0 if ok else 1.0], dtype=torch.float64)
-        dist.all_reduce(flag, op=dist.ReduceOp.MAX)
-        del y, ref
-        work = torch.empty_like(x)
-        times: dict[str, list[float]] = {m: [] for m in order}
-        modes: list[str] = []
-        for i in range(case.warmup + case.repeat):
-            rot = i % len(order)
-            for name in order[rot:] + order[:rot]:  # rotate who goes first
-                work.copy_(x)
-                dist.barrier()
-                t0 = time.perf_counter()
-                ops[name](work)
-                dt = time.perf_counter() - t0
-                if i >= case.warmup:
-                    times[name].append(dt)
-                    if name == "sparse" and sp.last is not None:
-                        modes.append(sp.last.mode)
-        flat = torch.tensor([t for m in order for t in times[m]], dtype=torch.float64)
-        dist.all_reduce(flat, op=dist.ReduceOp.MAX)  # a call lasts until its slowest rank
-        per = flat.view(len(order), case.repeat).tolist()
-        res: dict[str, Any] = {
-            "numel": case.numel, "bytes": case.numel * x.element_size(), "dtype": dtype_name,
-            "nprocs": n, "density": case.density, "overlap": case.overlap,
-            "block_elems": sp.block_elems, "correct": flag.item() == 0,
-            "max_abs_err": max_err, "repeat": case.repeat,
-            "measured_density": stats.density if stats else None,
-            "union_density": stats.union_density if stats else None,
-            "traffic_fraction": stats.traffic_fraction if stats else None,
-            "max_density": sp.max_density, "sparse_modes": sorted(set(modes)),
-            **{f"{m}_s": statistics.median(per[k]) for k, m in enumerate(order)},
-            "samples": {f"{m}_s": per[k] for k, m in enumerate(order)}}
-        for m in order:
-            if m != "sparse" and "sparse" in order:
-                res[f"speedup_vs_{m}"] = res[f"{m}_s"] / res["sparse_s"]
-        out.append(res)
-    return out
+    # integer values: every order of summation is exact, so every call of every method is
+    # checked bit for bit against the sum each rank computes locally (no extra traffic)
+    def data(r: int) -> Any:
+        return block_sparse(case.numel, sp.block_elems, case.density, case.overlap, dtype,
+                            seed, r, ints=True)
+
+    x = data(rank)
+    if "sparse" in order:  # prepare the schedule outside the timed calls, as for the plan
+        sp.prepare(-(-case.numel // sp.block_elems), dtype)
+    expected = torch.zeros(case.numel, dtype=torch.float64)
+    for r in range(n):
+        expected += data(r).double()
+    expected = expected.to(dtype)
+    stats = None
+    bad: set[str] = set()
+    work = torch.empty_like(x)
+    times: dict[str, list[float]] = {m: [] for m in order}
+    modes: list[str] = []
+    for i in range(case.warmup + case.repeat):
+        rot = i % len(order)
+        for name in order[rot:] + order[:rot]:  # rotate who goes first
+            work.copy_(x)
+            dist.barrier()
+            t0 = time.perf_counter()
+            ops[name](work)
+            dt = time.perf_counter() - t0
+            if not torch.equal(work, expected):
+                bad.add(name)
+            if name == "sparse":
+                stats = sp.last
+            if i >= case.warmup:
+                times[name].append(dt)
+                if name == "sparse" and sp.last is not None:
+                    modes.append(sp.last.mode)
+    flags: list[Any] = [None] * n
+    dist.all_gather_object(flags, sorted(bad))
+    wrong = sorted({m for f in flags for m in f})
+    flat = torch.tensor([t for m in order for t in times[m]], dtype=torch.float64)
+    dist.all_reduce(flat, op=dist.ReduceOp.MAX)  # a call lasts until its slowest rank
+    per = flat.view(len(order), case.repeat).tolist()
+    res: dict[str, Any] = {
+        "numel": case.numel, "bytes": case.numel * x.element_size(), "dtype": dtype_name,
+        "nprocs": n, "density": case.density, "overlap": case.overlap,
+        "block_elems": sp.block_elems, "correct": not wrong, "wrong": wrong,
+        "repeat": case.repeat, "methods": order, "plan_algorithm": plan.get("algorithm"),
+        "plan_mode": plan.get("sparse", {}).get("mode"),
+        "measured_density": stats.density if stats else None,
+        "union_density": stats.union_density if stats else None,
+        "traffic_fraction": stats.traffic_fraction if stats else None,
+        "max_density": sp.max_density, "sparse_modes": sorted(set(modes)),
+        **{f"{m}_s": statistics.median(per[k]) for k, m in enumerate(order)},
+        "samples": {f"{m}_s": per[k] for k, m in enumerate(order)}}
+    for m in order:
+        if m != "sparse" and "sparse" in order:
+            res[f"speedup_vs_{m}"] = res[f"{m}_s"] / res["sparse_s"]
+    return res
 
 
-def run_sparse_bench(plan: dict[str, Any], nprocs: int, cases: Sequence[SparseCase], *,
+def run_sparse_bench(plan: dict[str, Any] | list[dict[str, Any]], nprocs: int,
+                     cases: Sequence[SparseCase], *,
                      dtype: str = "float32", block: int | None = None, seed: int = 0,
                      methods: Sequence[str] = METHODS, timeout_s: float = 600.0
                      ) -> list[dict[str, Any]]:
-    """Spawn ``nprocs`` gloo processes on loopback and benchmark every case."""
+    """Spawn ``nprocs`` gloo processes on loopback and benchmark every case (``plan``: one
+    plan document, or a list that the cases index)."""
     from executor.localrun import LocalRunConfig, run_local
 
     if dtype not in DTYPES:
@@ -164,7 +181,8 @@ def run_sparse_bench(plan: dict[str, Any], nprocs: int, cases: Sequence[SparseCa
     bad = [m for m in methods if m not in METHODS]
     if bad or not methods:
         raise ValueError(f"methods must be among {', '.join(METHODS)}, got {list(methods)}")
-    results = run_local(sparse_bench_worker, (plan, list(cases), dtype, block, seed,
+    plans = plan if isinstance(plan, list) else [plan]
+    results = run_local(sparse_bench_worker, (plans, list(cases), dtype, block, seed,
                                               list(methods)),
                         LocalRunConfig(nprocs, timeout_s=timeout_s, pg_timeout_s=timeout_s))
     return results[0]
