@@ -15,7 +15,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from executor.program import Program
-from executor.schedule import Flow, RankSchedule, element_bounds
+from executor.schedule import Flow, RankSchedule
 
 
 @dataclass(frozen=True, slots=True)
@@ -56,18 +56,34 @@ def message_steps(sched: RankSchedule) -> tuple[list[int], list[int]]:
     return sends, recvs
 
 
+Ranges = list[list[tuple[int, int, int, int, bool]]]
+
+
+def block_ranges(program: Program, nblocks: int) -> Ranges:
+    """Per step, every transfer as (src, dst, first block, end block, reduce); transfers
+    with no block left out. Computed once per block count (``executor.sparse`` caches it)."""
+    u = program.units
+    out: Ranges = []
+    for step in program.steps:
+        out.append([(t.src, t.dst, t.start * nblocks // u, t.stop * nblocks // u, t.reduce)
+                     for t in step if t.start * nblocks // u < t.stop * nblocks // u])
+    return out
+
+
 def block_flow(program: Program, rank: int, bitmaps: np.ndarray, flow: Flow,
-               sched: RankSchedule) -> BlockFlow:
+               sched: RankSchedule, ranges: Ranges | None = None) -> BlockFlow:
     """Replay ``program`` on ``bitmaps`` (bool, ranks x blocks: plan rank i's non-zero
     blocks) and list the blocks of plan rank ``rank``'s messages in ``flow`` (built from
-    ``sched`` for ``bitmaps.shape[1]`` elements, one element per block)."""
+    ``sched`` for ``bitmaps.shape[1]`` elements, one element per block); ``ranges``:
+    ``block_ranges(program, nblocks)`` if already computed."""
     n, nblocks = bitmaps.shape
     if n != program.nranks:
         raise ValueError(f"bitmaps has {n} rows, the program {program.nranks} ranks")
     if sched.numel != nblocks:
         raise ValueError(f"the schedule is for {sched.numel} blocks, bitmaps has {nblocks}")
     bm = bitmaps.astype(bool, copy=True)
-    bounds = element_bounds(program.units, nblocks)
+    if ranges is None:
+        ranges = block_ranges(program, nblocks)
     send_step, recv_step = message_steps(sched)
     sends_at: dict[int, list[int]] = {}
     recvs_at: dict[int, list[int]] = {}
@@ -79,7 +95,7 @@ def block_flow(program: Program, rank: int, bitmaps: np.ndarray, flow: Flow,
     recv_blocks: list[np.ndarray] = [np.empty(0, np.int64)] * len(flow.recvs)
     recv_parts: list[tuple[Part, ...]] = [()] * len(flow.recvs)
     moved = dense = 0
-    for s, step in enumerate(program.steps):
+    for s, step in enumerate(ranges):
         for i in sends_at.get(s, ()):
             _, a, b, _ = flow.sends[i]
             send_blocks[i] = np.flatnonzero(bm[rank, a:b]) + a
@@ -96,17 +112,12 @@ def block_flow(program: Program, rank: int, bitmaps: np.ndarray, flow: Flow,
                         + ap.start) if not ap.reduce else np.empty(0, np.int64)
                 parts.append(Part(lo, hi, idx[lo:hi], ap.reduce, zero))
             recv_parts[j] = tuple(parts)
-        vals = []
-        for t in step:
-            a, b = bounds[t.start], bounds[t.stop]
-            v = bm[t.src, a:b].copy()
-            moved += int(v.sum())
+        vals = [bm[src, a:b].copy() for src, _, a, b, _ in step]
+        for (_, dst, a, b, reduce), v in zip(step, vals, strict=True):
+            moved += int(np.count_nonzero(v))
             dense += b - a
-            vals.append(v)
-        for t, v in zip(step, vals, strict=True):
-            a, b = bounds[t.start], bounds[t.stop]
-            if t.reduce:
-                bm[t.dst, a:b] |= v
+            if reduce:
+                bm[dst, a:b] |= v
             else:
-                bm[t.dst, a:b] = v
+                bm[dst, a:b] = v
     return BlockFlow(tuple(send_blocks), tuple(recv_blocks), tuple(recv_parts), moved, dense)

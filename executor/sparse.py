@@ -29,7 +29,7 @@ import numpy as np
 import torch
 import torch.distributed as dist
 
-from executor.blockflow import BlockFlow, block_flow
+from executor.blockflow import BlockFlow, block_flow, block_ranges
 from executor.engine import ExecutorError, PlanExecutor
 from executor.program import PlanError
 from executor.schedule import (
@@ -100,6 +100,7 @@ class _Prepared:
         self.sched: RankSchedule = build_schedule(ex.program, ex.plan_rank, nblocks,
                                                   segment=seg, stage_all=True)
         self.flow: Flow = dataflow(self.sched, None if steps else cfg.lookahead_steps)
+        self.ranges = block_ranges(ex.program, nblocks)
 
 
 class SparseExecutor:
@@ -186,7 +187,7 @@ class SparseExecutor:
             return tensor
         steps = self.config.schedule == "steps" or flat.device.type == "cuda"
         prep = self._prepare(nblocks, flat.dtype, steps)
-        bf = block_flow(self.program, self.plan_rank, bits, prep.flow, prep.sched)
+        bf = block_flow(self.program, self.plan_rank, bits, prep.flow, prep.sched, prep.ranges)
         try:
             if steps:
                 self._run_steps(prep, bf, blocks)
