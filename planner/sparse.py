@@ -151,6 +151,8 @@ def choose(cost: CostModel, ranks: Sequence[str], size_bytes: int, density: Dens
         "predicted_sparse_s": priced[name],
         "predicted_dense_s": own_dense,
         "candidates_sparse": priced,
-        "max_density": break_even(cost, ranks, prog, size_bytes, density, own_dense),
+        # the executor runs the dense plan above it: where sparse stops winning by the margin
+        "max_density": break_even(cost, ranks, prog, size_bytes, density,
+                                  own_dense * (1 - SPARSE_MARGIN)),
     }
     return name, info
