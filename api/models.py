@@ -52,6 +52,7 @@ Size = Annotated[StrictInt, Field(gt=0, le=MAX_SIZE_BYTES)] | Annotated[
     AfterValidator(check_size_text)]
 Algorithm = Literal[ALGORITHM_NAMES]  # type: ignore[valid-type]
 Collective = Literal[COLLECTIVE_NAMES]  # type: ignore[valid-type]
+Density = Annotated[StrictFloat | StrictInt, Field(gt=0, le=1), AfterValidator(_finite)]
 
 
 class _In(BaseModel):
@@ -147,6 +148,12 @@ class PlanCreate(_In):
     collective: Collective = "allreduce"
     size_bytes: Size
     algorithm: Algorithm = "auto"
+    # block-sparse all-reduce (planner.sparse): expected non-zero block fraction, overall or
+    # one per rank, whether the non-zero blocks are the same on every rank, the block size
+    density: Density | Annotated[list[Density], Field(min_length=1,
+                                                      max_length=MAX_RANKS)] | None = None
+    density_overlap: StrictBool = False
+    block_elems: Annotated[StrictInt, Field(ge=1, le=1 << 20)] = 256
 
 
 class PlanPublic(BaseModel):

@@ -35,6 +35,8 @@ class PlanKey:
     size_bytes: int
     algorithm: str
     min_step_s: float = 0.0  # the service's setting; set by PlanService
+    # block-sparse request: (density, or one per rank), density_overlap, block_elems
+    sparse: tuple[float | tuple[float, ...], bool, int] | None = None
 
     @property
     def request(self) -> dict[str, Any]:
@@ -42,6 +44,10 @@ class PlanKey:
                                "size_bytes": self.size_bytes, "algorithm": self.algorithm}
         if self.min_step_s:
             req["min_step_s"] = self.min_step_s
+        if self.sparse is not None:
+            d, overlap, block = self.sparse
+            req.update(density=list(d) if isinstance(d, tuple) else d,
+                       density_overlap=overlap, block_elems=block)
         return req
 
     @property
@@ -96,9 +102,14 @@ def solve(snapshot: Snapshot, key: PlanKey) -> dict[str, Any]:
     if snapshot.topology is None:
         raise APIError(409, "the cluster graph is empty or invalid; no plan can be made",
                        ["body", "ranks"], "no_topology")
+    sparse: dict[str, Any] = {}
+    if key.sparse is not None:
+        d, overlap, block = key.sparse
+        sparse = {"density": list(d) if isinstance(d, tuple) else d,
+                  "density_overlap": overlap, "block_elems": block}
     return make_plan(snapshot.topology, list(key.ranks), key.size_bytes,
                      algorithm=key.algorithm, collective=key.collective,
-                     min_step_s=key.min_step_s)
+                     min_step_s=key.min_step_s, **sparse)
 
 
 class PlanService:

@@ -20,9 +20,18 @@ def register(subparsers: Any) -> None:
     p.add_argument("--plan", required=True, type=Path, help="plan document (JSON)")
     p.add_argument("--nprocs", required=True, type=int, help="processes; the plan's rank count")
     p.add_argument("--numel", required=True, type=int, help="elements per buffer")
-    p.add_argument("--dtype", default="float32", choices=DTYPES)
+    p.add_argument("--dtype", default="float32", choices=(*DTYPES, "int32", "int64"),
+                   help="element type (integers only with --density)")
     p.add_argument("--repeat", type=int, default=10, help="timed calls of each (default 10)")
     p.add_argument("--warmup", type=int, default=2, help="untimed calls first (default 2)")
+    p.add_argument("--density", type=float, default=None,
+                   help="run the block-sparse path on data with this fraction of non-zero "
+                        "blocks (0..1) and compare it with the dense plan, gloo's all_reduce "
+                        "and torch's sparse all_reduce")
+    p.add_argument("--overlap", action="store_true",
+                   help="with --density: the same blocks are non-zero on every rank")
+    p.add_argument("--block-elems", type=int, default=None,
+                   help="with --density: elements per block (default: the plan's, else 256)")
     p.add_argument("--timeout", type=float, default=600.0,
                    help="seconds for the whole run, process-group timeout too (default 600)")
     p.set_defaults(func=exec_bench)
@@ -48,12 +57,42 @@ def exec_bench(args: argparse.Namespace) -> int:
         raise CLIError(f"--nprocs must be in 1..64, got {args.nprocs}")
     if args.numel < 1 or args.repeat < 1 or args.warmup < 0 or not args.timeout > 0:
         raise CLIError("--numel and --repeat must be >= 1, --warmup >= 0, --timeout > 0")
+    if args.density is not None:
+        return _sparse_bench(args, doc, program.plan_id)
+    if args.dtype not in DTYPES:
+        raise CLIError(f"--dtype {args.dtype} needs --density (the dense plan takes "
+                       f"{', '.join(DTYPES)})")
     try:
         (res,) = run_bench(doc, args.nprocs, [BenchCase(args.numel, args.repeat, args.warmup)],
                            dtype=args.dtype, timeout_s=args.timeout)
     except RuntimeError as exc:
         raise CLIError(str(exc)) from None
     res["plan_id"] = program.plan_id
+    del res["samples"]
+    print(json.dumps(res))
+    return 0 if res["correct"] else 1
+
+
+def _sparse_bench(args: argparse.Namespace, doc: dict[str, Any], plan_id: str) -> int:
+    from executor.sparse_bench import DTYPES as SPARSE_DTYPES
+    from executor.sparse_bench import SparseCase, run_sparse_bench
+    from syncplan.errors import CLIError
+
+    if not 0 <= args.density <= 1:
+        raise CLIError(f"--density must be in [0, 1], got {args.density}")
+    if args.dtype not in SPARSE_DTYPES:
+        raise CLIError(f"--dtype {args.dtype} is not offered with --density; choose one of "
+                       f"{', '.join(SPARSE_DTYPES)}")
+    if args.block_elems is not None and not 1 <= args.block_elems <= 1 << 20:
+        raise CLIError(f"--block-elems must be in 1..{1 << 20}, got {args.block_elems}")
+    case = SparseCase(args.numel, args.density, args.overlap, args.repeat, args.warmup)
+    try:
+        (res,) = run_sparse_bench(doc, args.nprocs, [case], dtype=args.dtype,
+                                  block=args.block_elems, timeout_s=args.timeout)
+    except RuntimeError as exc:
+        raise CLIError(str(exc)) from None
+    res["plan_id"] = plan_id
+    res["native_s"] = res["gloo_s"]
     del res["samples"]
     print(json.dumps(res))
     return 0 if res["correct"] else 1

@@ -10,6 +10,7 @@ import torch.distributed as dist
 
 from executor.engine import PlanExecutor
 from executor.program import PlanError
+from executor.sparse import SparseConfig, SparseExecutor, SparseStats
 
 if TYPE_CHECKING:
     from executor.replan import Replanner
@@ -36,6 +37,8 @@ class PlanComm:
         self.reason: str | None = None
         self.replanner = replanner
         self.world_size = dist.get_world_size(group)
+        self.sparse_config = SparseConfig()  # settings of sparse_all_reduce
+        self._sparse: SparseExecutor | None = None
         if executor is None:
             self._fall_back(str(reason))
 
@@ -55,6 +58,7 @@ class PlanComm:
         """Run ``executor``'s plan from the next all-reduce on (every rank at the same call)."""
         self.executor = executor
         self.reason = None
+        self._sparse = None
 
     def refresh(self) -> bool:
         """Collective: switch to the service's newer plan now if there is one that every rank
@@ -67,6 +71,7 @@ class PlanComm:
 
     def _fall_back(self, reason: str) -> None:
         self.executor = None
+        self._sparse = None
         self.reason = reason
         level = logging.WARNING if dist.get_rank(self.group) == 0 else logging.INFO
         log.log(level, "syncplan executor: %s; using torch.distributed.all_reduce instead",
@@ -90,3 +95,38 @@ class PlanComm:
         if average:
             tensor.div_(self.world_size)
         return tensor
+
+    def sparse_all_reduce(self, tensor: torch.Tensor, *, average: bool = False) -> torch.Tensor:
+        """Sum (or average) ``tensor`` in place sending only its non-zero blocks along the
+        plan (executor.sparse); the dense plan when the data is denser than the plan's
+        ``max_density``; torch's all_reduce without a plan or for a tensor the sparse path
+        cannot take (decided identically on every rank before any message)."""
+        if self.replanner is not None:
+            self.replanner.tick(self)
+        if self.executor is not None and self._sparse is None:
+            self._sparse = SparseExecutor(self.executor, self.sparse_config)
+        done = False
+        if self._sparse is not None:
+            try:
+                self._sparse.all_reduce(tensor)
+                done = True
+            except PlanError as exc:
+                log.debug("sparse path refused this tensor: %s", exc)
+        if not done:
+            dist.all_reduce(tensor, group=self.group)
+        if average:
+            tensor.div_(self.world_size)
+        return tensor
+
+    @property
+    def sparse_block_elems(self) -> int:
+        """Elements per block of sparse_all_reduce."""
+        if self._sparse is not None:
+            return self._sparse.block_elems
+        info = self.executor.sparse_info if self.executor is not None else {}
+        return int(self.sparse_config.block_elems or info.get("block_elems") or 256)
+
+    @property
+    def sparse_stats(self) -> SparseStats | None:
+        """What the last sparse_all_reduce did (executor.sparse.SparseStats), or None."""
+        return self._sparse.last if self._sparse is not None else None

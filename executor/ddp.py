@@ -10,6 +10,7 @@ from typing import Any
 import torch
 import torch.distributed as dist
 
+from executor.coarse import CoarseSparsifier
 from executor.comm import PlanComm
 
 
@@ -23,6 +24,43 @@ def plan_allreduce_hook(state: PlanComm,
         work = dist.all_reduce(buf, group=state.group, async_op=True)
         return work.get_future().then(lambda f: f.value()[0])
     state.all_reduce(buf)
+    fut: torch.futures.Future[torch.Tensor] = torch.futures.Future()
+    fut.set_result(buf)
+    return fut
+
+
+@dataclass
+class SparseHookState:
+    """State of ``sparse_allreduce_hook``: buckets holding a parameter of ``sparse_params``
+    (for example ``embedding_params(model)``) take the sparse path, with ``coarse`` (lossy,
+    opt-in) selecting their top blocks first; other buckets take the plan."""
+
+    comm: PlanComm
+    sparse_params: frozenset
+    coarse: CoarseSparsifier | None = None
+    sparse_calls: int = 0
+
+
+def embedding_params(model: torch.nn.Module) -> frozenset:
+    """Ids of the parameters of the model's ``nn.Embedding`` and ``nn.EmbeddingBag``."""
+    kinds = (torch.nn.Embedding, torch.nn.EmbeddingBag)
+    return frozenset(id(p) for m in model.modules() if isinstance(m, kinds)
+                     for p in m.parameters(recurse=False))
+
+
+def sparse_allreduce_hook(state: SparseHookState,
+                          bucket: dist.GradBucket) -> torch.futures.Future[torch.Tensor]:
+    """``model.register_comm_hook(SparseHookState(comm, embedding_params(model)),
+    sparse_allreduce_hook)``: average each bucket over the group; a bucket with an
+    embedding's gradient sends only its non-zero blocks (``comm.sparse_all_reduce``)."""
+    if not any(id(p) in state.sparse_params for p in bucket.parameters()):
+        return plan_allreduce_hook(state.comm, bucket)
+    buf = bucket.buffer()
+    buf.div_(state.comm.world_size)
+    if state.coarse is not None:
+        state.coarse.select(buf, bucket.index(), state.comm.sparse_block_elems)
+    state.comm.sparse_all_reduce(buf)
+    state.sparse_calls += 1
     fut: torch.futures.Future[torch.Tensor] = torch.futures.Future()
     fut.set_result(buf)
     return fut

@@ -183,6 +183,9 @@ class PlanExecutor:
                  config: ExecutorConfig | None = None) -> None:
         self.config = config or ExecutorConfig()
         self.program = plan if isinstance(plan, Program) else Program.from_plan(plan)
+        # the plan's "sparse" object (planner.sparse), read by executor.sparse
+        info = None if isinstance(plan, Program) else plan.get("sparse")
+        self.sparse_info: dict[str, Any] = dict(info) if isinstance(info, Mapping) else {}
         if self.config.verify:
             self.program.check()
         if not dist.is_initialized():

@@ -38,7 +38,9 @@ class CostModel:
         return t.path if t.path is not None else self.router.path(ranks[t.src], ranks[t.dst])
 
     def step_time(self, ranks: Sequence[str], step: Sequence[Transfer],
-                  bytes_per_unit: float) -> float:
+                  bytes_per_unit: float, weights: np.ndarray | None = None) -> float:
+        """Time of one step; ``weights[i]`` (default 1) scales transfer i's bytes (the
+        expected fraction of its units a sparse run sends)."""
         if not step:
             return 0.0
         path_arcs = self._path_arcs
@@ -49,6 +51,8 @@ class CostModel:
             arc_lists.append(arcs)
         nbytes = np.fromiter((t.hi - t.lo for t in step), dtype=np.float64,
                              count=len(step)) * bytes_per_unit
+        if weights is not None:
+            nbytes = nbytes * weights
         counts = np.fromiter(map(len, arc_lists), dtype=np.int64, count=len(step))
         flat = np.concatenate(arc_lists)
         loads = np.bincount(flat, weights=np.repeat(nbytes, counts),

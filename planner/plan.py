@@ -13,10 +13,13 @@ from typing import Any
 from planner.algorithms import ALGORITHMS, OUTSIDE_REDUCE_BROADCAST, Candidate, PlanContext
 from planner.bound import Bound, lower_bound
 from planner.bound_any import AnyBound, lower_bound_any
+from planner.cost import CostModel
 from planner.errors import InfeasibleError, RequestError
 from planner.gc_pause import gc_paused
 from planner.program import Program, Transfer, program_to_doc
 from planner.routing import Router
+from planner.sparse import Density
+from planner.sparse import choose as choose_sparse
 from planner.topology import Topology
 
 log = logging.getLogger(__name__)
@@ -120,9 +123,11 @@ def compare(topo: Topology, ranks: list[str], size_bytes: int, *,
 
 def make_plan(topo: Topology, ranks: list[str], size_bytes: int, algorithm: str = "auto",
               collective: str = "allreduce", *, seed: int = 0,
-              min_step_s: float = 0.0, shards: str = "equal") -> dict[str, Any]:
+              min_step_s: float = 0.0, shards: str = "equal", density: Any = None,
+              block_elems: Any = 256, density_overlap: Any = False) -> dict[str, Any]:
     """Plan a collective; return the plan document. Raise RequestError / InfeasibleError.
-    ``shards`` (``equal`` or ``any``) applies to reduce-scatter and all-gather only."""
+    ``shards`` (``equal`` or ``any``) applies to reduce-scatter and all-gather only; with
+    ``density`` the all-reduce is block-sparse (planner.sparse)."""
     with gc_paused():
         if collective != "allreduce":
             from planner.collectives import make_collective_plan
@@ -131,17 +136,23 @@ def make_plan(topo: Topology, ranks: list[str], size_bytes: int, algorithm: str 
             return make_collective_plan(topo, ranks, size_bytes, algorithm, collective,
                                         shards=shards, seed=seed, min_step_s=min_step_s)
         return _make_plan(topo, ranks, size_bytes, algorithm, collective, seed=seed,
-                          min_step_s=min_step_s)
+                          min_step_s=min_step_s, sparse=None if density is None else
+                          Density.from_request(density, len(ranks), overlap=density_overlap,
+                                               block_elems=block_elems))
 
 
 def _make_plan(topo: Topology, ranks: list[str], size_bytes: int, algorithm: str,
-               collective: str, *, seed: int, min_step_s: float) -> dict[str, Any]:
+               collective: str, *, seed: int, min_step_s: float,
+               sparse: Density | None = None) -> dict[str, Any]:
     _check_request(topo, ranks, size_bytes, algorithm, collective)
     names = list(ALGORITHMS) if algorithm == "auto" else [algorithm]
     t0 = time.perf_counter()
     comp = compare(topo, ranks, size_bytes, algorithms=names, seed=seed,
                    min_step_s=min_step_s)
     chosen = comp.best
+    sparse_info = None
+    if sparse is not None:
+        chosen, sparse_info = _choose_sparse(comp, ranks, size_bytes, sparse, min_step_s)
     program = with_routes(chosen.build(), ranks, comp.router)
     solve_s = time.perf_counter() - t0
     bound_s, family, method, bandwidth_s = comp.bound_for(chosen.algorithm)
@@ -171,9 +182,19 @@ def _make_plan(topo: Topology, ranks: list[str], size_bytes: int, algorithm: str
     }
     if min_step_s:
         doc["min_step_s"] = min_step_s  # priced into predicted_time_s
+    if sparse_info is not None:
+        doc["sparse"] = sparse_info
     doc["plan_id"] = plan_id(topo, doc)
     doc["topology_fingerprint"] = topo.fingerprint()  # `syncplan verify` compares it
     return doc
+
+
+def _choose_sparse(comp: Comparison, ranks: list[str], size_bytes: int, density: Density,
+                   min_step_s: float) -> tuple[Candidate, dict[str, Any]]:
+    cands = {k: (c.predicted_time_s, c.build()) for k, c in comp.candidates.items()}
+    name, info = choose_sparse(CostModel(comp.router, min_step_s), ranks, size_bytes, density,
+                               cands, comp.best.algorithm)
+    return comp.candidates[name], info
 
 
 def with_routes(program: Program, ranks: list[str], router: Router) -> Program:
@@ -191,7 +212,10 @@ def plan_id(topo: Topology, doc: dict[str, Any]) -> str:
                       "requested": doc["requested_algorithm"],
                       "version": PLAN_FORMAT_VERSION,
                       **({"overhead": doc["min_step_s"]} if doc.get("min_step_s")
-                         else {})}, sort_keys=True)
+                         else {}),
+                      **({"sparse": {k: doc["sparse"][k] for k in
+                                     ("density", "density_overlap", "block_elems")}}
+                         if doc.get("sparse") else {})}, sort_keys=True)
     return hashlib.sha256(key.encode()).hexdigest()[:20]
 
 

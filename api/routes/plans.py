@@ -25,8 +25,12 @@ async def create_plan(http: Request, request: PlanCreate, _: JobToken, snapshot:
     """Plan on the current graph. Identical requests on the same graph version share one
     solve and one ``plan_id``; 422 names a bad field, 409 means no plan of that algorithm
     exists for the request."""
+    d = request.density
+    sparse = None if d is None else (tuple(d) if isinstance(d, list) else d,
+                                     request.density_overlap, request.block_elems)
     key = PlanKey(snapshot.version, tuple(request.ranks), request.collective,
-                  parse_size(request.size_bytes, ["body", "size_bytes"]), request.algorithm)
+                  parse_size(request.size_bytes, ["body", "size_bytes"]), request.algorithm,
+                  sparse=sparse)
     plan = await plans.get(snapshot, key, owner=token_owner(http.headers.get("authorization")))
     return respond(http, await plans.in_form(plan, form))
 

@@ -1,0 +1,123 @@
+"""Which blocks every message of a block-sparse run carries; numpy only, no torch.
+
+Every rank all-gathers a bitmap of its non-zero blocks; from the bitmaps of all ranks each
+rank replays the program on bitmaps (a reduce ORs the sender's start-of-step bitmap into
+the receiver's, a replace copies it) and so knows, before any data moves, which blocks each
+of its messages carries: sender and receiver derive the same list, so payloads need no size
+header and no index list on the wire. A bit is "may be non-zero": a sum that cancels to zero
+is still sent, which keeps the result exact.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from executor.program import Program
+from executor.schedule import Flow, RankSchedule
+
+
+@dataclass(frozen=True, slots=True)
+class Part:
+    """One apply of a received message: payload rows ``lo..hi`` go to ``blocks`` (added,
+    or copied), and with a replace the blocks in ``zero`` (non-zero only on the receiver)
+    become zero."""
+
+    lo: int
+    hi: int
+    blocks: np.ndarray  # int64 block indices, ascending
+    reduce: bool
+    zero: np.ndarray  # int64 block indices (replace only)
+
+
+@dataclass(frozen=True, slots=True)
+class BlockFlow:
+    """Per message of a rank's Flow (same order): the blocks it carries; per received
+    message the parts to apply. ``moved``/``dense`` count the blocks all ranks send."""
+
+    send_blocks: tuple[np.ndarray, ...]
+    recv_blocks: tuple[np.ndarray, ...]
+    recv_parts: tuple[tuple[Part, ...], ...]
+    moved: int
+    dense: int
+
+    @property
+    def traffic_fraction(self) -> float:
+        """Blocks sent over the whole program, sparse over dense (1.0 for an empty program)."""
+        return self.moved / self.dense if self.dense else 1.0
+
+
+def message_steps(sched: RankSchedule) -> tuple[list[int], list[int]]:
+    """Program step index of every send and every receive, in the order ``dataflow`` and
+    ``build_schedule`` list them."""
+    sends = [st.index for st in sched.steps for _ in st.sends]
+    recvs = [st.index for st in sched.steps for _ in st.recvs]
+    return sends, recvs
+
+
+Ranges = list[list[tuple[int, int, int, int, bool]]]
+
+
+def block_ranges(program: Program, nblocks: int) -> Ranges:
+    """Per step, every transfer as (src, dst, first block, end block, reduce); transfers
+    with no block left out. Computed once per block count (``executor.sparse`` caches it)."""
+    u = program.units
+    out: Ranges = []
+    for step in program.steps:
+        out.append([(t.src, t.dst, t.start * nblocks // u, t.stop * nblocks // u, t.reduce)
+                     for t in step if t.start * nblocks // u < t.stop * nblocks // u])
+    return out
+
+
+def block_flow(program: Program, rank: int, bitmaps: np.ndarray, flow: Flow,
+               sched: RankSchedule, ranges: Ranges | None = None) -> BlockFlow:
+    """Replay ``program`` on ``bitmaps`` (bool, ranks x blocks: plan rank i's non-zero
+    blocks) and list the blocks of plan rank ``rank``'s messages in ``flow`` (built from
+    ``sched`` for ``bitmaps.shape[1]`` elements, one element per block); ``ranges``:
+    ``block_ranges(program, nblocks)`` if already computed."""
+    n, nblocks = bitmaps.shape
+    if n != program.nranks:
+        raise ValueError(f"bitmaps has {n} rows, the program {program.nranks} ranks")
+    if sched.numel != nblocks:
+        raise ValueError(f"the schedule is for {sched.numel} blocks, bitmaps has {nblocks}")
+    bm = bitmaps.astype(bool, copy=True)
+    if ranges is None:
+        ranges = block_ranges(program, nblocks)
+    send_step, recv_step = message_steps(sched)
+    sends_at: dict[int, list[int]] = {}
+    recvs_at: dict[int, list[int]] = {}
+    for i, s in enumerate(send_step):
+        sends_at.setdefault(s, []).append(i)
+    for j, s in enumerate(recv_step):
+        recvs_at.setdefault(s, []).append(j)
+    send_blocks: list[np.ndarray] = [np.empty(0, np.int64)] * len(flow.sends)
+    recv_blocks: list[np.ndarray] = [np.empty(0, np.int64)] * len(flow.recvs)
+    recv_parts: list[tuple[Part, ...]] = [()] * len(flow.recvs)
+    moved = dense = 0
+    for s, step in enumerate(ranges):
+        for i in sends_at.get(s, ()):
+            _, a, b, _ = flow.sends[i]
+            send_blocks[i] = np.flatnonzero(bm[rank, a:b]) + a
+        for j in recvs_at.get(s, ()):
+            peer, a, b, _ = flow.recvs[j]
+            src = bm[peer, a:b]
+            idx = np.flatnonzero(src) + a
+            recv_blocks[j] = idx
+            parts = []
+            for ap in flow.recv_applies[j]:
+                lo = int(np.searchsorted(idx, ap.start))
+                hi = int(np.searchsorted(idx, ap.stop))
+                zero = (np.flatnonzero(bm[rank, ap.start:ap.stop] & ~bm[peer, ap.start:ap.stop])
+                        + ap.start) if not ap.reduce else np.empty(0, np.int64)
+                parts.append(Part(lo, hi, idx[lo:hi], ap.reduce, zero))
+            recv_parts[j] = tuple(parts)
+        vals = [bm[src, a:b].copy() for src, _, a, b, _ in step]
+        for (_, dst, a, b, reduce), v in zip(step, vals, strict=True):
+            moved += int(np.count_nonzero(v))
+            dense += b - a
+            if reduce:
+                bm[dst, a:b] |= v
+            else:
+                bm[dst, a:b] = v
+    return BlockFlow(tuple(send_blocks), tuple(recv_blocks), tuple(recv_parts), moved, dense)
