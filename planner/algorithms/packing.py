@@ -26,12 +26,12 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 import numpy as np
-from scipy.optimize import linprog
-from scipy.sparse import coo_matrix, csr_matrix, hstack
+from scipy.sparse import csr_matrix
 from scipy.sparse.csgraph import connected_components, dijkstra
 
 from planner.algorithms.arborescence import min_arborescence, shallow_trees, tree_depths
 from planner.algorithms.base import PlanContext
+from planner.algorithms.packing_master import Master
 from planner.errors import InfeasibleError
 from planner.routing import REF_BYTES
 
@@ -233,6 +233,7 @@ class PackingLP:
         self.limits: tuple[np.ndarray, np.ndarray] | None = None  # (in-trees, out-trees)
         self.idle: list[int] = []  # per column: rounds in a row without share
         self.keys: list[tuple[bool, bytes]] = []
+        self.master = Master(self.bw, self.n)
         for col in start or ():  # trees of a smaller slack fit this one's limits too
             self._add(col)
 
@@ -281,6 +282,7 @@ class PackingLP:
             return False
         self._seen.add(key)
         self.trees.append(col)
+        self.master.add(col.arcs, col.root, col.inward)
         self.keys.append(key)
         self.idle.append(0)
         return True
@@ -294,39 +296,17 @@ class PackingLP:
         self.idle = [0 if x > 1e-12 else k + 1 for x, k in zip(share, self.idle, strict=True)]
         keep = [j for j, k in enumerate(self.idle) if k < KEEP_IDLE_ROUNDS]
         if len(keep) < len(self.trees):
-            self._seen.difference_update(self.keys[j] for j in range(len(self.trees))
-                                         if self.idle[j] >= KEEP_IDLE_ROUNDS)
+            drop = [j for j in range(len(self.trees)) if self.idle[j] >= KEEP_IDLE_ROUNDS]
+            self._seen.difference_update(self.keys[j] for j in drop)
+            self.master.delete(drop)
             self.trees = [self.trees[j] for j in keep]
             self.idle = [self.idle[j] for j in keep]
             self.keys = [self.keys[j] for j in keep]
 
     def _master(self) -> tuple[float, np.ndarray, np.ndarray, np.ndarray]:
         """Solve the LP over the current trees: (theta, shares, arc prices, root duals)."""
-        nt, n = len(self.trees), self.n
-        rows = np.concatenate([t.arcs for t in self.trees])
-        cols = np.repeat(np.arange(nt), [len(t.arcs) for t in self.trees])
-        use = coo_matrix((1.0 / self.bw[rows], (rows, cols)), shape=(len(self.bw), nt)).tocsr()
-        used = np.unique(rows)
-        use = use[used]
-        scale = float(use.max()) or 1.0
-        a_ub = hstack([use / scale, coo_matrix(-np.ones((len(used), 1)))]).tocsr()
-        a_eq = np.zeros((n + 1, nt + 1))
-        for j, t in enumerate(self.trees):
-            a_eq[t.root, j] = 1.0 if t.inward else -1.0
-            if t.inward:
-                a_eq[n, j] = 1.0
-        b_eq = np.zeros(n + 1)
-        b_eq[n] = 1.0
-        cost = np.zeros(nt + 1)
-        cost[-1] = 1.0
-        res = linprog(cost, A_ub=a_ub, b_ub=np.zeros(len(used)), A_eq=a_eq, b_eq=b_eq,
-                      bounds=[(0, None)] * (nt + 1), method="highs")
-        if res.status != 0:
-            raise InfeasibleError(f"packing LP failed: {res.message}")
-        y = np.zeros(len(self.bw))
-        y[used] = np.maximum(-res.ineqlin.marginals, 0) / self.bw[used] / scale
-        self.objective = float(res.x[-1])  # theta in the LP's scaled units
-        return float(res.x[-1] * scale), np.maximum(res.x[:nt], 0), y, res.eqlin.marginals
+        theta, self.objective, share, prices, duals = self.master.solve()
+        return theta, share, prices, duals
 
     def solve(self, rounds: int = MAX_ROUNDS) -> Packing:
         for c in self._price(1.0 / self.bw):
