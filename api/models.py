@@ -154,6 +154,8 @@ class PlanCreate(_In):
                                                       max_length=MAX_RANKS)] | None = None
     density_overlap: StrictBool = False
     block_elems: Annotated[StrictInt, Field(ge=1, le=1 << 20)] = 256
+    # reduce-scatter / all-gather: equal shards, or any (the planner sizes them, by rate)
+    shards: Literal["equal", "any"] = "equal"
 
 
 class PlanPublic(BaseModel):

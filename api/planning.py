@@ -37,6 +37,7 @@ class PlanKey:
     min_step_s: float = 0.0  # the service's setting; set by PlanService
     # block-sparse request: (density, or one per rank), density_overlap, block_elems
     sparse: tuple[float | tuple[float, ...], bool, int] | None = None
+    shards: str = "equal"  # reduce-scatter / all-gather: "equal" or "any"
 
     @property
     def request(self) -> dict[str, Any]:
@@ -44,6 +45,8 @@ class PlanKey:
                                "size_bytes": self.size_bytes, "algorithm": self.algorithm}
         if self.min_step_s:
             req["min_step_s"] = self.min_step_s
+        if self.shards != "equal":
+            req["shards"] = self.shards
         if self.sparse is not None:
             d, overlap, block = self.sparse
             req.update(density=list(d) if isinstance(d, tuple) else d,
@@ -109,7 +112,7 @@ def solve(snapshot: Snapshot, key: PlanKey) -> dict[str, Any]:
                   "density_overlap": overlap, "block_elems": block}
     return make_plan(snapshot.topology, list(key.ranks), key.size_bytes,
                      algorithm=key.algorithm, collective=key.collective,
-                     min_step_s=key.min_step_s, **sparse)
+                     min_step_s=key.min_step_s, shards=key.shards, **sparse)
 
 
 class PlanService:

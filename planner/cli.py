@@ -255,7 +255,7 @@ def _cells(size: int, seconds: float, nranks: int, bound: float) -> list[str]:
 
 
 def cmd_plan(args: argparse.Namespace) -> int:
-    from planner.plan import compare, make_plan
+    from planner.plan import compare, plan_and_compare
     from planner.sizes import format_size, format_time, parse_size
     from planner.topology import load_topology
 
@@ -276,11 +276,12 @@ def cmd_plan(args: argparse.Namespace) -> int:
     try:
         rows = []
         infeasible: dict[str, str] = {}
-        comp = None
         with progress:
-            doc = make_plan(topo, ranks, size, args.algorithm, min_step_s=min_step)
+            doc, comp = plan_and_compare(topo, ranks, size, args.algorithm,
+                                         min_step_s=min_step)
             if args.compare:
-                comp = compare(topo, ranks, size, min_step_s=min_step)
+                if args.algorithm != "auto":  # every algorithm, not only the named one
+                    comp = compare(topo, ranks, size, min_step_s=min_step)
                 infeasible = comp.infeasible
                 for name, cand in sorted(comp.candidates.items(),
                                          key=lambda kv: kv[1].predicted_time_s):
@@ -312,7 +313,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
         if doc["lower_bound_any_family"] != doc["lower_bound_family"]:
             print(f"lower bound on any program: {format_time(doc['lower_bound_any_time_s'])} "
                   f"({doc['lower_bound_any_family']}; {doc['lower_bound_any_method']})")
-        if comp is not None and comp.bound.family != doc["lower_bound_family"]:
+        if args.compare and comp.bound.family != doc["lower_bound_family"]:
             print(f"reduce-then-broadcast bound: {format_time(comp.bound.time_s)} "
                   f"({comp.bound.family}; {comp.bound.method})")
         fluid = doc["details"].get("fluid_time_s")

@@ -138,12 +138,22 @@ def make_plan(topo: Topology, ranks: list[str], size_bytes: int, algorithm: str 
         return _make_plan(topo, ranks, size_bytes, algorithm, collective, seed=seed,
                           min_step_s=min_step_s, sparse=None if density is None else
                           Density.from_request(density, len(ranks), overlap=density_overlap,
-                                               block_elems=block_elems))
+                                               block_elems=block_elems))[0]
+
+
+def plan_and_compare(topo: Topology, ranks: list[str], size_bytes: int,
+                     algorithm: str = "auto", *, min_step_s: float = 0.0
+                     ) -> tuple[dict[str, Any], Comparison]:
+    """An all-reduce plan document and the comparison it was chosen from (every algorithm
+    priced once when ``algorithm`` is auto; only the named one otherwise)."""
+    with gc_paused():
+        return _make_plan(topo, ranks, size_bytes, algorithm, "allreduce", seed=0,
+                          min_step_s=min_step_s)
 
 
 def _make_plan(topo: Topology, ranks: list[str], size_bytes: int, algorithm: str,
                collective: str, *, seed: int, min_step_s: float,
-               sparse: Density | None = None) -> dict[str, Any]:
+               sparse: Density | None = None) -> tuple[dict[str, Any], Comparison]:
     _check_request(topo, ranks, size_bytes, algorithm, collective)
     names = list(ALGORITHMS) if algorithm == "auto" else [algorithm]
     t0 = time.perf_counter()
@@ -186,7 +196,7 @@ def _make_plan(topo: Topology, ranks: list[str], size_bytes: int, algorithm: str
         doc["sparse"] = sparse_info
     doc["plan_id"] = plan_id(topo, doc)
     doc["topology_fingerprint"] = topo.fingerprint()  # `syncplan verify` compares it
-    return doc
+    return doc, comp
 
 
 def _choose_sparse(comp: Comparison, ranks: list[str], size_bytes: int, density: Density,

@@ -28,6 +28,9 @@ ENDPOINTS: list[tuple[str, str, Any, set[str]]] = [
     ("PUT", "/v1/jobs/{job_id}", {"ranks": ["h9/gpu0"], "size_bytes": 1024}, {"job", "admin"}),
     ("GET", "/v1/jobs/{job_id}", None, {"job", "admin"}),
     ("GET", "/v1/jobs/{job_id}/plan", None, {"job", "admin"}),
+    ("GET", "/v1/jobs/{job_id}/schedule", None, {"job", "admin"}),
+    ("PUT", "/v1/jobs/{job_id}/profile", {"forward_s": [0.001], "backward_s": [0.001]},
+     {"job", "admin"}),
     ("DELETE", "/v1/jobs/{job_id}", None, {"job", "admin"}),
 ]
 PUBLIC = {("GET", "/healthz"), ("GET", "/readyz"), ("GET", "/metrics"), ("GET", "/v1/topology"),

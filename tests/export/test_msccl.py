@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from planner.algorithms import ALGORITHMS
+from planner.errors import InfeasibleError
 from planner.plan import make_plan
 from planner.topology import load_topology
 from planner.verify import verify_plan
@@ -102,7 +103,11 @@ def check_export(plan: dict, topo_file: str, **kw) -> dict:
 
 @pytest.mark.parametrize(("example", "algorithm"), cases())
 def test_every_example_and_algorithm(example: str, algorithm: str) -> None:
-    check_export(plan_of(example, algorithm), f"examples/{example}.json")
+    try:
+        plan = plan_of(example, algorithm)
+    except InfeasibleError as exc:  # e.g. a two-level algorithm on a single host
+        pytest.skip(f"{algorithm} does not apply to {example}: {exc}")
+    check_export(plan, f"examples/{example}.json")
 
 
 def test_forest_quantized_is_still_correct() -> None:
