@@ -1,5 +1,7 @@
 """Marks the tests listed in tests/slow_tests.txt ``slow``, so ``pytest -m "not slow"`` (the
-fast subset in the README) leaves them out without editing each test module."""
+fast subset in the README) leaves them out without editing each test module; and marks
+``heavy`` the slow cases of the exhaustive example x algorithm sweeps (HEAVY_SWEEPS), which
+the default run leaves out (``addopts`` in pyproject.toml) and ``pytest -m heavy`` runs."""
 
 from __future__ import annotations
 
@@ -8,6 +10,10 @@ from pathlib import Path
 import pytest
 
 SLOW_LIST = Path(__file__).with_name("slow_tests.txt")
+# Every example x every algorithm: their fast cases (small examples) stay in every run; the
+# rest (128-rank and family examples, ~700 cases, an hour on 2 cores) run with -m heavy.
+HEAVY_SWEEPS = ("tests/planner/test_algorithms.py::test_every_algorithm_on_every_example",
+                "tests/export/test_msccl.py::test_every_example_and_algorithm")
 
 
 def slow_ids() -> set[str]:
@@ -26,3 +32,5 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     for item in items:
         if item.nodeid in slow:
             item.add_marker(pytest.mark.slow)
+        if item.nodeid.startswith(HEAVY_SWEEPS) and item.get_closest_marker("slow"):
+            item.add_marker(pytest.mark.heavy)
