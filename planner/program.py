@@ -39,7 +39,9 @@ ROUTE_TABLE_ABOVE = 100_000  # transfers; see program_to_doc
 
 
 def program_to_doc(program: Program, route_table: bool | None = None) -> dict[str, Any]:
-    """The ``program`` object of a plan document; paths only where they have hops between.
+    """The ``program`` object of a plan document, with every path the program pinned (a
+    two-node path too: the direct arc is not always the route a reader would pick, and
+    CONTRACTS section 3 makes ``predicted_time_s`` hold only for the routes written).
 
     With ``route_table`` (default: above ROUTE_TABLE_ABOVE transfers) each distinct path is
     listed once in ``routes`` and a transfer names it by index (``"route": k``) instead of
@@ -55,7 +57,7 @@ def program_to_doc(program: Program, route_table: bool | None = None) -> dict[st
         append = out.append
         for src, dst, lo, hi, reduce, path in step:
             entry: dict[str, Any] = {"src": src, "dst": dst, "chunk": [lo, hi], "reduce": reduce}
-            if path is not None and len(path) > 2:
+            if path is not None:
                 if route_table:
                     entry["route"] = index.setdefault(path, len(index))
                 else:
