@@ -33,16 +33,8 @@ REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
 
 from api.identity import host_token  # noqa: E402
+from bench.service.run import log, pct  # noqa: E402
 from tests.api.helpers import AGENT_SECRET, ServerProcess, free_port, host_report  # noqa: E402
-
-
-def pct(values: list[float], q: float) -> float:
-    s = sorted(values)
-    return s[min(len(s) - 1, int(q * len(s)))] if s else float("nan")
-
-
-def log(msg: str) -> None:
-    print(f"[{time.strftime('%H:%M:%S')}] {msg}", flush=True)
 
 
 def cpu_seconds(pid: int) -> float:
