@@ -13,7 +13,8 @@ from planner.algorithms.forest_any import forest_any
 from planner.algorithms.packing import PackingLP, fluid_lower_bound
 from planner.bound import lower_bound
 from planner.families import directed_cluster, hybrid_cube_mesh, torus
-from planner.plan import make_plan
+from planner.plan import make_plan, with_routes
+from planner.program import program_to_doc
 from planner.topology import Topology
 from planner.verify import verify_plan
 
@@ -69,9 +70,12 @@ def test_forest_any_programs_verify(size: int) -> None:
     t = Topology.from_dict(torus(3, 3, degraded=0))
     ctx = PlanContext.create(t, t.endpoints(), size)
     cand = forest_any(ctx)
-    program = cand.build()
+    program = with_routes(cand.build(), ctx.ranks, ctx.router)
     assert program.units <= size
-    assert ctx.cost.program_time(ctx.ranks, program, size) == pytest.approx(cand.predicted_time_s)
+    doc = {"ranks": ctx.ranks, "size_bytes": size, "program": program_to_doc(program)}
+    report = verify_plan(doc, t)
+    assert report.ok, report.error
+    assert report.simulated_time_s == pytest.approx(cand.predicted_time_s, rel=1e-6)
 
 
 @pytest.mark.parametrize("topo", [torus(3, 3, degraded=0), directed_cluster()],
