@@ -15,6 +15,9 @@ program's units map to whole blocks (``boundary(u) = u * nblocks // units``). Ea
 
 gloo runs the dense engine's data-flow order (``executor.schedule.dataflow``) of the same
 messages with block ranges; NCCL (or ``schedule="steps"``) one ``batch_isend_irecv`` per step.
+Received blocks are added as their messages arrive (``build_schedule(canonical=False)``),
+not in the dense engine's rank order: where a step adds values from two or more ranks
+below the receiver into one block, ranks may end with different last bits.
 """
 
 from __future__ import annotations
@@ -98,7 +101,8 @@ class _Prepared:
             esize = torch.empty(0, dtype=dtype).element_size()
             seg = max(cfg.segment_bytes // (block * esize), 1)
         self.sched: RankSchedule = build_schedule(ex.program, ex.plan_rank, nblocks,
-                                                  segment=seg, stage_all=True)
+                                                  segment=seg, stage_all=True,
+                                                  canonical=False)
         self.flow: Flow = dataflow(self.sched, None if steps else cfg.lookahead_steps)
         self.ranges = block_ranges(ex.program, nblocks)
 

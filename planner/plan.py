@@ -62,9 +62,11 @@ class Comparison:
         direct exchange of 4 KiB over 8 ranks ran 4x slower than a flat star predicted 20 %
         slower), then the simplest (the order of ALGORITHMS).
 
-        Only candidates whose ranks all end with the same bits count (a candidate says
-        ``details["identical_bits"]: False`` when its ranks add the same values in
-        different orders, the one-step direct exchange on 3+ ranks), unless none does."""
+        Only candidates whose ranks all end with the same bits count (a candidate would say
+        ``details["identical_bits"]: False`` if its ranks added the same values in
+        different orders), unless none does. Every algorithm's programs do today: the
+        executor adds a step's reduces in rank order (``executor.schedule``), which makes
+        the direct exchanges' ranks compute the same sums."""
         same = [c for c in self.candidates.values() if c.details.get("identical_bits", True)]
         pool = same or list(self.candidates.values())
         fastest = min(c.predicted_time_s for c in pool)

@@ -1,0 +1,171 @@
+"""A step's reduces are added in rank order, so the direct exchanges leave every rank with
+the same bits (executor.schedule.fold_in_rank_order; docs/executor.md "Identical bits")."""
+
+from __future__ import annotations
+
+from itertools import pairwise
+from typing import Any
+
+import numpy as np
+import pytest
+
+from executor.program import Program
+from executor.schedule import build_schedule
+from planner.algorithms.direct import one_step_program, two_level_program, two_step_program
+from planner.program import Program as PlannerProgram
+from planner.program import Transfer, program_to_doc
+
+# Programs whose result at every rank is the left fold x0 + x1 + ... of the inputs.
+FOLDS = ("direct", "ragged", "direct-2step")
+
+
+def doc(name: str, prog: PlannerProgram, n: int) -> dict[str, Any]:
+    return {"plan_id": f"test-{name}-{n}", "algorithm": name, "collective": "allreduce",
+            "ranks": [f"h{i}/cpu0" for i in range(n)], "size_bytes": 0,
+            "program": program_to_doc(prog)}
+
+
+def ragged(n: int, units: int = 60) -> PlannerProgram:
+    """One step: every rank sends its whole buffer to every other, cut at points that
+    differ per source, so ranges from different sources overlap only partly."""
+    step = []
+    for i in range(n):
+        cuts = sorted({0, units, *range(5 + 3 * i, units, 7 + 4 * i)})
+        step += [Transfer(i, j, a, b, True) for j in range(n) if j != i
+                 for a, b in pairwise(cuts)]
+    return PlannerProgram(units, [step])
+
+
+def gappy() -> PlannerProgram:
+    """4 ranks: ranks 0 and 1 add two separate pieces into rank 3 (a gap between them),
+    rank 2 the first; the rest follows a step later, then rank 3 sends the sum back."""
+    step0 = [Transfer(i, 3, a, b, True) for i in (0, 1) for a, b in ((0, 1), (2, 3))]
+    step1 = [Transfer(i, 3, a, b, True) for i in (0, 1) for a, b in ((1, 2), (3, 4))]
+    return PlannerProgram(4, [[*step0, Transfer(2, 3, 0, 1, True)],
+                              [*step1, Transfer(2, 3, 1, 4, True)],
+                              [Transfer(3, j, 0, 4, False) for j in range(3)]])
+
+
+def programs(n: int) -> dict[str, dict[str, Any]]:
+    groups = [list(range(k, min(k + 2, n))) for k in range(0, n, 2)]
+    heads = [g[-1] for g in groups]  # leaders not the hosts' first ranks
+    return {name: doc(name, prog, n) for name, prog in (
+        ("direct", PlannerProgram(1, [one_step_program(list(range(n)))])),
+        ("ragged", ragged(n)),
+        ("direct-2level", two_level_program(groups, heads)),
+        ("direct-2step", two_step_program(n, 1 << 20)),
+        *((("gappy", gappy()),) if n == 4 else ()))}
+
+
+def simulate(program: Program, xs: list[np.ndarray], *, canonical: bool = True,
+             segment: int | None = None) -> list[np.ndarray]:
+    """Run every rank's schedule in lockstep on float32 arrays: receives read the start of
+    the step, then each rank runs its applies in receive order (as both engines do)."""
+    n, numel = program.nranks, len(xs[0])
+    scheds = [build_schedule(program, r, numel, segment=segment, canonical=canonical)
+              for r in range(n)]
+    bufs = [x.copy() for x in xs]
+    for s in range(len(program.steps)):
+        start = [b.copy() for b in bufs]
+        for r in range(n):
+            for st in (st for st in scheds[r].steps if st.index == s):
+                staging = np.full(scheds[r].staging_numel, np.nan, np.float32)
+                for m in st.recvs:
+                    val = start[m.peer][m.start:m.stop]
+                    if m.staged is None:
+                        bufs[r][m.start:m.stop] = val
+                    else:
+                        staging[m.staged:m.staged + m.stop - m.start] = val
+                for m in st.recvs:
+                    for a in m.applies:
+                        k = a.stop - a.start
+                        src = staging[a.staged:a.staged + k]
+                        if a.target is not None:
+                            staging[a.target:a.target + k] += src
+                        elif a.reduce:
+                            bufs[r][a.start:a.stop] += src
+                        else:
+                            bufs[r][a.start:a.stop] = src
+    return bufs
+
+
+def mixed(n: int, numel: int, seed: int) -> list[np.ndarray]:
+    rng = np.random.default_rng(seed)
+    return [(rng.standard_normal(numel) * rng.choice([1e8, 1.0, 1e-3], numel))
+            .astype(np.float32) for _ in range(n)]
+
+
+def same_bits(a: np.ndarray, b: np.ndarray) -> bool:
+    return bool(np.array_equal(a.view(np.int32), b.view(np.int32)))
+
+
+@pytest.mark.parametrize("n", [3, 4, 5, 7])
+@pytest.mark.parametrize("segment", [None, 3, 64])
+def test_every_rank_ends_with_the_rank_order_fold(n: int, segment: int | None) -> None:
+    for name, d in programs(n).items():
+        prog = Program.from_plan(d)
+        for numel in (1, 7, 1001):
+            xs = mixed(n, numel, seed=n * 100 + numel)
+            fold = xs[0].copy()
+            for x in xs[1:]:
+                fold += x
+            out = simulate(prog, xs, segment=segment)
+            where = f"{name} n={n} numel={numel} segment={segment}"
+            assert all(same_bits(o, out[0]) for o in out), f"{where}: ranks differ"
+            assert np.allclose(out[0].astype(np.float64), sum(x.astype(np.float64) for x in xs),
+                               rtol=0, atol=n * 1.2e-7 * sum(np.abs(x) for x in xs).max())
+            if name in FOLDS:
+                assert same_bits(out[0], fold), f"{where}: not the rank-order fold"
+
+
+def test_the_planners_programs_on_eight_ranks_end_identical() -> None:
+    from tests.executor.conftest import real_plans
+
+    for d in real_plans(8, 1 << 20):
+        prog = Program.from_plan(d)
+        for segment in (None, 5):
+            out = simulate(prog, mixed(8, 1001, seed=8), segment=segment)
+            assert all(same_bits(o, out[0]) for o in out), d["algorithm"]
+
+
+def test_arrival_order_sums_differ_so_the_test_can_fail() -> None:
+    prog = Program.from_plan(programs(4)["direct"])
+    xs = mixed(4, 1001, seed=1)
+    out = simulate(prog, xs, canonical=False)
+    assert not all(same_bits(o, out[0]) for o in out)
+
+
+def test_only_steps_with_two_lower_sources_change() -> None:
+    """A ring step (one reduce per rank) and rank 1 of a direct exchange (own + x0 is
+    x0 + own) keep their applies; rank 3 adds x1 and x2 into x0's staging first."""
+    ring = Program.from_plan(programs(4)["direct"])
+    s1 = build_schedule(ring, 1, 100)
+    assert s1 == build_schedule(ring, 1, 100, canonical=False)
+    s3 = build_schedule(ring, 3, 100).steps[0].recvs
+    assert [(a.staged, a.target) for r in s3 for a in r.applies] == [
+        (100, 0), (200, 0), (0, None)]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("nranks", [3, 5])
+def test_gloo_ranks_end_with_identical_bits(nranks: int) -> None:
+    """Real gloo processes, mixed-magnitude float32 data: the data-flow path (staged or
+    not, segmented or not) and the step path (NCCL's) leave identical bits."""
+    pytest.importorskip("torch")
+    from executor.localrun import LocalRunConfig, run_local
+    from tests.executor.workers import bits_cases
+
+    settings: list[dict[str, Any] | None] = [
+        None, {"segment_bytes": 400}, {"schedule": "steps"}, {"eager_recv_factor": 0}]
+    cases = [(d, numel, cfg) for d in programs(nranks).values() for numel in (7, 10_001)
+             for cfg in settings]
+    results = run_local(bits_cases, (cases,), LocalRunConfig(nranks, timeout_s=150))
+    assert len(results) == nranks
+    for rank, per_rank in enumerate(results):
+        assert len(per_rank) == len(cases)
+        for res, (d, _, _) in zip(per_rank, cases, strict=True):
+            where = f"rank {rank} {res['case']}"
+            assert res["identical"], f"{where}: ranks hold different bits"
+            assert res["within_tol"], where
+            if d["algorithm"] in FOLDS:
+                assert res["fold"], f"{where}: not the rank-order fold"
