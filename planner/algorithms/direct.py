@@ -18,8 +18,8 @@ rank's own value in its own place (``executor.schedule.fold_in_rank_order``), so
 computes the same left fold x0 + x1 + ... + x(n-1) and ends with the same bits
 (tests/executor/test_identical_bits.py, on gloo processes too); ``direct-2step`` computes
 each part's sum once. So their candidates say ``details["identical_bits"]: True`` and
-``auto`` may pick them. The block-sparse executor adds in arrival order and does not give
-this guarantee (docs/executor.md).
+``auto`` may pick them. The block-sparse executor folds in rank order per block too
+(docs/executor.md "Identical bits").
 """
 
 from __future__ import annotations

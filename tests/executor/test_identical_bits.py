@@ -169,3 +169,24 @@ def test_gloo_ranks_end_with_identical_bits(nranks: int) -> None:
             assert res["within_tol"], where
             if d["algorithm"] in FOLDS:
                 assert res["fold"], f"{where}: not the rank-order fold"
+
+
+@pytest.mark.slow
+def test_the_sparse_executor_adds_in_rank_order_too() -> None:
+    """The block-sparse path (executor.sparse) on 4 gloo processes: blocks that two or more
+    lower ranks send are summed in rank order too, on the data-flow and the step path."""
+    pytest.importorskip("torch")
+    from executor.localrun import LocalRunConfig, run_local
+    from tests.executor.workers import sparse_bits_cases
+
+    cases = [(d, numel, cfg) for d in programs(4).values() for numel in (9, 4001)
+             for cfg in (None, {"schedule": "steps"}, {"segment_bytes": 64})]
+    results = run_local(sparse_bits_cases, (cases,), LocalRunConfig(4, timeout_s=150))
+    for rank, per_rank in enumerate(results):
+        assert len(per_rank) == len(cases)
+        for res, (d, _, _) in zip(per_rank, cases, strict=True):
+            where = f"rank {rank} {res['case']}"
+            assert res["mode"] == "sparse", where
+            assert res["identical"], f"{where}: ranks hold different bits"
+            if d["algorithm"] in FOLDS:
+                assert res["fold"], f"{where}: not the rank-order fold"

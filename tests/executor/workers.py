@@ -269,3 +269,34 @@ def bits_cases(cases: list[tuple[dict[str, Any], int, dict[str, Any] | None]]
                     "fold": torch.equal(y, fold),
                     "within_tol": bool((err <= n * torch.finfo(x.dtype).eps * absum).all())})
     return out
+
+
+def sparse_bits_cases(cases: list[tuple[dict[str, Any], int, dict[str, Any] | None]]
+                      ) -> list[dict[str, Any]]:
+    """``bits_cases`` through the block-sparse executor: mixed-magnitude float32 blocks of 8
+    elements, about half of each rank's blocks zero."""
+    from executor.sparse import SparseConfig, SparseExecutor
+
+    out = []
+    n = dist.get_world_size()
+    for i, (plan, numel, settings) in enumerate(cases):
+        ex = SparseExecutor(PlanExecutor(plan),
+                            SparseConfig(**{"max_density": 1.0, "block_elems": 8,
+                                            **(settings or {})}))
+        x = mixed_inputs(numel, seed=i)
+        g = torch.Generator().manual_seed(i * 1000 + 17 + dist.get_rank())
+        keep = torch.rand(-(-numel // 8), generator=g) < 0.5
+        x *= keep.repeat_interleave(8)[:numel]
+        y = ex.all_reduce(x.clone())
+        every = [torch.empty_like(x) for _ in range(n)]
+        dist.all_gather(every, x)
+        fold = every[0].clone()
+        for r in range(1, n):
+            fold += every[r]
+        digests: list[Any] = [None] * n
+        dist.all_gather_object(digests, digest(y + 0.0))  # the sign of a zero may differ
+        out.append({"case": f"sparse {plan['plan_id']} n={numel} config={settings}",
+                    "mode": ex.last.mode if ex.last else None,
+                    "identical": len(set(digests)) == 1,
+                    "fold": torch.equal(y + 0.0, fold + 0.0)})
+    return out
