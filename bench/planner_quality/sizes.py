@@ -182,7 +182,7 @@ def main() -> None:
     ap.add_argument("--examples", help="comma-separated example names (default: all)")
     ap.add_argument("--sizes", help="comma-separated sizes in bytes (default: the sweep)")
     ap.add_argument("--verify-max-ranks", type=int, default=32)
-    ap.add_argument("--per-family", type=int, default=2,
+    ap.add_argument("--per-family", type=int, default=3,
                     help="random members of every family of planner/families.py (0: none)")
     ap.add_argument("--family-max-ranks", type=int, default=12)
     ap.add_argument("--out", default=str(OUT / "planner_sizes.json"))
