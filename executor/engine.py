@@ -25,6 +25,7 @@ from executor.schedule import (
     POST_RECV,
     POST_SEND,
     WAIT_RECV,
+    Apply,
     RankSchedule,
     build_schedule,
     dataflow,
@@ -105,8 +106,7 @@ class _GlooPrepared:
                 [[flat[a:b]] for _, a, b, _ in self.sends],
                 [[flat[a:b] if off is None else st[off:off + b - a]]
                  for (_, a, b, _), off in zip(self.recvs, flow.staged, strict=True)],
-                [[(flat[x.start:x.stop], st[x.staged:x.staged + x.stop - x.start], x.reduce)
-                  for x in applies] for applies in flow.recv_applies])
+                [[_apply_views(flat, st, x) for x in applies] for applies in flow.recv_applies])
             self._for = ptr
         return self._views
 
@@ -159,8 +159,7 @@ class _StepPrepared:
                 ops += [dist.P2POp(dist.irecv, flat[m.start:m.stop] if m.staged is None else
                                    st[m.staged:m.staged + m.stop - m.start], glob[m.peer], g)
                         for m in step.recvs]
-                applies = [(flat[x.start:x.stop], st[x.staged:x.staged + x.stop - x.start],
-                            x.reduce) for m in step.recvs for x in m.applies]
+                applies = [_apply_views(flat, st, x) for m in step.recvs for x in m.applies]
                 self._ops.append((ops, applies))
             self._for = ptr
         return self._ops
@@ -281,6 +280,15 @@ class PlanExecutor:
         except RuntimeError as exc:
             raise ExecutorError(f"plan {self.program.plan_id}: a transfer failed on rank "
                                 f"{dist.get_rank()}: {exc}") from exc
+
+
+def _apply_views(flat: torch.Tensor, staging: torch.Tensor, x: Apply
+                 ) -> tuple[torch.Tensor, torch.Tensor, bool]:
+    """(destination, staged value, reduce) of one apply: the destination is the buffer, or
+    the staging of a partial sum (``Apply.target``)."""
+    n = x.stop - x.start
+    dst = flat[x.start:x.stop] if x.target is None else staging[x.target:x.target + n]
+    return dst, staging[x.staged:x.staged + n], x.reduce
 
 
 def _apply(applies: list[tuple[torch.Tensor, torch.Tensor, bool]]) -> None:

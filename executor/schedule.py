@@ -24,12 +24,20 @@ class Send:
 
 @dataclass(frozen=True, slots=True)
 class Apply:
-    """``buf[start:stop] (+)= staging[staged:staged + stop - start]``."""
+    """``buf[start:stop] (+)= staging[staged:staged + stop - start]``; with ``target`` set,
+    ``staging[target:target + stop - start] += staging[staged:...]`` instead (a partial sum
+    of the step's received values, see ``fold_in_rank_order``)."""
 
     start: int
     stop: int
     staged: int
     reduce: bool
+    target: int | None = None
+
+    def shifted(self, by: int) -> Apply:
+        """The same apply with its staging offsets moved by ``by``."""
+        return Apply(self.start, self.stop, self.staged + by, self.reduce,
+                     None if self.target is None else self.target + by)
 
 
 @dataclass(frozen=True, slots=True)
@@ -104,10 +112,15 @@ def _messages(transfers: list[Transfer], bounds: list[int], segment: int | None
 
 
 def build_schedule(program: Program, rank: int, numel: int, *,
-                   segment: int | None = None, stage_all: bool = False) -> RankSchedule:
+                   segment: int | None = None, stage_all: bool = False,
+                   canonical: bool = True) -> RankSchedule:
     """The messages plan rank ``rank`` sends and receives per step for ``numel`` elements,
     messages cut at ``segment`` elements (None: never). ``stage_all`` stages every receive
     (none lands in place), so that ``dataflow`` posts all of them at the start.
+
+    Applying every receive's applies in receive order (peers ascending) adds a step's
+    received values in the canonical order of ``fold_in_rank_order`` unless ``canonical``
+    is False (then each value is added to the buffer as its message arrives).
 
     Receives may be posted while the rank's previous active step is still running (the
     engine posts them early to hide the receiver-ready handshake), so a replacing message
@@ -156,11 +169,75 @@ def build_schedule(program: Program, rank: int, numel: int, *,
                     applies.append(Apply(pa, pb, staged + pa - a, red))
             recvs.append(Recv(peer, a, b, staged, tuple(applies)))
             staged += b - a
+        if canonical:
+            recvs = fold_in_rank_order(recvs, rank)
         staging_max = max(staging_max, staged)
         if sends or recvs:
             steps.append(RankStep(s, tuple(sends), tuple(recvs)))
             busy_before = [(m.start, m.stop) for m in sends] + ranges
     return RankSchedule(rank=rank, numel=numel, steps=tuple(steps), staging_numel=staging_max)
+
+
+def fold_in_rank_order(recvs: list[Recv], rank: int) -> list[Recv]:
+    """Rewrite one step's applies of plan rank ``rank`` so that, run in receive order, they
+    add the values received for each element as a left fold over the source ranks in rank
+    order with this rank's own value in its own place: at rank 2, with values from ranks 0,
+    1 and 3, ``t = x0 + x1`` (in x0's staging), ``own = own + t``, ``own = own + x3``. Float
+    addition is commutative (``own + t == t + own`` bitwise), so every rank that sums the
+    same ranks' values for an element computes the same expression and ends with the same
+    bits, whatever order the messages arrive in.
+
+    ``recvs`` are in peer order (``build_schedule``), so values from ranks above ``rank``
+    already come after the own value, and a single value from below is ``own + x ==
+    x + own``; only elements with values from two or more ranks below ``rank`` change: the
+    first such value is not applied, each later one is added into the first one's staging,
+    and the last of them also adds that partial sum to the buffer. Ranges need not match:
+    this works per elementary piece between all the step's range boundaries."""
+    low = [(j, x) for j, r in enumerate(recvs) if r.peer < rank for x in r.applies
+           if x.reduce]
+    if len({recvs[j].peer for j, _ in low}) < 2:
+        return recvs
+    cuts = sorted({v for _, x in low for v in (x.start, x.stop)})
+    where = {c: k for k, c in enumerate(cuts)}
+    cover: list[list[tuple[int, int]]] = [[] for _ in range(len(cuts) - 1)]
+    for j, x in low:  # per piece, (receive, staging offset of the piece) in peer order
+        for k in range(where[x.start], where[x.stop]):
+            cover[k].append((j, x.staged + cuts[k] - x.start))
+    if all(len(c) < 2 for c in cover):
+        return recvs
+    partial: list[list[Apply]] = [[] for _ in recvs]  # staging += staging
+    final: list[list[Apply]] = [[x for x in r.applies if not (x.reduce and r.peer < rank)]
+                                for r in recvs]
+    for k, c in enumerate(cover):
+        a, b = cuts[k], cuts[k + 1]
+        if not c:  # between two ranges
+            continue
+        if len(c) == 1:
+            final[c[0][0]].append(Apply(a, b, c[0][1], True))
+            continue
+        first = c[0][1]
+        for j, off in c[1:]:
+            partial[j].append(Apply(a, b, off, True, first))
+        final[c[-1][0]].append(Apply(a, b, first, True))
+    return [Recv(r.peer, r.start, r.stop, r.staged,
+                 tuple(_merged(partial[j]) + _merged(sorted(final[j], key=lambda x: x.start))))
+            if partial[j] or final[j] != list(r.applies) else r
+            for j, r in enumerate(recvs)]
+
+
+def _merged(applies: list[Apply]) -> list[Apply]:
+    """Join applies that continue each other (elements, staging and target)."""
+    out: list[Apply] = []
+    for x in applies:
+        p = out[-1] if out else None
+        if (p is not None and p.reduce == x.reduce and p.stop == x.start
+                and p.staged + p.stop - p.start == x.staged
+                and (p.target is None) == (x.target is None)
+                and (p.target is None or p.target + p.stop - p.start == x.target)):
+            out[-1] = Apply(p.start, x.stop, p.staged, p.reduce, p.target)
+        else:
+            out.append(x)
+    return out
 
 
 def _last_recv_below(done_before: list[tuple[int, int]], limit: int) -> int:
@@ -236,8 +313,7 @@ def dataflow(sched: RankSchedule, lookahead: int | None = None) -> Flow:
             else:
                 shift = offset - r.staged
                 staged.append(offset)
-                applies.append(tuple(Apply(a.start, a.stop, a.staged + shift, a.reduce)
-                                     for a in r.applies))
+                applies.append(tuple(a.shifted(shift) for a in r.applies))
                 offset += r.stop - r.start
         by_step.append((si, ri))
 

@@ -15,6 +15,8 @@ program's units map to whole blocks (``boundary(u) = u * nblocks // units``). Ea
 
 gloo runs the dense engine's data-flow order (``executor.schedule.dataflow``) of the same
 messages with block ranges; NCCL (or ``schedule="steps"``) one ``batch_isend_irecv`` per step.
+A step's reduces into one block are added in rank order, as the dense engine adds them
+(``executor.blockflow.fold_blocks``), so a direct exchange leaves the same bits everywhere.
 """
 
 from __future__ import annotations
@@ -98,7 +100,8 @@ class _Prepared:
             esize = torch.empty(0, dtype=dtype).element_size()
             seg = max(cfg.segment_bytes // (block * esize), 1)
         self.sched: RankSchedule = build_schedule(ex.program, ex.plan_rank, nblocks,
-                                                  segment=seg, stage_all=True)
+                                                  segment=seg, stage_all=True,
+                                                  canonical=False)
         self.flow: Flow = dataflow(self.sched, None if steps else cfg.lookahead_steps)
         self.ranges = block_ranges(ex.program, nblocks)
 
@@ -237,8 +240,10 @@ class SparseExecutor:
         return "dense"
 
     def _buffers(self, bf: BlockFlow, blocks: torch.Tensor
-                 ) -> tuple[list[torch.Tensor], list[torch.Tensor], list[torch.Tensor]]:
-        """Packed send and receive buffers (rows of blocks) and their index tensors."""
+                 ) -> tuple[list[torch.Tensor], list[torch.Tensor], list[torch.Tensor],
+                            torch.Tensor]:
+        """Packed send and receive buffers (rows of blocks), the send index tensors and the
+        whole receive buffer."""
         b, dev = blocks.shape[1], blocks.device
         ns = [len(x) for x in bf.send_blocks]
         nr = [len(x) for x in bf.recv_blocks]
@@ -253,25 +258,36 @@ class SparseExecutor:
             recvs.append(rbuf[off:off + k])
             off += k
         sidx = [torch.from_numpy(x).to(dev) for x in bf.send_blocks]
-        return sends, recvs, sidx
+        return sends, recvs, sidx, rbuf
 
-    def _apply(self, blocks: torch.Tensor, bf: BlockFlow, j: int, rows: torch.Tensor) -> None:
+    def _apply(self, blocks: torch.Tensor, bf: BlockFlow, j: int, rows: torch.Tensor,
+               whole: torch.Tensor) -> None:
         dev = blocks.device
+
+        def t(x: np.ndarray) -> torch.Tensor:
+            return torch.from_numpy(x).to(dev)
+
+        fold = bf.recv_folds[j] if bf.recv_folds else None
+        if fold is not None and len(fold.acc_src):  # partial sums of lower ranks' rows
+            whole.index_add_(0, t(fold.acc_dst), whole[t(fold.acc_src)])
         for part in bf.recv_parts[j]:
-            if part.hi > part.lo:
-                idx = torch.from_numpy(part.blocks).to(dev)
+            if len(part.blocks):
+                idx = t(part.blocks)
+                src = rows[part.lo:part.hi] if part.rows is None else rows[t(part.rows)]
                 if part.reduce:
-                    blocks.index_add_(0, idx, rows[part.lo:part.hi])
+                    blocks.index_add_(0, idx, src)
                 else:
-                    blocks.index_copy_(0, idx, rows[part.lo:part.hi])
+                    blocks.index_copy_(0, idx, src)
             if len(part.zero):
-                blocks.index_fill_(0, torch.from_numpy(part.zero).to(dev), 0)
+                blocks.index_fill_(0, t(part.zero), 0)
+        if fold is not None and len(fold.fin_rows):
+            blocks.index_add_(0, t(fold.fin_blocks), whole[t(fold.fin_rows)])
 
     def _run_flow(self, prep: _Prepared, bf: BlockFlow, blocks: torch.Tensor) -> None:
         flow = prep.flow
         pg = self.group if self.group is not None else dist.group.WORLD
         rmap = self.rank_map
-        sbufs, rbufs, sidx = self._buffers(bf, blocks)
+        sbufs, rbufs, sidx, whole = self._buffers(bf, blocks)
         sent: list[Any] = [None] * len(flow.sends)
         got: list[Any] = [None] * len(flow.recvs)
         t = self._timeout
@@ -289,7 +305,7 @@ class SparseExecutor:
                     peer, _, _, tag = flow.recvs[i]
                     got[i] = pg.recv([rbufs[i].view(-1)], rmap[peer], tag)
             elif op == APPLY:
-                self._apply(blocks, bf, i, rbufs[i])
+                self._apply(blocks, bf, i, rbufs[i], whole)
             elif sent[i] is not None:
                 sent[i].wait(t)
 
@@ -297,7 +313,7 @@ class SparseExecutor:
         """One batch_isend_irecv per step, then the step's applies (the NCCL path)."""
         g = self.group
         glob = [dist.get_global_rank(g, r) if g is not None else r for r in self.rank_map]
-        sbufs, rbufs, sidx = self._buffers(bf, blocks)
+        sbufs, rbufs, sidx, whole = self._buffers(bf, blocks)
         si = ri = 0
         for step in prep.sched.steps:
             ops, mine = [], []
@@ -315,4 +331,4 @@ class SparseExecutor:
                 for w in dist.batch_isend_irecv(ops):
                     w.wait(self._timeout)
             for j in mine:
-                self._apply(blocks, bf, j, rbufs[j])
+                self._apply(blocks, bf, j, rbufs[j], whole)

@@ -61,6 +61,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     plan.add_argument("--min-step-us", type=float, default=0.0,
                       help="least time of a step: the transport's per-step cost, which it "
                            "overlaps with moving data (default 0)")
+    plan.add_argument("--message-overhead-us", type=float, default=0.0,
+                      help="all-reduce: time a rank spends per message it sends or receives "
+                           "in a step, added to the step (LogP's o; default 0)")
     plan.add_argument("-o", "--output",
                       help="write the plan document here (JSON); checked before planning")
     plan.add_argument("--progress", action="store_true",
@@ -261,12 +264,17 @@ def cmd_plan(args: argparse.Namespace) -> int:
 
     if args.min_step_us < 0:
         raise RequestError("--min-step-us must be >= 0")
+    if args.message_overhead_us < 0:
+        raise RequestError("--message-overhead-us must be >= 0")
+    overhead = args.message_overhead_us * 1e-6
     size = parse_size(args.size)
     topo = load_topology(args.topology)
     ranks = topo.resolve_ranks(args.ranks)
     topo.check_ranks(ranks)
     min_step = args.min_step_us * 1e-6
     if args.collective != "allreduce":
+        if overhead:
+            raise RequestError("--message-overhead-us is priced for all-reduce plans only")
         return _plan_collective(args, topo, ranks, size, min_step)
     output = _Output(args.output) if args.output else None
     show = args.progress or sys.stderr.isatty()
@@ -278,10 +286,11 @@ def cmd_plan(args: argparse.Namespace) -> int:
         infeasible: dict[str, str] = {}
         with progress:
             doc, comp = plan_and_compare(topo, ranks, size, args.algorithm,
-                                         min_step_s=min_step)
+                                         min_step_s=min_step, message_overhead_s=overhead)
             if args.compare:
                 if args.algorithm != "auto":  # every algorithm, not only the named one
-                    comp = compare(topo, ranks, size, min_step_s=min_step)
+                    comp = compare(topo, ranks, size, min_step_s=min_step,
+                                   message_overhead_s=overhead)
                 infeasible = comp.infeasible
                 for name, cand in sorted(comp.candidates.items(),
                                          key=lambda kv: kv[1].predicted_time_s):
@@ -389,6 +398,11 @@ def _plan_collective(args: argparse.Namespace, topo: Any, ranks: list[str], size
 
 
 
+def _setting(plan: Any, key: str) -> float:
+    v = plan.get(key, 0.0) if isinstance(plan, dict) else 0.0
+    return float(v) if isinstance(v, int | float) and 0 <= v < float("inf") else 0.0
+
+
 def cmd_verify(args: argparse.Namespace) -> int:
     from planner.sizes import format_time
     from planner.topology import load_topology
@@ -399,7 +413,9 @@ def cmd_verify(args: argparse.Namespace) -> int:
     note = _topology_note(plan, topo, args.topology)
     if note:
         print(f"warning: {note}", file=sys.stderr)
-    report = verify_plan(plan, topo)
+    # the simulated time under the cost-model settings the plan was priced with
+    report = verify_plan(plan, topo, min_step_s=_setting(plan, "min_step_s"),
+                         message_overhead_s=_setting(plan, "message_overhead_s"))
     if not report.ok:
         print(f"INCORRECT: {report.error}", file=sys.stderr)
         return 1

@@ -4,8 +4,10 @@ One step's transfers run concurrently. A transfer of ``b`` bytes over path ``P``
 ``sum(lat_e for e in P) + max(load_e / bw_e for e in P)``, where ``load_e`` is the bytes that
 every transfer of the step puts on arc ``e``: transfers sharing an arc share its bandwidth.
 A step lasts as long as its slowest transfer, and at least ``min_step_s`` (the transport's
-per-step cost, which it overlaps with moving data); a program is the sum of its steps.
-See docs/cost-model.md.
+per-step cost, which it overlaps with moving data), plus ``message_overhead_s`` (LogP's ``o``)
+times the most messages one rank handles in the step (the transfers it sends plus those it
+receives: a rank handles its messages one after another and does not overlap that with the
+wire); a program is the sum of its steps. See docs/cost-model.md.
 """
 
 from __future__ import annotations
@@ -19,11 +21,15 @@ from planner.routing import Router
 
 
 class CostModel:
-    def __init__(self, router: Router, min_step_s: float = 0.0) -> None:
+    def __init__(self, router: Router, min_step_s: float = 0.0,
+                 message_overhead_s: float = 0.0) -> None:
         if min_step_s < 0:
             raise ValueError("min_step_s must be >= 0")
+        if message_overhead_s < 0:
+            raise ValueError("message_overhead_s must be >= 0")
         self.router = router
         self.min_step_s = min_step_s
+        self.message_overhead_s = message_overhead_s
         self._arc_cache: dict[tuple[str, ...], tuple[np.ndarray, float]] = {}
 
     def _path_arcs(self, path: tuple[str, ...]) -> tuple[np.ndarray, float]:
@@ -60,7 +66,17 @@ class CostModel:
         ratio = loads[flat] / self.router.bw[flat]
         offsets = np.concatenate(([0], np.cumsum(counts)[:-1]))
         per_transfer = np.maximum.reduceat(ratio, offsets) + lats
-        return max(float(per_transfer.max()), self.min_step_s)
+        return max(float(per_transfer.max()), self.min_step_s) + self.step_overhead(step)
+
+    def step_overhead(self, step: Sequence[Transfer]) -> float:
+        """``message_overhead_s`` times the most transfers one rank sends plus receives in
+        ``step`` (0 when the overhead is 0)."""
+        o = self.message_overhead_s
+        if not o or not step:
+            return 0.0
+        ends = np.fromiter((r for t in step for r in (t.src, t.dst)), dtype=np.int64,
+                           count=2 * len(step))
+        return o * float(np.bincount(ends).max())
 
     def program_time(self, ranks: Sequence[str], program: Program, size_bytes: float) -> float:
         bpu = size_bytes / program.units

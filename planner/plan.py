@@ -62,9 +62,11 @@ class Comparison:
         direct exchange of 4 KiB over 8 ranks ran 4x slower than a flat star predicted 20 %
         slower), then the simplest (the order of ALGORITHMS).
 
-        Only candidates whose ranks all end with the same bits count (a candidate says
-        ``details["identical_bits"]: False`` when its ranks add the same values in
-        different orders, the one-step direct exchange on 3+ ranks), unless none does."""
+        Only candidates whose ranks all end with the same bits count (a candidate would say
+        ``details["identical_bits"]: False`` if its ranks added the same values in
+        different orders), unless none does. Every algorithm's programs do today: the
+        executor adds a step's reduces in rank order (``executor.schedule``), which makes
+        the direct exchanges' ranks compute the same sums."""
         same = [c for c in self.candidates.values() if c.details.get("identical_bits", True)]
         pool = same or list(self.candidates.values())
         fastest = min(c.predicted_time_s for c in pool)
@@ -78,6 +80,12 @@ class Comparison:
                 counts[c.algorithm] = program.transfer_count
         return min(tied, key=lambda c: (counts[c.algorithm], order.get(c.algorithm, len(order)),
                                         c.predicted_time_s))
+
+
+def _check_overhead(message_overhead_s: float) -> None:
+    if not (isinstance(message_overhead_s, int | float)
+            and 0 <= message_overhead_s < float("inf")):
+        raise RequestError(f"message_overhead_s must be a time >= 0, got {message_overhead_s!r}")
 
 
 def _same(program: Program) -> Program:
@@ -99,10 +107,12 @@ def _check_request(topo: Topology, ranks: list[str], size_bytes: int, algorithm:
 
 def compare(topo: Topology, ranks: list[str], size_bytes: int, *,
             algorithms: list[str] | None = None, seed: int = 0,
-            min_step_s: float = 0.0) -> Comparison:
+            min_step_s: float = 0.0, message_overhead_s: float = 0.0) -> Comparison:
     """Price every named algorithm (default: all) on one request."""
     _check_request(topo, ranks, size_bytes, "auto", "allreduce")
-    ctx = PlanContext.create(topo, ranks, size_bytes, seed=seed, min_step_s=min_step_s)
+    _check_overhead(message_overhead_s)
+    ctx = PlanContext.create(topo, ranks, size_bytes, seed=seed, min_step_s=min_step_s,
+                             message_overhead_s=message_overhead_s)
     cands: dict[str, Candidate] = {}
     infeasible: dict[str, str] = {}
     for name in algorithms or list(ALGORITHMS):
@@ -124,12 +134,16 @@ def compare(topo: Topology, ranks: list[str], size_bytes: int, *,
 def make_plan(topo: Topology, ranks: list[str], size_bytes: int, algorithm: str = "auto",
               collective: str = "allreduce", *, seed: int = 0,
               min_step_s: float = 0.0, shards: str = "equal", density: Any = None,
-              block_elems: Any = 256, density_overlap: Any = False) -> dict[str, Any]:
+              block_elems: Any = 256, density_overlap: Any = False,
+              message_overhead_s: float = 0.0) -> dict[str, Any]:
     """Plan a collective; return the plan document. Raise RequestError / InfeasibleError.
     ``shards`` (``equal`` or ``any``) applies to reduce-scatter and all-gather only; with
-    ``density`` the all-reduce is block-sparse (planner.sparse)."""
+    ``density`` the all-reduce is block-sparse (planner.sparse); ``message_overhead_s``
+    (the cost model's per-message term, all-reduce only) is priced into every candidate."""
     with gc_paused():
         if collective != "allreduce":
+            if message_overhead_s:
+                raise RequestError("message_overhead_s is priced for all-reduce plans only")
             from planner.collectives import make_collective_plan
 
             _check_request(topo, ranks, size_bytes, algorithm, collective)
@@ -138,31 +152,35 @@ def make_plan(topo: Topology, ranks: list[str], size_bytes: int, algorithm: str 
         return _make_plan(topo, ranks, size_bytes, algorithm, collective, seed=seed,
                           min_step_s=min_step_s, sparse=None if density is None else
                           Density.from_request(density, len(ranks), overlap=density_overlap,
-                                               block_elems=block_elems))[0]
+                                               block_elems=block_elems),
+                          message_overhead_s=message_overhead_s)[0]
 
 
 def plan_and_compare(topo: Topology, ranks: list[str], size_bytes: int,
-                     algorithm: str = "auto", *, min_step_s: float = 0.0
+                     algorithm: str = "auto", *, min_step_s: float = 0.0,
+                     message_overhead_s: float = 0.0
                      ) -> tuple[dict[str, Any], Comparison]:
     """An all-reduce plan document and the comparison it was chosen from (every algorithm
     priced once when ``algorithm`` is auto; only the named one otherwise)."""
     with gc_paused():
         return _make_plan(topo, ranks, size_bytes, algorithm, "allreduce", seed=0,
-                          min_step_s=min_step_s)
+                          min_step_s=min_step_s, message_overhead_s=message_overhead_s)
 
 
 def _make_plan(topo: Topology, ranks: list[str], size_bytes: int, algorithm: str,
                collective: str, *, seed: int, min_step_s: float,
-               sparse: Density | None = None) -> tuple[dict[str, Any], Comparison]:
+               sparse: Density | None = None, message_overhead_s: float = 0.0
+               ) -> tuple[dict[str, Any], Comparison]:
     _check_request(topo, ranks, size_bytes, algorithm, collective)
     names = list(ALGORITHMS) if algorithm == "auto" else [algorithm]
     t0 = time.perf_counter()
     comp = compare(topo, ranks, size_bytes, algorithms=names, seed=seed,
-                   min_step_s=min_step_s)
+                   min_step_s=min_step_s, message_overhead_s=message_overhead_s)
     chosen = comp.best
     sparse_info = None
     if sparse is not None:
-        chosen, sparse_info = _choose_sparse(comp, ranks, size_bytes, sparse, min_step_s)
+        chosen, sparse_info = _choose_sparse(comp, ranks, size_bytes, sparse, min_step_s,
+                                             message_overhead_s)
     program = with_routes(chosen.build(), ranks, comp.router)
     solve_s = time.perf_counter() - t0
     bound_s, family, method, bandwidth_s = comp.bound_for(chosen.algorithm)
@@ -192,6 +210,8 @@ def _make_plan(topo: Topology, ranks: list[str], size_bytes: int, algorithm: str
     }
     if min_step_s:
         doc["min_step_s"] = min_step_s  # priced into predicted_time_s
+    if message_overhead_s:
+        doc["message_overhead_s"] = message_overhead_s  # likewise
     if sparse_info is not None:
         doc["sparse"] = sparse_info
     doc["plan_id"] = plan_id(topo, doc)
@@ -200,10 +220,11 @@ def _make_plan(topo: Topology, ranks: list[str], size_bytes: int, algorithm: str
 
 
 def _choose_sparse(comp: Comparison, ranks: list[str], size_bytes: int, density: Density,
-                   min_step_s: float) -> tuple[Candidate, dict[str, Any]]:
+                   min_step_s: float, message_overhead_s: float = 0.0
+                   ) -> tuple[Candidate, dict[str, Any]]:
     cands = {k: (c.predicted_time_s, c.build()) for k, c in comp.candidates.items()}
-    name, info = choose_sparse(CostModel(comp.router, min_step_s), ranks, size_bytes, density,
-                               cands, comp.best.algorithm)
+    name, info = choose_sparse(CostModel(comp.router, min_step_s, message_overhead_s), ranks,
+                               size_bytes, density, cands, comp.best.algorithm)
     return comp.candidates[name], info
 
 
@@ -223,6 +244,8 @@ def plan_id(topo: Topology, doc: dict[str, Any]) -> str:
                       "version": PLAN_FORMAT_VERSION,
                       **({"overhead": doc["min_step_s"]} if doc.get("min_step_s")
                          else {}),
+                      **({"message_overhead": doc["message_overhead_s"]}
+                         if doc.get("message_overhead_s") else {}),
                       **({"sparse": {k: doc["sparse"][k] for k in
                                      ("density", "density_overlap", "block_elems")}}
                          if doc.get("sparse") else {})}, sort_keys=True)

@@ -43,8 +43,9 @@ class _Invalid(Exception):
 
 
 def verify_plan(plan: dict[str, Any], topo: Topology, *, size_bytes: float | None = None,
-                min_step_s: float = 0.0) -> VerifyReport:
-    """Check that ``plan`` is a correct collective on ``topo``; never raises on bad plans."""
+                min_step_s: float = 0.0, message_overhead_s: float = 0.0) -> VerifyReport:
+    """Check that ``plan`` is a correct collective on ``topo``; never raises on bad plans.
+    The simulated time uses the cost model's ``min_step_s`` and per-message overhead."""
     steps_n = transfers_n = 0
     try:
         with gc_paused():
@@ -60,7 +61,8 @@ def verify_plan(plan: dict[str, Any], topo: Topology, *, size_bytes: float | Non
                     _replay(ranks, units, steps, shards)
                 else:
                     _replay_gather(ranks, units, steps, shards)
-            sim = _simulate_time(topo, ranks, units, steps, table, size, min_step_s)
+            sim = _simulate_time(topo, ranks, units, steps, table, size, min_step_s,
+                                 message_overhead_s)
     except _Invalid as exc:
         return VerifyReport(False, str(exc), None, steps_n, transfers_n)
     return VerifyReport(True, None, sim, steps_n, transfers_n)
@@ -272,7 +274,8 @@ def _replay(ranks: list[str], units: int, steps: list[list[dict]],
 
 
 def _simulate_time(topo: Topology, ranks: list[str], units: int, steps: list[list[dict]],
-                   table: list[list[str]], size: float, min_step_s: float) -> float:
+                   table: list[list[str]], size: float, min_step_s: float,
+                   message_overhead_s: float = 0.0) -> float:
     g = topo.graph
     routes: dict[tuple[str, str], list[str]] = {}
 
@@ -310,5 +313,12 @@ def _simulate_time(topo: Topology, ranks: list[str], units: int, steps: list[lis
         worst = 0.0
         for arcs, lat in paths:
             worst = max(worst, lat + max(loads[a] / bw[a] for a in arcs))
-        total += max(worst, min_step_s)
+        busiest = 0
+        if message_overhead_s:  # messages each rank sends plus receives in the step
+            handled: dict[int, int] = defaultdict(int)
+            for t in step:
+                handled[t["src"]] += 1
+                handled[t["dst"]] += 1
+            busiest = max(handled.values())
+        total += max(worst, min_step_s) + message_overhead_s * busiest
     return total

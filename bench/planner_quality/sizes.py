@@ -1,14 +1,18 @@
-"""Size sweep: which algorithm wins at which buffer size, on every example (issue 18).
+"""Size sweep: which algorithm wins at which buffer size (issue 18).
 
-For each example topology and each size (1 B, 1 KiB, 64 KiB, 1 MiB, 16 MiB, 256 MiB) it
-prices every algorithm, records the best candidate (and the best whose ranks all end with
-identical bits, the ones auto may pick), auto's pick, the reduce-then-broadcast
-bound (planner/bound.py) and the bound on every all-reduce program (planner/bound_any.py),
-and verifies auto's program (and every candidate's, up to --verify-max-ranks ranks) with the
-independent verifier. Writes bench/results/planner_sizes.json and a plot of time / any-program
-bound against size per algorithm per example (the crossovers), and prints the table.
+For each example topology and random members of every family of planner/families.py
+(``random_family(family, seed, --family-max-ranks)``, --per-family of each), and each size
+(1 B, 1 KiB, 64 KiB, 1 MiB, 16 MiB, 256 MiB, 1 GiB) it prices every algorithm, records the
+best candidate, auto's pick, the flat star's and the direct exchanges' times, the
+reduce-then-broadcast bound (planner/bound.py) and the bound on every all-reduce program
+(planner/bound_any.py), and verifies auto's program (and every candidate's, up to
+--verify-max-ranks ranks) with the independent verifier. Every candidate leaves identical
+bits on all ranks (the executor adds a step's reduces in rank order), so auto chooses among
+all of them. Writes bench/results/planner_sizes.json and a plot of time / any-program bound
+against size per algorithm per case (the crossovers), prints the table; progress on stderr.
 
-    python3 bench/planner_quality/sizes.py [--examples a,b] [--verify-max-ranks N]
+    python3 bench/planner_quality/sizes.py [--examples a,b] [--per-family N]
+        [--family-max-ranks N] [--verify-max-ranks N] [--sizes a,b]
 """
 
 from __future__ import annotations
@@ -24,6 +28,7 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
 from planner.algorithms import ALGORITHMS, Candidate  # noqa: E402
+from planner.families import FAMILIES, random_family  # noqa: E402
 from planner.plan import TIE_TOLERANCE, compare, with_routes  # noqa: E402
 from planner.program import program_to_doc  # noqa: E402
 from planner.routing import Router  # noqa: E402
@@ -31,7 +36,7 @@ from planner.sizes import format_size, format_time  # noqa: E402
 from planner.topology import Topology, load_topology  # noqa: E402
 from planner.verify import verify_plan  # noqa: E402
 
-SIZES = [1, 1 << 10, 64 << 10, 1 << 20, 16 << 20, 256 << 20]
+SIZES = [1, 1 << 10, 64 << 10, 1 << 20, 16 << 20, 256 << 20, 1 << 30]
 OUT = ROOT / "bench" / "results"
 RIVALS = ("star", "direct", "direct-2level")  # auto must never be worse than these
 
@@ -46,11 +51,24 @@ def _verify(topo: Topology, ranks: list[str], size: int, cand: Candidate,
     return rep.simulated_time_s
 
 
-def run(examples: list[Path], sizes: list[int], verify_max: int) -> dict:
+Case = tuple[str, Topology, str]  # name, topology, where it came from
+
+
+def cases(examples: list[Path], per_family: int, max_ranks: int) -> list[Case]:
+    """The example topologies, then ``per_family`` random members of every family."""
+    out: list[Case] = [(p.stem, load_topology(p), "example") for p in examples]
+    for fam in FAMILIES:
+        for seed in range(per_family):
+            out.append((f"{fam}#{seed}", Topology.from_dict(random_family(fam, seed, max_ranks)),
+                        f"random_family({fam!r}, {seed}, {max_ranks})"))
+    return out
+
+
+def run(todo: list[Case], sizes: list[int], verify_max: int) -> dict:
     results: dict = {"sizes": sizes, "algorithms": list(ALGORITHMS),
                      "tie_tolerance": TIE_TOLERANCE, "examples": {}}
-    for path in examples:
-        topo = load_topology(path)
+    t_start = time.perf_counter()
+    for k, (name, topo, origin) in enumerate(todo):
         ranks = topo.endpoints()
         rows = []
         for size in sizes:
@@ -58,10 +76,11 @@ def run(examples: list[Path], sizes: list[int], verify_max: int) -> dict:
             comp = compare(topo, ranks, size)
             assert comp.bound_any is not None
             algos = {}
-            for name, cand in comp.candidates.items():
+            for algo, cand in comp.candidates.items():
                 sim = (_verify(topo, ranks, size, cand, comp.router)
                        if len(ranks) <= verify_max else None)
-                algos[name] = {"predicted_s": cand.predicted_time_s, "simulated_s": sim}
+                algos[algo] = {"predicted_s": cand.predicted_time_s, "simulated_s": sim,
+                               "identical_bits": cand.details.get("identical_bits", True)}
             chosen = comp.best
             if algos[chosen.algorithm]["simulated_s"] is None:
                 algos[chosen.algorithm]["simulated_s"] = _verify(topo, ranks, size, chosen,
@@ -74,6 +93,8 @@ def run(examples: list[Path], sizes: list[int], verify_max: int) -> dict:
                    "best": best.algorithm, "best_s": best.predicted_time_s,
                    "auto": chosen.algorithm, "auto_s": chosen.predicted_time_s,
                    "auto_simulated_s": algos[chosen.algorithm]["simulated_s"],
+                   **{f"{r}_s": algos[r]["predicted_s"] if r in algos else None
+                      for r in RIVALS},
                    "bound_rb_s": comp.bound.time_s, "bound_rb_family": comp.bound.family,
                    "bound_any_s": comp.bound_any.time_s,
                    "bound_any_method": comp.bound_any.method,
@@ -85,17 +106,21 @@ def run(examples: list[Path], sizes: list[int], verify_max: int) -> dict:
                                                      / same_bits.predicted_time_s),
                    "auto_over_rivals": {r: chosen.predicted_time_s / algos[r]["predicted_s"]
                                         for r in RIVALS if r in algos},
+                   "auto_over_bound_any": chosen.predicted_time_s / comp.bound_any.time_s,
                    "seconds": time.perf_counter() - t0}
             rows.append(row)
-            print(f"  {path.stem:26s} {format_size(size):>9s}  auto {chosen.algorithm:18s} "
-                  f"{row['seconds']:.1f} s", file=sys.stderr, flush=True)
-        results["examples"][path.stem] = {"ranks": len(ranks), "rows": rows}
+            print(f"  [{k + 1}/{len(todo)} {time.perf_counter() - t_start:5.0f} s] "
+                  f"{name:26s} {format_size(size):>9s}  auto {chosen.algorithm:18s} "
+                  f"best {best.algorithm:18s} {row['seconds']:.1f} s",
+                  file=sys.stderr, flush=True)
+        results["examples"][name] = {"ranks": len(ranks), "origin": origin, "rows": rows}
+    results["seconds"] = time.perf_counter() - t_start
     return results
 
 
 def table(results: dict) -> str:
     head = (f"{'example':24s} {'size':>8s} {'best':>14s} {'auto':>14s} {'auto':>9s} "
-            f"{'/best':>6s} {'/same':>6s} {'/star':>6s} {'/direct':>7s} {'rb bound':>9s} "
+            f"{'/best':>6s} {'/star':>6s} {'/direct':>7s} {'rb bound':>9s} "
             f"{'any bound':>9s}")
     lines = [head]
     for ex, data in results["examples"].items():
@@ -105,7 +130,6 @@ def table(results: dict) -> str:
             lines.append(
                 f"{ex:24s} {format_size(r['size']):>8s} {r['best']:>14s} {r['auto']:>14s} "
                 f"{format_time(r['auto_s']):>9s} {r['auto_over_best']:6.3f} "
-                f"{r['auto_over_best_identical_bits']:6.3f} "
                 f"{riv.get('star', float('nan')):6.3f} "
                 f"{direct if direct is not None else float('nan'):7.3f} "
                 f"{format_time(r['bound_rb_s']):>9s} {format_time(r['bound_any_s']):>9s}")
@@ -158,28 +182,42 @@ def main() -> None:
     ap.add_argument("--examples", help="comma-separated example names (default: all)")
     ap.add_argument("--sizes", help="comma-separated sizes in bytes (default: the sweep)")
     ap.add_argument("--verify-max-ranks", type=int, default=32)
+    ap.add_argument("--per-family", type=int, default=3,
+                    help="random members of every family of planner/families.py (0: none)")
+    ap.add_argument("--family-max-ranks", type=int, default=12)
     ap.add_argument("--out", default=str(OUT / "planner_sizes.json"))
     args = ap.parse_args()
     files = sorted((ROOT / "examples").glob("*.json"))
     if args.examples:
         files = [p for p in files if p.stem in args.examples.split(",")]
     sizes = [int(s) for s in args.sizes.split(",")] if args.sizes else SIZES
-    results = run(files, sizes, args.verify_max_ranks)
+    todo = cases(files, args.per_family, args.family_max_ranks)
+    results = run(todo, sizes, args.verify_max_ranks)
     dst = Path(args.out)
     dst.parent.mkdir(parents=True, exist_ok=True)
     tmp = dst.with_suffix(".tmp")
     tmp.write_text(json.dumps(results, indent=1))
     os.replace(tmp, dst)
     plot(results, dst.with_suffix(".png"))
-    print("auto against the best candidate, the best whose ranks end with identical bits "
-          "(/same), the flat star and the slower of the two direct exchanges (ratios; ties "
-          f"within {TIE_TOLERANCE:.0%} go to the fewest transfers)")
+    print("auto against the best candidate, the flat star and the slower of the two direct "
+          f"exchanges (ratios; ties within {TIE_TOLERANCE:.0%} go to the fewest transfers)")
     print(table(results))
-    rows = [r for d in results["examples"].values() for r in d["rows"]]
-    print(f"worst auto / best: {max(r['auto_over_best'] for r in rows):.4f}; "
-          f"auto / best with identical bits: "
-          f"{max(r['auto_over_best_identical_bits'] for r in rows):.4f}; "
-          f"auto / star: {max(r['auto_over_rivals']['star'] for r in rows):.4f}")
+    rows = [(ex, r) for ex, d in results["examples"].items() for r in d["rows"]]
+    for key, label in (("auto_over_best", "auto / best"),
+                       ("auto_over_best_identical_bits", "auto / best with identical bits")):
+        ex, r = max(rows, key=lambda x: x[1][key])
+        print(f"worst {label}: {r[key]:.4f} ({ex}, {format_size(r['size'])}: auto "
+              f"{r['auto']}, best {r['best']})")
+    for rival in RIVALS:
+        have = [(ex, r) for ex, r in rows if rival in r["auto_over_rivals"]]
+        ex, r = max(have, key=lambda x: x[1]["auto_over_rivals"][rival])
+        above = sum(x["auto_over_rivals"][rival] > 1 for _, x in have)
+        print(f"worst auto / {rival}: {r['auto_over_rivals'][rival]:.4f} ({ex}, "
+              f"{format_size(r['size'])}); above it in {above} of {len(have)} cases")
+    over = [(ex, r) for ex, r in rows if r["auto_over_best"] > 1 + TIE_TOLERANCE]
+    print(f"cases where auto is more than {TIE_TOLERANCE:.0%} above the best: {len(over)} "
+          f"of {len(rows)}; {len(results['examples'])} topologies, "
+          f"{results['seconds']:.0f} s")
     print(f"wrote {dst} and {dst.with_suffix('.png')}")
 
 

@@ -13,10 +13,13 @@ A step of these puts up to n(n-1) transfers in flight; they are priced and offer
 DIRECT_MAX_RANKS ranks (leaders, for direct-2level).
 
 Rounding: in ``direct`` (and among the leaders of ``direct-2level``) every rank adds the
-same n values in its own order (its own value first), so with floating-point data and more
-than two of them the ranks end with sums that differ in the last bits (the executor's test
-on 4 gloo ranks shows it). Their candidates say so (``details["identical_bits"]``), and
-``auto`` does not pick them (planner/plan.py); asked for by name they run.
+same n values itself. The executor adds a step's received values in rank order, with the
+rank's own value in its own place (``executor.schedule.fold_in_rank_order``), so every rank
+computes the same left fold x0 + x1 + ... + x(n-1) and ends with the same bits
+(tests/executor/test_identical_bits.py, on gloo processes too); ``direct-2step`` computes
+each part's sum once. So their candidates say ``details["identical_bits"]: True`` and
+``auto`` may pick them. The block-sparse executor folds in rank order per block too
+(docs/executor.md "Identical bits").
 """
 
 from __future__ import annotations
@@ -38,7 +41,7 @@ def direct(ctx: PlanContext) -> Candidate:
     check_ranks("direct", n, DIRECT_MAX_RANKS)
     prog = Program(1, [one_step_program(list(range(n)))] if n > 1 else [])
     return Candidate("direct", price(ctx, prog), lambda: prog,
-                     {"steps": len(prog.steps), "identical_bits": n <= 2})
+                     {"steps": len(prog.steps), "identical_bits": True})
 
 
 def two_level_program(groups: list[list[int]], heads: list[int]) -> Program:
@@ -59,7 +62,7 @@ def direct_2level(ctx: PlanContext) -> Candidate:
     prog = two_level_program(groups, heads)
     return Candidate("direct-2level", price(ctx, prog), lambda: prog,
                      {"leaders": [ctx.ranks[h] for h in heads], "steps": len(prog.steps),
-                      "identical_bits": len(heads) <= 2})
+                      "identical_bits": True})
 
 
 def two_step_program(n: int, size_bytes: int) -> Program:

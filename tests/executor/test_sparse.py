@@ -74,7 +74,8 @@ def _flows(plan: dict, nblocks: int, bits: np.ndarray, segment: int | None) -> l
     prog = Program.from_plan(plan)
     out = []
     for r in range(prog.nranks):
-        sched = build_schedule(prog, r, nblocks, segment=segment, stage_all=True)
+        sched = build_schedule(prog, r, nblocks, segment=segment, stage_all=True,
+                               canonical=False)
         flow = dataflow(sched, 4)
         out.append((flow, block_flow(prog, r, bits, flow, sched)))
     return out

@@ -232,3 +232,71 @@ def replan_run(scenarios: list[dict[str, Any]]) -> dict[str, Any]:
             "infos": [r.getMessage() for r in handler.records if r.levelno == logging.INFO],
         }
     return out
+
+
+def mixed_inputs(numel: int, seed: int) -> torch.Tensor:
+    """float32 values of mixed magnitudes (1e8, 1, 1e-3 at random per element and rank), so
+    that the order of a sum shows in its bits."""
+    g = torch.Generator().manual_seed(seed * 1000 + dist.get_rank())
+    scale = torch.tensor([1e8, 1.0, 1e-3])[torch.randint(0, 3, (numel,), generator=g)]
+    return torch.randn(numel, generator=g) * scale
+
+
+def bits_cases(cases: list[tuple[dict[str, Any], int, dict[str, Any] | None]]
+               ) -> list[dict[str, Any]]:
+    """Run each (plan, numel, ExecutorConfig keywords) on mixed-magnitude float32 inputs;
+    report whether all ranks hold the same bits and whether they equal the left fold of the
+    inputs in plan-rank order (x0 + x1 + x2 + ...)."""
+    from executor.engine import ExecutorConfig
+
+    out = []
+    n = dist.get_world_size()
+    for i, (plan, numel, settings) in enumerate(cases):
+        ex = PlanExecutor(plan, config=ExecutorConfig(**(settings or {})))
+        x = mixed_inputs(numel, seed=i)
+        y = ex.all_reduce(x.clone())
+        every = [torch.empty_like(x) for _ in range(n)]
+        dist.all_gather(every, x)
+        fold = every[ex.rank_map[0]].clone()
+        for r in range(1, n):
+            fold += every[ex.rank_map[r]]
+        digests: list[Any] = [None] * n
+        dist.all_gather_object(digests, digest(y))
+        absum = torch.stack(every).abs().double().sum(0)
+        err = (y.double() - torch.stack(every).double().sum(0)).abs()
+        out.append({"case": f"{plan['plan_id']} n={numel} config={settings}",
+                    "identical": len(set(digests)) == 1,
+                    "fold": torch.equal(y, fold),
+                    "within_tol": bool((err <= n * torch.finfo(x.dtype).eps * absum).all())})
+    return out
+
+
+def sparse_bits_cases(cases: list[tuple[dict[str, Any], int, dict[str, Any] | None]]
+                      ) -> list[dict[str, Any]]:
+    """``bits_cases`` through the block-sparse executor: mixed-magnitude float32 blocks of 8
+    elements, about half of each rank's blocks zero."""
+    from executor.sparse import SparseConfig, SparseExecutor
+
+    out = []
+    n = dist.get_world_size()
+    for i, (plan, numel, settings) in enumerate(cases):
+        ex = SparseExecutor(PlanExecutor(plan),
+                            SparseConfig(**{"max_density": 1.0, "block_elems": 8,
+                                            **(settings or {})}))
+        x = mixed_inputs(numel, seed=i)
+        g = torch.Generator().manual_seed(i * 1000 + 17 + dist.get_rank())
+        keep = torch.rand(-(-numel // 8), generator=g) < 0.5
+        x *= keep.repeat_interleave(8)[:numel]
+        y = ex.all_reduce(x.clone())
+        every = [torch.empty_like(x) for _ in range(n)]
+        dist.all_gather(every, x)
+        fold = every[0].clone()
+        for r in range(1, n):
+            fold += every[r]
+        digests: list[Any] = [None] * n
+        dist.all_gather_object(digests, digest(y + 0.0))  # the sign of a zero may differ
+        out.append({"case": f"sparse {plan['plan_id']} n={numel} config={settings}",
+                    "mode": ex.last.mode if ex.last else None,
+                    "identical": len(set(digests)) == 1,
+                    "fold": torch.equal(y + 0.0, fold + 0.0)})
+    return out

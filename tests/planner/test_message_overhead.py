@@ -1,0 +1,113 @@
+"""The cost model's per-message overhead (LogP's o): every candidate prices it on the
+program it builds, the verifier simulates it, and 0 (the default) changes nothing."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from planner.algorithms import ALGORITHMS
+from planner.algorithms.base import PlanContext
+from planner.cost import CostModel
+from planner.errors import InfeasibleError, RequestError
+from planner.plan import compare, make_plan, with_routes
+from planner.program import Program, Transfer, program_to_doc
+from planner.routing import Router
+from planner.topology import load_topology
+from planner.verify import verify_plan
+from tests.planner.conftest import EXAMPLES
+
+OH = 5e-6  # seconds per message
+
+
+def test_a_step_pays_o_per_message_of_its_busiest_rank() -> None:
+    topo = load_topology(EXAMPLES / "star-one-slow.json")
+    ranks = topo.endpoints()
+    router = Router(topo)
+    plain, charged = CostModel(router), CostModel(router, message_overhead_s=OH)
+    n = len(ranks)
+    direct = [Transfer(i, j, 0, 1, True) for i in range(n) for j in range(n) if i != j]
+    gather = [Transfer(i, 0, 0, 1, True) for i in range(1, n)]
+    one = [Transfer(0, 1, 0, 1, True)]
+    for step, busiest in ((direct, 2 * (n - 1)), (gather, n - 1), (one, 1)):
+        assert charged.step_time(ranks, step, 1024) == pytest.approx(
+            plain.step_time(ranks, step, 1024) + OH * busiest, rel=1e-12)
+    assert charged.step_time(ranks, [], 1024) == 0.0
+    with pytest.raises(ValueError):
+        CostModel(router, message_overhead_s=-1.0)
+
+
+@pytest.mark.parametrize("name,size", [("demo", 1024), ("star-one-slow", 1),
+                                       ("dgx-2x8-1nic", 1 << 20), ("demo", 64 << 20)])
+def test_every_candidate_prices_the_overhead_on_its_own_program(name: str, size: int) -> None:
+    topo = load_topology(EXAMPLES / f"{name}.json")
+    ranks = topo.endpoints()
+    ctx = PlanContext.create(topo, ranks, size, message_overhead_s=OH)
+    plain = PlanContext.create(topo, ranks, size)
+    for algorithm, make in ALGORITHMS.items():
+        try:
+            cand = make(ctx)
+        except InfeasibleError:
+            continue
+        prog = with_routes(cand.build(), ranks, ctx.router)
+        cost = ctx.cost.program_time(ranks, prog, size)
+        assert cand.predicted_time_s == pytest.approx(cost, rel=1e-9), algorithm
+        doc = {"ranks": ranks, "size_bytes": size, "program": program_to_doc(prog)}
+        rep = verify_plan(doc, topo, message_overhead_s=OH)
+        assert rep.ok and rep.simulated_time_s == pytest.approx(cost, rel=1e-9), algorithm
+        zero = verify_plan(doc, topo).simulated_time_s
+        assert zero == pytest.approx(plain.cost.program_time(ranks, prog, size), rel=1e-9)
+        assert cost > zero
+
+
+def test_zero_changes_nothing_and_a_plan_says_what_it_priced() -> None:
+    topo = load_topology(EXAMPLES / "demo.json")
+    ranks = topo.endpoints()
+    a = make_plan(topo, ranks, 1024)
+    b = make_plan(topo, ranks, 1024, message_overhead_s=0.0)
+    assert a["plan_id"] == b["plan_id"] and a["candidates"] == b["candidates"]
+    assert "message_overhead_s" not in a
+    c = make_plan(topo, ranks, 1024, message_overhead_s=OH)
+    assert c["message_overhead_s"] == OH and c["plan_id"] != a["plan_id"]
+    assert verify_plan(c, topo, message_overhead_s=OH).simulated_time_s == pytest.approx(
+        c["predicted_time_s"], rel=1e-9)
+    with pytest.raises(RequestError):
+        make_plan(topo, ranks, 1024, message_overhead_s=-1.0)
+    with pytest.raises(RequestError):
+        make_plan(topo, ranks, 1024, collective="allgather", message_overhead_s=OH)
+
+
+def test_a_large_overhead_turns_auto_from_direct_exchanges_to_fewer_messages() -> None:
+    """On demo (8 ranks) at 1 KiB the direct exchanges win under the pure model; at 20 us
+    per message their 14 messages per rank cost more than the star's rounds."""
+    topo = load_topology(EXAMPLES / "demo.json")
+    ranks = topo.endpoints()
+    assert compare(topo, ranks, 1024).best.algorithm.startswith("direct")
+    comp = compare(topo, ranks, 1024, message_overhead_s=20e-6)
+    assert comp.best.algorithm != "direct"
+    assert comp.best.predicted_time_s < comp.candidates["direct"].predicted_time_s
+
+
+def test_program_without_steps_costs_nothing() -> None:
+    topo = load_topology(EXAMPLES / "demo.json")
+    cost = CostModel(Router(topo), message_overhead_s=OH)
+    assert cost.program_time(topo.endpoints(), Program(1, []), 1024) == 0.0
+
+
+def test_cli_plans_with_the_overhead_and_verify_simulates_it(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from planner.sizes import format_time
+    from tests.planner.test_cli_errors import STAR, cli
+
+    out = tmp_path / "plan.json"
+    res = cli(capsys, "plan", "-t", STAR, "--size", "1KiB", "--message-overhead-us", "5",
+              "-o", str(out))
+    assert res.returncode == 0, res.stderr
+    doc = json.loads(out.read_text())
+    assert doc["message_overhead_s"] == pytest.approx(5e-6)
+    res = cli(capsys, "verify", str(out), "-t", STAR)
+    assert res.returncode == 0 and format_time(doc["predicted_time_s"]) in res.stdout
+    bad = cli(capsys, "plan", "-t", STAR, "--size", "1KiB", "--message-overhead-us", "-1")
+    assert bad.returncode != 0 and "--message-overhead-us" in bad.stderr
