@@ -64,10 +64,7 @@ def lower_bound(ctx: PlanContext) -> Bound:
     n = len(ctx.ranks)
     if n == 1:
         return Bound(0.0, float("inf"), 0.0, "single rank")
-    if n <= EXACT_MAX_RANKS:
-        cut, cut_method = _min_rank_cut(ctx), "exact minimum rank-separating cut (max-flow)"
-    else:
-        cut, cut_method = _host_cuts(ctx), "minimum over host and rank cuts"
+    cut, cut_method = _cut(ctx)
     size = float(ctx.size_bytes)
     part_time, part_name = _partition_bound(ctx)
     cut_time = size / cut
@@ -86,6 +83,27 @@ def lower_bound(ctx: PlanContext) -> Bound:
         return Bound(lat, cut, lat, method + "; latency floor binds", partition_s=part_time,
                      bandwidth_s=bw_time)
     return Bound(boundary, cut, lat, method, partition_s=part_time, bandwidth_s=bw_time)
+
+
+def _cut(ctx: PlanContext) -> tuple[float, str]:
+    """The least rank-separating cut's bandwidth and how it was found (memoised)."""
+    memo = ctx.memo.get("bound_cut")
+    if memo is None:
+        if len(ctx.ranks) <= EXACT_MAX_RANKS:
+            memo = _min_rank_cut(ctx), "exact minimum rank-separating cut (max-flow)"
+        else:
+            memo = _host_cuts(ctx), "minimum over host and rank cuts"
+        ctx.memo["bound_cut"] = memo
+    return memo
+
+
+def fluid_floor(ctx: PlanContext) -> float:
+    """Seconds per byte that no reduce-then-broadcast program's busiest arc can beat: the
+    cut and partition bounds without latency. A tree packing whose fluid time meets it is
+    optimal (the packing LP stops there)."""
+    if len(ctx.ranks) < 2:
+        return 0.0
+    return max(1.0 / _cut(ctx)[0], _partition_bound(ctx)[0] / float(ctx.size_bytes))
 
 
 def _packing_bound(ctx: PlanContext) -> float:
@@ -135,6 +153,13 @@ def partition_time(ctx: PlanContext, parts: list[set[str]]) -> float:
 
 
 def _partition_bound(ctx: PlanContext) -> tuple[float, str]:
+    memo = ctx.memo.get("bound_partition")
+    if memo is None:
+        memo = ctx.memo["bound_partition"] = _partitions(ctx)
+    return memo
+
+
+def _partitions(ctx: PlanContext) -> tuple[float, str]:
     best, name = partition_time(ctx, [{r} for r in ctx.ranks]), "single ranks"
     if len(ctx.host_groups) >= 2:
         t = partition_time(ctx, parts_by_host(ctx))
