@@ -47,6 +47,7 @@ from planner.algorithms.base import PlanContext
 
 FAMILY = "reduce-then-broadcast, no in-network reduction"
 EXACT_MAX_RANKS = 64
+PACKING_BOUND_ALL_MAX = 32  # ranks up to which every packing's arc prices are tried
 
 
 @dataclass(frozen=True)
@@ -114,10 +115,14 @@ def _packing_bound(ctx: PlanContext) -> float:
     from planner.algorithms.packing import fluid_lower_bound
 
     packings = ctx.memo.get("packings") or {}
+    # every price vector gives a valid bound, and degenerate LPs have many optimal ones: up
+    # to PACKING_BOUND_ALL_MAX ranks the prices of every packing are tried (the best is often
+    # not the unlimited packing's), above only the deepest two (Edmonds per root costs)
+    keys = (list(packings) if len(ctx.ranks) <= PACKING_BOUND_ALL_MAX
+            else [k for k in (("any", None), ("any", 2)) if k in packings])
     best = 0.0
-    for key in (("any", None), ("any", 2)):
-        if key in packings:
-            best = max(best, fluid_lower_bound(ctx, packings[key].prices))
+    for key in keys:
+        best = max(best, fluid_lower_bound(ctx, packings[key].prices))
     return best
 
 
