@@ -27,7 +27,7 @@ GENERAL_MAX_RANKS = 64  # above: the host-structured forest alone (see docs/plan
 SLACKS = (0, 1, 2, None)  # depth over each rank's hop distance from the root; None: any
 UNLIMITED_MAX_RANKS = 32  # above: depth-limited packings only (deep trees fill too slowly)
 SLACKS_LARGE = (0, 1, 2)  # above UNLIMITED_MAX_RANKS
-FLOOR_BREAK = True
+FLOOR_ABOVE = 16
 STALL_ROUNDS = 6  # above UNLIMITED_MAX_RANKS: column generation stops after this many rounds
 # in a row that lower the fluid time by less than packing.TOLERANCE
 FEW_PAIRS = (1, 2, 4, 8, 16, 32, 64)  # the largest pairs: fewer transfers, more pieces
@@ -48,7 +48,9 @@ def packings(ctx: PlanContext) -> dict[tuple[str, int | None], Packing]:
     out: dict[tuple[str, int | None], Packing] = {}
     every, short = RankRoutes(ctx), QuickRoutes(ctx)
     route_sets = [("any", every)] + ([] if _same_routes(ctx, short) else [("short", short)])
-    floor = fluid_floor(ctx)
+    # the cut floor ends an optimal LP early; on few ranks the rounds after the optimum cost
+    # milliseconds and the trees they add pipeline better, so it applies above FLOOR_ABOVE
+    floor = fluid_floor(ctx) if len(ctx.ranks) > FLOOR_ABOVE else 0.0
     for name, routes in route_sets:
         start: list = []
         large = len(ctx.ranks) > UNLIMITED_MAX_RANKS
@@ -58,8 +60,8 @@ def packings(ctx: PlanContext) -> dict[tuple[str, int | None], Packing]:
             lp = PackingLP(ctx, slack, routes, start, floor)
             out[name, slack] = lp.solve(None, STALL_ROUNDS if large else None)
             start = out[name, slack].trees
-            if FLOOR_BREAK and out[name, slack].theta <= floor * (1 + TOLERANCE):
-                break  # optimal: deeper trees only lengthen the pipeline
+            if large and out[name, slack].theta <= floor * (1 + TOLERANCE):
+                break  # optimal (on fewer ranks deeper packings still pipeline better)
     ctx.memo["packings"] = out
     return out
 
