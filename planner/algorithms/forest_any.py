@@ -28,6 +28,7 @@ SLACKS = (0, 1, 2, None)  # depth over each rank's hop distance from the root; N
 UNLIMITED_MAX_RANKS = 32  # above: depth-limited packings only (deep trees fill too slowly)
 SLACKS_LARGE = (0, 1, 2)  # above UNLIMITED_MAX_RANKS
 FLOOR_ABOVE = 16
+ROUNDS_LARGE = 15  # column-generation rounds per packing above UNLIMITED_MAX_RANKS
 STALL_ROUNDS = 6  # above UNLIMITED_MAX_RANKS: column generation stops after this many rounds
 # in a row that lower the fluid time by less than packing.TOLERANCE
 FEW_PAIRS = (1, 2, 4, 8, 16, 32, 64)  # the largest pairs: fewer transfers, more pieces
@@ -58,7 +59,8 @@ def packings(ctx: PlanContext) -> dict[tuple[str, int | None], Packing]:
             if slack is None and (large or name == "short"):
                 continue
             lp = PackingLP(ctx, slack, routes, start, floor)
-            out[name, slack] = lp.solve(None, STALL_ROUNDS if large else None)
+            out[name, slack] = lp.solve(ROUNDS_LARGE if large else None,
+                                        STALL_ROUNDS if large else None)
             start = out[name, slack].trees
             if large and out[name, slack].theta <= floor * (1 + TOLERANCE):
                 break  # optimal (on fewer ranks deeper packings still pipeline better)
@@ -142,6 +144,7 @@ def forest_any(ctx: PlanContext, beat: float | None = None) -> Candidate:
                            mine["sched"].pairs is variants[0]))
             if mine["time"] < best.get("time", math.inf):
                 best = mine
+                best["packing"] = f"{key[0]}/{key[1]}"
     # shares for the pipeline (fill and drain) on the best packings, at their piece counts;
     # not where fewer trees won (the plan size limits bind: the balanced shares spread over
     # at least as many trees, so they get no more pieces; above UNLIMITED_MAX_RANKS, where
@@ -156,7 +159,10 @@ def forest_any(ctx: PlanContext, beat: float | None = None) -> Candidate:
         pairs = [p for p in pair_trees(balanced) if p.share >= MIN_SHARE]
         sched = PairSchedule(ctx, pairs)
         shares = np.array([p.share for p in pairs])
+        before = best.get("time", math.inf)
         _price(sched, shares / shares.sum(), size, units, best)
+        if best["time"] < before:
+            best["packing"] = f"{key[0]}/{key[1]} balanced"
     if not best:
         raise InfeasibleError("forest (any topology): no tree set fits the plan size limits")
     sched, shares = best["sched"], best["shares"]
@@ -164,21 +170,26 @@ def forest_any(ctx: PlanContext, beat: float | None = None) -> Candidate:
     for k in (pieces // 2, pieces, pieces * 3 // 2):
         if k < 2 or k * len(sched.pairs) > units or k * sched.transfers_per_piece > MAX_TRANSFERS:
             continue
-        if len(best["load"]) * (k + sched.columns - 1) > LP_MAX_ROWS:
-            continue  # seconds of HiGHS for < 0.1 % over ramped pieces (many pieces)
-        fracs = lp_fractions(best["load"], best["lat"], size, k, min_step=ctx.cost.min_step_s)
-        if fracs is None:
-            continue
-        est = model_time(best["load"], best["lat"], size, fracs, min_step=ctx.cost.min_step_s)
-        if est < best["time"]:
-            best.update(time=est, fracs=fracs)
+        tries = [piece_fractions(k, ramp) for ramp in RAMPS if 2 * ramp <= k]
+        # the LP takes seconds of HiGHS on many pieces, for < 0.1 % over ramped pieces
+        if len(best["load"]) * (k + sched.columns - 1) <= LP_MAX_ROWS:
+            tries.append(lp_fractions(best["load"], best["lat"], size, k,
+                                      min_step=ctx.cost.min_step_s))
+        for fracs in tries:
+            if fracs is None:
+                continue
+            est = model_time(best["load"], best["lat"], size, fracs,
+                             min_step=ctx.cost.min_step_s)
+            if est < best["time"]:
+                best.update(time=est, fracs=fracs)
     if beat is not None and best["time"] > beat:
         raise InfeasibleError("forest (any topology): slower than the host-structured forest")
     fracs = best["fracs"]
     program = sched.build(shares, fracs, units)
     predicted = ctx.cost.program_time(ctx.ranks, program, size)
     fluid = min(p.theta for k, p in packings(ctx).items() if k[0] == "any") * size
-    details = {"path": "any-topology packing", "trees": int((shares > 0).sum()),
+    details = {"path": "any-topology packing", "packing": best["packing"],
+               "trees": int((shares > 0).sum()),
                "fluid_time_s": fluid,
                "pieces": len(fracs), "reduce_height": sched.h_in,
                "broadcast_height": sched.h_out, "solve_s": round(time.perf_counter() - t0, 3)}
