@@ -30,7 +30,9 @@ SLACKS_LARGE = (0, 1, 2)  # above UNLIMITED_MAX_RANKS
 FLOOR_ABOVE = 16
 ROUNDS_LARGE = 15  # column-generation rounds per packing above UNLIMITED_MAX_RANKS
 STALL_ROUNDS = 6  # above UNLIMITED_MAX_RANKS: column generation stops after this many rounds
-# in a row that lower the fluid time by less than packing.TOLERANCE
+# in a row that lower the fluid time by less than packing.TOLERANCE (full meshes: 40 flat
+# rounds per packing at 24 ranks; not below: a 4x6 mesh's LP left a 10-round flat for the
+# optimum, and an 8-GPU mesh an 18-round one)
 FEW_PAIRS = (1, 2, 4, 8, 16, 32, 64)  # the largest pairs: fewer transfers, more pieces
 BALANCE_PACKINGS = 2  # best packings whose shares are re-solved for the pipeline
 PIECES = (1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64, 96, 128, 192, 256)
