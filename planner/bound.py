@@ -48,6 +48,7 @@ from planner.algorithms.base import PlanContext
 FAMILY = "reduce-then-broadcast, no in-network reduction"
 EXACT_MAX_RANKS = 64
 PACKING_BOUND_ALL_MAX = 32  # ranks up to which every packing's arc prices are tried
+COLD_BOUND_MAX = 16  # ranks up to which a cold packing LP may be solved for its prices
 
 
 @dataclass(frozen=True)
@@ -124,9 +125,10 @@ def _packing_bound(ctx: PlanContext) -> float:
     for key in keys:
         best = max(best, fluid_lower_bound(ctx, packings[key].prices))
     theta = min((p.theta for p in packings.values()), default=0.0)
-    if len(ctx.ranks) <= PACKING_BOUND_ALL_MAX and best < theta * (1 - 1e-3):
+    if len(ctx.ranks) <= COLD_BOUND_MAX and best < theta * (1 - 1e-3):
         # the warm-started packings end on degenerate duals: a cold unlimited LP's final
-        # prices often prove the fluid optimum (a 12-rank ring: 10.6 % above the cut)
+        # prices often prove the fluid optimum (a 12-rank ring: 10.6 % above the cut);
+        # milliseconds up to 16 ranks, seconds on a 32-rank full mesh
         from planner.algorithms.packing import PackingLP
 
         cold = PackingLP(ctx, None).solve()
