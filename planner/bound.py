@@ -47,6 +47,8 @@ from planner.algorithms.base import PlanContext
 
 FAMILY = "reduce-then-broadcast, no in-network reduction"
 EXACT_MAX_RANKS = 64
+PACKING_BOUND_ALL_MAX = 32  # ranks up to which every packing's arc prices are tried
+COLD_BOUND_MAX = 16  # ranks up to which a cold packing LP may be solved for its prices
 
 
 @dataclass(frozen=True)
@@ -64,10 +66,7 @@ def lower_bound(ctx: PlanContext) -> Bound:
     n = len(ctx.ranks)
     if n == 1:
         return Bound(0.0, float("inf"), 0.0, "single rank")
-    if n <= EXACT_MAX_RANKS:
-        cut, cut_method = _min_rank_cut(ctx), "exact minimum rank-separating cut (max-flow)"
-    else:
-        cut, cut_method = _host_cuts(ctx), "minimum over host and rank cuts"
+    cut, cut_method = _cut(ctx)
     size = float(ctx.size_bytes)
     part_time, part_name = _partition_bound(ctx)
     cut_time = size / cut
@@ -88,6 +87,27 @@ def lower_bound(ctx: PlanContext) -> Bound:
     return Bound(boundary, cut, lat, method, partition_s=part_time, bandwidth_s=bw_time)
 
 
+def _cut(ctx: PlanContext) -> tuple[float, str]:
+    """The least rank-separating cut's bandwidth and how it was found (memoised)."""
+    memo = ctx.memo.get("bound_cut")
+    if memo is None:
+        if len(ctx.ranks) <= EXACT_MAX_RANKS:
+            memo = _min_rank_cut(ctx), "exact minimum rank-separating cut (max-flow)"
+        else:
+            memo = _host_cuts(ctx), "minimum over host and rank cuts"
+        ctx.memo["bound_cut"] = memo
+    return memo
+
+
+def fluid_floor(ctx: PlanContext) -> float:
+    """Seconds per byte that no reduce-then-broadcast program's busiest arc can beat: the
+    cut and partition bounds without latency. A tree packing whose fluid time meets it is
+    optimal (the packing LP stops there)."""
+    if len(ctx.ranks) < 2:
+        return 0.0
+    return max(1.0 / _cut(ctx)[0], _partition_bound(ctx)[0] / float(ctx.size_bytes))
+
+
 def _packing_bound(ctx: PlanContext) -> float:
     """The tree-packing LP's dual bound (seconds per byte), when forest has priced a packing
     on this context: its arc prices bound every reduce-then-broadcast program's fluid time
@@ -96,10 +116,23 @@ def _packing_bound(ctx: PlanContext) -> float:
     from planner.algorithms.packing import fluid_lower_bound
 
     packings = ctx.memo.get("packings") or {}
+    # every price vector gives a valid bound, and degenerate LPs have many optimal ones: up
+    # to PACKING_BOUND_ALL_MAX ranks the prices of every packing are tried (the best is often
+    # not the unlimited packing's), above only the deepest two (Edmonds per root costs)
+    keys = (list(packings) if len(ctx.ranks) <= PACKING_BOUND_ALL_MAX
+            else [k for k in (("any", None), ("any", 2)) if k in packings])
     best = 0.0
-    for key in (("any", None), ("any", 2)):
-        if key in packings:
-            best = max(best, fluid_lower_bound(ctx, packings[key].prices))
+    for key in keys:
+        best = max(best, fluid_lower_bound(ctx, packings[key].prices))
+    theta = min((p.theta for p in packings.values()), default=0.0)
+    if len(ctx.ranks) <= COLD_BOUND_MAX and best < theta * (1 - 1e-3):
+        # the warm-started packings end on degenerate duals: a cold unlimited LP's final
+        # prices often prove the fluid optimum (a 12-rank ring: 10.6 % above the cut);
+        # milliseconds up to 16 ranks, seconds on a 32-rank full mesh
+        from planner.algorithms.packing import PackingLP
+
+        cold = PackingLP(ctx, None).solve()
+        best = max(best, fluid_lower_bound(ctx, cold.prices))
     return best
 
 
@@ -135,6 +168,13 @@ def partition_time(ctx: PlanContext, parts: list[set[str]]) -> float:
 
 
 def _partition_bound(ctx: PlanContext) -> tuple[float, str]:
+    memo = ctx.memo.get("bound_partition")
+    if memo is None:
+        memo = ctx.memo["bound_partition"] = _partitions(ctx)
+    return memo
+
+
+def _partitions(ctx: PlanContext) -> tuple[float, str]:
     best, name = partition_time(ctx, [{r} for r in ctx.ranks]), "single ranks"
     if len(ctx.host_groups) >= 2:
         t = partition_time(ctx, parts_by_host(ctx))

@@ -49,6 +49,7 @@ class Router:
         self.bw = np.asarray(bw, dtype=float)
         self.lat = np.asarray(lat, dtype=float)
         self._paths: dict[tuple[str, str], tuple[str, ...]] = {}
+        self._arc_lists: dict[tuple[str, ...], list[int]] = {}
         members: dict[str, set[int]] = defaultdict(set)
         self._region: list[str | None] = []
         for i, n in enumerate(self._names):
@@ -164,8 +165,13 @@ class Router:
         return nodes
 
     def arcs(self, path: tuple[str, ...]) -> list[int]:
-        """Arc ids along a node path; KeyError if two consecutive nodes are not linked."""
-        return [self.arc_id[(path[i], path[i + 1])] for i in range(len(path) - 1)]
+        """Arc ids along a node path; KeyError if two consecutive nodes are not linked.
+        Memoised per path: the list returned is shared, callers must not change it."""
+        hit = self._arc_lists.get(path)
+        if hit is None:
+            hit = [self.arc_id[(path[i], path[i + 1])] for i in range(len(path) - 1)]
+            self._arc_lists[path] = hit
+        return hit
 
     def path_latency(self, path: tuple[str, ...]) -> float:
         return float(sum(self.lat[a] for a in self.arcs(path)))

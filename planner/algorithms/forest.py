@@ -59,6 +59,7 @@ INTRA_GROUPS = (1, 2, 4)  # pieces one merged intra-host transfer may cover
 HUB_MAX_HOSTS = 8  # stars plus hub trees (see _hub_trees) up to this many hosts
 FAN_IN_CONFIGS = 256  # near-best configurations whose per-step fan-in is counted
 FAN_IN_TOLERANCE = 0.02  # model time traded for less fan-in: see forest() and docs/planner.md
+BUILD_MARGIN = 0.005  # the packing's estimate over the host forest's time that skips its build
 MAX_TRANSFERS = 800_000  # ~60 MB of JSON with the route table (planner.program)
 MAX_UNITS = 1 << 20
 PIECE_CHOICES = (1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64, 96, 128)
@@ -212,11 +213,18 @@ def forest(ctx: PlanContext) -> Candidate:
     than FAN_IN_TOLERANCE (the host-structured programs' fan-in is tuned for real transports:
     see forest_hosts); both are priced by the cost model on the program they emit."""
     cands, errors = [], []
-    for build in (forest_hosts, forest_any):
-        try:
-            cands.append(build(ctx))
-        except InfeasibleError as exc:
-            errors.append(str(exc))
+    try:
+        cands.append(forest_hosts(ctx))
+    except InfeasibleError as exc:
+        errors.append(str(exc))
+    # the packing's program is built only where it can be returned (its estimate is the
+    # cost model's time up to the rounding of units: BUILD_MARGIN)
+    beat = (cands[0].predicted_time_s * (1 - FAN_IN_TOLERANCE) * (1 + BUILD_MARGIN)
+            if cands else None)
+    try:
+        cands.append(forest_any(ctx, beat))
+    except InfeasibleError as exc:
+        errors.append(str(exc))
     if not cands:
         raise InfeasibleError("; ".join(errors))
     hosts = cands[0] if cands[0].details.get("path") != "any-topology packing" else None

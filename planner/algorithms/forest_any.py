@@ -15,22 +15,31 @@ import time
 import numpy as np
 
 from planner.algorithms.base import Candidate, PlanContext
-from planner.algorithms.packing import Packing, PackingLP, QuickRoutes, RankRoutes
+from planner.algorithms.packing import TOLERANCE, Packing, PackingLP, QuickRoutes, RankRoutes
 from planner.algorithms.packing_balance import balanced_packing
 from planner.algorithms.packing_schedule import MIN_SHARE, Pair, PairSchedule, pair_trees
 from planner.algorithms.pipeline import lp_fractions, model_time, piece_fractions
+from planner.bound import fluid_floor
 from planner.errors import InfeasibleError
 from planner.program import Program
 
 GENERAL_MAX_RANKS = 64  # above: the host-structured forest alone (see docs/planner.md)
 SLACKS = (0, 1, 2, None)  # depth over each rank's hop distance from the root; None: any
 UNLIMITED_MAX_RANKS = 32  # above: depth-limited packings only (deep trees fill too slowly)
-FEW_PAIRS = (1, 2, 4, 8)
+SLACKS_LARGE = (0, 1, 2)  # above UNLIMITED_MAX_RANKS
+FLOOR_ABOVE = 16
+ROUNDS_LARGE = 15  # column-generation rounds per packing above UNLIMITED_MAX_RANKS
+STALL_ROUNDS = 6  # above UNLIMITED_MAX_RANKS: column generation stops after this many rounds
+# in a row that lower the fluid time by less than packing.TOLERANCE (full meshes: 40 flat
+# rounds per packing at 24 ranks; not below: a 4x6 mesh's LP left a 10-round flat for the
+# optimum, and an 8-GPU mesh an 18-round one)
+FEW_PAIRS = (1, 2, 4, 8, 16, 32, 64)  # the largest pairs: fewer transfers, more pieces
 BALANCE_PACKINGS = 2  # best packings whose shares are re-solved for the pipeline
 PIECES = (1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64, 96, 128, 192, 256)
 RAMPS = (0, 1, 2, 3)
 MAX_TRANSFERS = 800_000
 MAX_UNITS = 1 << 20
+LP_MAX_ROWS = 20_000  # arcs x steps of the piece-size LP (pipeline.lp_fractions); above: none
 
 
 def packings(ctx: PlanContext) -> dict[tuple[str, int | None], Packing]:
@@ -40,15 +49,38 @@ def packings(ctx: PlanContext) -> dict[tuple[str, int | None], Packing]:
     if memo is not None:
         return memo
     out: dict[tuple[str, int | None], Packing] = {}
-    for name, routes in (("any", RankRoutes(ctx)), ("short", QuickRoutes(ctx))):
+    every, short = RankRoutes(ctx), QuickRoutes(ctx)
+    route_sets = [("any", every)] + ([] if _same_routes(ctx, short) else [("short", short)])
+    # the cut floor ends an optimal LP early; on few ranks the rounds after the optimum cost
+    # milliseconds and the trees they add pipeline better, so it applies above FLOOR_ABOVE
+    floor = fluid_floor(ctx) if len(ctx.ranks) > FLOOR_ABOVE else 0.0
+    for name, routes in route_sets:
         start: list = []
-        for slack in SLACKS:
-            if slack is None and (len(ctx.ranks) > UNLIMITED_MAX_RANKS or name == "short"):
+        large = len(ctx.ranks) > UNLIMITED_MAX_RANKS
+        for slack in SLACKS_LARGE if large else SLACKS:
+            if slack is None and (large or name == "short"):
                 continue
-            out[name, slack] = PackingLP(ctx, slack, routes, start).solve()
+            lp = PackingLP(ctx, slack, routes, start, floor)
+            out[name, slack] = lp.solve(ROUNDS_LARGE if large else None,
+                                        STALL_ROUNDS if large else None)
             start = out[name, slack].trees
+            if large and out[name, slack].theta <= floor * (1 + TOLERANCE):
+                break  # optimal (on fewer ranks deeper packings still pipeline better)
     ctx.memo["packings"] = out
     return out
+
+
+def _same_routes(ctx: PlanContext, short: QuickRoutes) -> bool:
+    """Whether the short routes are all the routes (direct-wired ranks: every rank's links
+    lead to ranks, and the short routes are those links), so their packings are the same."""
+    index = {r: i for i, r in enumerate(ctx.ranks)}
+    direct = set()
+    for u, v in ctx.router.arc_id:
+        if u in index:
+            if v not in index:
+                return False
+            direct.add((index[u], index[v]))
+    return set(short.pairs) == direct and all(len(short.paths[p]) == 2 for p in short.pairs)
 
 
 def _variants(pairs: list[Pair]) -> list[list[Pair]]:
@@ -89,8 +121,9 @@ def _price(sched: PairSchedule, shares: np.ndarray, size: float, units: int,
                     load=load, lat=lat)
 
 
-def forest_any(ctx: PlanContext) -> Candidate:
-    """The fastest pipelined tree packing under the cost model (any topology)."""
+def forest_any(ctx: PlanContext, beat: float | None = None) -> Candidate:
+    """The fastest pipelined tree packing under the cost model (any topology); with ``beat``,
+    InfeasibleError before building a program whose estimated time is above it."""
     n = len(ctx.ranks)
     if n == 1:
         return Candidate("forest", 0.0, lambda: Program(1, []), {"trees": 0})
@@ -103,16 +136,24 @@ def forest_any(ctx: PlanContext) -> Candidate:
     ranked = []
     for key, packing in packings(ctx).items():
         mine: dict = {}
-        for subset in _variants(pair_trees(packing)):
+        variants = _variants(pair_trees(packing))
+        for subset in variants:
             sched = PairSchedule(ctx, subset)
             shares, _ = sched.fluid_shares()
             _price(sched, shares, size, units, mine)
         if mine:
-            ranked.append((mine["time"], len(mine["fracs"]), key))
+            ranked.append((mine["time"], len(mine["fracs"]), key,
+                           mine["sched"].pairs is variants[0]))
             if mine["time"] < best.get("time", math.inf):
                 best = mine
-    # shares for the pipeline (fill and drain) on the best packings, at their piece counts
-    for _, pieces, key in sorted(ranked, key=lambda r: r[:2])[:BALANCE_PACKINGS]:
+                best["packing"] = f"{key[0]}/{key[1]}"
+    # shares for the pipeline (fill and drain) on the best packings, at their piece counts;
+    # not where fewer trees won (the plan size limits bind: the balanced shares spread over
+    # at least as many trees, so they get no more pieces; above UNLIMITED_MAX_RANKS, where
+    # this LP takes seconds)
+    for _, pieces, key, full in sorted(ranked, key=lambda r: r[:2])[:BALANCE_PACKINGS]:
+        if not full and n > UNLIMITED_MAX_RANKS:
+            continue
         packing = packings(ctx)[key]
         balanced = balanced_packing(ctx, packing, packing.pool, max(pieces, 8))
         if balanced is None:
@@ -120,7 +161,10 @@ def forest_any(ctx: PlanContext) -> Candidate:
         pairs = [p for p in pair_trees(balanced) if p.share >= MIN_SHARE]
         sched = PairSchedule(ctx, pairs)
         shares = np.array([p.share for p in pairs])
+        before = best.get("time", math.inf)
         _price(sched, shares / shares.sum(), size, units, best)
+        if best["time"] < before:
+            best["packing"] = f"{key[0]}/{key[1]} balanced"
     if not best:
         raise InfeasibleError("forest (any topology): no tree set fits the plan size limits")
     sched, shares = best["sched"], best["shares"]
@@ -128,17 +172,26 @@ def forest_any(ctx: PlanContext) -> Candidate:
     for k in (pieces // 2, pieces, pieces * 3 // 2):
         if k < 2 or k * len(sched.pairs) > units or k * sched.transfers_per_piece > MAX_TRANSFERS:
             continue
-        fracs = lp_fractions(best["load"], best["lat"], size, k, min_step=ctx.cost.min_step_s)
-        if fracs is None:
-            continue
-        est = model_time(best["load"], best["lat"], size, fracs, min_step=ctx.cost.min_step_s)
-        if est < best["time"]:
-            best.update(time=est, fracs=fracs)
+        tries = [piece_fractions(k, ramp) for ramp in RAMPS if 2 * ramp <= k]
+        # the LP takes seconds of HiGHS on many pieces, for < 0.1 % over ramped pieces
+        if len(best["load"]) * (k + sched.columns - 1) <= LP_MAX_ROWS:
+            tries.append(lp_fractions(best["load"], best["lat"], size, k,
+                                      min_step=ctx.cost.min_step_s))
+        for fracs in tries:
+            if fracs is None:
+                continue
+            est = model_time(best["load"], best["lat"], size, fracs,
+                             min_step=ctx.cost.min_step_s)
+            if est < best["time"]:
+                best.update(time=est, fracs=fracs)
+    if beat is not None and best["time"] > beat:
+        raise InfeasibleError("forest (any topology): slower than the host-structured forest")
     fracs = best["fracs"]
     program = sched.build(shares, fracs, units)
     predicted = ctx.cost.program_time(ctx.ranks, program, size)
     fluid = min(p.theta for k, p in packings(ctx).items() if k[0] == "any") * size
-    details = {"path": "any-topology packing", "trees": int((shares > 0).sum()),
+    details = {"path": "any-topology packing", "packing": best["packing"],
+               "trees": int((shares > 0).sum()),
                "fluid_time_s": fluid,
                "pieces": len(fracs), "reduce_height": sched.h_in,
                "broadcast_height": sched.h_out, "solve_s": round(time.perf_counter() - t0, 3)}

@@ -37,6 +37,7 @@ from planner.routing import REF_BYTES
 
 MAX_ROUNDS = 40  # column-generation rounds per depth limit
 TOLERANCE = 1e-3  # relative reduced cost below which the LP counts as solved
+PRIMAL_ABOVE = 32  # ranks above which the master LP is re-solved by the primal simplex
 KEEP_IDLE_ROUNDS = 6  # columns without share for this many rounds leave the master LP...
 PRUNE_ABOVE = 8  # ...once it holds more than this many columns per rank
 TIE = 1e-6  # relative weight of an arc's physical cost in the prices: ties go to short routes
@@ -195,12 +196,12 @@ def _column(routes: RankRoutes | QuickRoutes, router, pred: np.ndarray | None, p
             paths.append(())
             continue
         a, b = (v, int(p)) if inward else (int(p), v)
-        key = (a, b)
-        path = cache.get(key)
-        if path is None:
-            path = cache[key] = routes.path(pred, a, b)
-        paths.append(path)
-        arcs.extend(router.arcs(path))
+        hit = cache.get((a, b))
+        if hit is None:
+            path = routes.path(pred, a, b)
+            hit = cache[a, b] = (path, router.arcs(path))
+        paths.append(hit[0])
+        arcs.extend(hit[1])
     return TreeColumn(inward, root, parent, paths, np.asarray(arcs, dtype=np.int64),
                       tree_depths(parent))
 
@@ -217,12 +218,16 @@ def hop_distances(cost: np.ndarray) -> np.ndarray:
 
 class PackingLP:
     """Column generation over depth-limited trees (``slack``: extra depth over each rank's hop
-    distance from the root; None: no limit)."""
+    distance from the root; None: no limit). It stops when no tree prices below -TOLERANCE,
+    after ``rounds`` rounds, when the fluid time is within TOLERANCE of ``floor`` (a lower
+    bound), or (optionally) after a stall: on degenerate LPs (full meshes) the duals keep
+    pricing trees in long after the optimum is reached."""
 
     def __init__(self, ctx: PlanContext, slack: int | None,
                  routes: RankRoutes | QuickRoutes | None = None,
-                 start: list[TreeColumn] | None = None) -> None:
+                 start: list[TreeColumn] | None = None, floor: float = 0.0) -> None:
         self.ctx = ctx
+        self.floor = floor  # s/byte no packing beats (the cut bound): meeting it ends the LP
         self.slack = slack
         self.routes = routes or RankRoutes(ctx)
         self.router = ctx.router
@@ -233,7 +238,7 @@ class PackingLP:
         self.limits: tuple[np.ndarray, np.ndarray] | None = None  # (in-trees, out-trees)
         self.idle: list[int] = []  # per column: rounds in a row without share
         self.keys: list[tuple[bool, bytes]] = []
-        self.master = Master(self.bw, self.n)
+        self.master = Master(self.bw, self.n, primal=self.n > PRIMAL_ABOVE)
         for col in start or ():  # trees of a smaller slack fit this one's limits too
             self._add(col)
 
@@ -308,12 +313,20 @@ class PackingLP:
         theta, self.objective, share, prices, duals = self.master.solve()
         return theta, share, prices, duals
 
-    def solve(self, rounds: int = MAX_ROUNDS) -> Packing:
+    def solve(self, rounds: int | None = None, stall: int | None = None) -> Packing:
+        """Column generation: at most ``rounds`` rounds (default MAX_ROUNDS), and with
+        ``stall``, no more once that many rounds in a row improved the fluid time by less
+        than TOLERANCE (a heuristic: degenerate LPs sometimes improve after long flats)."""
+        rounds = MAX_ROUNDS if rounds is None else rounds
         for c in self._price(1.0 / self.bw):
             self._add(c)
         theta, share, y, duals = self._master()
+        history = [theta]
         for _ in range(rounds):
-            if y.sum() <= 0:
+            if y.sum() <= 0 or theta <= self.floor * (1 + TOLERANCE):
+                break
+            if (stall and len(history) > stall
+                    and history[-1 - stall] - theta <= TOLERANCE * theta):
                 break
             cols = self._price(y, duals, TOLERANCE * self.objective)
             if not cols:
@@ -322,6 +335,7 @@ class PackingLP:
             if not sum(self._add(c) for c in cols):
                 break
             theta, share, y, duals = self._master()
+            history.append(theta)
         live = share > 1e-12
         return Packing([t for t, x in zip(self.trees, live, strict=True) if x], share[live],
                        theta, y, list(self.trees))

@@ -5,7 +5,10 @@ arc's bandwidth so they lie in (0, crossings]), one per root (in-tree shares - o
 shares = 0) and one for the total (in-tree shares = 1). Columns: theta, then one per tree.
 New trees are added as columns and dropped ones deleted, so HiGHS re-solves from the last
 basis (warm start) instead of from scratch: at 64 ranks the master goes from seconds per
-round to milliseconds.
+round to milliseconds. New columns enter at zero, so the last basis stays primal feasible:
+with ``primal`` the primal simplex re-solves it (about 3x faster than HiGHS's default dual
+simplex on 64-rank masters, but its duals price the degenerate LPs of full meshes worse:
+the packing uses it above 32 ranks only).
 """
 
 from __future__ import annotations
@@ -19,6 +22,7 @@ import numpy as np
 
 from planner.errors import InfeasibleError
 
+PRIMAL_SIMPLEX = 4  # HiGHS simplex_strategy
 _banner_lock = threading.Lock()
 _banner_shown = False
 
@@ -48,12 +52,14 @@ def _highs() -> highspy.Highs:
 class Master:
     """Incremental LP: ``add`` tree columns, ``delete`` some, ``solve`` for shares and duals."""
 
-    def __init__(self, bw: np.ndarray, n: int) -> None:
+    def __init__(self, bw: np.ndarray, n: int, primal: bool = False) -> None:
         self.bw = bw
         self.n = n
         self.scale = float(bw.min())  # coefficient of a crossing: min bw / bw (<= 1)
         self.narcs = len(bw)
         h = _highs()
+        if primal:
+            h.setOptionValue("simplex_strategy", PRIMAL_SIMPLEX)
         inf = highspy.kHighsInf
         m = self.narcs + n + 1
         lower = np.concatenate([np.full(self.narcs, -inf), np.zeros(n), [1.0]])
