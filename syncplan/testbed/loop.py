@@ -39,14 +39,15 @@ SERVICE_PORT = 8080
 PROBE_PORT = 7470
 GBPS_TO_MBIT = 8000.0  # 1 GB/s = 8000 Mbit/s
 # The cost-model settings the loop's service plans with (docs/testbed.md, "Issue 18: shared
-# cores"). Fitted jointly on this machine's 4 KiB runs of the flat star and the one-step
-# direct exchange on `homogeneous` (bench/results/testbed-small-direct.json, 8 ranks, where
-# the wire time is negligible): star 2 steps of (m + 7 o) = 2.45 ms, direct one step of
-# (m + 8 x 14 / 2 o) = 7.2 ms (the median of its two runs, 6.4 and 8.0 ms), so
-# o = 0.122 ms per message end and m = 0.37 ms per step. Before the message term the step
-# floor alone was 1,000 us (MIN_STEP_US_ALONE).
-MIN_STEP_US = 370.0
-MESSAGE_OVERHEAD_US = 122.0
+# cores"): fitted by bench/testbed/fit_message_overhead.py (squared log error) to the 23 plans
+# timed at 4 KiB - 1 MiB by the loop runs on this machine before the message term
+# (bench/results/testbed-small-{homogeneous,one-slow,direct}.json, 8 ranks on 2 cores):
+# o = 121 us per message end, the ends of a step shared by the machine's cores, and a step
+# floor m = 50 us (bench/results/testbed-message-overhead-fit.json). Before the message term
+# the step floor alone was 1,000 us (MIN_STEP_US_ALONE): 8 ranks x 2 ends x 121 us / 2 cores
+# is about that for a ring step.
+MIN_STEP_US = 50.0
+MESSAGE_OVERHEAD_US = 121.0
 MIN_STEP_US_ALONE = 1000.0
 
 
