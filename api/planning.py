@@ -38,6 +38,9 @@ class PlanKey:
     # block-sparse request: (density, or one per rank), density_overlap, block_elems
     sparse: tuple[float | tuple[float, ...], bool, int] | None = None
     shards: str = "equal"  # reduce-scatter / all-gather: "equal" or "any"
+    # the service's per-message overhead and shared cores (all-reduce only; set by PlanService)
+    message_overhead_s: float = 0.0
+    message_cores: int = 0
 
     @property
     def request(self) -> dict[str, Any]:
@@ -45,6 +48,10 @@ class PlanKey:
                                "size_bytes": self.size_bytes, "algorithm": self.algorithm}
         if self.min_step_s:
             req["min_step_s"] = self.min_step_s
+        if self.message_overhead_s:
+            req["message_overhead_s"] = self.message_overhead_s
+            if self.message_cores:
+                req["message_cores"] = self.message_cores
         if self.shards != "equal":
             req["shards"] = self.shards
         if self.sparse is not None:
@@ -112,7 +119,9 @@ def solve(snapshot: Snapshot, key: PlanKey) -> dict[str, Any]:
                   "density_overlap": overlap, "block_elems": block}
     return make_plan(snapshot.topology, list(key.ranks), key.size_bytes,
                      algorithm=key.algorithm, collective=key.collective,
-                     min_step_s=key.min_step_s, shards=key.shards, **sparse)
+                     min_step_s=key.min_step_s, shards=key.shards,
+                     message_overhead_s=key.message_overhead_s,
+                     message_cores=key.message_cores or None, **sparse)
 
 
 class PlanService:
@@ -120,11 +129,15 @@ class PlanService:
 
     def __init__(self, factory: sessionmaker[Session], metrics: Metrics, cache_size: int,
                  solver_threads: int, cache_bytes: int = 512 << 20,
-                 min_step_s: float = 0.0, quota: SolveQuota | None = None) -> None:
+                 min_step_s: float = 0.0, quota: SolveQuota | None = None,
+                 message_overhead_s: float = 0.0, message_cores: int = 0) -> None:
         self._factory = factory
         self.quota = quota or SolveQuota(per_owner=1 << 30, queue_limit=1 << 30,
                                          timeout_s=1e9)
         self.min_step_s = min_step_s
+        self.message_overhead_s = message_overhead_s
+        # the cores matter only with an overhead: without one they do not key the plans
+        self.message_cores = message_cores if message_overhead_s else 0
         self._metrics = metrics
         self._size = cache_size
         self._max_bytes = cache_bytes
@@ -172,9 +185,13 @@ class PlanService:
 
     def _own(self, key: PlanKey) -> PlanKey:
         """``key`` with this service's cost-model settings (they are part of the plan)."""
-        if key.min_step_s == self.min_step_s:
+        overhead, cores = ((self.message_overhead_s, self.message_cores)
+                           if key.collective == "allreduce" else (0.0, 0))
+        if (key.min_step_s, key.message_overhead_s, key.message_cores) == (
+                self.min_step_s, overhead, cores):
             return key
-        return replace(key, min_step_s=self.min_step_s)
+        return replace(key, min_step_s=self.min_step_s, message_overhead_s=overhead,
+                       message_cores=cores)
 
     def cached(self, key: PlanKey) -> CachedPlan | None:
         key = self._own(key)

@@ -51,6 +51,16 @@ class Settings(BaseSettings):
         description="least time of a program step in the cost model (the transport's "
                     "per-step cost, overlapped with moving data; 1,000 for gloo on the "
                     "emulated testbed); plans are keyed by it")
+    message_overhead_us: float = Field(
+        default=0.0, ge=0, le=1e6,
+        description="all-reduce plans: time a rank spends per message it sends or receives "
+                    "in a step, added to the step (LogP's o; docs/cost-model.md); plans are "
+                    "keyed by it")
+    message_cores: int = Field(
+        default=0, ge=0, le=1_000_000,
+        description="all-reduce plans: the ranks share this many CPU cores for their "
+                    "message overhead (an emulated cluster on one machine; 0: a CPU per "
+                    "rank); plans are keyed by it when the overhead is set")
 
     agent_secret: SecretStr | None = Field(
         default=None, description="derives the per-host agent tokens (api/identity.py)")

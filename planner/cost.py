@@ -7,7 +7,10 @@ A step lasts as long as its slowest transfer, and at least ``min_step_s`` (the t
 per-step cost, which it overlaps with moving data), plus ``message_overhead_s`` (LogP's ``o``)
 times the most messages one rank handles in the step (the transfers it sends plus those it
 receives: a rank handles its messages one after another and does not overlap that with the
-wire); a program is the sum of its steps. See docs/cost-model.md.
+wire). With ``message_cores`` set, the ranks share that many CPU cores (an emulated cluster on
+one machine), so a step also pays at least ``o`` x every message end of the step divided by
+``message_cores``: the overhead is ``o * max(busiest rank's ends, all ends / message_cores)``.
+A program is the sum of its steps. See docs/cost-model.md.
 """
 
 from __future__ import annotations
@@ -22,14 +25,19 @@ from planner.routing import Router
 
 class CostModel:
     def __init__(self, router: Router, min_step_s: float = 0.0,
-                 message_overhead_s: float = 0.0) -> None:
+                 message_overhead_s: float = 0.0, message_cores: int | None = None) -> None:
         if min_step_s < 0:
             raise ValueError("min_step_s must be >= 0")
         if message_overhead_s < 0:
             raise ValueError("message_overhead_s must be >= 0")
+        if message_cores is not None and (isinstance(message_cores, bool)
+                                          or not isinstance(message_cores, int)
+                                          or message_cores < 0):
+            raise ValueError("message_cores must be a whole number >= 0 (0 or None: unlimited)")
         self.router = router
         self.min_step_s = min_step_s
         self.message_overhead_s = message_overhead_s
+        self.message_cores = message_cores or None  # None: every rank has its own CPU
         self._arc_cache: dict[tuple[str, ...], tuple[np.ndarray, float]] = {}
 
     def _path_arcs(self, path: tuple[str, ...]) -> tuple[np.ndarray, float]:
@@ -70,13 +78,17 @@ class CostModel:
 
     def step_overhead(self, step: Sequence[Transfer]) -> float:
         """``message_overhead_s`` times the most transfers one rank sends plus receives in
-        ``step`` (0 when the overhead is 0)."""
+        ``step``, or, with ``message_cores``, times all the step's message ends (2 per
+        transfer) over ``message_cores`` when that is more (0 when the overhead is 0)."""
         o = self.message_overhead_s
         if not o or not step:
             return 0.0
         ends = np.fromiter((r for t in step for r in (t.src, t.dst)), dtype=np.int64,
                            count=2 * len(step))
-        return o * float(np.bincount(ends).max())
+        busiest = float(np.bincount(ends).max())
+        if self.message_cores:
+            busiest = max(busiest, 2 * len(step) / self.message_cores)
+        return o * busiest
 
     def program_time(self, ranks: Sequence[str], program: Program, size_bytes: float) -> float:
         bpu = size_bytes / program.units

@@ -88,6 +88,14 @@ def _check_overhead(message_overhead_s: float) -> None:
         raise RequestError(f"message_overhead_s must be a time >= 0, got {message_overhead_s!r}")
 
 
+def _check_cores(message_cores: int | None) -> None:
+    if message_cores is not None and (isinstance(message_cores, bool)
+                                      or not isinstance(message_cores, int)
+                                      or message_cores < 0):
+        raise RequestError("message_cores must be a whole number >= 0 (0 or None: unlimited), "
+                           f"got {message_cores!r}")
+
+
 def _same(program: Program) -> Program:
     return program
 
@@ -107,12 +115,15 @@ def _check_request(topo: Topology, ranks: list[str], size_bytes: int, algorithm:
 
 def compare(topo: Topology, ranks: list[str], size_bytes: int, *,
             algorithms: list[str] | None = None, seed: int = 0,
-            min_step_s: float = 0.0, message_overhead_s: float = 0.0) -> Comparison:
+            min_step_s: float = 0.0, message_overhead_s: float = 0.0,
+            message_cores: int | None = None) -> Comparison:
     """Price every named algorithm (default: all) on one request."""
     _check_request(topo, ranks, size_bytes, "auto", "allreduce")
     _check_overhead(message_overhead_s)
+    _check_cores(message_cores)
     ctx = PlanContext.create(topo, ranks, size_bytes, seed=seed, min_step_s=min_step_s,
-                             message_overhead_s=message_overhead_s)
+                             message_overhead_s=message_overhead_s,
+                             message_cores=message_cores or None)
     cands: dict[str, Candidate] = {}
     infeasible: dict[str, str] = {}
     for name in algorithms or list(ALGORITHMS):
@@ -135,15 +146,18 @@ def make_plan(topo: Topology, ranks: list[str], size_bytes: int, algorithm: str 
               collective: str = "allreduce", *, seed: int = 0,
               min_step_s: float = 0.0, shards: str = "equal", density: Any = None,
               block_elems: Any = 256, density_overlap: Any = False,
-              message_overhead_s: float = 0.0) -> dict[str, Any]:
+              message_overhead_s: float = 0.0,
+              message_cores: int | None = None) -> dict[str, Any]:
     """Plan a collective; return the plan document. Raise RequestError / InfeasibleError.
     ``shards`` (``equal`` or ``any``) applies to reduce-scatter and all-gather only; with
     ``density`` the all-reduce is block-sparse (planner.sparse); ``message_overhead_s``
-    (the cost model's per-message term, all-reduce only) is priced into every candidate."""
+    (the cost model's per-message term, all-reduce only) is priced into every candidate,
+    shared by ``message_cores`` CPU cores when that is set (None or 0: one CPU per rank)."""
     with gc_paused():
         if collective != "allreduce":
-            if message_overhead_s:
-                raise RequestError("message_overhead_s is priced for all-reduce plans only")
+            if message_overhead_s or message_cores:
+                raise RequestError("message_overhead_s and message_cores are priced for "
+                                   "all-reduce plans only")
             from planner.collectives import make_collective_plan
 
             _check_request(topo, ranks, size_bytes, algorithm, collective)
@@ -153,34 +167,38 @@ def make_plan(topo: Topology, ranks: list[str], size_bytes: int, algorithm: str 
                           min_step_s=min_step_s, sparse=None if density is None else
                           Density.from_request(density, len(ranks), overlap=density_overlap,
                                                block_elems=block_elems),
-                          message_overhead_s=message_overhead_s)[0]
+                          message_overhead_s=message_overhead_s,
+                          message_cores=message_cores)[0]
 
 
 def plan_and_compare(topo: Topology, ranks: list[str], size_bytes: int,
                      algorithm: str = "auto", *, min_step_s: float = 0.0,
-                     message_overhead_s: float = 0.0
+                     message_overhead_s: float = 0.0, message_cores: int | None = None
                      ) -> tuple[dict[str, Any], Comparison]:
     """An all-reduce plan document and the comparison it was chosen from (every algorithm
     priced once when ``algorithm`` is auto; only the named one otherwise)."""
     with gc_paused():
         return _make_plan(topo, ranks, size_bytes, algorithm, "allreduce", seed=0,
-                          min_step_s=min_step_s, message_overhead_s=message_overhead_s)
+                          min_step_s=min_step_s, message_overhead_s=message_overhead_s,
+                          message_cores=message_cores)
 
 
 def _make_plan(topo: Topology, ranks: list[str], size_bytes: int, algorithm: str,
                collective: str, *, seed: int, min_step_s: float,
-               sparse: Density | None = None, message_overhead_s: float = 0.0
-               ) -> tuple[dict[str, Any], Comparison]:
+               sparse: Density | None = None, message_overhead_s: float = 0.0,
+               message_cores: int | None = None) -> tuple[dict[str, Any], Comparison]:
     _check_request(topo, ranks, size_bytes, algorithm, collective)
     names = list(ALGORITHMS) if algorithm == "auto" else [algorithm]
     t0 = time.perf_counter()
     comp = compare(topo, ranks, size_bytes, algorithms=names, seed=seed,
-                   min_step_s=min_step_s, message_overhead_s=message_overhead_s)
+                   min_step_s=min_step_s, message_overhead_s=message_overhead_s,
+                   message_cores=message_cores)
+    cores = message_cores if message_overhead_s else None  # without o the cores change nothing
     chosen = comp.best
     sparse_info = None
     if sparse is not None:
         chosen, sparse_info = _choose_sparse(comp, ranks, size_bytes, sparse, min_step_s,
-                                             message_overhead_s)
+                                             message_overhead_s, cores)
     program = with_routes(chosen.build(), ranks, comp.router)
     solve_s = time.perf_counter() - t0
     bound_s, family, method, bandwidth_s = comp.bound_for(chosen.algorithm)
@@ -212,6 +230,8 @@ def _make_plan(topo: Topology, ranks: list[str], size_bytes: int, algorithm: str
         doc["min_step_s"] = min_step_s  # priced into predicted_time_s
     if message_overhead_s:
         doc["message_overhead_s"] = message_overhead_s  # likewise
+    if cores:
+        doc["message_cores"] = cores  # likewise: the ranks share this many CPU cores
     if sparse_info is not None:
         doc["sparse"] = sparse_info
     doc["plan_id"] = plan_id(topo, doc)
@@ -220,10 +240,11 @@ def _make_plan(topo: Topology, ranks: list[str], size_bytes: int, algorithm: str
 
 
 def _choose_sparse(comp: Comparison, ranks: list[str], size_bytes: int, density: Density,
-                   min_step_s: float, message_overhead_s: float = 0.0
-                   ) -> tuple[Candidate, dict[str, Any]]:
+                   min_step_s: float, message_overhead_s: float = 0.0,
+                   message_cores: int | None = None) -> tuple[Candidate, dict[str, Any]]:
     cands = {k: (c.predicted_time_s, c.build()) for k, c in comp.candidates.items()}
-    name, info = choose_sparse(CostModel(comp.router, min_step_s, message_overhead_s), ranks,
+    name, info = choose_sparse(CostModel(comp.router, min_step_s, message_overhead_s,
+                                         message_cores), ranks,
                                size_bytes, density, cands, comp.best.algorithm)
     return comp.candidates[name], info
 
@@ -246,6 +267,8 @@ def plan_id(topo: Topology, doc: dict[str, Any]) -> str:
                          else {}),
                       **({"message_overhead": doc["message_overhead_s"]}
                          if doc.get("message_overhead_s") else {}),
+                      **({"message_cores": doc["message_cores"]}
+                         if doc.get("message_cores") else {}),
                       **({"sparse": {k: doc["sparse"][k] for k in
                                      ("density", "density_overlap", "block_elems")}}
                          if doc.get("sparse") else {})}, sort_keys=True)

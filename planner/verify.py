@@ -43,9 +43,11 @@ class _Invalid(Exception):
 
 
 def verify_plan(plan: dict[str, Any], topo: Topology, *, size_bytes: float | None = None,
-                min_step_s: float = 0.0, message_overhead_s: float = 0.0) -> VerifyReport:
+                min_step_s: float = 0.0, message_overhead_s: float = 0.0,
+                message_cores: int | None = None) -> VerifyReport:
     """Check that ``plan`` is a correct collective on ``topo``; never raises on bad plans.
-    The simulated time uses the cost model's ``min_step_s`` and per-message overhead."""
+    The simulated time uses the cost model's ``min_step_s`` and per-message overhead (shared
+    by ``message_cores`` CPU cores when set)."""
     steps_n = transfers_n = 0
     try:
         with gc_paused():
@@ -62,7 +64,7 @@ def verify_plan(plan: dict[str, Any], topo: Topology, *, size_bytes: float | Non
                 else:
                     _replay_gather(ranks, units, steps, shards)
             sim = _simulate_time(topo, ranks, units, steps, table, size, min_step_s,
-                                 message_overhead_s)
+                                 message_overhead_s, message_cores)
     except _Invalid as exc:
         return VerifyReport(False, str(exc), None, steps_n, transfers_n)
     return VerifyReport(True, None, sim, steps_n, transfers_n)
@@ -275,7 +277,8 @@ def _replay(ranks: list[str], units: int, steps: list[list[dict]],
 
 def _simulate_time(topo: Topology, ranks: list[str], units: int, steps: list[list[dict]],
                    table: list[list[str]], size: float, min_step_s: float,
-                   message_overhead_s: float = 0.0) -> float:
+                   message_overhead_s: float = 0.0, message_cores: int | None = None
+                   ) -> float:
     g = topo.graph
     routes: dict[tuple[str, str], list[str]] = {}
 
@@ -320,5 +323,7 @@ def _simulate_time(topo: Topology, ranks: list[str], units: int, steps: list[lis
                 handled[t["src"]] += 1
                 handled[t["dst"]] += 1
             busiest = max(handled.values())
+            if message_cores:  # the ranks share message_cores CPU cores
+                busiest = max(busiest, 2 * len(step) / message_cores)
         total += max(worst, min_step_s) + message_overhead_s * busiest
     return total

@@ -28,10 +28,11 @@ class PlanContext:
     @classmethod
     def create(cls, topo: Topology, ranks: list[str], size_bytes: int, *, seed: int = 0,
                min_step_s: float = 0.0, router: Router | None = None,
-               message_overhead_s: float = 0.0) -> PlanContext:
+               message_overhead_s: float = 0.0,
+               message_cores: int | None = None) -> PlanContext:
         router = router or Router(topo)
         return cls(topo, ranks, size_bytes, router,
-                   CostModel(router, min_step_s, message_overhead_s), seed)
+                   CostModel(router, min_step_s, message_overhead_s, message_cores), seed)
 
     @cached_property
     def host_groups(self) -> list[list[int]]:

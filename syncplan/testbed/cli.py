@@ -66,6 +66,12 @@ def register(subparsers: Any) -> None:
     p.add_argument("--min-step-us", type=float, default=None,
                    help="the service's least step time in the cost model (default: the "
                         "value measured for gloo on this emulator, see docs/testbed.md)")
+    p.add_argument("--message-overhead-us", type=float, default=None,
+                   help="the service's per-message overhead o (default: the value measured "
+                        "on this emulator, see docs/testbed.md; 0 turns the term off)")
+    p.add_argument("--message-cores", type=int, default=None,
+                   help="the CPU cores the ranks share for their message overhead (default: "
+                        "this machine's, os.cpu_count(); 0: a CPU per rank)")
     p.add_argument("--out", type=Path, help="results JSON (default "
                    "bench/results/testbed-SCENARIO.json)")
     p.add_argument("--plot", type=Path, help="plot PNG (default: results path with .png)")
@@ -245,7 +251,11 @@ def _cmd_loop(args: argparse.Namespace) -> int:
     cfg = LoopConfig(sizes=sizes, reps=args.reps, warmup=args.warmup, algorithms=algos,
                      probe_duration_s=args.probe_duration, run_timeout_s=args.timeout,
                      **({} if args.min_step_us is None
-                        else {"min_step_us": args.min_step_us}))
+                        else {"min_step_us": args.min_step_us}),
+                     **({} if args.message_overhead_us is None
+                        else {"message_overhead_us": args.message_overhead_us}),
+                     **({} if args.message_cores is None
+                        else {"message_cores": args.message_cores}))
     out = args.out or REPO_ROOT / RESULTS_DIR_NAME / f"testbed-{scenario.name}.json"
     _sigterm_as_interrupt()
     result = run_loop(scenario, _state_dir(args), cfg, out, say=_say, keep=args.keep)

@@ -38,7 +38,22 @@ ALGORITHMS = ("ring", "hierarchical", "forest", "auto")
 SERVICE_PORT = 8080
 PROBE_PORT = 7470
 GBPS_TO_MBIT = 8000.0  # 1 GB/s = 8000 Mbit/s
-MIN_STEP_US = 1000.0
+# The cost-model settings the loop's service plans with (docs/testbed.md, "Issue 18: shared
+# cores"): fitted by bench/testbed/fit_message_overhead.py (squared log error) to the 23 plans
+# timed at 4 KiB - 1 MiB by the loop runs on this machine before the message term
+# (bench/results/testbed-small-{homogeneous,one-slow,direct}.json, 8 ranks on 2 cores):
+# o = 121 us per message end, the ends of a step shared by the machine's cores, and a step
+# floor m = 50 us (bench/results/testbed-message-overhead-fit.json). Before the message term
+# the step floor alone was 1,000 us (MIN_STEP_US_ALONE): 8 ranks x 2 ends x 121 us / 2 cores
+# is about that for a ring step.
+MIN_STEP_US = 50.0
+MESSAGE_OVERHEAD_US = 121.0
+MIN_STEP_US_ALONE = 1000.0
+
+
+def machine_cores() -> int:
+    """The CPU cores every emulated host's rank shares (one machine runs them all)."""
+    return os.cpu_count() or 1
 
 
 @dataclass
@@ -55,6 +70,10 @@ class LoopConfig:
     # the service's SYNCPLAN_MIN_STEP_US: the least time a step of the gloo executor takes
     # over these shaped TCP links, whatever the link latency the agents measure (docs/testbed.md)
     min_step_us: float = MIN_STEP_US
+    # the service's SYNCPLAN_MESSAGE_OVERHEAD_US and SYNCPLAN_MESSAGE_CORES: every host's
+    # rank shares this machine's cores, so a step pays o x its message ends / cores
+    message_overhead_us: float = MESSAGE_OVERHEAD_US
+    message_cores: int = field(default_factory=machine_cores)
     extra: dict[str, Any] = field(default_factory=dict)  # stored in the results (e.g. load)
 
     def __post_init__(self) -> None:
@@ -67,6 +86,13 @@ class LoopConfig:
             raise TestbedError("measure timeout must be positive")
         if not 0 <= self.min_step_us <= 1e6:
             raise TestbedError(f"min step must be in 0..1e6 us, got {self.min_step_us}")
+        if not 0 <= self.message_overhead_us <= 1e6:
+            raise TestbedError("message overhead must be in 0..1e6 us, got "
+                               f"{self.message_overhead_us}")
+        if isinstance(self.message_cores, bool) or not isinstance(self.message_cores, int) \
+                or self.message_cores < 0:
+            raise TestbedError(f"message cores must be a whole number >= 0, got "
+                               f"{self.message_cores!r}")
 
 
 class Service:
@@ -113,7 +139,8 @@ class Service:
 
 
 def _start_service(state: State, work: Path, tokens: dict[str, str],
-                   min_step_us: float) -> None:
+                   min_step_us: float, message_overhead_us: float = 0.0,
+                   message_cores: int = 0) -> None:
     assert state.service is not None
     db = work / "service.db"
     argv = [sys.executable, "-m", "syncplan", "serve", "--host", state.service.addr,
@@ -121,7 +148,9 @@ def _start_service(state: State, work: Path, tokens: dict[str, str],
             "--log-level", "warning"]
     env = {"SYNCPLAN_ADMIN_TOKEN": tokens["admin"], "SYNCPLAN_AGENT_SECRET": tokens["agent"],
            "SYNCPLAN_JOB_TOKEN": tokens["job"], "SYNCPLAN_STALE_AFTER_S": "600",
-           "SYNCPLAN_MIN_STEP_US": str(min_step_us)}
+           "SYNCPLAN_MIN_STEP_US": str(min_step_us),
+           "SYNCPLAN_MESSAGE_OVERHEAD_US": str(message_overhead_us),
+           "SYNCPLAN_MESSAGE_CORES": str(message_cores)}
     spawn(state, state.service.netns, argv, "service", work / "service.log", env=env)
 
 
@@ -159,7 +188,8 @@ class Cluster:
 
 
 def start_cluster(state: State, probe_duration_s: float, min_step_us: float,
-                  progress: Callable[[str], None]) -> Cluster:
+                  progress: Callable[[str], None], message_overhead_us: float = 0.0,
+                  message_cores: int = 0) -> Cluster:
     """Start ``syncplan serve`` and one agent per host with fresh tokens; wait until all
     listen."""
     assert state.service is not None
@@ -167,7 +197,7 @@ def start_cluster(state: State, probe_duration_s: float, min_step_us: float,
     work.mkdir(parents=True, exist_ok=True)
     # tokens["agent"] is the service's agent secret; each agent gets its host token
     tokens = {k: f"{k}-{secrets.token_hex(16)}" for k in ("admin", "agent", "job")}
-    _start_service(state, work, tokens, min_step_us)
+    _start_service(state, work, tokens, min_step_us, message_overhead_us, message_cores)
     server = f"http://{state.service.addr}:{SERVICE_PORT}"
     _start_agents(state, work, tokens["agent"], server, probe_duration_s)
     _wait_listening(state, 60.0, progress)
@@ -292,7 +322,10 @@ def fetch_plans(svc: Service, state: State, topology: dict[str, Any], cfg: LoopC
         if len(docs) != len(cfg.sizes):
             raise TestbedError(f"job {job}: {len(docs)} plans for {len(cfg.sizes)} sizes")
         for size, doc in zip(cfg.sizes, docs, strict=True):
-            rep = verify_plan(doc, topo)
+            # simulated under the settings the service priced the plan with
+            rep = verify_plan(doc, topo, min_step_s=doc.get("min_step_s", 0.0),
+                              message_overhead_s=doc.get("message_overhead_s", 0.0),
+                              message_cores=doc.get("message_cores"))
             if not rep.ok:
                 raise TestbedError(f"{algo} plan {doc.get('plan_id')} for {size} bytes from the "
                                    f"service fails verification: {rep.error}")
@@ -346,7 +379,8 @@ def run_loop(scenario: Scenario, state_dir: Path, cfg: LoopConfig, out_path: Pat
     started = time.monotonic()
     load_before = cpu_load()
     with running_testbed(scenario, state_dir, progress, keep) as state:
-        cluster = start_cluster(state, cfg.probe_duration_s, cfg.min_step_us, progress)
+        cluster = start_cluster(state, cfg.probe_duration_s, cfg.min_step_us, progress,
+                                cfg.message_overhead_us, cfg.message_cores)
         work, svc = cluster.work, cluster.svc
         t_measure = time.monotonic()
         _trigger_cycle(state, cluster.slot_s)
@@ -372,6 +406,8 @@ def run_loop(scenario: Scenario, state_dir: Path, cfg: LoopConfig, out_path: Pat
             "measure_s": round(measure_s, 1),
             "probe_duration_s": cfg.probe_duration_s,
             "min_step_us": cfg.min_step_us,
+            "message_overhead_us": cfg.message_overhead_us,
+            "message_cores": cfg.message_cores,
             "algorithms": list(cfg.algorithms),
             "agents": agents,
             "graph": {"nodes": topology.get("nodes"), "links": topology.get("links")},

@@ -204,3 +204,43 @@ async def test_min_step_setting_is_priced_and_keys_the_plans(tmp_path: Path) -> 
 def test_min_step_setting_is_validated() -> None:
     with pytest.raises(ValueError, match="min_step_us"):
         Settings(environment="development", min_step_us=-1)
+
+
+@pytest.mark.anyio
+async def test_message_overhead_settings_are_priced_and_key_the_plans(tmp_path: Path) -> None:
+    """``SYNCPLAN_MESSAGE_OVERHEAD_US`` / ``SYNCPLAN_MESSAGE_CORES`` reach the cost model of
+    every all-reduce plan: the plans say so and are keyed by them."""
+    docs = {}
+    for us, cores in ((0.0, 0), (0.0, 2), (100.0, 0), (100.0, 2)):
+        app = create_app(Settings(database_url=f"sqlite:///{tmp_path / 'm.db'}",
+                                  admin_token=TOKENS["admin"], agent_token=TOKENS["agent"],
+                                  job_token=TOKENS["job"], message_overhead_us=us,
+                                  message_cores=cores))
+        transport = httpx.ASGITransport(app=app)
+        async with httpx.AsyncClient(transport=transport, base_url="http://test",
+                                     timeout=60) as c:
+            r = await c.put("/v1/fabric", json=dgx_cluster(2, gpus=4), headers=auth("admin"))
+            assert r.status_code == 200, r.text
+            r = await c.post("/v1/plans", json={**_req(4096), "algorithm": "direct"},
+                             headers=auth("job"))
+            assert r.status_code == 200, r.text
+            docs[us, cores] = r.json()
+    plain = docs[0.0, 0]
+    assert docs[0.0, 2]["plan_id"] == plain["plan_id"]  # the cores alone change nothing
+    assert "message_overhead_s" not in plain and "message_cores" not in docs[0.0, 2]
+    own, shared = docs[100.0, 0], docs[100.0, 2]
+    assert own["message_overhead_s"] == pytest.approx(1e-4) and "message_cores" not in own
+    assert shared["message_cores"] == 2
+    assert len({plain["plan_id"], own["plan_id"], shared["plan_id"]}) == 3
+    # direct over 8 ranks: 14 ends per rank; 8 x 14 = 112 ends over 2 cores
+    assert own["predicted_time_s"] == pytest.approx(plain["predicted_time_s"] + 14e-4)
+    assert shared["predicted_time_s"] == pytest.approx(plain["predicted_time_s"] + 56e-4)
+
+
+def test_message_overhead_settings_are_validated() -> None:
+    with pytest.raises(ValueError, match="message_overhead_us"):
+        Settings(environment="development", message_overhead_us=-1)
+    with pytest.raises(ValueError, match="message_cores"):
+        Settings(environment="development", message_cores=-1)
+    with pytest.raises(ValueError, match="message_cores"):
+        Settings(environment="development", message_cores=1.5)

@@ -111,3 +111,97 @@ def test_cli_plans_with_the_overhead_and_verify_simulates_it(
     assert res.returncode == 0 and format_time(doc["predicted_time_s"]) in res.stdout
     bad = cli(capsys, "plan", "-t", STAR, "--size", "1KiB", "--message-overhead-us", "-1")
     assert bad.returncode != 0 and "--message-overhead-us" in bad.stderr
+
+
+CORES = 2
+
+
+def test_shared_cores_charge_the_steps_message_ends_over_the_cores() -> None:
+    topo = load_topology(EXAMPLES / "star-one-slow.json")
+    ranks = topo.endpoints()
+    router = Router(topo)
+    per_rank = CostModel(router, message_overhead_s=OH)
+    shared = CostModel(router, message_overhead_s=OH, message_cores=CORES)
+    n = len(ranks)
+    direct = [Transfer(i, j, 0, 1, True) for i in range(n) for j in range(n) if i != j]
+    gather = [Transfer(i, 0, 0, 1, True) for i in range(1, n)]
+    one = [Transfer(0, 1, 0, 1, True)]
+    plain = CostModel(router)
+    for step, charged in ((direct, 2 * n * (n - 1) / CORES),
+                          (gather, max(n - 1, 2 * (n - 1) / CORES)), (one, 1)):
+        assert shared.step_time(ranks, step, 1024) == pytest.approx(
+            plain.step_time(ranks, step, 1024) + OH * charged, rel=1e-12)
+    # unlimited cores (None or 0) is the per-rank model
+    for cores in (None, 0):
+        assert CostModel(router, message_overhead_s=OH, message_cores=cores).step_time(
+            ranks, direct, 1024) == per_rank.step_time(ranks, direct, 1024)
+    # without an overhead the cores change nothing
+    assert CostModel(router, message_cores=CORES).step_time(ranks, direct, 1024) == \
+        plain.step_time(ranks, direct, 1024)
+    for bad in (-1, 1.5, True):
+        with pytest.raises(ValueError):
+            CostModel(router, message_overhead_s=OH, message_cores=bad)
+
+
+@pytest.mark.parametrize("name,size", [("demo", 4096), ("star-one-slow", 1),
+                                       ("dgx-2x8-1nic", 1 << 20)])
+def test_every_candidate_prices_the_shared_cores_on_its_own_program(name: str,
+                                                                    size: int) -> None:
+    topo = load_topology(EXAMPLES / f"{name}.json")
+    ranks = topo.endpoints()
+    ctx = PlanContext.create(topo, ranks, size, message_overhead_s=OH, message_cores=CORES)
+    per_rank = PlanContext.create(topo, ranks, size, message_overhead_s=OH)
+    for algorithm, make in ALGORITHMS.items():
+        try:
+            cand = make(ctx)
+        except InfeasibleError:
+            continue
+        prog = with_routes(cand.build(), ranks, ctx.router)
+        cost = ctx.cost.program_time(ranks, prog, size)
+        assert cand.predicted_time_s == pytest.approx(cost, rel=1e-9), algorithm
+        doc = {"ranks": ranks, "size_bytes": size, "program": program_to_doc(prog)}
+        rep = verify_plan(doc, topo, message_overhead_s=OH, message_cores=CORES)
+        assert rep.ok and rep.simulated_time_s == pytest.approx(cost, rel=1e-9), algorithm
+        assert cost >= per_rank.cost.program_time(ranks, prog, size) - 1e-15, algorithm
+
+
+def test_a_plan_records_its_cores_and_auto_leaves_the_direct_exchange_on_shared_cores() -> None:
+    """demo (8 ranks) at 4 KiB, 100 us per message, on 2 shared cores: the direct exchange's
+    step has 8 x 14 = 112 message ends (56 x o), far more than the star's."""
+    topo = load_topology(EXAMPLES / "demo.json")
+    ranks = topo.endpoints()
+    a = make_plan(topo, ranks, 4096, message_overhead_s=OH)
+    b = make_plan(topo, ranks, 4096, message_overhead_s=OH, message_cores=0)
+    assert a["plan_id"] == b["plan_id"] and "message_cores" not in b
+    c = make_plan(topo, ranks, 4096, message_overhead_s=OH, message_cores=CORES)
+    assert c["message_cores"] == CORES and c["plan_id"] != a["plan_id"]
+    assert verify_plan(c, topo, message_overhead_s=OH,
+                       message_cores=CORES).simulated_time_s == pytest.approx(
+        c["predicted_time_s"], rel=1e-9)
+    # the cores alone (no overhead) change nothing and are not recorded
+    d = make_plan(topo, ranks, 4096, message_cores=CORES)
+    assert "message_cores" not in d and d["plan_id"] == make_plan(topo, ranks, 4096)["plan_id"]
+    shared = compare(topo, ranks, 4096, message_overhead_s=100e-6, message_cores=CORES)
+    assert not shared.best.algorithm.startswith("direct")
+    for bad in (-1, 1.5):
+        with pytest.raises(RequestError):
+            make_plan(topo, ranks, 4096, message_overhead_s=OH, message_cores=bad)
+    with pytest.raises(RequestError):
+        make_plan(topo, ranks, 4096, collective="allgather", message_cores=CORES)
+
+
+def test_cli_plans_with_shared_cores_and_verify_simulates_them(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from planner.sizes import format_time
+    from tests.planner.test_cli_errors import STAR, cli
+
+    out = tmp_path / "plan.json"
+    res = cli(capsys, "plan", "-t", STAR, "--size", "1KiB", "--message-overhead-us", "5",
+              "--message-cores", "2", "-o", str(out))
+    assert res.returncode == 0, res.stderr
+    doc = json.loads(out.read_text())
+    assert doc["message_cores"] == 2
+    res = cli(capsys, "verify", str(out), "-t", STAR)
+    assert res.returncode == 0 and format_time(doc["predicted_time_s"]) in res.stdout
+    bad = cli(capsys, "plan", "-t", STAR, "--size", "1KiB", "--message-cores", "-1")
+    assert bad.returncode != 0 and "--message-cores" in bad.stderr

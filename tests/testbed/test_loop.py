@@ -9,7 +9,14 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from syncplan.testbed.loop import ALGORITHMS, LoopConfig, run_loop
+from syncplan.testbed.loop import (
+    ALGORITHMS,
+    MESSAGE_OVERHEAD_US,
+    MIN_STEP_US,
+    LoopConfig,
+    machine_cores,
+    run_loop,
+)
 from syncplan.testbed.netns import netns_list
 from syncplan.testbed.scenario import load_scenario
 from tests.testbed.marks import NETNS
@@ -46,3 +53,7 @@ def test_full_loop_on_small_scenario(tmp_path: Path) -> None:
         if e["algorithm"] != "gloo":
             assert e["plan_id"] and e["predicted_time_s"] > 0
     assert any("measured 4/4 hosts" in line for line in lines)
+    # the service priced every plan with the message overhead over this machine's cores
+    loop = result["loop"]
+    assert (loop["min_step_us"], loop["message_overhead_us"], loop["message_cores"]) == (
+        MIN_STEP_US, MESSAGE_OVERHEAD_US, machine_cores())
