@@ -171,7 +171,10 @@ class ScheduledOptimizer:
         b.ready += 1
         if b.ready == len(b.params):
             b.ready = 0
-            b.pending = self.thread.submit(self._first_half(b), b.flat.device)
+            op = "reducescatter" if self.mode == "dear" and "reducescatter" in b.plans \
+                else "allreduce"
+            b.pending = self.thread.submit(self.profile.traced(op, k, self._first_half(b)),
+                                           b.flat.device)
 
     def _index(self, k: int, i: int) -> int:
         return sum(len(b.params) for b in self.buckets[:k]) + i
@@ -195,10 +198,12 @@ class ScheduledOptimizer:
             for k in range(len(self.buckets)):
                 self._apply(k)
             return
-        for b in reversed(self.buckets):  # forward order: the last bucket's layers run first
+        for k in range(len(self.buckets) - 1, -1, -1):  # forward order: last bucket first
+            b = self.buckets[k]
             ag = b.plans.get("allgather")
-            b.gathered = self.thread.submit((lambda b=b, ag=ag: ag.run(b.flat)) if ag
-                                            else (lambda: None), b.flat.device)
+            fn = (lambda b=b, ag=ag: ag.run(b.flat)) if ag else (lambda: None)
+            b.gathered = self.thread.submit(self.profile.traced("allgather", k, fn),
+                                            b.flat.device)
 
     def _apply(self, k: int) -> None:
         b = self.buckets[k]
@@ -250,6 +255,12 @@ class _Profile:
         self._last: float | None = None
         self._start: float | None = None
         self._wait = 0.0
+        # (kind, bucket, submitted, started, ended) of the communication and
+        # ("forward"/"backward", -1, start, start, end) of compute, absolute perf_counter
+        # times; the iteration boundaries are the forward starts
+        self.events: list[tuple[str, int, float, float, float]] = []
+        self._forward_starts: list[float] = []
+        self._backward_start = 0.0
 
     def reset(self) -> None:
         """Forget what was measured (call after warm-up iterations)."""
@@ -257,6 +268,26 @@ class _Profile:
 
     def forward_start(self) -> None:
         self._start, self._wait = time.perf_counter(), 0.0
+        self._forward_starts.append(self._start)
+        del self._forward_starts[:-3]
+
+    def traced(self, kind: str, bucket: int, fn: Callable[[], Any]) -> Callable[[], Any]:
+        """``fn`` timed into ``events`` (for the measured timeline)."""
+        submitted = time.perf_counter()
+
+        def run() -> Any:
+            t0 = time.perf_counter()
+            try:
+                return fn()
+            finally:
+                self._event(kind, bucket, submitted, t0, time.perf_counter())
+        return run
+
+    def _event(self, kind: str, bucket: int, submitted: float, start: float, end: float
+               ) -> None:
+        self.events.append((kind, bucket, submitted, start, end))
+        if len(self.events) > 4096:
+            del self.events[:2048]
 
     def waited(self, seconds: float) -> None:
         self._wait += seconds
@@ -265,7 +296,8 @@ class _Profile:
         now = time.perf_counter()
         if self._start is not None:
             self.forward += now - self._start - self._wait
-        self._last = now
+            self._event("forward", -1, self._start, self._start, now)
+        self._last = self._backward_start = now
 
     def grad_ready(self, i: int) -> None:
         now = time.perf_counter()
@@ -274,6 +306,8 @@ class _Profile:
         self._last = now
 
     def backward_done(self) -> None:
+        now = time.perf_counter()
+        self._event("backward", -1, self._backward_start, self._backward_start, now)
         self.iterations += 1
         self._last = self._start = None
 
@@ -283,6 +317,21 @@ class _Profile:
         it = max(1, self.iterations)
         return {"forward_s": [self.forward / it / self.n] * self.n,
                 "backward_s": [t / it for t in self.backward], "iterations": it}
+
+    def timeline(self) -> list[dict[str, Any]]:
+        """The last complete iteration measured, from one forward start to the next, its
+        events relative to that forward start (dear's all-gathers belong to the forward they
+        precede: those queued by the step before it); empty before three iterations."""
+        if len(self._forward_starts) < 3:
+            return []
+        prev, t0, t1 = self._forward_starts[-3:]
+        out = []
+        for kind, bucket, sub, start, end in self.events:
+            lo, hi = (prev, t0) if kind == "allgather" else (t0, t1)
+            if lo <= sub < hi:
+                out.append({"op": kind, "bucket": bucket, "submitted_s": sub - t0,
+                            "start_s": start - t0, "end_s": end - t0})
+        return sorted(out, key=lambda e: e["start_s"])
 
 
 def run_iterations(model: torch.nn.Module, opt: ScheduledOptimizer,

@@ -75,15 +75,32 @@ def rank_main(model_name: str, rounds: int, iters: int, warmup: int,
     return res
 
 
+PREDICTED = {"schedule-allreduce": "allreduce", "schedule-dear": "dear"}
+
+
 def summarize(res: dict[str, Any]) -> dict[str, Any]:
     med = {m: statistics.median(v) for m, v in res["times"].items()}
-    out = {"median_iteration_s": med,
-           "speedup_vs_ddp": {m: med["ddp"] / t for m, t in med.items()},
-           "predicted_vs_measured": {
-               "schedule-allreduce": res["predicted"]["allreduce"]["overlap_s"]
-               / med["schedule-allreduce"],
-               "schedule-dear": res["predicted"]["dear"]["overlap_s"] / med["schedule-dear"]}}
-    return out
+    pred = {m: res["predicted"][k]["overlap_s"] for m, k in PREDICTED.items()
+            if k in res["predicted"]}
+    return {"median_iteration_s": med,
+            "speedup_vs_ddp": {m: med["ddp"] / t for m, t in med.items()},
+            "predicted_iteration_s": pred,
+            "predicted_vs_measured": {m: p / med[m] for m, p in pred.items()}}
+
+
+def table(results: dict[str, Any]) -> str:
+    """Method x scenario (or model): measured iteration time, speed-up vs DDP, the
+    schedule's prediction and prediction / measurement."""
+    lines = [f"{'scenario':<14} {'method':<20} {'iter ms':>9} {'vs DDP':>7} "
+             f"{'pred ms':>9} {'pred/meas':>9}"]
+    for name, r in results.items():
+        s = r["summary"]
+        for m, t in s["median_iteration_s"].items():
+            p = s["predicted_iteration_s"].get(m)
+            lines.append(f"{name:<14} {m:<20} {t * 1e3:>9.1f} {s['speedup_vs_ddp'][m]:>6.2f}x "
+                         + (f"{p * 1e3:>9.1f} {p / t:>9.2f}" if p is not None
+                            else f"{'-':>9} {'-':>9}"))
+    return "\n".join(lines)
 
 
 def plot(results: dict[str, Any], path: Path, network: str = "loopback") -> None:
@@ -153,6 +170,7 @@ def main() -> int:
     RESULTS.mkdir(parents=True, exist_ok=True)
     (RESULTS / f"{args.out}.json").write_text(json.dumps(doc, indent=1))
     plot(results, RESULTS / f"{args.out}.png")
+    print(table(results))
     print(f"wrote {RESULTS / (args.out + '.json')}")
     return 0
 

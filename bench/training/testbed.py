@@ -19,7 +19,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
-from bench.training.run import RESULTS, summarize  # noqa: E402
+from bench.training.run import RESULTS, summarize, table  # noqa: E402
 from syncplan.testbed.emulator import down, spawn, up  # noqa: E402
 from syncplan.testbed.scenario import load_scenario  # noqa: E402
 
@@ -89,6 +89,7 @@ def main() -> int:
 
     plot({f"{k} ({args.model})": v for k, v in results.items()}, RESULTS / f"{args.out}.png",
          "testbed")
+    print(table(results))
     return 0
 
 

@@ -95,6 +95,7 @@ def _timed(model_name: str, method: str, schedule: dict[str, Any] | None,
         out["using_plans"] = sched_opt.using_plans
         out["buckets"] = len(sched_opt.buckets)
         out["profile"] = sched_opt.profile.report()
+        out["timeline"] = sched_opt.profile.timeline()
         sched_opt.close()
     for c in closers:
         c.close()
