@@ -49,6 +49,10 @@ MAX_TENSORS = 10_000
 MAX_ANCHORS = 8
 GRID = 64  # sizes at which the DP reads communication times
 MAX_SPAN = 512  # tensors one bucket may hold
+# programs within this share of the cheapest are ties, settled by _Prog.rank_key: on gloo/TCP
+# a direct exchange (each rank sending to all others at once) ran 1.5-20x its price on the
+# shaped testbed where a ring or halving-doubling with the same price ran close to it
+TIE = 0.01
 MODES = ("allreduce", "dear")
 KINDS = ("allreduce", "reducescatter", "allgather")
 
@@ -96,15 +100,30 @@ class _Prog:
     lat: np.ndarray  # concatenated over steps
     slope: np.ndarray
     step_of: np.ndarray  # step index of each entry
+    fan: int = 1  # most messages one rank sends or receives in one step
+    nsteps: int = 0
+
+    @property
+    def rank_key(self) -> tuple[int, int]:
+        """Tie-break among programs the cost model prices alike (see ``TIE``): fewer
+        concurrent messages per rank, then fewer steps."""
+        return (self.fan, self.nsteps)
 
     @classmethod
     def of(cls, algorithm: str, program: Program, shards: list[tuple[int, int]] | None,
            cost: CostModel, ranks: list[str]) -> _Prog:
         lats, slopes, steps = [], [], []
         bw = cost.router.bw
+        fan = 1
         for k, step in enumerate(program.steps):
             if not step:
                 continue
+            for end in ("src", "dst"):
+                count: dict[int, int] = {}
+                for t in step:
+                    r = getattr(t, end)
+                    count[r] = count.get(r, 0) + 1
+                fan = max(fan, max(count.values()))
             arcs = [cost._path_arcs(cost.route(ranks, t)) for t in step]
             nbytes = np.array([(t.hi - t.lo) / program.units for t in step])
             loads = np.zeros(len(bw))
@@ -115,7 +134,7 @@ class _Prog:
                 slopes.append(float((loads[a] / bw[a]).max()))
                 steps.append(k)
         return cls(algorithm, program, shards, np.array(lats), np.array(slopes),
-                   np.array(steps, dtype=np.int64))
+                   np.array(steps, dtype=np.int64), fan, sum(1 for s in program.steps if s))
 
     def times(self, sizes: np.ndarray, min_step_s: float) -> np.ndarray:
         """Cost-model time of the program at each of ``sizes`` bytes."""
@@ -163,16 +182,33 @@ class CommCurves:
         self.grid = np.geomspace(max(lo, 1), max(hi, lo + 1, 2), GRID)
         self._log_grid = np.log(self.grid)
         self.table: dict[str, np.ndarray | None] = {k: None for k in KINDS}
-        self.table["allreduce"] = np.min([p.times(self.grid, min_step_s)
-                                          for p in self.progs["allreduce"]], axis=0)
+        ar = np.array([p.times(self.grid, min_step_s) for p in self.progs["allreduce"]])
+        self.table["allreduce"] = ar[self._pick(ar, self.progs["allreduce"]),
+                                     np.arange(len(self.grid))]
         if self.progs["reducescatter"]:
             # a DeAR bucket runs a reduce-scatter and the all-gather of the same split (the
             # same shards): per size, the pair with the least sum
             rs = np.array([p.times(self.grid, min_step_s) for p in self.progs["reducescatter"]])
             ag = np.array([p.times(self.grid, min_step_s) for p in self.progs["allgather"]])
-            pick = np.argmin(rs + ag, axis=0)
+            pick = self._pick(rs + ag, self._pairs())
             cols = np.arange(len(self.grid))
             self.table["reducescatter"], self.table["allgather"] = rs[pick, cols], ag[pick, cols]
+
+    def _pairs(self) -> list[_Prog]:
+        """Per reduce-scatter / all-gather pair, the half that ranks it (the larger fan)."""
+        return [max(a, b, key=lambda p: p.rank_key) for a, b in
+                zip(self.progs["reducescatter"], self.progs["allgather"], strict=True)]
+
+    @staticmethod
+    def _pick(times: np.ndarray, progs: list[_Prog]) -> np.ndarray:
+        """Per column of ``times`` (programs x sizes), the program to use: the lowest
+        rank_key among those within TIE of the cheapest."""
+        ok = times <= times.min(axis=0) * (1 + TIE) + 1e-12
+        order = sorted(range(len(progs)), key=lambda i: progs[i].rank_key)
+        pick = np.full(times.shape[1], -1)
+        for i in order[::-1]:  # the best-ranked candidate written last
+            pick[ok[i]] = i
+        return pick
 
     def _prog(self, name: str, program: Program, shards: list[tuple[int, int]] | None
               ) -> _Prog:
@@ -184,13 +220,13 @@ class CommCurves:
             raise InfeasibleError(f"no {kind} program: no algorithm splits at its roots")
         at = np.array([float(size)])
         if kind == "allreduce":
-            prog = min(self.progs[kind], key=lambda p: float(p.times(at, self.min_step_s)[0]))
+            times = np.array([p.times(at, self.min_step_s) for p in self.progs[kind]])
+            prog = self.progs[kind][int(self._pick(times, self.progs[kind])[0])]
         else:  # the pair (same split, same shards) with the least reduce-scatter + all-gather
-            pairs = zip(self.progs["reducescatter"], self.progs["allgather"], strict=True)
-            i = min(enumerate(pairs), key=lambda ip: float(
-                ip[1][0].times(at, self.min_step_s)[0] + ip[1][1].times(at, self.min_step_s)[0]
-            ))[0]
-            prog = self.progs[kind][i]
+            times = np.array([a.times(at, self.min_step_s) + b.times(at, self.min_step_s)
+                              for a, b in zip(self.progs["reducescatter"],
+                                              self.progs["allgather"], strict=True)])
+            prog = self.progs[kind][int(self._pick(times, self._pairs())[0])]
         return prog, self.cost.program_time(self.ranks, prog.program, size)
 
     def time(self, kind: str, sizes: np.ndarray) -> np.ndarray:

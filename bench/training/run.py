@@ -124,20 +124,31 @@ def plot(results: dict[str, Any], path: Path, network: str = "loopback") -> None
         ax.tick_params(axis="x", rotation=30)
         ax.legend()
     ax = axes[-1]
-    tl = results[models[0]]["predicted"]["dear"]
-    fwd, bwd = tl["forward_s"], tl["backward_s"]
-    ax.barh(["compute"], [fwd * 1e3], color="tab:green",
-            label="forward (compute only; layers also wait for their all-gather)")
-    for ev in tl["timeline"]:
-        row = "comm"
-        color = "tab:orange" if ev["op"] == "reducescatter" else "tab:purple"
-        ax.barh([row], [(ev["end_s"] - ev["start_s"]) * 1e3], left=[ev["start_s"] * 1e3],
-                color=color, edgecolor="k", linewidth=0.3)
-    ax.barh(["compute"], [bwd * 1e3], left=[fwd * 1e3], color="tab:olive",
-            label="backward")
-    ax.set_xlabel("ms (predicted DeAR iteration; orange RS, purple AG)")
-    ax.set_title(f"{models[0]}: DeAR timeline (schedule's prediction)")
-    ax.legend(loc="lower right", fontsize=8)
+    r = results[models[0]]
+    colors = {"allreduce": "tab:blue", "reducescatter": "tab:orange",
+              "allgather": "tab:purple", "forward": "tab:green", "backward": "tab:olive"}
+    rows = []
+    for method, key in PREDICTED.items():
+        pred = r["predicted"][key]
+        fwd, bwd = pred["forward_s"], pred["backward_s"]
+        compute = [{"op": "forward", "start_s": 0.0, "end_s": fwd},
+                   {"op": "backward", "start_s": fwd, "end_s": fwd + bwd}]
+        rows.append((f"{method}\npredicted", compute + pred["timeline"]))
+        measured = r["info"].get(method, {}).get("timeline") or []
+        rows.append((f"{method}\nmeasured", measured))
+    for y, (_, events) in enumerate(rows):
+        for ev in events:
+            comm = ev["op"] not in ("forward", "backward")
+            ax.barh([y + (0.2 if comm else -0.2)], [(ev["end_s"] - ev["start_s"]) * 1e3],
+                    left=[ev["start_s"] * 1e3], height=0.38, color=colors[ev["op"]],
+                    edgecolor="k", linewidth=0.3)
+    ax.set_yticks(range(len(rows)), [label for label, _ in rows], fontsize=7)
+    ax.invert_yaxis()
+    for op, c in colors.items():
+        ax.barh([0], [0], color=c, label=op)
+    ax.set_xlabel("ms from the forward start (compute below, communication above)")
+    ax.set_title(f"{models[0]}: one iteration, predicted and measured")
+    ax.legend(loc="lower right", fontsize=7)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
 
