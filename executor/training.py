@@ -95,27 +95,72 @@ class ScheduledOptimizer:
         self.group = dist.new_group(list(range(self.world)) if group is None else
                                     dist.get_process_group_ranks(group))
         self.thread = CommThread()
+        self._make_optimizer, self._config = make_optimizer, config
         params = _backward_order(model)
-        self.reason: str | None = None
-        buckets, plans = self._from_schedule(schedule, params, config)
-        self.buckets = [self._bucket(params[lo:hi], make_optimizer, p)
-                        for (lo, hi), p in zip(buckets, plans, strict=True)]
-        self._where = {id(p): (k, i) for k, b in enumerate(self.buckets)
-                       for i, p in enumerate(b.params)}
+        self._install(schedule, params)
         self._handles = [p.register_post_accumulate_grad_hook(self._grad_ready)
                          for p in params]
-        if mode == "dear":
-            for m in model.modules():
-                mine = sorted({self._where[id(p)][0] for p in m.parameters(recurse=False)
-                               if id(p) in self._where})
-                if mine:
-                    self._handles.append(m.register_forward_pre_hook(
-                        lambda _m, _a, ks=tuple(mine): self._before_forward(ks)))
         self.profile = _Profile(len(params))
         self._handles.append(model.register_forward_pre_hook(
             lambda _m, _a: self.profile.forward_start()))
         self._handles.append(model.register_forward_hook(
             lambda _m, _a, _o: self.profile.forward_end()))
+
+    def _install(self, schedule: Mapping[str, Any] | None,
+                 params: list[torch.nn.Parameter]) -> None:
+        """Buckets, their plans and optimizers, and (dear) the forward pre-hooks."""
+        self.reason: str | None = None
+        buckets, plans = self._from_schedule(schedule, params, self._config)
+        self.buckets = [self._bucket(params[lo:hi], self._make_optimizer, p)
+                        for (lo, hi), p in zip(buckets, plans, strict=True)]
+        self._where = {id(p): (k, i) for k, b in enumerate(self.buckets)
+                       for i, p in enumerate(b.params)}
+        self._module_handles: list[Any] = []
+        if self.mode == "dear":
+            for m in self.model.modules():
+                mine = sorted({self._where[id(p)][0] for p in m.parameters(recurse=False)
+                               if id(p) in self._where})
+                if mine:
+                    self._module_handles.append(m.register_forward_pre_hook(
+                        lambda _m, _a, ks=tuple(mine): self._before_forward(ks)))
+
+    def adopt(self, schedule: Mapping[str, Any] | None, *, mode: str | None = None) -> bool:
+        """Switch to another schedule (one re-planned after the profile or the fabric
+        changed), and optionally to another mode, between iterations: after ``step()``,
+        before the next forward. Pending all-gathers and updates are applied first; the
+        optimizer state (momentum, Adam moments, ...) moves with each parameter to its new
+        bucket. Every rank must adopt the same schedule at the same iteration. Returns
+        whether the new schedule's plans are used (else DDP's behaviour, one warning)."""
+        mode = mode or self.mode
+        if mode not in ("allreduce", "dear"):
+            raise ValueError(f"mode must be 'allreduce' or 'dear', got {mode!r}")
+        self.finish()
+        if any(b.pending is not None for b in self.buckets):
+            raise RuntimeError("adopt() between iterations: after step(), before the next "
+                               "backward")
+        state: dict[int, tuple[Any, dict[str, Any]]] = {}
+        for b in self.buckets:
+            opt = b.optimizer
+            for group in getattr(opt, "param_groups", []):
+                hyper = {k: v for k, v in group.items() if k != "params"}
+                for p in group["params"]:
+                    if p in opt.state:
+                        state[id(p)] = (opt.state[p], hyper)
+                    else:
+                        state[id(p)] = ({}, hyper)
+        for h in self._module_handles:
+            h.remove()
+        self.mode = mode
+        self._install(schedule, _backward_order(self.model))
+        for b in self.buckets:
+            opt = b.optimizer
+            for group in getattr(opt, "param_groups", []):
+                for p in group["params"]:
+                    old, hyper = state.get(id(p), ({}, {}))
+                    if old:
+                        opt.state[p] = old
+                    group.update(hyper)  # e.g. a learning rate changed by a scheduler
+        return self.using_plans
 
     # ---- set-up ---------------------------------------------------------------------------
     def _from_schedule(self, schedule: Mapping[str, Any] | None,
@@ -233,7 +278,7 @@ class ScheduledOptimizer:
 
     def close(self) -> None:
         self.finish()
-        for h in self._handles:
+        for h in self._handles + self._module_handles:
             h.remove()
         self.thread.close()
 

@@ -58,6 +58,24 @@ def _scheduled(schedule: dict[str, Any] | None, mode: str, steps: int = 50
     return out, opt
 
 
+def _adopted(schedule: dict[str, Any], steps: int = 50) -> tuple[list[torch.Tensor], bool]:
+    """Half the iterations with the schedule's all-reduce mode, then adopt its DeAR mode
+    (other buckets) in the running job."""
+    model = make_model()
+    opt = ScheduledOptimizer(model, sgd, schedule, mode="allreduce")
+    data = batches(steps)
+    for k, (x, y) in enumerate(data):
+        if k == steps // 2:
+            assert opt.adopt(schedule, mode="dear")
+        torch.nn.functional.mse_loss(model(x), y).backward()
+        opt.step()
+    opt.finish()
+    out = [p.detach().clone() for p in model.parameters()]
+    using = opt.using_plans and opt.mode == "dear"
+    opt.close()
+    return out, using
+
+
 class _Warnings(logging.Handler):
     def __init__(self) -> None:
         super().__init__(logging.WARNING)
@@ -82,6 +100,7 @@ def compare_methods(schedule: dict[str, Any], plan: dict[str, Any]) -> dict[str,
                               ("dear", schedule, "dear"), ("dear-fallback", None, "dear")):
         results[name], opt = _scheduled(sched, mode)
         using[name] = opt.using_plans
+    results["adopted"], using["adopted"] = _adopted(schedule)
     diff = {k: max(float((a - b).abs().max()) for a, b in zip(v, ref, strict=True))
             for k, v in results.items()}
     moved = max(float((a - b).abs().max()) for a, b in zip(ref, [p.detach() for p in
