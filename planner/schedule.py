@@ -136,8 +136,10 @@ class _Prog:
         return cls(algorithm, program, shards, np.array(lats), np.array(slopes),
                    np.array(steps, dtype=np.int64), fan, sum(1 for s in program.steps if s))
 
-    def times(self, sizes: np.ndarray, min_step_s: float) -> np.ndarray:
-        """Cost-model time of the program at each of ``sizes`` bytes."""
+    def times(self, sizes: np.ndarray, min_step_s: float, step_overhead_s: float = 0.0
+              ) -> np.ndarray:
+        """Cost-model time of the program at each of ``sizes`` bytes, plus
+        ``step_overhead_s`` per step."""
         if not len(self.lat):
             return np.zeros(len(sizes))
         per = self.lat[:, None] + self.slope[:, None] * sizes[None, :]
@@ -145,17 +147,21 @@ class _Prog:
         step_max = np.full((nsteps, len(sizes)), -np.inf)
         np.maximum.at(step_max, self.step_of, per)
         used = np.isfinite(step_max[:, 0])
-        return np.maximum(step_max[used], min_step_s).sum(axis=0)
+        return np.maximum(step_max[used], min_step_s).sum(axis=0) + self.nsteps * step_overhead_s
 
 
 class CommCurves:
     """Per kind, the programs found at the anchor sizes, and their times on a size grid."""
 
     def __init__(self, topo: Topology, ranks: list[str], lo: int, hi: int, *, anchors: int = 4,
-                 algorithms: Sequence[str] | None = None, min_step_s: float = 0.0) -> None:
+                 algorithms: Sequence[str] | None = None, min_step_s: float = 0.0,
+                 step_overhead_s: float = 0.0) -> None:
         if not 1 <= anchors <= MAX_ANCHORS:
             raise RequestError(f"anchors must be in [1, {MAX_ANCHORS}], got {anchors}")
+        if not (math.isfinite(step_overhead_s) and 0 <= step_overhead_s <= 1):
+            raise RequestError("step_overhead_s must be in [0, 1] s")
         self.topo, self.ranks, self.min_step_s = topo, ranks, min_step_s
+        self.step_overhead_s = step_overhead_s
         base = PlanContext.create(topo, ranks, max(hi, 1), min_step_s=min_step_s)
         self.router, self.cost = base.router, base.cost
         sizes = sorted({int(x) for x in np.geomspace(max(lo, 1), max(hi, lo, 1), anchors)})
@@ -182,14 +188,16 @@ class CommCurves:
         self.grid = np.geomspace(max(lo, 1), max(hi, lo + 1, 2), GRID)
         self._log_grid = np.log(self.grid)
         self.table: dict[str, np.ndarray | None] = {k: None for k in KINDS}
-        ar = np.array([p.times(self.grid, min_step_s) for p in self.progs["allreduce"]])
+        ov = step_overhead_s
+        ar = np.array([p.times(self.grid, min_step_s, ov) for p in self.progs["allreduce"]])
         self.table["allreduce"] = ar[self._pick(ar, self.progs["allreduce"]),
                                      np.arange(len(self.grid))]
         if self.progs["reducescatter"]:
             # a DeAR bucket runs a reduce-scatter and the all-gather of the same split (the
             # same shards): per size, the pair with the least sum
-            rs = np.array([p.times(self.grid, min_step_s) for p in self.progs["reducescatter"]])
-            ag = np.array([p.times(self.grid, min_step_s) for p in self.progs["allgather"]])
+            rs = np.array([p.times(self.grid, min_step_s, ov)
+                           for p in self.progs["reducescatter"]])
+            ag = np.array([p.times(self.grid, min_step_s, ov) for p in self.progs["allgather"]])
             pick = self._pick(rs + ag, self._pairs())
             cols = np.arange(len(self.grid))
             self.table["reducescatter"], self.table["allgather"] = rs[pick, cols], ag[pick, cols]
@@ -220,14 +228,17 @@ class CommCurves:
             raise InfeasibleError(f"no {kind} program: no algorithm splits at its roots")
         at = np.array([float(size)])
         if kind == "allreduce":
-            times = np.array([p.times(at, self.min_step_s) for p in self.progs[kind]])
+            times = np.array([p.times(at, self.min_step_s, self.step_overhead_s)
+                              for p in self.progs[kind]])
             prog = self.progs[kind][int(self._pick(times, self.progs[kind])[0])]
         else:  # the pair (same split, same shards) with the least reduce-scatter + all-gather
-            times = np.array([a.times(at, self.min_step_s) + b.times(at, self.min_step_s)
+            ov = self.step_overhead_s
+            times = np.array([a.times(at, self.min_step_s, ov) + b.times(at, self.min_step_s, ov)
                               for a, b in zip(self.progs["reducescatter"],
                                               self.progs["allgather"], strict=True)])
             prog = self.progs[kind][int(self._pick(times, self._pairs())[0])]
-        return prog, self.cost.program_time(self.ranks, prog.program, size)
+        return prog, (self.cost.program_time(self.ranks, prog.program, size)
+                      + prog.nsteps * self.step_overhead_s)
 
     def time(self, kind: str, sizes: np.ndarray) -> np.ndarray:
         """Times of ``kind`` at ``sizes`` (interpolated between grid sizes)."""
@@ -239,7 +250,8 @@ class CommCurves:
         """A plan document (CONTRACTS section 3) for ``kind`` at ``size`` bytes."""
         from planner.plan import PLAN_FORMAT_VERSION, with_routes
 
-        prog, t = self.best(kind, size)
+        prog, _ = self.best(kind, size)
+        t = self.cost.program_time(self.ranks, prog.program, size)  # the verifier's time
         ctx = PlanContext.create(self.topo, self.ranks, size, min_step_s=self.min_step_s,
                                  router=self.router)
         if kind == "allreduce":
@@ -364,9 +376,13 @@ def _comm_times(curves: CommCurves, nbytes: np.ndarray, buckets: list[tuple[int,
 def make_schedule(topo: Topology, ranks: list[str], tensors: Sequence[TensorSpec], *,
                   modes: Sequence[str] = MODES, anchors: int = 4,
                   algorithms: Sequence[str] | None = None, min_step_s: float = 0.0,
+                  step_overhead_s: float = 0.0,
                   curves: CommCurves | None = None, with_plans: bool = True
                   ) -> dict[str, Any]:
-    """The schedule document for one job (see docs/schedule.md)."""
+    """The schedule document for one job (see docs/schedule.md). ``step_overhead_s``: a
+    cost per program step that the transport adds to the cost model's step time (the
+    bucket sizes, plan choices and predicted times include it; each plan document keeps
+    the cost model's time, which the verifier reproduces)."""
     check_tensors(tensors)
     topo.check_ranks(ranks)
     for mode in modes:
@@ -375,7 +391,8 @@ def make_schedule(topo: Topology, ranks: list[str], tensors: Sequence[TensorSpec
     nbytes = np.array([t.nbytes for t in tensors], dtype=np.float64)
     if curves is None:
         curves = CommCurves(topo, ranks, int(nbytes.min()), int(nbytes.sum()), anchors=anchors,
-                            algorithms=algorithms, min_step_s=min_step_s)
+                            algorithms=algorithms, min_step_s=min_step_s,
+                            step_overhead_s=step_overhead_s)
     dtypes = {d: i for i, d in enumerate(dict.fromkeys(t.dtype for t in tensors))}
     groups = np.array([dtypes[t.dtype] for t in tensors])
     ready = np.cumsum([t.backward_s for t in tensors])

@@ -27,9 +27,12 @@ RESULTS = ROOT / "bench" / "results"
 
 def rank_main(model_name: str, rounds: int, iters: int, warmup: int,
               rates_GBps: list[float] | None = None,
-              algorithms: list[str] | None = None) -> dict[str, Any]:
+              algorithms: list[str] | None = None,
+              step_overhead: float | None = None) -> dict[str, Any]:
     """One rank: calibrate, plan the schedule on rank 0 (a star of the measured loopback
-    rate, or of ``rates_GBps``), then time every method."""
+    rate, or of ``rates_GBps``), then time every method. ``step_overhead``: the schedule's
+    cost per program step on top of the cost model (None: measured, the excess per step of
+    ring all-reduce plans at 1 and 4 MiB run by the executor)."""
     import torch.distributed as dist
 
     from bench.training import worker
@@ -43,7 +46,19 @@ def rank_main(model_name: str, rounds: int, iters: int, warmup: int,
     cal = worker.calibrate()
     times = declared_times(model_name)
     prof = worker.measure_profile(model_name) if times is None else None
+    topo = Topology.from_dict(star(rates_GBps or [cal["link_GBps"]] * n, latency_us=1.0))
+    ranks = topo.endpoints()
     box: list[Any] = [None]
+    if step_overhead is None:
+        if dist.get_rank() == 0:
+            box[0] = {f"ring-{mib}MiB": make_plan(topo, ranks, mib << 20, "ring",
+                                                  min_step_s=cal["min_step_s"])
+                      for mib in (1, 4)}
+        dist.broadcast_object_list(box, src=0)
+        cal["plans"] = worker.step_overhead(box[0])
+        step_overhead = max(0.0, statistics.mean(v["excess_per_step_s"]
+                                                 for v in cal["plans"].values()))
+    cal["step_overhead_s"] = step_overhead
     if dist.get_rank() == 0:
         grads = worker.describe(model_name)
         if times is not None:
@@ -52,11 +67,9 @@ def rank_main(model_name: str, rounds: int, iters: int, warmup: int,
         else:
             tensors = [TensorSpec(g["numel"], g["dtype"], f, b) for g, f, b in
                        zip(grads, prof["forward_s"], prof["backward_s"], strict=True)]
-        topo = Topology.from_dict(star(rates_GBps or [cal["link_GBps"]] * n, latency_us=1.0))
-        ranks = topo.endpoints()
         t0 = time.perf_counter()
         sched = make_schedule(topo, ranks, tensors, min_step_s=cal["min_step_s"], anchors=3,
-                              algorithms=algorithms)
+                              algorithms=algorithms, step_overhead_s=step_overhead)
         solve_s = time.perf_counter() - t0
         plan = make_plan(topo, ranks, 25 << 20, "ring", min_step_s=cal["min_step_s"])
         box[0] = (sched, plan, solve_s)
@@ -69,6 +82,11 @@ def rank_main(model_name: str, rounds: int, iters: int, warmup: int,
                               "buckets": len(d["buckets"]),
                               "algorithms": sorted({p["algorithm"] for b in d["buckets"]
                                                     for p in b["plans"].values()}),
+                              "bucket_plans": [
+                                  {"size_bytes": b["size_bytes"],
+                                   **{k: p["algorithm"] for k, p in b["plans"].items()}}
+                                  for b in d["buckets"]],
+                              "partition": d["partition"],
                               "timeline": d["timeline"],
                               "forward_s": d["forward_s"], "backward_s": d["backward_s"]}
                           for m, d in sched["modes"].items()})

@@ -46,6 +46,28 @@ def calibrate(reps: int = 3) -> dict[str, float]:
             "min_step_s": step_s, "link_GBps": rate / 1e9}
 
 
+def step_overhead(plans: dict[str, dict[str, Any]], reps: int = 3) -> dict[str, Any]:
+    """Each plan (all-reduce documents, the same on every rank) run by the executor: its
+    median time, the cost model's, and the excess per program step."""
+    out: dict[str, Any] = {}
+    for name, doc in plans.items():
+        ex = PlanExecutor(doc)
+        t = torch.ones(doc["size_bytes"] // 4)
+        ex.all_reduce(t)  # prepares
+        samples = []
+        for _ in range(reps):
+            dist.barrier()
+            t0 = time.perf_counter()
+            ex.all_reduce(t)
+            samples.append(time.perf_counter() - t0)
+        steps = sum(1 for s in doc["program"]["steps"] if s)
+        meas = statistics.median(samples)
+        out[name] = {"measured_s": meas, "predicted_s": doc["predicted_time_s"],
+                     "steps": steps,
+                     "excess_per_step_s": (meas - doc["predicted_time_s"]) / steps}
+    return out
+
+
 def _timed(model_name: str, method: str, schedule: dict[str, Any] | None,
            plan: dict[str, Any] | None, iters: int, warmup: int) -> dict[str, Any]:
     make, batch = MODELS[model_name]
