@@ -46,18 +46,27 @@ def rank_main(model_name: str, rounds: int, iters: int, warmup: int,
     cal = worker.calibrate()
     times = declared_times(model_name)
     prof = worker.measure_profile(model_name) if times is None else None
-    topo = Topology.from_dict(star(rates_GBps or [cal["link_GBps"]] * n, latency_us=1.0))
+    rates = rates_GBps or [cal["link_GBps"]] * n
+    topo = Topology.from_dict(star(rates, latency_us=1.0))
     ranks = topo.endpoints()
     box: list[Any] = [None]
     if step_overhead is None:
+        # ring all-reduces at 1 and 4 MiB run by the executor: time = steps x overhead +
+        # (cost-model time) / efficiency; the schedule is planned on the rates x efficiency
         if dist.get_rank() == 0:
             box[0] = {f"ring-{mib}MiB": make_plan(topo, ranks, mib << 20, "ring",
                                                   min_step_s=cal["min_step_s"])
                       for mib in (1, 4)}
         dist.broadcast_object_list(box, src=0)
-        cal["plans"] = worker.step_overhead(box[0])
-        step_overhead = max(0.0, statistics.mean(v["excess_per_step_s"]
-                                                 for v in cal["plans"].values()))
+        cal["plans"] = fit = worker.step_overhead(box[0])
+        small, large = fit["ring-1MiB"], fit["ring-4MiB"]
+        eff = (large["predicted_s"] - small["predicted_s"]) / max(
+            large["measured_s"] - small["measured_s"], 1e-9)
+        eff = min(max(eff, 0.3), 1.0)
+        step_overhead = max(0.0, (small["measured_s"] - small["predicted_s"] / eff)
+                            / small["steps"])
+        cal["rate_efficiency"] = eff
+        topo = Topology.from_dict(star([r * eff for r in rates], latency_us=1.0))
     cal["step_overhead_s"] = step_overhead
     if dist.get_rank() == 0:
         grads = worker.describe(model_name)
