@@ -102,6 +102,7 @@ class _Prog:
     step_of: np.ndarray  # step index of each entry
     fan: int = 1  # most messages one rank sends or receives in one step
     nsteps: int = 0
+    messages: int = 0  # over the steps, the most messages one rank sends or receives
 
     @property
     def rank_key(self) -> tuple[int, int]:
@@ -114,16 +115,18 @@ class _Prog:
            cost: CostModel, ranks: list[str]) -> _Prog:
         lats, slopes, steps = [], [], []
         bw = cost.router.bw
-        fan = 1
+        fan, messages = 1, 0
         for k, step in enumerate(program.steps):
             if not step:
                 continue
+            busiest = 1
             for end in ("src", "dst"):
                 count: dict[int, int] = {}
                 for t in step:
                     r = getattr(t, end)
                     count[r] = count.get(r, 0) + 1
-                fan = max(fan, max(count.values()))
+                busiest = max(busiest, max(count.values()))
+            fan, messages = max(fan, busiest), messages + busiest
             arcs = [cost._path_arcs(cost.route(ranks, t)) for t in step]
             nbytes = np.array([(t.hi - t.lo) / program.units for t in step])
             loads = np.zeros(len(bw))
@@ -134,12 +137,13 @@ class _Prog:
                 slopes.append(float((loads[a] / bw[a]).max()))
                 steps.append(k)
         return cls(algorithm, program, shards, np.array(lats), np.array(slopes),
-                   np.array(steps, dtype=np.int64), fan, sum(1 for s in program.steps if s))
+                   np.array(steps, dtype=np.int64), fan, sum(1 for s in program.steps if s),
+                   messages)
 
-    def times(self, sizes: np.ndarray, min_step_s: float, step_overhead_s: float = 0.0
+    def times(self, sizes: np.ndarray, min_step_s: float, message_overhead_s: float = 0.0
               ) -> np.ndarray:
         """Cost-model time of the program at each of ``sizes`` bytes, plus
-        ``step_overhead_s`` per step."""
+        ``message_overhead_s`` per message of the busiest rank of each step."""
         if not len(self.lat):
             return np.zeros(len(sizes))
         per = self.lat[:, None] + self.slope[:, None] * sizes[None, :]
@@ -147,7 +151,8 @@ class _Prog:
         step_max = np.full((nsteps, len(sizes)), -np.inf)
         np.maximum.at(step_max, self.step_of, per)
         used = np.isfinite(step_max[:, 0])
-        return np.maximum(step_max[used], min_step_s).sum(axis=0) + self.nsteps * step_overhead_s
+        return (np.maximum(step_max[used], min_step_s).sum(axis=0)
+                + self.messages * message_overhead_s)
 
 
 class CommCurves:
@@ -155,13 +160,13 @@ class CommCurves:
 
     def __init__(self, topo: Topology, ranks: list[str], lo: int, hi: int, *, anchors: int = 4,
                  algorithms: Sequence[str] | None = None, min_step_s: float = 0.0,
-                 step_overhead_s: float = 0.0) -> None:
+                 message_overhead_s: float = 0.0) -> None:
         if not 1 <= anchors <= MAX_ANCHORS:
             raise RequestError(f"anchors must be in [1, {MAX_ANCHORS}], got {anchors}")
-        if not (math.isfinite(step_overhead_s) and 0 <= step_overhead_s <= 1):
-            raise RequestError("step_overhead_s must be in [0, 1] s")
+        if not (math.isfinite(message_overhead_s) and 0 <= message_overhead_s <= 1):
+            raise RequestError("message_overhead_s must be in [0, 1] s")
         self.topo, self.ranks, self.min_step_s = topo, ranks, min_step_s
-        self.step_overhead_s = step_overhead_s
+        self.message_overhead_s = message_overhead_s
         base = PlanContext.create(topo, ranks, max(hi, 1), min_step_s=min_step_s)
         self.router, self.cost = base.router, base.cost
         sizes = sorted({int(x) for x in np.geomspace(max(lo, 1), max(hi, lo, 1), anchors)})
@@ -188,7 +193,7 @@ class CommCurves:
         self.grid = np.geomspace(max(lo, 1), max(hi, lo + 1, 2), GRID)
         self._log_grid = np.log(self.grid)
         self.table: dict[str, np.ndarray | None] = {k: None for k in KINDS}
-        ov = step_overhead_s
+        ov = message_overhead_s
         ar = np.array([p.times(self.grid, min_step_s, ov) for p in self.progs["allreduce"]])
         self.table["allreduce"] = ar[self._pick(ar, self.progs["allreduce"]),
                                      np.arange(len(self.grid))]
@@ -228,17 +233,17 @@ class CommCurves:
             raise InfeasibleError(f"no {kind} program: no algorithm splits at its roots")
         at = np.array([float(size)])
         if kind == "allreduce":
-            times = np.array([p.times(at, self.min_step_s, self.step_overhead_s)
+            times = np.array([p.times(at, self.min_step_s, self.message_overhead_s)
                               for p in self.progs[kind]])
             prog = self.progs[kind][int(self._pick(times, self.progs[kind])[0])]
         else:  # the pair (same split, same shards) with the least reduce-scatter + all-gather
-            ov = self.step_overhead_s
+            ov = self.message_overhead_s
             times = np.array([a.times(at, self.min_step_s, ov) + b.times(at, self.min_step_s, ov)
                               for a, b in zip(self.progs["reducescatter"],
                                               self.progs["allgather"], strict=True)])
             prog = self.progs[kind][int(self._pick(times, self._pairs())[0])]
         return prog, (self.cost.program_time(self.ranks, prog.program, size)
-                      + prog.nsteps * self.step_overhead_s)
+                      + prog.messages * self.message_overhead_s)
 
     def time(self, kind: str, sizes: np.ndarray) -> np.ndarray:
         """Times of ``kind`` at ``sizes`` (interpolated between grid sizes)."""
@@ -376,13 +381,14 @@ def _comm_times(curves: CommCurves, nbytes: np.ndarray, buckets: list[tuple[int,
 def make_schedule(topo: Topology, ranks: list[str], tensors: Sequence[TensorSpec], *,
                   modes: Sequence[str] = MODES, anchors: int = 4,
                   algorithms: Sequence[str] | None = None, min_step_s: float = 0.0,
-                  step_overhead_s: float = 0.0,
+                  message_overhead_s: float = 0.0,
                   curves: CommCurves | None = None, with_plans: bool = True
                   ) -> dict[str, Any]:
-    """The schedule document for one job (see docs/schedule.md). ``step_overhead_s``: a
-    cost per program step that the transport adds to the cost model's step time (the
-    bucket sizes, plan choices and predicted times include it; each plan document keeps
-    the cost model's time, which the verifier reproduces)."""
+    """The schedule document for one job (see docs/schedule.md). ``message_overhead_s``: a
+    cost per message that the transport adds to the cost model's step time, counted for
+    the busiest rank of each step (a rank sends and receives its messages one after the
+    other); bucket sizes, plan choices and predicted times include it, each plan document
+    keeps the cost model's time, which the verifier reproduces."""
     check_tensors(tensors)
     topo.check_ranks(ranks)
     for mode in modes:
@@ -392,7 +398,7 @@ def make_schedule(topo: Topology, ranks: list[str], tensors: Sequence[TensorSpec
     if curves is None:
         curves = CommCurves(topo, ranks, int(nbytes.min()), int(nbytes.sum()), anchors=anchors,
                             algorithms=algorithms, min_step_s=min_step_s,
-                            step_overhead_s=step_overhead_s)
+                            message_overhead_s=message_overhead_s)
     dtypes = {d: i for i, d in enumerate(dict.fromkeys(t.dtype for t in tensors))}
     groups = np.array([dtypes[t.dtype] for t in tensors])
     ready = np.cumsum([t.backward_s for t in tensors])

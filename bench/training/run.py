@@ -28,11 +28,11 @@ RESULTS = ROOT / "bench" / "results"
 def rank_main(model_name: str, rounds: int, iters: int, warmup: int,
               rates_GBps: list[float] | None = None,
               algorithms: list[str] | None = None,
-              step_overhead: float | None = None) -> dict[str, Any]:
+              message_overhead: float | None = None) -> dict[str, Any]:
     """One rank: calibrate, plan the schedule on rank 0 (a star of the measured loopback
-    rate, or of ``rates_GBps``), then time every method. ``step_overhead``: the schedule's
-    cost per program step on top of the cost model (None: measured, the excess per step of
-    ring all-reduce plans at 1 and 4 MiB run by the executor)."""
+    rate, or of ``rates_GBps``), then time every method. ``message_overhead``: the
+    schedule's cost per message on top of the cost model (None: measured together with a
+    rate efficiency from ring all-reduce plans at 1 and 4 MiB run by the executor)."""
     import torch.distributed as dist
 
     from bench.training import worker
@@ -50,24 +50,24 @@ def rank_main(model_name: str, rounds: int, iters: int, warmup: int,
     topo = Topology.from_dict(star(rates, latency_us=1.0))
     ranks = topo.endpoints()
     box: list[Any] = [None]
-    if step_overhead is None:
-        # ring all-reduces at 1 and 4 MiB run by the executor: time = steps x overhead +
+    if message_overhead is None:
+        # ring all-reduces at 1 and 4 MiB run by the executor: time = messages x overhead +
         # (cost-model time) / efficiency; the schedule is planned on the rates x efficiency
         if dist.get_rank() == 0:
             box[0] = {f"ring-{mib}MiB": make_plan(topo, ranks, mib << 20, "ring",
                                                   min_step_s=cal["min_step_s"])
                       for mib in (1, 4)}
         dist.broadcast_object_list(box, src=0)
-        cal["plans"] = fit = worker.step_overhead(box[0])
+        cal["plans"] = fit = worker.plan_times(box[0])
         small, large = fit["ring-1MiB"], fit["ring-4MiB"]
         eff = (large["predicted_s"] - small["predicted_s"]) / max(
             large["measured_s"] - small["measured_s"], 1e-9)
         eff = min(max(eff, 0.3), 1.0)
-        step_overhead = max(0.0, (small["measured_s"] - small["predicted_s"] / eff)
+        message_overhead = max(0.0, (small["measured_s"] - small["predicted_s"] / eff)
                             / small["steps"])
         cal["rate_efficiency"] = eff
         topo = Topology.from_dict(star([r * eff for r in rates], latency_us=1.0))
-    cal["step_overhead_s"] = step_overhead
+    cal["message_overhead_s"] = message_overhead
     if dist.get_rank() == 0:
         grads = worker.describe(model_name)
         if times is not None:
@@ -78,7 +78,7 @@ def rank_main(model_name: str, rounds: int, iters: int, warmup: int,
                        zip(grads, prof["forward_s"], prof["backward_s"], strict=True)]
         t0 = time.perf_counter()
         sched = make_schedule(topo, ranks, tensors, min_step_s=cal["min_step_s"], anchors=3,
-                              algorithms=algorithms, step_overhead_s=step_overhead)
+                              algorithms=algorithms, message_overhead_s=message_overhead)
         solve_s = time.perf_counter() - t0
         plan = make_plan(topo, ranks, 25 << 20, "ring", min_step_s=cal["min_step_s"])
         box[0] = (sched, plan, solve_s)

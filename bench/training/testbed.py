@@ -41,7 +41,7 @@ def run_scenario(name: str, args: argparse.Namespace, state_dir: Path) -> dict[s
                     "--model", args.model, "--rounds", str(args.rounds), "--iters",
                     str(args.iters), "--warmup", str(args.warmup), "--rates",
                     ",".join(f"{r:.6f}" for r in rates), "--out", str(work / "rank0.json"),
-                    "--algorithms", args.algorithms, "--step-overhead", args.step_overhead]
+                    "--algorithms", args.algorithms, "--message-overhead", args.message_overhead]
             procs.append(spawn(state, h.netns, argv, "worker", work / f"rank{h.rank}.log",
                                env={"GLOO_SOCKET_IFNAME": h.iface, "OMP_NUM_THREADS": "1",
                                     "TORCH_CPP_LOG_LEVEL": "ERROR"}))
@@ -74,9 +74,9 @@ def main() -> int:
     ap.add_argument("--out", default="training-testbed")
     ap.add_argument("--algorithms", default="",
                     help="restrict the schedule's algorithms, e.g. ring,forest (default all)")
-    ap.add_argument("--step-overhead", default="auto",
-                    help="the schedule's cost per program step in seconds on top of the cost "
-                         "model; auto: measured (ring plans at 1 and 4 MiB)")
+    ap.add_argument("--message-overhead", default="auto",
+                    help="the schedule's cost per message in seconds on top of the cost model; "
+                         "auto: measured with a rate efficiency (ring plans at 1 and 4 MiB)")
     args = ap.parse_args()
     results: dict[str, Any] = {}
     for name in args.scenarios.split(","):

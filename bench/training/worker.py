@@ -46,9 +46,9 @@ def calibrate(reps: int = 3) -> dict[str, float]:
             "min_step_s": step_s, "link_GBps": rate / 1e9}
 
 
-def step_overhead(plans: dict[str, dict[str, Any]], reps: int = 3) -> dict[str, Any]:
+def plan_times(plans: dict[str, dict[str, Any]], reps: int = 3) -> dict[str, Any]:
     """Each plan (all-reduce documents, the same on every rank) run by the executor: its
-    median time, the cost model's, and the excess per program step."""
+    median time, the cost model's, and the excess per step (a ring's step is one message)."""
     out: dict[str, Any] = {}
     for name, doc in plans.items():
         ex = PlanExecutor(doc)
@@ -64,7 +64,7 @@ def step_overhead(plans: dict[str, dict[str, Any]], reps: int = 3) -> dict[str, 
         meas = statistics.median(samples)
         out[name] = {"measured_s": meas, "predicted_s": doc["predicted_time_s"],
                      "steps": steps,
-                     "excess_per_step_s": (meas - doc["predicted_time_s"]) / steps}
+                     "excess_per_message_s": (meas - doc["predicted_time_s"]) / steps}
     return out
 
 
