@@ -50,8 +50,9 @@ MAX_ANCHORS = 8
 GRID = 64  # sizes at which the DP reads communication times
 MAX_SPAN = 512  # tensors one bucket may hold
 # programs within this share of the cheapest are ties, settled by _Prog.rank_key: on gloo/TCP
-# a direct exchange (each rank sending to all others at once) ran 1.5-20x its price on the
-# shaped testbed where a ring or halving-doubling with the same price ran close to it
+# over the shaped testbed a direct exchange (each rank sending to all others at once) ran
+# 1.5-20x its price and halving-doubling (halves, quarters, ...) 1.2-2.2x, where a ring of
+# the same price ran within 2 % of it
 TIE = 0.01
 MODES = ("allreduce", "dear")
 KINDS = ("allreduce", "reducescatter", "allgather")
@@ -103,12 +104,14 @@ class _Prog:
     fan: int = 1  # most messages one rank sends or receives in one step
     nsteps: int = 0
     messages: int = 0  # over the steps, the most messages one rank sends or receives
+    largest: float = 0.0  # the largest message, as a share of the buffer
 
     @property
-    def rank_key(self) -> tuple[int, int]:
+    def rank_key(self) -> tuple[int, float, int]:
         """Tie-break among programs the cost model prices alike (see ``TIE``): fewer
-        concurrent messages per rank, then fewer steps."""
-        return (self.fan, self.nsteps)
+        concurrent messages per rank, then smaller messages, then fewer steps."""
+        return (self.fan, round(self.largest, 9), self.nsteps)
+
 
     @classmethod
     def of(cls, algorithm: str, program: Program, shards: list[tuple[int, int]] | None,
@@ -138,7 +141,8 @@ class _Prog:
                 steps.append(k)
         return cls(algorithm, program, shards, np.array(lats), np.array(slopes),
                    np.array(steps, dtype=np.int64), fan, sum(1 for s in program.steps if s),
-                   messages)
+                   messages, max((t.hi - t.lo) / program.units
+                                 for step in program.steps for t in step))
 
     def times(self, sizes: np.ndarray, min_step_s: float, message_overhead_s: float = 0.0
               ) -> np.ndarray:
