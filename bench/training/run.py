@@ -143,6 +143,9 @@ def plot(results: dict[str, Any], path: Path, network: str = "loopback") -> None
         med = r["summary"]["median_iteration_s"]
         methods = list(med)
         ax.bar(methods, [med[m] * 1e3 for m in methods], color="tab:blue", label="measured")
+        for i, m in enumerate(methods):
+            ax.text(i, med[m] * 1e3, f"{r['summary']['speedup_vs_ddp'][m]:.2f}x",
+                    ha="center", va="bottom", fontsize=8)
         for m, key in (("schedule-allreduce", "allreduce"), ("schedule-dear", "dear")):
             ax.plot([methods.index(m)], [r["predicted"][key]["overlap_s"] * 1e3], "r_",
                     markersize=30, mew=3, label="predicted" if key == "allreduce" else None)
