@@ -22,6 +22,7 @@ communication thread.
 
 from __future__ import annotations
 
+import json
 import logging
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -65,6 +66,20 @@ def fixed_buckets(params: Sequence[torch.Tensor], bucket_bytes: int) -> list[tup
     return out
 
 
+def schedule_key(schedule: Mapping[str, Any] | None, mode: str) -> str | None:
+    """What a ScheduledOptimizer in ``mode`` takes from ``schedule``: its buckets and plan
+    ids (None: no such mode). Equal keys: adopting would change nothing."""
+    entry = (schedule or {}).get("modes", {}).get(mode)
+    if not isinstance(entry, Mapping):
+        return None
+    try:
+        return json.dumps([[b["tensors"], {k: d.get("plan_id") for k, d in
+                                           sorted(b["plans"].items())}]
+                           for b in entry["buckets"]], sort_keys=True)
+    except (KeyError, TypeError, AttributeError):
+        return None
+
+
 @dataclass
 class _Bucket:
     params: list[torch.nn.Parameter]
@@ -96,6 +111,7 @@ class ScheduledOptimizer:
                                     dist.get_process_group_ranks(group))
         self.thread = CommThread()
         self._make_optimizer, self._config = make_optimizer, config
+        self._caller_group = group
         params = _backward_order(model)
         self._install(schedule, params)
         self._handles = [p.register_post_accumulate_grad_hook(self._grad_ready)
@@ -110,6 +126,7 @@ class ScheduledOptimizer:
                  params: list[torch.nn.Parameter]) -> None:
         """Buckets, their plans and optimizers, and (dear) the forward pre-hooks."""
         self.reason: str | None = None
+        self.schedule_key = schedule_key(schedule, self.mode)
         buckets, plans = self._from_schedule(schedule, params, self._config)
         self.buckets = [self._bucket(params[lo:hi], self._make_optimizer, p)
                         for (lo, hi), p in zip(buckets, plans, strict=True)]
@@ -281,6 +298,28 @@ class ScheduledOptimizer:
         for h in self._handles + self._module_handles:
             h.remove()
         self.thread.close()
+
+    def refresh(self, fetch: Callable[[], Mapping[str, Any] | None]) -> bool:
+        """The closed loop in a running job: call on every rank between iterations (after
+        ``step()``). Rank 0 calls ``fetch()`` (e.g. ``report_profile`` then
+        ``fetch_schedule``; an exception or None keeps the schedule in use), the answer is
+        broadcast, and when its buckets or plans differ from those in use every rank adopts
+        it. Returns whether it adopted."""
+        box: list[Any] = [None]
+        group = self._caller_group  # not self.group: the thread may be using it now
+        if dist.get_rank(group) == 0:
+            try:
+                box[0] = fetch()
+            except Exception as exc:  # any failure keeps the schedule in use
+                log.warning("syncplan schedule: refresh failed (%s); keeping the schedule "
+                            "in use", exc)
+        src = 0 if group is None else dist.get_global_rank(group, 0)
+        dist.broadcast_object_list(box, src=src, group=group)
+        new = box[0]
+        if new is None or schedule_key(new, self.mode) in (None, self.schedule_key):
+            return False
+        self.adopt(new)
+        return True
 
     @property
     def using_plans(self) -> bool:

@@ -59,21 +59,26 @@ def _scheduled(schedule: dict[str, Any] | None, mode: str, steps: int = 50
 
 
 def _adopted(schedule: dict[str, Any], steps: int = 50) -> tuple[list[torch.Tensor], bool]:
-    """Half the iterations with the schedule's all-reduce mode, then adopt its DeAR mode
-    (other buckets) in the running job."""
+    """The all-reduce mode; a refresh that finds the same schedule (kept), one that finds
+    other buckets and plans (adopted); then the DeAR mode adopted, in one running job."""
     model = make_model()
     opt = ScheduledOptimizer(model, sgd, schedule, mode="allreduce")
-    data = batches(steps)
-    for k, (x, y) in enumerate(data):
+    other = {**schedule, "modes": {"allreduce": schedule["modes"]["dear"]}}
+    flags = []
+    for k, (x, y) in enumerate(batches(steps)):
+        if k == steps // 4:
+            flags.append(opt.refresh(lambda: schedule))
         if k == steps // 2:
+            flags.append(opt.refresh(lambda: other))
+        if k == 3 * steps // 4:
             assert opt.adopt(schedule, mode="dear")
         torch.nn.functional.mse_loss(model(x), y).backward()
         opt.step()
     opt.finish()
     out = [p.detach().clone() for p in model.parameters()]
-    using = opt.using_plans and opt.mode == "dear"
+    ok = opt.using_plans and opt.mode == "dear" and flags == [False, True]
     opt.close()
-    return out, using
+    return out, ok
 
 
 class _Warnings(logging.Handler):
