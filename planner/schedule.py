@@ -112,7 +112,6 @@ class _Prog:
         concurrent messages per rank, then smaller messages, then fewer steps."""
         return (self.fan, round(self.largest, 9), self.nsteps)
 
-
     @classmethod
     def of(cls, algorithm: str, program: Program, shards: list[tuple[int, int]] | None,
            cost: CostModel, ranks: list[str]) -> _Prog:
@@ -141,8 +140,8 @@ class _Prog:
                 steps.append(k)
         return cls(algorithm, program, shards, np.array(lats), np.array(slopes),
                    np.array(steps, dtype=np.int64), fan, sum(1 for s in program.steps if s),
-                   messages, max((t.hi - t.lo) / program.units
-                                 for step in program.steps for t in step))
+                   messages, max(((t.hi - t.lo) / program.units
+                                  for step in program.steps for t in step), default=0.0))
 
     def times(self, sizes: np.ndarray, min_step_s: float, message_overhead_s: float = 0.0
               ) -> np.ndarray:
