@@ -74,9 +74,10 @@ def main() -> int:
     ap.add_argument("--out", default="training-testbed")
     ap.add_argument("--algorithms", default="",
                     help="restrict the schedule's algorithms, e.g. ring,forest (default all)")
-    ap.add_argument("--message-overhead", default="auto",
+    ap.add_argument("--message-overhead", default="0",
                     help="the schedule's cost per message in seconds on top of the cost model; "
-                         "auto: measured with a rate efficiency (ring plans at 1 and 4 MiB)")
+                         "auto: fitted with a rate efficiency from ring plans at 1 and 4 MiB "
+                         "(always timed and recorded)")
     args = ap.parse_args()
     results: dict[str, Any] = {}
     for name in args.scenarios.split(","):

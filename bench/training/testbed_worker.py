@@ -27,7 +27,7 @@ def main() -> int:
     ap.add_argument("--rates", required=True)
     ap.add_argument("--out", required=True)
     ap.add_argument("--algorithms", default="", help="the schedule's algorithms (default all)")
-    ap.add_argument("--message-overhead", default="auto")
+    ap.add_argument("--message-overhead", default="0")
     args = ap.parse_args()
     addr, port = args.master.rsplit(":", 1)
     os.environ.update(MASTER_ADDR=addr, MASTER_PORT=port)
