@@ -22,6 +22,7 @@ communication thread.
 
 from __future__ import annotations
 
+import json
 import logging
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -65,6 +66,20 @@ def fixed_buckets(params: Sequence[torch.Tensor], bucket_bytes: int) -> list[tup
     return out
 
 
+def schedule_key(schedule: Mapping[str, Any] | None, mode: str) -> str | None:
+    """What a ScheduledOptimizer in ``mode`` takes from ``schedule``: its buckets and plan
+    ids (None: no such mode). Equal keys: adopting would change nothing."""
+    entry = (schedule or {}).get("modes", {}).get(mode)
+    if not isinstance(entry, Mapping):
+        return None
+    try:
+        return json.dumps([[b["tensors"], {k: d.get("plan_id") for k, d in
+                                           sorted(b["plans"].items())}]
+                           for b in entry["buckets"]], sort_keys=True)
+    except (KeyError, TypeError, AttributeError):
+        return None
+
+
 @dataclass
 class _Bucket:
     params: list[torch.nn.Parameter]
@@ -95,27 +110,74 @@ class ScheduledOptimizer:
         self.group = dist.new_group(list(range(self.world)) if group is None else
                                     dist.get_process_group_ranks(group))
         self.thread = CommThread()
+        self._make_optimizer, self._config = make_optimizer, config
+        self._caller_group = group
         params = _backward_order(model)
-        self.reason: str | None = None
-        buckets, plans = self._from_schedule(schedule, params, config)
-        self.buckets = [self._bucket(params[lo:hi], make_optimizer, p)
-                        for (lo, hi), p in zip(buckets, plans, strict=True)]
-        self._where = {id(p): (k, i) for k, b in enumerate(self.buckets)
-                       for i, p in enumerate(b.params)}
+        self._install(schedule, params)
         self._handles = [p.register_post_accumulate_grad_hook(self._grad_ready)
                          for p in params]
-        if mode == "dear":
-            for m in model.modules():
-                mine = sorted({self._where[id(p)][0] for p in m.parameters(recurse=False)
-                               if id(p) in self._where})
-                if mine:
-                    self._handles.append(m.register_forward_pre_hook(
-                        lambda _m, _a, ks=tuple(mine): self._before_forward(ks)))
         self.profile = _Profile(len(params))
         self._handles.append(model.register_forward_pre_hook(
             lambda _m, _a: self.profile.forward_start()))
         self._handles.append(model.register_forward_hook(
             lambda _m, _a, _o: self.profile.forward_end()))
+
+    def _install(self, schedule: Mapping[str, Any] | None,
+                 params: list[torch.nn.Parameter]) -> None:
+        """Buckets, their plans and optimizers, and (dear) the forward pre-hooks."""
+        self.reason: str | None = None
+        self.schedule_key = schedule_key(schedule, self.mode)
+        buckets, plans = self._from_schedule(schedule, params, self._config)
+        self.buckets = [self._bucket(params[lo:hi], self._make_optimizer, p)
+                        for (lo, hi), p in zip(buckets, plans, strict=True)]
+        self._where = {id(p): (k, i) for k, b in enumerate(self.buckets)
+                       for i, p in enumerate(b.params)}
+        self._module_handles: list[Any] = []
+        if self.mode == "dear":
+            for m in self.model.modules():
+                mine = sorted({self._where[id(p)][0] for p in m.parameters(recurse=False)
+                               if id(p) in self._where})
+                if mine:
+                    self._module_handles.append(m.register_forward_pre_hook(
+                        lambda _m, _a, ks=tuple(mine): self._before_forward(ks)))
+
+    def adopt(self, schedule: Mapping[str, Any] | None, *, mode: str | None = None) -> bool:
+        """Switch to another schedule (one re-planned after the profile or the fabric
+        changed), and optionally to another mode, between iterations: after ``step()``,
+        before the next forward. Pending all-gathers and updates are applied first; the
+        optimizer state (momentum, Adam moments, ...) moves with each parameter to its new
+        bucket. Every rank must adopt the same schedule at the same iteration. Returns
+        whether the new schedule's plans are used (else DDP's behaviour, one warning)."""
+        mode = mode or self.mode
+        if mode not in ("allreduce", "dear"):
+            raise ValueError(f"mode must be 'allreduce' or 'dear', got {mode!r}")
+        self.finish()
+        if any(b.pending is not None for b in self.buckets):
+            raise RuntimeError("adopt() between iterations: after step(), before the next "
+                               "backward")
+        state: dict[int, tuple[Any, dict[str, Any]]] = {}
+        for b in self.buckets:
+            opt = b.optimizer
+            for group in getattr(opt, "param_groups", []):
+                hyper = {k: v for k, v in group.items() if k != "params"}
+                for p in group["params"]:
+                    if p in opt.state:
+                        state[id(p)] = (opt.state[p], hyper)
+                    else:
+                        state[id(p)] = ({}, hyper)
+        for h in self._module_handles:
+            h.remove()
+        self.mode = mode
+        self._install(schedule, _backward_order(self.model))
+        for b in self.buckets:
+            opt = b.optimizer
+            for group in getattr(opt, "param_groups", []):
+                for p in group["params"]:
+                    old, hyper = state.get(id(p), ({}, {}))
+                    if old:
+                        opt.state[p] = old
+                    group.update(hyper)  # e.g. a learning rate changed by a scheduler
+        return self.using_plans
 
     # ---- set-up ---------------------------------------------------------------------------
     def _from_schedule(self, schedule: Mapping[str, Any] | None,
@@ -171,7 +233,10 @@ class ScheduledOptimizer:
         b.ready += 1
         if b.ready == len(b.params):
             b.ready = 0
-            b.pending = self.thread.submit(self._first_half(b), b.flat.device)
+            op = "reducescatter" if self.mode == "dear" and "reducescatter" in b.plans \
+                else "allreduce"
+            b.pending = self.thread.submit(self.profile.traced(op, k, self._first_half(b)),
+                                           b.flat.device)
 
     def _index(self, k: int, i: int) -> int:
         return sum(len(b.params) for b in self.buckets[:k]) + i
@@ -195,10 +260,12 @@ class ScheduledOptimizer:
             for k in range(len(self.buckets)):
                 self._apply(k)
             return
-        for b in reversed(self.buckets):  # forward order: the last bucket's layers run first
+        for k in range(len(self.buckets) - 1, -1, -1):  # forward order: last bucket first
+            b = self.buckets[k]
             ag = b.plans.get("allgather")
-            b.gathered = self.thread.submit((lambda b=b, ag=ag: ag.run(b.flat)) if ag
-                                            else (lambda: None), b.flat.device)
+            fn = (lambda b=b, ag=ag: ag.run(b.flat)) if ag else (lambda: None)
+            b.gathered = self.thread.submit(self.profile.traced("allgather", k, fn),
+                                            b.flat.device)
 
     def _apply(self, k: int) -> None:
         b = self.buckets[k]
@@ -228,9 +295,31 @@ class ScheduledOptimizer:
 
     def close(self) -> None:
         self.finish()
-        for h in self._handles:
+        for h in self._handles + self._module_handles:
             h.remove()
         self.thread.close()
+
+    def refresh(self, fetch: Callable[[], Mapping[str, Any] | None]) -> bool:
+        """The closed loop in a running job: call on every rank between iterations (after
+        ``step()``). Rank 0 calls ``fetch()`` (e.g. ``report_profile`` then
+        ``fetch_schedule``; an exception or None keeps the schedule in use), the answer is
+        broadcast, and when its buckets or plans differ from those in use every rank adopts
+        it. Returns whether it adopted."""
+        box: list[Any] = [None]
+        group = self._caller_group  # not self.group: the thread may be using it now
+        if dist.get_rank(group) == 0:
+            try:
+                box[0] = fetch()
+            except Exception as exc:  # any failure keeps the schedule in use
+                log.warning("syncplan schedule: refresh failed (%s); keeping the schedule "
+                            "in use", exc)
+        src = 0 if group is None else dist.get_global_rank(group, 0)
+        dist.broadcast_object_list(box, src=src, group=group)
+        new = box[0]
+        if new is None or schedule_key(new, self.mode) in (None, self.schedule_key):
+            return False
+        self.adopt(new)
+        return True
 
     @property
     def using_plans(self) -> bool:
@@ -250,6 +339,12 @@ class _Profile:
         self._last: float | None = None
         self._start: float | None = None
         self._wait = 0.0
+        # (kind, bucket, submitted, started, ended) of the communication and
+        # ("forward"/"backward", -1, start, start, end) of compute, absolute perf_counter
+        # times; the iteration boundaries are the forward starts
+        self.events: list[tuple[str, int, float, float, float]] = []
+        self._forward_starts: list[float] = []
+        self._backward_start = 0.0
 
     def reset(self) -> None:
         """Forget what was measured (call after warm-up iterations)."""
@@ -257,6 +352,26 @@ class _Profile:
 
     def forward_start(self) -> None:
         self._start, self._wait = time.perf_counter(), 0.0
+        self._forward_starts.append(self._start)
+        del self._forward_starts[:-3]
+
+    def traced(self, kind: str, bucket: int, fn: Callable[[], Any]) -> Callable[[], Any]:
+        """``fn`` timed into ``events`` (for the measured timeline)."""
+        submitted = time.perf_counter()
+
+        def run() -> Any:
+            t0 = time.perf_counter()
+            try:
+                return fn()
+            finally:
+                self._event(kind, bucket, submitted, t0, time.perf_counter())
+        return run
+
+    def _event(self, kind: str, bucket: int, submitted: float, start: float, end: float
+               ) -> None:
+        self.events.append((kind, bucket, submitted, start, end))
+        if len(self.events) > 4096:
+            del self.events[:2048]
 
     def waited(self, seconds: float) -> None:
         self._wait += seconds
@@ -265,7 +380,8 @@ class _Profile:
         now = time.perf_counter()
         if self._start is not None:
             self.forward += now - self._start - self._wait
-        self._last = now
+            self._event("forward", -1, self._start, self._start, now)
+        self._last = self._backward_start = now
 
     def grad_ready(self, i: int) -> None:
         now = time.perf_counter()
@@ -274,6 +390,8 @@ class _Profile:
         self._last = now
 
     def backward_done(self) -> None:
+        now = time.perf_counter()
+        self._event("backward", -1, self._backward_start, self._backward_start, now)
         self.iterations += 1
         self._last = self._start = None
 
@@ -283,6 +401,21 @@ class _Profile:
         it = max(1, self.iterations)
         return {"forward_s": [self.forward / it / self.n] * self.n,
                 "backward_s": [t / it for t in self.backward], "iterations": it}
+
+    def timeline(self) -> list[dict[str, Any]]:
+        """The last complete iteration measured, from one forward start to the next, its
+        events relative to that forward start (dear's all-gathers belong to the forward they
+        precede: those queued by the step before it); empty before three iterations."""
+        if len(self._forward_starts) < 3:
+            return []
+        prev, t0, t1 = self._forward_starts[-3:]
+        out = []
+        for kind, bucket, sub, start, end in self.events:
+            lo, hi = (prev, t0) if kind == "allgather" else (t0, t1)
+            if lo <= sub < hi:
+                out.append({"op": kind, "bucket": bucket, "submitted_s": sub - t0,
+                            "start_s": start - t0, "end_s": end - t0})
+        return sorted(out, key=lambda e: e["start_s"])
 
 
 def run_iterations(model: torch.nn.Module, opt: ScheduledOptimizer,

@@ -49,6 +49,11 @@ MAX_TENSORS = 10_000
 MAX_ANCHORS = 8
 GRID = 64  # sizes at which the DP reads communication times
 MAX_SPAN = 512  # tensors one bucket may hold
+# programs within this share of the cheapest are ties, settled by _Prog.rank_key: on gloo/TCP
+# over the shaped testbed a direct exchange (each rank sending to all others at once) ran
+# 1.5-20x its price and halving-doubling (halves, quarters, ...) 1.2-2.2x, where a ring of
+# the same price ran within 2 % of it
+TIE = 0.01
 MODES = ("allreduce", "dear")
 KINDS = ("allreduce", "reducescatter", "allgather")
 
@@ -96,15 +101,34 @@ class _Prog:
     lat: np.ndarray  # concatenated over steps
     slope: np.ndarray
     step_of: np.ndarray  # step index of each entry
+    fan: int = 1  # most messages one rank sends or receives in one step
+    nsteps: int = 0
+    messages: int = 0  # over the steps, the most messages one rank sends or receives
+    largest: float = 0.0  # the largest message, as a share of the buffer
+
+    @property
+    def rank_key(self) -> tuple[int, float, int]:
+        """Tie-break among programs the cost model prices alike (see ``TIE``): fewer
+        concurrent messages per rank, then smaller messages, then fewer steps."""
+        return (self.fan, round(self.largest, 9), self.nsteps)
 
     @classmethod
     def of(cls, algorithm: str, program: Program, shards: list[tuple[int, int]] | None,
            cost: CostModel, ranks: list[str]) -> _Prog:
         lats, slopes, steps = [], [], []
         bw = cost.router.bw
+        fan, messages = 1, 0
         for k, step in enumerate(program.steps):
             if not step:
                 continue
+            busiest = 1
+            for end in ("src", "dst"):
+                count: dict[int, int] = {}
+                for t in step:
+                    r = getattr(t, end)
+                    count[r] = count.get(r, 0) + 1
+                busiest = max(busiest, max(count.values()))
+            fan, messages = max(fan, busiest), messages + busiest
             arcs = [cost._path_arcs(cost.route(ranks, t)) for t in step]
             nbytes = np.array([(t.hi - t.lo) / program.units for t in step])
             loads = np.zeros(len(bw))
@@ -115,10 +139,14 @@ class _Prog:
                 slopes.append(float((loads[a] / bw[a]).max()))
                 steps.append(k)
         return cls(algorithm, program, shards, np.array(lats), np.array(slopes),
-                   np.array(steps, dtype=np.int64))
+                   np.array(steps, dtype=np.int64), fan, sum(1 for s in program.steps if s),
+                   messages, max(((t.hi - t.lo) / program.units
+                                  for step in program.steps for t in step), default=0.0))
 
-    def times(self, sizes: np.ndarray, min_step_s: float) -> np.ndarray:
-        """Cost-model time of the program at each of ``sizes`` bytes."""
+    def times(self, sizes: np.ndarray, min_step_s: float, message_overhead_s: float = 0.0
+              ) -> np.ndarray:
+        """Cost-model time of the program at each of ``sizes`` bytes, plus
+        ``message_overhead_s`` per message of the busiest rank of each step."""
         if not len(self.lat):
             return np.zeros(len(sizes))
         per = self.lat[:, None] + self.slope[:, None] * sizes[None, :]
@@ -126,17 +154,22 @@ class _Prog:
         step_max = np.full((nsteps, len(sizes)), -np.inf)
         np.maximum.at(step_max, self.step_of, per)
         used = np.isfinite(step_max[:, 0])
-        return np.maximum(step_max[used], min_step_s).sum(axis=0)
+        return (np.maximum(step_max[used], min_step_s).sum(axis=0)
+                + self.messages * message_overhead_s)
 
 
 class CommCurves:
     """Per kind, the programs found at the anchor sizes, and their times on a size grid."""
 
     def __init__(self, topo: Topology, ranks: list[str], lo: int, hi: int, *, anchors: int = 4,
-                 algorithms: Sequence[str] | None = None, min_step_s: float = 0.0) -> None:
+                 algorithms: Sequence[str] | None = None, min_step_s: float = 0.0,
+                 message_overhead_s: float = 0.0) -> None:
         if not 1 <= anchors <= MAX_ANCHORS:
             raise RequestError(f"anchors must be in [1, {MAX_ANCHORS}], got {anchors}")
+        if not (math.isfinite(message_overhead_s) and 0 <= message_overhead_s <= 1):
+            raise RequestError("message_overhead_s must be in [0, 1] s")
         self.topo, self.ranks, self.min_step_s = topo, ranks, min_step_s
+        self.message_overhead_s = message_overhead_s
         base = PlanContext.create(topo, ranks, max(hi, 1), min_step_s=min_step_s)
         self.router, self.cost = base.router, base.cost
         sizes = sorted({int(x) for x in np.geomspace(max(lo, 1), max(hi, lo, 1), anchors)})
@@ -163,16 +196,35 @@ class CommCurves:
         self.grid = np.geomspace(max(lo, 1), max(hi, lo + 1, 2), GRID)
         self._log_grid = np.log(self.grid)
         self.table: dict[str, np.ndarray | None] = {k: None for k in KINDS}
-        self.table["allreduce"] = np.min([p.times(self.grid, min_step_s)
-                                          for p in self.progs["allreduce"]], axis=0)
+        ov = message_overhead_s
+        ar = np.array([p.times(self.grid, min_step_s, ov) for p in self.progs["allreduce"]])
+        self.table["allreduce"] = ar[self._pick(ar, self.progs["allreduce"]),
+                                     np.arange(len(self.grid))]
         if self.progs["reducescatter"]:
             # a DeAR bucket runs a reduce-scatter and the all-gather of the same split (the
             # same shards): per size, the pair with the least sum
-            rs = np.array([p.times(self.grid, min_step_s) for p in self.progs["reducescatter"]])
-            ag = np.array([p.times(self.grid, min_step_s) for p in self.progs["allgather"]])
-            pick = np.argmin(rs + ag, axis=0)
+            rs = np.array([p.times(self.grid, min_step_s, ov)
+                           for p in self.progs["reducescatter"]])
+            ag = np.array([p.times(self.grid, min_step_s, ov) for p in self.progs["allgather"]])
+            pick = self._pick(rs + ag, self._pairs())
             cols = np.arange(len(self.grid))
             self.table["reducescatter"], self.table["allgather"] = rs[pick, cols], ag[pick, cols]
+
+    def _pairs(self) -> list[_Prog]:
+        """Per reduce-scatter / all-gather pair, the half that ranks it (the larger fan)."""
+        return [max(a, b, key=lambda p: p.rank_key) for a, b in
+                zip(self.progs["reducescatter"], self.progs["allgather"], strict=True)]
+
+    @staticmethod
+    def _pick(times: np.ndarray, progs: list[_Prog]) -> np.ndarray:
+        """Per column of ``times`` (programs x sizes), the program to use: the lowest
+        rank_key among those within TIE of the cheapest."""
+        ok = times <= times.min(axis=0) * (1 + TIE) + 1e-12
+        order = sorted(range(len(progs)), key=lambda i: progs[i].rank_key)
+        pick = np.full(times.shape[1], -1)
+        for i in order[::-1]:  # the best-ranked candidate written last
+            pick[ok[i]] = i
+        return pick
 
     def _prog(self, name: str, program: Program, shards: list[tuple[int, int]] | None
               ) -> _Prog:
@@ -184,14 +236,17 @@ class CommCurves:
             raise InfeasibleError(f"no {kind} program: no algorithm splits at its roots")
         at = np.array([float(size)])
         if kind == "allreduce":
-            prog = min(self.progs[kind], key=lambda p: float(p.times(at, self.min_step_s)[0]))
+            times = np.array([p.times(at, self.min_step_s, self.message_overhead_s)
+                              for p in self.progs[kind]])
+            prog = self.progs[kind][int(self._pick(times, self.progs[kind])[0])]
         else:  # the pair (same split, same shards) with the least reduce-scatter + all-gather
-            pairs = zip(self.progs["reducescatter"], self.progs["allgather"], strict=True)
-            i = min(enumerate(pairs), key=lambda ip: float(
-                ip[1][0].times(at, self.min_step_s)[0] + ip[1][1].times(at, self.min_step_s)[0]
-            ))[0]
-            prog = self.progs[kind][i]
-        return prog, self.cost.program_time(self.ranks, prog.program, size)
+            ov = self.message_overhead_s
+            times = np.array([a.times(at, self.min_step_s, ov) + b.times(at, self.min_step_s, ov)
+                              for a, b in zip(self.progs["reducescatter"],
+                                              self.progs["allgather"], strict=True)])
+            prog = self.progs[kind][int(self._pick(times, self._pairs())[0])]
+        return prog, (self.cost.program_time(self.ranks, prog.program, size)
+                      + prog.messages * self.message_overhead_s)
 
     def time(self, kind: str, sizes: np.ndarray) -> np.ndarray:
         """Times of ``kind`` at ``sizes`` (interpolated between grid sizes)."""
@@ -203,7 +258,8 @@ class CommCurves:
         """A plan document (CONTRACTS section 3) for ``kind`` at ``size`` bytes."""
         from planner.plan import PLAN_FORMAT_VERSION, with_routes
 
-        prog, t = self.best(kind, size)
+        prog, _ = self.best(kind, size)
+        t = self.cost.program_time(self.ranks, prog.program, size)  # the verifier's time
         ctx = PlanContext.create(self.topo, self.ranks, size, min_step_s=self.min_step_s,
                                  router=self.router)
         if kind == "allreduce":
@@ -328,9 +384,14 @@ def _comm_times(curves: CommCurves, nbytes: np.ndarray, buckets: list[tuple[int,
 def make_schedule(topo: Topology, ranks: list[str], tensors: Sequence[TensorSpec], *,
                   modes: Sequence[str] = MODES, anchors: int = 4,
                   algorithms: Sequence[str] | None = None, min_step_s: float = 0.0,
+                  message_overhead_s: float = 0.0,
                   curves: CommCurves | None = None, with_plans: bool = True
                   ) -> dict[str, Any]:
-    """The schedule document for one job (see docs/schedule.md)."""
+    """The schedule document for one job (see docs/schedule.md). ``message_overhead_s``: a
+    cost per message that the transport adds to the cost model's step time, counted for
+    the busiest rank of each step (a rank sends and receives its messages one after the
+    other); bucket sizes, plan choices and predicted times include it, each plan document
+    keeps the cost model's time, which the verifier reproduces."""
     check_tensors(tensors)
     topo.check_ranks(ranks)
     for mode in modes:
@@ -339,7 +400,8 @@ def make_schedule(topo: Topology, ranks: list[str], tensors: Sequence[TensorSpec
     nbytes = np.array([t.nbytes for t in tensors], dtype=np.float64)
     if curves is None:
         curves = CommCurves(topo, ranks, int(nbytes.min()), int(nbytes.sum()), anchors=anchors,
-                            algorithms=algorithms, min_step_s=min_step_s)
+                            algorithms=algorithms, min_step_s=min_step_s,
+                            message_overhead_s=message_overhead_s)
     dtypes = {d: i for i, d in enumerate(dict.fromkeys(t.dtype for t in tensors))}
     groups = np.array([dtypes[t.dtype] for t in tensors])
     ready = np.cumsum([t.backward_s for t in tensors])

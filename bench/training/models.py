@@ -9,6 +9,8 @@ the forward takes ``2 p tokens / TFLOPS``. Each layer really holds ``p`` paramet
 gradients (and the bytes synchronized) are real.
 
 ``transformer``: a small real transformer encoder (real CPU compute).
+
+``cnn``: a small convolutional net on 32x32 images (real CPU compute).
 """
 
 from __future__ import annotations
@@ -105,6 +107,24 @@ def transformer_batch(step: int, rank: int) -> tuple[torch.Tensor, torch.Tensor]
     return torch.randn(4, 32, 32, generator=g), torch.randn(4, 32, 32, generator=g)
 
 
+def cnn() -> torch.nn.Module:
+    """A small convolutional net (real CPU compute): 3 conv blocks on 32x32 RGB images, a
+    linear head of 10 outputs; 0.24 M parameters in 10 gradient tensors."""
+    torch.manual_seed(0)
+    return torch.nn.Sequential(
+        torch.nn.Conv2d(3, 32, 3, padding=1), torch.nn.ReLU(),
+        torch.nn.Conv2d(32, 64, 3, stride=2, padding=1), torch.nn.ReLU(),
+        torch.nn.Conv2d(64, 128, 3, stride=2, padding=1), torch.nn.ReLU(),
+        torch.nn.Conv2d(128, 128, 3, stride=2, padding=1), torch.nn.ReLU(),
+        torch.nn.AdaptiveAvgPool2d(1), torch.nn.Flatten(), torch.nn.Linear(128, 10))
+
+
+def cnn_batch(step: int, rank: int) -> tuple[torch.Tensor, torch.Tensor]:
+    g = torch.Generator().manual_seed(step * 1000 + rank)
+    return torch.randn(8, 3, 32, 32, generator=g), torch.randn(8, 10, generator=g)
+
+
 MODELS = {"emulated": (emulated, emulated_batch),
           "emulated-small": (emulated_small, emulated_batch),
-          "transformer": (transformer, transformer_batch)}
+          "transformer": (transformer, transformer_batch),
+          "cnn": (cnn, cnn_batch)}

@@ -27,9 +27,12 @@ RESULTS = ROOT / "bench" / "results"
 
 def rank_main(model_name: str, rounds: int, iters: int, warmup: int,
               rates_GBps: list[float] | None = None,
-              algorithms: list[str] | None = None) -> dict[str, Any]:
+              algorithms: list[str] | None = None,
+              message_overhead: float | None = None) -> dict[str, Any]:
     """One rank: calibrate, plan the schedule on rank 0 (a star of the measured loopback
-    rate, or of ``rates_GBps``), then time every method."""
+    rate, or of ``rates_GBps``), then time every method. ``message_overhead``: the
+    schedule's cost per message on top of the cost model (None: measured together with a
+    rate efficiency from ring all-reduce plans at 1 and 4 MiB run by the executor)."""
     import torch.distributed as dist
 
     from bench.training import worker
@@ -43,7 +46,28 @@ def rank_main(model_name: str, rounds: int, iters: int, warmup: int,
     cal = worker.calibrate()
     times = declared_times(model_name)
     prof = worker.measure_profile(model_name) if times is None else None
+    rates = rates_GBps or [cal["link_GBps"]] * n
+    topo = Topology.from_dict(star(rates, latency_us=1.0))
+    ranks = topo.endpoints()
     box: list[Any] = [None]
+    if message_overhead is None:
+        # ring all-reduces at 1 and 4 MiB run by the executor: time = messages x overhead +
+        # (cost-model time) / efficiency; the schedule is planned on the rates x efficiency
+        if dist.get_rank() == 0:
+            box[0] = {f"ring-{mib}MiB": make_plan(topo, ranks, mib << 20, "ring",
+                                                  min_step_s=cal["min_step_s"])
+                      for mib in (1, 4)}
+        dist.broadcast_object_list(box, src=0)
+        cal["plans"] = fit = worker.plan_times(box[0])
+        small, large = fit["ring-1MiB"], fit["ring-4MiB"]
+        eff = (large["predicted_s"] - small["predicted_s"]) / max(
+            large["measured_s"] - small["measured_s"], 1e-9)
+        eff = min(max(eff, 0.3), 1.0)
+        message_overhead = max(0.0, (small["measured_s"] - small["predicted_s"] / eff)
+                            / small["steps"])
+        cal["rate_efficiency"] = eff
+        topo = Topology.from_dict(star([r * eff for r in rates], latency_us=1.0))
+    cal["message_overhead_s"] = message_overhead
     if dist.get_rank() == 0:
         grads = worker.describe(model_name)
         if times is not None:
@@ -52,11 +76,9 @@ def rank_main(model_name: str, rounds: int, iters: int, warmup: int,
         else:
             tensors = [TensorSpec(g["numel"], g["dtype"], f, b) for g, f, b in
                        zip(grads, prof["forward_s"], prof["backward_s"], strict=True)]
-        topo = Topology.from_dict(star(rates_GBps or [cal["link_GBps"]] * n, latency_us=1.0))
-        ranks = topo.endpoints()
         t0 = time.perf_counter()
         sched = make_schedule(topo, ranks, tensors, min_step_s=cal["min_step_s"], anchors=3,
-                              algorithms=algorithms)
+                              algorithms=algorithms, message_overhead_s=message_overhead)
         solve_s = time.perf_counter() - t0
         plan = make_plan(topo, ranks, 25 << 20, "ring", min_step_s=cal["min_step_s"])
         box[0] = (sched, plan, solve_s)
@@ -69,21 +91,43 @@ def rank_main(model_name: str, rounds: int, iters: int, warmup: int,
                               "buckets": len(d["buckets"]),
                               "algorithms": sorted({p["algorithm"] for b in d["buckets"]
                                                     for p in b["plans"].values()}),
+                              "bucket_plans": [
+                                  {"size_bytes": b["size_bytes"],
+                                   **{k: p["algorithm"] for k, p in b["plans"].items()}}
+                                  for b in d["buckets"]],
+                              "partition": d["partition"],
                               "timeline": d["timeline"],
                               "forward_s": d["forward_s"], "backward_s": d["backward_s"]}
                           for m, d in sched["modes"].items()})
     return res
 
 
+PREDICTED = {"schedule-allreduce": "allreduce", "schedule-dear": "dear"}
+
+
 def summarize(res: dict[str, Any]) -> dict[str, Any]:
     med = {m: statistics.median(v) for m, v in res["times"].items()}
-    out = {"median_iteration_s": med,
-           "speedup_vs_ddp": {m: med["ddp"] / t for m, t in med.items()},
-           "predicted_vs_measured": {
-               "schedule-allreduce": res["predicted"]["allreduce"]["overlap_s"]
-               / med["schedule-allreduce"],
-               "schedule-dear": res["predicted"]["dear"]["overlap_s"] / med["schedule-dear"]}}
-    return out
+    pred = {m: res["predicted"][k]["overlap_s"] for m, k in PREDICTED.items()
+            if k in res["predicted"]}
+    return {"median_iteration_s": med,
+            "speedup_vs_ddp": {m: med["ddp"] / t for m, t in med.items()},
+            "predicted_iteration_s": pred,
+            "predicted_vs_measured": {m: p / med[m] for m, p in pred.items()}}
+
+
+def table(results: dict[str, Any]) -> str:
+    """Method x scenario (or model): measured iteration time, speed-up vs DDP, the
+    schedule's prediction and prediction / measurement."""
+    lines = [f"{'scenario':<14} {'method':<20} {'iter ms':>9} {'vs DDP':>7} "
+             f"{'pred ms':>9} {'pred/meas':>9}"]
+    for name, r in results.items():
+        s = r["summary"]
+        for m, t in s["median_iteration_s"].items():
+            p = s["predicted_iteration_s"].get(m)
+            lines.append(f"{name:<14} {m:<20} {t * 1e3:>9.1f} {s['speedup_vs_ddp'][m]:>6.2f}x "
+                         + (f"{p * 1e3:>9.1f} {p / t:>9.2f}" if p is not None
+                            else f"{'-':>9} {'-':>9}"))
+    return "\n".join(lines)
 
 
 def plot(results: dict[str, Any], path: Path, network: str = "loopback") -> None:
@@ -99,6 +143,9 @@ def plot(results: dict[str, Any], path: Path, network: str = "loopback") -> None
         med = r["summary"]["median_iteration_s"]
         methods = list(med)
         ax.bar(methods, [med[m] * 1e3 for m in methods], color="tab:blue", label="measured")
+        for i, m in enumerate(methods):
+            ax.text(i, med[m] * 1e3, f"{r['summary']['speedup_vs_ddp'][m]:.2f}x",
+                    ha="center", va="bottom", fontsize=8)
         for m, key in (("schedule-allreduce", "allreduce"), ("schedule-dear", "dear")):
             ax.plot([methods.index(m)], [r["predicted"][key]["overlap_s"] * 1e3], "r_",
                     markersize=30, mew=3, label="predicted" if key == "allreduce" else None)
@@ -107,20 +154,31 @@ def plot(results: dict[str, Any], path: Path, network: str = "loopback") -> None
         ax.tick_params(axis="x", rotation=30)
         ax.legend()
     ax = axes[-1]
-    tl = results[models[0]]["predicted"]["dear"]
-    fwd, bwd = tl["forward_s"], tl["backward_s"]
-    ax.barh(["compute"], [fwd * 1e3], color="tab:green",
-            label="forward (compute only; layers also wait for their all-gather)")
-    for ev in tl["timeline"]:
-        row = "comm"
-        color = "tab:orange" if ev["op"] == "reducescatter" else "tab:purple"
-        ax.barh([row], [(ev["end_s"] - ev["start_s"]) * 1e3], left=[ev["start_s"] * 1e3],
-                color=color, edgecolor="k", linewidth=0.3)
-    ax.barh(["compute"], [bwd * 1e3], left=[fwd * 1e3], color="tab:olive",
-            label="backward")
-    ax.set_xlabel("ms (predicted DeAR iteration; orange RS, purple AG)")
-    ax.set_title(f"{models[0]}: DeAR timeline (schedule's prediction)")
-    ax.legend(loc="lower right", fontsize=8)
+    r = results[models[0]]
+    colors = {"allreduce": "tab:blue", "reducescatter": "tab:orange",
+              "allgather": "tab:purple", "forward": "tab:green", "backward": "tab:olive"}
+    rows = []
+    for method, key in PREDICTED.items():
+        pred = r["predicted"][key]
+        fwd, bwd = pred["forward_s"], pred["backward_s"]
+        compute = [{"op": "forward", "start_s": 0.0, "end_s": fwd},
+                   {"op": "backward", "start_s": fwd, "end_s": fwd + bwd}]
+        rows.append((f"{method}\npredicted", compute + pred["timeline"]))
+        measured = r["info"].get(method, {}).get("timeline") or []
+        rows.append((f"{method}\nmeasured", measured))
+    for y, (_, events) in enumerate(rows):
+        for ev in events:
+            comm = ev["op"] not in ("forward", "backward")
+            ax.barh([y + (0.2 if comm else -0.2)], [(ev["end_s"] - ev["start_s"]) * 1e3],
+                    left=[ev["start_s"] * 1e3], height=0.38, color=colors[ev["op"]],
+                    edgecolor="k", linewidth=0.3)
+    ax.set_yticks(range(len(rows)), [label for label, _ in rows], fontsize=7)
+    ax.invert_yaxis()
+    for op, c in colors.items():
+        ax.barh([0], [0], color=c, label=op)
+    ax.set_xlabel("ms from the forward start (compute below, communication above)")
+    ax.set_title(f"{models[0]}: one iteration, predicted and measured")
+    ax.legend(loc="lower right", fontsize=7)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
 
@@ -153,6 +211,7 @@ def main() -> int:
     RESULTS.mkdir(parents=True, exist_ok=True)
     (RESULTS / f"{args.out}.json").write_text(json.dumps(doc, indent=1))
     plot(results, RESULTS / f"{args.out}.png")
+    print(table(results))
     print(f"wrote {RESULTS / (args.out + '.json')}")
     return 0
 

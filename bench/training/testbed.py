@@ -19,7 +19,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
-from bench.training.run import RESULTS, summarize  # noqa: E402
+from bench.training.run import RESULTS, summarize, table  # noqa: E402
 from syncplan.testbed.emulator import down, spawn, up  # noqa: E402
 from syncplan.testbed.scenario import load_scenario  # noqa: E402
 
@@ -41,7 +41,7 @@ def run_scenario(name: str, args: argparse.Namespace, state_dir: Path) -> dict[s
                     "--model", args.model, "--rounds", str(args.rounds), "--iters",
                     str(args.iters), "--warmup", str(args.warmup), "--rates",
                     ",".join(f"{r:.6f}" for r in rates), "--out", str(work / "rank0.json"),
-                    "--algorithms", args.algorithms]
+                    "--algorithms", args.algorithms, "--message-overhead", args.message_overhead]
             procs.append(spawn(state, h.netns, argv, "worker", work / f"rank{h.rank}.log",
                                env={"GLOO_SOCKET_IFNAME": h.iface, "OMP_NUM_THREADS": "1",
                                     "TORCH_CPP_LOG_LEVEL": "ERROR"}))
@@ -74,6 +74,10 @@ def main() -> int:
     ap.add_argument("--out", default="training-testbed")
     ap.add_argument("--algorithms", default="",
                     help="restrict the schedule's algorithms, e.g. ring,forest (default all)")
+    ap.add_argument("--message-overhead", default="0",
+                    help="the schedule's cost per message in seconds on top of the cost model; "
+                         "auto: fitted with a rate efficiency from ring plans at 1 and 4 MiB "
+                         "(always timed and recorded)")
     args = ap.parse_args()
     results: dict[str, Any] = {}
     for name in args.scenarios.split(","):
@@ -89,6 +93,7 @@ def main() -> int:
 
     plot({f"{k} ({args.model})": v for k, v in results.items()}, RESULTS / f"{args.out}.png",
          "testbed")
+    print(table(results))
     return 0
 
 

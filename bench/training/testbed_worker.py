@@ -27,6 +27,7 @@ def main() -> int:
     ap.add_argument("--rates", required=True)
     ap.add_argument("--out", required=True)
     ap.add_argument("--algorithms", default="", help="the schedule's algorithms (default all)")
+    ap.add_argument("--message-overhead", default="0")
     args = ap.parse_args()
     addr, port = args.master.rsplit(":", 1)
     os.environ.update(MASTER_ADDR=addr, MASTER_PORT=port)
@@ -36,7 +37,8 @@ def main() -> int:
     try:
         res = rank_main(args.model, args.rounds, args.iters, args.warmup,
                         [float(r) for r in args.rates.split(",")],
-                        args.algorithms.split(",") if args.algorithms else None)
+                        args.algorithms.split(",") if args.algorithms else None,
+                        None if args.message_overhead == "auto" else float(args.message_overhead))
         if args.rank == 0:
             Path(args.out).write_text(json.dumps(res))
     finally:

@@ -46,6 +46,28 @@ def calibrate(reps: int = 3) -> dict[str, float]:
             "min_step_s": step_s, "link_GBps": rate / 1e9}
 
 
+def plan_times(plans: dict[str, dict[str, Any]], reps: int = 3) -> dict[str, Any]:
+    """Each plan (all-reduce documents, the same on every rank) run by the executor: its
+    median time, the cost model's, and the excess per step (a ring's step is one message)."""
+    out: dict[str, Any] = {}
+    for name, doc in plans.items():
+        ex = PlanExecutor(doc)
+        t = torch.ones(doc["size_bytes"] // 4)
+        ex.all_reduce(t)  # prepares
+        samples = []
+        for _ in range(reps):
+            dist.barrier()
+            t0 = time.perf_counter()
+            ex.all_reduce(t)
+            samples.append(time.perf_counter() - t0)
+        steps = sum(1 for s in doc["program"]["steps"] if s)
+        meas = statistics.median(samples)
+        out[name] = {"measured_s": meas, "predicted_s": doc["predicted_time_s"],
+                     "steps": steps,
+                     "excess_per_message_s": (meas - doc["predicted_time_s"]) / steps}
+    return out
+
+
 def _timed(model_name: str, method: str, schedule: dict[str, Any] | None,
            plan: dict[str, Any] | None, iters: int, warmup: int) -> dict[str, Any]:
     make, batch = MODELS[model_name]
@@ -95,6 +117,7 @@ def _timed(model_name: str, method: str, schedule: dict[str, Any] | None,
         out["using_plans"] = sched_opt.using_plans
         out["buckets"] = len(sched_opt.buckets)
         out["profile"] = sched_opt.profile.report()
+        out["timeline"] = sched_opt.profile.timeline()
         sched_opt.close()
     for c in closers:
         c.close()

@@ -1,4 +1,5 @@
-"""Schedules in training: every method's parameters equal plain DDP's after 50 iterations."""
+"""Schedules in training: every method's parameters equal plain DDP's after 50 iterations
+(also a job that adopts another schedule and mode half-way)."""
 
 from __future__ import annotations
 
@@ -41,6 +42,6 @@ def test_every_method_matches_ddp_after_50_iterations(n: int) -> None:
         for method, d in res["diff"].items():
             assert d < 1e-5, f"rank {rank} {method}: {d} from DDP"
         assert res["using"] == {"schedule-allreduce": True, "dear": True,
-                                "dear-fallback": False}
+                                "dear-fallback": False, "adopted": True}
     warnings = [w for res in results for w in res["warnings"]]
     assert len(warnings) == 1 and "no schedule" in warnings[0], warnings

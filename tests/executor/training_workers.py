@@ -58,6 +58,29 @@ def _scheduled(schedule: dict[str, Any] | None, mode: str, steps: int = 50
     return out, opt
 
 
+def _adopted(schedule: dict[str, Any], steps: int = 50) -> tuple[list[torch.Tensor], bool]:
+    """The all-reduce mode; a refresh that finds the same schedule (kept), one that finds
+    other buckets and plans (adopted); then the DeAR mode adopted, in one running job."""
+    model = make_model()
+    opt = ScheduledOptimizer(model, sgd, schedule, mode="allreduce")
+    other = {**schedule, "modes": {"allreduce": schedule["modes"]["dear"]}}
+    flags = []
+    for k, (x, y) in enumerate(batches(steps)):
+        if k == steps // 4:
+            flags.append(opt.refresh(lambda: schedule))
+        if k == steps // 2:
+            flags.append(opt.refresh(lambda: other))
+        if k == 3 * steps // 4:
+            assert opt.adopt(schedule, mode="dear")
+        torch.nn.functional.mse_loss(model(x), y).backward()
+        opt.step()
+    opt.finish()
+    out = [p.detach().clone() for p in model.parameters()]
+    ok = opt.using_plans and opt.mode == "dear" and flags == [False, True]
+    opt.close()
+    return out, ok
+
+
 class _Warnings(logging.Handler):
     def __init__(self) -> None:
         super().__init__(logging.WARNING)
@@ -82,6 +105,7 @@ def compare_methods(schedule: dict[str, Any], plan: dict[str, Any]) -> dict[str,
                               ("dear", schedule, "dear"), ("dear-fallback", None, "dear")):
         results[name], opt = _scheduled(sched, mode)
         using[name] = opt.using_plans
+    results["adopted"], using["adopted"] = _adopted(schedule)
     diff = {k: max(float((a - b).abs().max()) for a, b in zip(v, ref, strict=True))
             for k, v in results.items()}
     moved = max(float((a - b).abs().max()) for a, b in zip(ref, [p.detach() for p in

@@ -111,3 +111,29 @@ def test_schedule_with_forest_verifies(topo) -> None:  # type: ignore[no-untyped
         for b in d["buckets"]:
             for doc in b["plans"].values():
                 assert verify_plan(doc, topo).ok
+
+
+def test_ties_go_to_the_ring_and_message_overhead_is_priced() -> None:
+    """On a flat switch of equal hosts the direct exchange (hierarchical) and the ring price
+    alike: the ring, with one message per rank and step, is chosen; a per-message overhead
+    is in the schedule's times, not in the plan documents (the verifier's)."""
+    from planner.builders import star
+    from planner.topology import Topology
+
+    topo = Topology.from_dict(star([0.025] * 8, latency_us=1.0))
+    ranks = topo.endpoints()
+    tensors = [TensorSpec(1 << 18, "float32", 0.017, 0.034) for _ in range(8)]
+    base = make_schedule(topo, ranks, tensors, algorithms=["hierarchical", "ring"], anchors=2)
+    for d in base["modes"].values():
+        assert {p["algorithm"] for b in d["buckets"] for p in b["plans"].values()} == {"ring"}
+    ov = 1e-3
+    sched = make_schedule(topo, ranks, tensors, algorithms=["ring"], anchors=2,
+                          message_overhead_s=ov)
+    d = sched["modes"]["allreduce"]
+    plans = [b["plans"]["allreduce"] for b in d["buckets"]]
+    for doc in plans:
+        rep = verify_plan(doc, topo)
+        assert rep.ok and rep.simulated_time_s == pytest.approx(doc["predicted_time_s"])
+    # a ring all-reduce over 8 ranks: 14 steps of one message per rank
+    assert d["comm_s"] == pytest.approx(sum(doc["predicted_time_s"] for doc in plans)
+                                        + 14 * ov * len(plans))
