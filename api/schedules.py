@@ -28,10 +28,11 @@ PROFILE_RESOLUTION_S = 1e-4
 CACHE_ENTRIES = 256
 
 
-def build(snapshot: Snapshot, ranks: list[str], entry: JobEntry, min_step_s: float
-          ) -> dict[str, Any]:
+def build(snapshot: Snapshot, ranks: list[str], entry: JobEntry, min_step_s: float,
+          message_overhead_s: float = 0.0, message_cores: int = 0) -> dict[str, Any]:
     """The schedule document (blocking): the job's gradients with the measured profile's
-    times where there is one, else the declared ones."""
+    times where there is one, else the declared ones; priced with the service's cost-model
+    settings."""
     from planner.schedule import TensorSpec, make_schedule
 
     spec = entry.spec
@@ -41,7 +42,9 @@ def build(snapshot: Snapshot, ranks: list[str], entry: JobEntry, min_step_s: flo
                           float(prof.forward_s[i] if prof else g.forward_s or 0.0),
                           float(prof.backward_s[i] if prof else g.backward_s or 0.0))
                for i, g in enumerate(spec.gradients)]
-    doc = make_schedule(snapshot.topology, ranks, tensors, min_step_s=min_step_s)
+    doc = make_schedule(snapshot.topology, ranks, tensors, min_step_s=min_step_s,
+                        message_overhead_s=message_overhead_s,
+                        message_cores=message_cores or None)
     if prof is not None:
         doc["profile"] = "measured"
         doc["profile_iterations"] = prof.iterations
@@ -87,8 +90,9 @@ class ScheduleService:
                            "'gradients' to get a schedule", ["path", "job_id"], "no_gradients")
         ranks = resolve_ranks(snapshot, entry.spec.ranks, status=409)
         try:
-            doc = await run_sync(build, snapshot, ranks, entry,
-                                 self.jobs._plans.min_step_s)
+            plans = self.jobs._plans
+            doc = await run_sync(build, snapshot, ranks, entry, plans.min_step_s,
+                                 plans.message_overhead_s, plans.message_cores)
         except PlannerError as exc:
             err = planner_error(exc, ["body"])
             raise APIError(409, err.msg, err.loc, err.type) from None

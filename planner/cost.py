@@ -76,20 +76,29 @@ class CostModel:
         per_transfer = np.maximum.reduceat(ratio, offsets) + lats
         return max(float(per_transfer.max()), self.min_step_s) + self.step_overhead(step)
 
+    def message_ends(self, step: Sequence[Transfer]) -> float:
+        """``message_ends(step, message_cores)``: what the step's overhead is paid for."""
+        return message_ends(step, self.message_cores)
+
     def step_overhead(self, step: Sequence[Transfer]) -> float:
-        """``message_overhead_s`` times the most transfers one rank sends plus receives in
-        ``step``, or, with ``message_cores``, times all the step's message ends (2 per
-        transfer) over ``message_cores`` when that is more (0 when the overhead is 0)."""
+        """``message_overhead_s`` times ``message_ends(step)`` (0 when the overhead is 0)."""
         o = self.message_overhead_s
-        if not o or not step:
-            return 0.0
-        ends = np.fromiter((r for t in step for r in (t.src, t.dst)), dtype=np.int64,
-                           count=2 * len(step))
-        busiest = float(np.bincount(ends).max())
-        if self.message_cores:
-            busiest = max(busiest, 2 * len(step) / self.message_cores)
-        return o * busiest
+        return o * self.message_ends(step) if o and step else 0.0
 
     def program_time(self, ranks: Sequence[str], program: Program, size_bytes: float) -> float:
         bpu = size_bytes / program.units
         return sum(self.step_time(ranks, step, bpu) for step in program.steps)
+
+
+def message_ends(step: Sequence[Transfer], message_cores: int | None = None) -> float:
+    """The most transfers one rank sends plus receives in ``step``, or, with
+    ``message_cores``, all the step's message ends (2 per transfer) over ``message_cores``
+    when that is more: the messages a step's per-message overhead is paid for."""
+    if not step:
+        return 0.0
+    ends = np.fromiter((r for t in step for r in (t.src, t.dst)), dtype=np.int64,
+                       count=2 * len(step))
+    busiest = float(np.bincount(ends).max())
+    if message_cores:
+        busiest = max(busiest, 2 * len(step) / message_cores)
+    return busiest

@@ -103,7 +103,7 @@ class _Prog:
     step_of: np.ndarray  # step index of each entry
     fan: int = 1  # most messages one rank sends or receives in one step
     nsteps: int = 0
-    messages: int = 0  # over the steps, the most messages one rank sends or receives
+    messages: float = 0.0  # over the steps, the cost model's message ends (CostModel.message_ends)
     largest: float = 0.0  # the largest message, as a share of the buffer
 
     @property
@@ -128,7 +128,7 @@ class _Prog:
                     r = getattr(t, end)
                     count[r] = count.get(r, 0) + 1
                 busiest = max(busiest, max(count.values()))
-            fan, messages = max(fan, busiest), messages + busiest
+            fan, messages = max(fan, busiest), messages + cost.message_ends(step)
             arcs = [cost._path_arcs(cost.route(ranks, t)) for t in step]
             nbytes = np.array([(t.hi - t.lo) / program.units for t in step])
             loads = np.zeros(len(bw))
@@ -145,8 +145,8 @@ class _Prog:
 
     def times(self, sizes: np.ndarray, min_step_s: float, message_overhead_s: float = 0.0
               ) -> np.ndarray:
-        """Cost-model time of the program at each of ``sizes`` bytes, plus
-        ``message_overhead_s`` per message of the busiest rank of each step."""
+        """Cost-model time of the program at each of ``sizes`` bytes, with
+        ``message_overhead_s`` per message end the cost model charges (``messages``)."""
         if not len(self.lat):
             return np.zeros(len(sizes))
         per = self.lat[:, None] + self.slope[:, None] * sizes[None, :]
@@ -163,21 +163,24 @@ class CommCurves:
 
     def __init__(self, topo: Topology, ranks: list[str], lo: int, hi: int, *, anchors: int = 4,
                  algorithms: Sequence[str] | None = None, min_step_s: float = 0.0,
-                 message_overhead_s: float = 0.0) -> None:
+                 message_overhead_s: float = 0.0, message_cores: int | None = None) -> None:
         if not 1 <= anchors <= MAX_ANCHORS:
             raise RequestError(f"anchors must be in [1, {MAX_ANCHORS}], got {anchors}")
         if not (math.isfinite(message_overhead_s) and 0 <= message_overhead_s <= 1):
             raise RequestError("message_overhead_s must be in [0, 1] s")
         self.topo, self.ranks, self.min_step_s = topo, ranks, min_step_s
-        self.message_overhead_s = message_overhead_s
-        base = PlanContext.create(topo, ranks, max(hi, 1), min_step_s=min_step_s)
+        self.message_overhead_s, self.message_cores = message_overhead_s, message_cores
+        base = PlanContext.create(topo, ranks, max(hi, 1), min_step_s=min_step_s,
+                                  message_overhead_s=message_overhead_s,
+                                  message_cores=message_cores)
         self.router, self.cost = base.router, base.cost
         sizes = sorted({int(x) for x in np.geomspace(max(lo, 1), max(hi, lo, 1), anchors)})
         self.solves = 0
         self.progs: dict[str, list[_Prog]] = {k: [] for k in KINDS}
         for size in sizes:
             ctx = PlanContext.create(topo, ranks, size, min_step_s=min_step_s,
-                                     router=self.router)
+                                     router=self.router, message_overhead_s=message_overhead_s,
+                                     message_cores=message_cores)
             for name in algorithms or list(ALGORITHMS):
                 try:
                     program = ALGORITHMS[name](ctx).build()
@@ -245,8 +248,7 @@ class CommCurves:
                               for a, b in zip(self.progs["reducescatter"],
                                               self.progs["allgather"], strict=True)])
             prog = self.progs[kind][int(self._pick(times, self._pairs())[0])]
-        return prog, (self.cost.program_time(self.ranks, prog.program, size)
-                      + prog.messages * self.message_overhead_s)
+        return prog, self.cost.program_time(self.ranks, prog.program, size)
 
     def time(self, kind: str, sizes: np.ndarray) -> np.ndarray:
         """Times of ``kind`` at ``sizes`` (interpolated between grid sizes)."""
@@ -258,8 +260,7 @@ class CommCurves:
         """A plan document (CONTRACTS section 3) for ``kind`` at ``size`` bytes."""
         from planner.plan import PLAN_FORMAT_VERSION, with_routes
 
-        prog, _ = self.best(kind, size)
-        t = self.cost.program_time(self.ranks, prog.program, size)  # the verifier's time
+        prog, t = self.best(kind, size)
         ctx = PlanContext.create(self.topo, self.ranks, size, min_step_s=self.min_step_s,
                                  router=self.router)
         if kind == "allreduce":
@@ -280,6 +281,10 @@ class CommCurves:
             doc["shards_request"] = "any"
         if self.min_step_s:
             doc["min_step_s"] = self.min_step_s
+        if self.message_overhead_s:  # priced into predicted_time_s; the verifier reads it
+            doc["message_overhead_s"] = self.message_overhead_s
+            if self.message_cores:
+                doc["message_cores"] = self.message_cores
         key = json.dumps([self.topo.to_dict(), doc["ranks"], kind, size, program],
                          sort_keys=True)
         doc["plan_id"] = hashlib.sha256(key.encode()).hexdigest()[:20]
@@ -384,14 +389,14 @@ def _comm_times(curves: CommCurves, nbytes: np.ndarray, buckets: list[tuple[int,
 def make_schedule(topo: Topology, ranks: list[str], tensors: Sequence[TensorSpec], *,
                   modes: Sequence[str] = MODES, anchors: int = 4,
                   algorithms: Sequence[str] | None = None, min_step_s: float = 0.0,
-                  message_overhead_s: float = 0.0,
+                  message_overhead_s: float = 0.0, message_cores: int | None = None,
                   curves: CommCurves | None = None, with_plans: bool = True
                   ) -> dict[str, Any]:
-    """The schedule document for one job (see docs/schedule.md). ``message_overhead_s``: a
-    cost per message that the transport adds to the cost model's step time, counted for
-    the busiest rank of each step (a rank sends and receives its messages one after the
-    other); bucket sizes, plan choices and predicted times include it, each plan document
-    keeps the cost model's time, which the verifier reproduces."""
+    """The schedule document for one job (see docs/schedule.md). ``message_overhead_s``: the
+    cost model's per-message overhead (planner/cost.py: o per message end of each step's
+    busiest rank, shared by ``message_cores`` cores when set); bucket sizes, plan choices
+    and predicted times include it, and each plan document records it, so the verifier
+    reproduces its ``predicted_time_s``."""
     check_tensors(tensors)
     topo.check_ranks(ranks)
     for mode in modes:
@@ -401,7 +406,8 @@ def make_schedule(topo: Topology, ranks: list[str], tensors: Sequence[TensorSpec
     if curves is None:
         curves = CommCurves(topo, ranks, int(nbytes.min()), int(nbytes.sum()), anchors=anchors,
                             algorithms=algorithms, min_step_s=min_step_s,
-                            message_overhead_s=message_overhead_s)
+                            message_overhead_s=message_overhead_s,
+                            message_cores=message_cores)
     dtypes = {d: i for i, d in enumerate(dict.fromkeys(t.dtype for t in tensors))}
     groups = np.array([dtypes[t.dtype] for t in tensors])
     ready = np.cumsum([t.backward_s for t in tensors])

@@ -64,7 +64,7 @@ def rank_main(model_name: str, rounds: int, iters: int, warmup: int,
             large["measured_s"] - small["measured_s"], 1e-9)
         eff = min(max(eff, 0.3), 1.0)
         message_overhead = max(0.0, (small["measured_s"] - small["predicted_s"] / eff)
-                            / small["steps"])
+                            / small["message_ends"])
         cal["rate_efficiency"] = eff
         topo = Topology.from_dict(star([r * eff for r in rates], latency_us=1.0))
     cal["message_overhead_s"] = message_overhead

@@ -48,7 +48,8 @@ def calibrate(reps: int = 3) -> dict[str, float]:
 
 def plan_times(plans: dict[str, dict[str, Any]], reps: int = 3) -> dict[str, Any]:
     """Each plan (all-reduce documents, the same on every rank) run by the executor: its
-    median time, the cost model's, and the excess per step (a ring's step is one message)."""
+    median time, the cost model's, and the excess per message end the cost model charges
+    (``message_ends``: a ring step is one send and one receive per rank)."""
     out: dict[str, Any] = {}
     for name, doc in plans.items():
         ex = PlanExecutor(doc)
@@ -61,11 +62,22 @@ def plan_times(plans: dict[str, dict[str, Any]], reps: int = 3) -> dict[str, Any
             ex.all_reduce(t)
             samples.append(time.perf_counter() - t0)
         steps = sum(1 for s in doc["program"]["steps"] if s)
+        ends = message_ends(doc)
         meas = statistics.median(samples)
         out[name] = {"measured_s": meas, "predicted_s": doc["predicted_time_s"],
-                     "steps": steps,
-                     "excess_per_message_s": (meas - doc["predicted_time_s"]) / steps}
+                     "steps": steps, "message_ends": ends,
+                     "excess_per_message_s": (meas - doc["predicted_time_s"]) / ends}
     return out
+
+
+
+def message_ends(doc: dict[str, Any]) -> float:
+    """The message ends the cost model's per-message overhead is paid for over the plan's
+    steps (planner.cost.CostModel.message_ends; one CPU per rank)."""
+    from planner.cost import message_ends as ends
+    from planner.program import program_from_doc
+
+    return sum(ends(step) for step in program_from_doc(doc["program"]).steps)
 
 
 def _timed(model_name: str, method: str, schedule: dict[str, Any] | None,

@@ -116,7 +116,8 @@ def test_schedule_with_forest_verifies(topo) -> None:  # type: ignore[no-untyped
 def test_ties_go_to_the_ring_and_message_overhead_is_priced() -> None:
     """On a flat switch of equal hosts the direct exchange (hierarchical) and the ring price
     alike: the ring, with one message per rank and step, is chosen; a per-message overhead
-    is in the schedule's times, not in the plan documents (the verifier's)."""
+    is in the schedule's times and in the plan documents, which record it for the
+    verifier."""
     from planner.builders import star
     from planner.topology import Topology
 
@@ -132,8 +133,32 @@ def test_ties_go_to_the_ring_and_message_overhead_is_priced() -> None:
     d = sched["modes"]["allreduce"]
     plans = [b["plans"]["allreduce"] for b in d["buckets"]]
     for doc in plans:
-        rep = verify_plan(doc, topo)
+        assert doc["message_overhead_s"] == ov
+        rep = verify_plan(doc, topo, message_overhead_s=doc["message_overhead_s"])
         assert rep.ok and rep.simulated_time_s == pytest.approx(doc["predicted_time_s"])
-    # a ring all-reduce over 8 ranks: 14 steps of one message per rank
-    assert d["comm_s"] == pytest.approx(sum(doc["predicted_time_s"] for doc in plans)
-                                        + 14 * ov * len(plans))
+        bare = verify_plan(doc, topo).simulated_time_s
+        # a ring all-reduce over 8 ranks: 14 steps, each rank sends one and receives one
+        assert doc["predicted_time_s"] == pytest.approx(bare + 14 * 2 * ov)
+    assert d["comm_s"] == pytest.approx(sum(doc["predicted_time_s"] for doc in plans))
+
+
+def test_schedule_prices_shared_cores_like_the_cost_model() -> None:
+    """With message_cores the schedule's plan documents record it and the verifier, given the
+    documents' settings, reproduces their predicted times (a ring step: 16 message ends over
+    8 ranks, so one core makes each step pay 16 overheads instead of 2)."""
+    from planner.builders import star
+    from planner.topology import Topology
+
+    topo = Topology.from_dict(star([0.025] * 8, latency_us=1.0))
+    ranks = topo.endpoints()
+    tensors = [TensorSpec(1 << 18, "float32", 0.017, 0.034) for _ in range(4)]
+    ov = 1e-4
+    sched = make_schedule(topo, ranks, tensors, algorithms=["ring"], anchors=2,
+                          message_overhead_s=ov, message_cores=1, modes=("allreduce",))
+    for bucket in sched["modes"]["allreduce"]["buckets"]:
+        doc = bucket["plans"]["allreduce"]
+        assert doc["message_cores"] == 1
+        rep = verify_plan(doc, topo, message_overhead_s=ov, message_cores=1)
+        assert rep.ok and rep.simulated_time_s == pytest.approx(doc["predicted_time_s"])
+        bare = verify_plan(doc, topo).simulated_time_s
+        assert doc["predicted_time_s"] == pytest.approx(bare + 14 * 16 * ov)
