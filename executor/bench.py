@@ -1,4 +1,15 @@
-"""Plan versus torch's own all-reduce, in N local gloo processes: agreement and per-call time."""
+"""Plan versus torch's own collective, in N local gloo processes: agreement and per-call time.
+
+The collective is the plan document's: an all-reduce is timed against ``dist.all_reduce``; a
+reduce-scatter against ``dist.reduce_scatter_single`` and an all-gather against
+``dist.all_gather_single`` (gloo runs both natively in torch 2.13, which deprecates their older
+names ``reduce_scatter_tensor`` / ``all_gather_into_tensor``; those are used on a torch without the
+new ones) when the plan's shards are the equal, rank-ordered split torch's collectives take. With
+other shards ("any", rate-sized) torch has no matching collective, so a reduce-scatter is timed
+against ``dist.all_reduce`` (a superset: every rank gets every sum) and an all-gather against
+``all_gather_single`` on shards padded to the largest one. ``native_op`` in each result names what
+ran.
+"""
 
 from __future__ import annotations
 
@@ -48,6 +59,8 @@ def bench_worker(plan: dict[str, Any], cases: Sequence[BenchCase], dtype_name: s
     rank, n = dist.get_rank(), dist.get_world_size()
     ex = PlanExecutor(plan, config=ExecutorConfig() if segment_bytes is None else
                       ExecutorConfig(segment_bytes=segment_bytes))
+    if ex.program.collective != "allreduce":
+        return [_sharded_case(ex, case, dtype_name, seed, progress) for case in cases]
     out = []
     for case in cases:
         g = torch.Generator().manual_seed(seed * 7919 + rank)
@@ -90,7 +103,8 @@ def bench_worker(plan: dict[str, Any], cases: Sequence[BenchCase], dtype_name: s
         plan_t, native_t = both[:case.repeat].tolist(), both[case.repeat:].tolist()
         plan_s, native_s = statistics.median(plan_t), statistics.median(native_t)
         paired = statistics.median(p / q for p, q in zip(plan_t, native_t, strict=True))
-        res = {"numel": case.numel, "bytes": case.numel * x.element_size(), "dtype": dtype_name,
+        res = {"collective": "allreduce", "native_op": "all_reduce",
+               "numel": case.numel, "bytes": case.numel * x.element_size(), "dtype": dtype_name,
                "nprocs": n, "correct": stats[1].item() == 0 and len(set(digests)) == 1,
                "identical_on_all_ranks": len(set(digests)) == 1,
                "max_abs_err": stats[0].item(), "plan_s": plan_s, "native_s": native_s,
@@ -107,6 +121,152 @@ def bench_worker(plan: dict[str, Any], cases: Sequence[BenchCase], dtype_name: s
                   f"{res['plan_cpu_s'] / max(res['native_cpu_s'], 1e-9):.3f}  "
                   f"correct={res['correct']}", file=sys.stderr, flush=True)
     return out
+
+
+def shard_elements(units: int, shards: Sequence[tuple[int, int]], numel: int
+                   ) -> list[tuple[int, int]]:
+    """Element range [start, stop) of every rank's shard for a buffer of ``numel`` elements."""
+    from executor.schedule import element_bounds
+
+    bounds = element_bounds(units, numel)
+    return [(bounds[a], bounds[b]) for a, b in shards]
+
+
+def equal_shards(elems: Sequence[tuple[int, int]], numel: int) -> bool:
+    """Whether the shards are torch's split: rank i owns elements [i m, (i + 1) m), m = numel/n."""
+    n = len(elems)
+    return numel % n == 0 and all(e == (i * numel // n, (i + 1) * numel // n)
+                                  for i, e in enumerate(elems))
+
+
+def _inputs(numel: int, dtype: Any, seed: int, rank: int, integers: bool) -> Any:
+    """Rank ``rank``'s input; any rank can make any rank's. Integer values in [-2, 2] keep
+    sums over up to 64 ranks exact in every float dtype (bfloat16 too)."""
+    import torch
+
+    g = torch.Generator().manual_seed(seed * 7919 + rank)
+    if integers:
+        return torch.randint(-2, 3, (numel,), generator=g).to(dtype)
+    return torch.randn(numel, generator=g).to(dtype)
+
+
+def _sharded_case(ex: Any, case: BenchCase, dtype_name: str, seed: int, progress: bool
+                  ) -> dict[str, Any]:
+    """One case of a reduce-scatter or all-gather plan: check each rank's result against the
+    exact answer and torch's collective (bitwise), then time both."""
+    import torch
+    import torch.distributed as dist
+
+    dtype = getattr(torch, dtype_name)
+    rank, n = dist.get_rank(), dist.get_world_size()
+    prog, me = ex.program, ex.plan_rank
+    coll = prog.collective
+    elems = shard_elements(prog.units, prog.shards, case.numel)
+    equal = equal_shards(elems, case.numel)
+    lo, hi = elems[me]
+    x = _inputs(case.numel, dtype, seed, me, integers=coll == "reducescatter")
+    if coll == "allgather":
+        # Only the owned shard is valid at the start: poison the rest.
+        x_in = torch.full_like(x, float("nan"))
+        x_in[lo:hi] = x[lo:hi]
+        x = x_in
+    out_native: Any
+    # torch 2.13 names them *_single and deprecates the *_tensor names (same collectives).
+    rs_name = "reduce_scatter_single" if hasattr(dist, "reduce_scatter_single") else \
+        "reduce_scatter_tensor"
+    ag_name = "all_gather_single" if hasattr(dist, "all_gather_single") else \
+        "all_gather_into_tensor"
+    rs_fn, ag_fn = getattr(dist, rs_name), getattr(dist, ag_name)
+    if coll == "reducescatter":
+        if equal:
+            native_op = rs_name
+            out_native = torch.empty(case.numel // n, dtype=dtype)
+
+            def native(buf: Any) -> None:
+                rs_fn(out_native, buf)
+        else:
+            native_op = "all_reduce"
+
+            def native(buf: Any) -> None:
+                dist.all_reduce(buf)
+    else:
+        width = max(b - a for a, b in elems)
+        native_op = ag_name + ("" if equal else " (shards padded)")
+        shard_in = torch.zeros(width, dtype=dtype)
+        shard_in[:hi - lo] = x[lo:hi]
+        out_native = torch.empty(width * n, dtype=dtype)
+
+        def native(buf: Any) -> None:
+            ag_fn(buf if equal else out_native, shard_in)
+
+    # The exact answer, made locally: the sum of every rank's input on my shard (exact on
+    # integer values), or every owner's values everywhere.
+    if coll == "reducescatter":
+        want = sum(_inputs(case.numel, dtype, seed, r, True)[lo:hi].double() for r in range(n))
+        want = torch.as_tensor(want).to(dtype)
+    else:
+        want = torch.empty(case.numel, dtype=dtype)
+        for r, (a, b) in enumerate(elems):
+            want[a:b] = _inputs(case.numel, dtype, seed, r, False)[a:b]
+    y = ex.run(x.clone())
+    got = y[lo:hi] if coll == "reducescatter" else y
+    exact = _digest(got) == _digest(want) if got.numel() else True
+    err = (got.double() - want.double()).abs().max().item() if got.numel() else 0.0
+    # torch's result on the same inputs, bitwise where it is torch's own split (equal shards).
+    buf = x.clone()
+    native(buf)
+    if coll == "reducescatter":
+        theirs = out_native if equal else buf[lo:hi]
+    else:
+        theirs = buf if equal else torch.cat([out_native[r * width:r * width + b - a]
+                                              for r, (a, b) in enumerate(elems)])
+    same = _digest(got) == _digest(theirs) if got.numel() else True
+    digests: list[Any] = [None] * n
+    dist.all_gather_object(digests, _digest(y) if coll == "allgather" else "")
+    flags = torch.tensor([err, 0.0 if exact else 1.0, 0.0 if same else 1.0],
+                         dtype=torch.float64)
+    dist.all_reduce(flags, op=dist.ReduceOp.MAX)
+    del y, buf
+
+    work = torch.empty_like(x)
+    ops: list[tuple[str, Callable[[Any], Any]]] = [("plan", ex.run), ("native", native)]
+    times: dict[str, list[float]] = {"plan": [], "native": []}
+    cpu: dict[str, list[float]] = {"plan": [], "native": []}
+    for i in range(case.warmup + case.repeat):
+        for name, op in ops if i % 2 == 0 else ops[::-1]:
+            work.copy_(x)
+            dist.barrier()
+            c0, t0 = time.process_time(), time.perf_counter()
+            op(work)
+            dt, dc = time.perf_counter() - t0, time.process_time() - c0
+            if i >= case.warmup:
+                times[name].append(dt)
+                cpu[name].append(dc)
+    cpu_t = torch.tensor(cpu["plan"] + cpu["native"], dtype=torch.float64)
+    dist.all_reduce(cpu_t)
+    both = torch.tensor(times["plan"] + times["native"], dtype=torch.float64)
+    dist.all_reduce(both, op=dist.ReduceOp.MAX)
+    plan_t, native_t = both[:case.repeat].tolist(), both[case.repeat:].tolist()
+    plan_s, native_s = statistics.median(plan_t), statistics.median(native_t)
+    paired = statistics.median(p / q for p, q in zip(plan_t, native_t, strict=True))
+    identical = coll != "allgather" or len(set(digests)) == 1
+    res = {"collective": coll, "native_op": native_op, "equal_shards": equal,
+           "numel": case.numel, "bytes": case.numel * x.element_size(), "dtype": dtype_name,
+           "nprocs": n, "correct": flags[1].item() == 0 and identical,
+           "matches_native": flags[2].item() == 0,
+           "identical_on_all_ranks": identical,
+           "max_abs_err": flags[0].item(), "plan_s": plan_s, "native_s": native_s,
+           "ratio": plan_s / native_s, "paired_ratio": paired, "repeat": case.repeat,
+           "plan_cpu_s": statistics.median(cpu_t[:case.repeat].tolist()),
+           "native_cpu_s": statistics.median(cpu_t[case.repeat:].tolist()),
+           "samples": {"plan_s": plan_t, "native_s": native_t,
+                       "plan_cpu_s": cpu_t[:case.repeat].tolist(),
+                       "native_cpu_s": cpu_t[case.repeat:].tolist()}}
+    if progress and rank == 0:
+        print(f"  {coll} {res['bytes']:>12,d} B  plan {plan_s * 1e3:9.3f} ms  {native_op} "
+              f"{native_s * 1e3:9.3f} ms  ratio {res['ratio']:.3f}  correct={res['correct']}  "
+              f"matches_native={res['matches_native']}", file=sys.stderr, flush=True)
+    return res
 
 
 def run_bench(plan: dict[str, Any], nprocs: int, cases: Sequence[BenchCase], *,

@@ -1,4 +1,4 @@
-"""``syncplan exec-bench``: run a plan and torch's all-reduce in N local gloo processes."""
+"""``syncplan exec-bench``: run a plan and torch's own collective in N local gloo processes."""
 
 from __future__ import annotations
 
@@ -14,9 +14,13 @@ def register(subparsers: Any) -> None:
     p = subparsers.add_parser(
         "exec-bench", help="run a plan in N local gloo processes and compare with torch",
         description="Spawn N local gloo processes (rank i plays the plan's rank i), run the "
-                    "plan and torch.distributed.all_reduce on the same random inputs, check "
-                    "they agree, and print one JSON object as the last line: correct, "
-                    "max_abs_err, plan_s and native_s (medians per call), ratio.")
+                    "plan and torch's own collective on the same random inputs, check they "
+                    "agree, and print one JSON object as the last line: collective, "
+                    "native_op, correct, max_abs_err, plan_s and native_s (medians per call), "
+                    "ratio. The collective is the plan's: allreduce against all_reduce; "
+                    "reducescatter against reduce_scatter_single and allgather against "
+                    "all_gather_single with equal shards (with other shards: all_reduce, and "
+                    "all_gather_single on padded shards).")
     p.add_argument("--plan", required=True, type=Path, help="plan document (JSON)")
     p.add_argument("--nprocs", required=True, type=int, help="processes; the plan's rank count")
     p.add_argument("--numel", required=True, type=int, help="elements per buffer")
@@ -48,8 +52,8 @@ def exec_bench(args: argparse.Namespace) -> int:
         raise CLIError(f"cannot read plan {args.plan}: {exc.strerror or exc}") from None
     except ValueError as exc:
         raise CLIError(f"plan {args.plan} is not valid JSON: {exc}") from None
-    program = Program.from_plan(doc)  # PlanError names the malformed field
-    program.check_allreduce()
+    program = Program.from_plan(doc)  # PlanError names the malformed field (shards too)
+    program.check()  # a correct instance of the plan's collective, else PlanError
     if args.nprocs != program.nranks:
         raise CLIError(f"--nprocs {args.nprocs} does not match the plan's "
                        f"{program.nranks} ranks")
@@ -58,6 +62,9 @@ def exec_bench(args: argparse.Namespace) -> int:
     if args.numel < 1 or args.repeat < 1 or args.warmup < 0 or not args.timeout > 0:
         raise CLIError("--numel and --repeat must be >= 1, --warmup >= 0, --timeout > 0")
     if args.density is not None:
+        if program.collective != "allreduce":
+            raise CLIError(f"--density runs all-reduce plans only; this plan is a "
+                           f"{program.collective}")
         return _sparse_bench(args, doc, program.plan_id)
     if args.dtype not in DTYPES:
         raise CLIError(f"--dtype {args.dtype} needs --density (the dense plan takes "
