@@ -79,41 +79,13 @@ def bench_worker(plan: dict[str, Any], cases: Sequence[BenchCase], dtype_name: s
         dist.all_reduce(stats, op=dist.ReduceOp.MAX)
         del y, ref, absum, err
 
-        work = torch.empty_like(x)
-        ops: list[tuple[str, Callable[[Any], Any]]] = [("plan", ex.all_reduce),
-                                                       ("native", dist.all_reduce)]
-        times: dict[str, list[float]] = {"plan": [], "native": []}
-        cpu: dict[str, list[float]] = {"plan": [], "native": []}
-        for i in range(case.warmup + case.repeat):
-            for name, op in ops if i % 2 == 0 else ops[::-1]:  # alternate who goes first
-                work.copy_(x)
-                dist.barrier()
-                c0, t0 = time.process_time(), time.perf_counter()
-                op(work)
-                dt, dc = time.perf_counter() - t0, time.process_time() - c0
-                if i >= case.warmup:
-                    times[name].append(dt)
-                    cpu[name].append(dc)
-        # CPU seconds per call, all processes together: a load-independent cost measure.
-        cpu_t = torch.tensor(cpu["plan"] + cpu["native"], dtype=torch.float64)
-        dist.all_reduce(cpu_t)
-        # A call lasts until its slowest rank is done.
-        both = torch.tensor(times["plan"] + times["native"], dtype=torch.float64)
-        dist.all_reduce(both, op=dist.ReduceOp.MAX)
-        plan_t, native_t = both[:case.repeat].tolist(), both[case.repeat:].tolist()
-        plan_s, native_s = statistics.median(plan_t), statistics.median(native_t)
-        paired = statistics.median(p / q for p, q in zip(plan_t, native_t, strict=True))
         res = {"collective": "allreduce", "native_op": "all_reduce",
                "numel": case.numel, "bytes": case.numel * x.element_size(), "dtype": dtype_name,
                "nprocs": n, "correct": stats[1].item() == 0 and len(set(digests)) == 1,
                "identical_on_all_ranks": len(set(digests)) == 1,
-               "max_abs_err": stats[0].item(), "plan_s": plan_s, "native_s": native_s,
-               "ratio": plan_s / native_s, "paired_ratio": paired, "repeat": case.repeat,
-               "plan_cpu_s": statistics.median(cpu_t[:case.repeat].tolist()),
-               "native_cpu_s": statistics.median(cpu_t[case.repeat:].tolist()),
-               "samples": {"plan_s": plan_t, "native_s": native_t,
-                           "plan_cpu_s": cpu_t[:case.repeat].tolist(),
-                           "native_cpu_s": cpu_t[case.repeat:].tolist()}}
+               "max_abs_err": stats[0].item(),
+               **_time_pair(x, ex.all_reduce, dist.all_reduce, case)}
+        plan_s, native_s = res["plan_s"], res["native_s"]
         out.append(res)
         if progress and rank == 0:
             print(f"  {res['bytes']:>12,d} B  plan {plan_s * 1e3:9.3f} ms  native "
@@ -121,6 +93,45 @@ def bench_worker(plan: dict[str, Any], cases: Sequence[BenchCase], dtype_name: s
                   f"{res['plan_cpu_s'] / max(res['native_cpu_s'], 1e-9):.3f}  "
                   f"correct={res['correct']}", file=sys.stderr, flush=True)
     return out
+
+
+def _time_pair(x: Any, plan_op: Callable[[Any], Any], native_op: Callable[[Any], Any],
+               case: BenchCase) -> dict[str, Any]:
+    """Time the plan and the native collective on copies of ``x``, interleaved (who goes
+    first alternates), ``case.warmup`` rounds untimed: medians, paired ratio, CPU seconds
+    of all processes together (a load-independent cost measure) and the samples. A call
+    lasts until its slowest rank is done."""
+    import torch
+    import torch.distributed as dist
+
+    work = torch.empty_like(x)
+    ops = [("plan", plan_op), ("native", native_op)]
+    times: dict[str, list[float]] = {"plan": [], "native": []}
+    cpu: dict[str, list[float]] = {"plan": [], "native": []}
+    for i in range(case.warmup + case.repeat):
+        for name, op in ops if i % 2 == 0 else ops[::-1]:
+            work.copy_(x)
+            dist.barrier()
+            c0, t0 = time.process_time(), time.perf_counter()
+            op(work)
+            dt, dc = time.perf_counter() - t0, time.process_time() - c0
+            if i >= case.warmup:
+                times[name].append(dt)
+                cpu[name].append(dc)
+    cpu_t = torch.tensor(cpu["plan"] + cpu["native"], dtype=torch.float64)
+    dist.all_reduce(cpu_t)
+    both = torch.tensor(times["plan"] + times["native"], dtype=torch.float64)
+    dist.all_reduce(both, op=dist.ReduceOp.MAX)
+    r = case.repeat
+    plan_t, native_t = both[:r].tolist(), both[r:].tolist()
+    plan_s, native_s = statistics.median(plan_t), statistics.median(native_t)
+    return {"plan_s": plan_s, "native_s": native_s, "ratio": plan_s / native_s,
+            "paired_ratio": statistics.median(p / q for p, q in
+                                              zip(plan_t, native_t, strict=True)),
+            "repeat": r, "plan_cpu_s": statistics.median(cpu_t[:r].tolist()),
+            "native_cpu_s": statistics.median(cpu_t[r:].tolist()),
+            "samples": {"plan_s": plan_t, "native_s": native_t,
+                        "plan_cpu_s": cpu_t[:r].tolist(), "native_cpu_s": cpu_t[r:].tolist()}}
 
 
 def shard_elements(units: int, shards: Sequence[tuple[int, int]], numel: int
@@ -228,40 +239,14 @@ def _sharded_case(ex: Any, case: BenchCase, dtype_name: str, seed: int, progress
     dist.all_reduce(flags, op=dist.ReduceOp.MAX)
     del y, buf
 
-    work = torch.empty_like(x)
-    ops: list[tuple[str, Callable[[Any], Any]]] = [("plan", ex.run), ("native", native)]
-    times: dict[str, list[float]] = {"plan": [], "native": []}
-    cpu: dict[str, list[float]] = {"plan": [], "native": []}
-    for i in range(case.warmup + case.repeat):
-        for name, op in ops if i % 2 == 0 else ops[::-1]:
-            work.copy_(x)
-            dist.barrier()
-            c0, t0 = time.process_time(), time.perf_counter()
-            op(work)
-            dt, dc = time.perf_counter() - t0, time.process_time() - c0
-            if i >= case.warmup:
-                times[name].append(dt)
-                cpu[name].append(dc)
-    cpu_t = torch.tensor(cpu["plan"] + cpu["native"], dtype=torch.float64)
-    dist.all_reduce(cpu_t)
-    both = torch.tensor(times["plan"] + times["native"], dtype=torch.float64)
-    dist.all_reduce(both, op=dist.ReduceOp.MAX)
-    plan_t, native_t = both[:case.repeat].tolist(), both[case.repeat:].tolist()
-    plan_s, native_s = statistics.median(plan_t), statistics.median(native_t)
-    paired = statistics.median(p / q for p, q in zip(plan_t, native_t, strict=True))
     identical = coll != "allgather" or len(set(digests)) == 1
     res = {"collective": coll, "native_op": native_op, "equal_shards": equal,
            "numel": case.numel, "bytes": case.numel * x.element_size(), "dtype": dtype_name,
            "nprocs": n, "correct": flags[1].item() == 0 and identical,
            "matches_native": flags[2].item() == 0,
            "identical_on_all_ranks": identical,
-           "max_abs_err": flags[0].item(), "plan_s": plan_s, "native_s": native_s,
-           "ratio": plan_s / native_s, "paired_ratio": paired, "repeat": case.repeat,
-           "plan_cpu_s": statistics.median(cpu_t[:case.repeat].tolist()),
-           "native_cpu_s": statistics.median(cpu_t[case.repeat:].tolist()),
-           "samples": {"plan_s": plan_t, "native_s": native_t,
-                       "plan_cpu_s": cpu_t[:case.repeat].tolist(),
-                       "native_cpu_s": cpu_t[case.repeat:].tolist()}}
+           "max_abs_err": flags[0].item(), **_time_pair(x, ex.run, native, case)}
+    plan_s, native_s = res["plan_s"], res["native_s"]
     if progress and rank == 0:
         print(f"  {coll} {res['bytes']:>12,d} B  plan {plan_s * 1e3:9.3f} ms  {native_op} "
               f"{native_s * 1e3:9.3f} ms  ratio {res['ratio']:.3f}  correct={res['correct']}  "
