@@ -29,15 +29,7 @@ def calibrate(reps: int = 3) -> dict[str, float]:
     n = dist.get_world_size()
     out = {}
     for name, numel in (("small", 1024), ("large", 4 << 20)):
-        t = torch.ones(numel)
-        dist.all_reduce(t)
-        samples = []
-        for _ in range(reps):
-            dist.barrier()
-            t0 = time.perf_counter()
-            dist.all_reduce(t)
-            samples.append(time.perf_counter() - t0)
-        out[name] = statistics.median(samples)
+        out[name] = _median_time(dist.all_reduce, torch.ones(numel), reps)
     steps = 2 * (n - 1)
     step_s = out["small"] / steps
     moved = 2 * (n - 1) / n * (16 << 20)  # bytes each rank sends in a ring
@@ -53,22 +45,29 @@ def plan_times(plans: dict[str, dict[str, Any]], reps: int = 3) -> dict[str, Any
     out: dict[str, Any] = {}
     for name, doc in plans.items():
         ex = PlanExecutor(doc)
-        t = torch.ones(doc["size_bytes"] // 4)
-        ex.all_reduce(t)  # prepares
-        samples = []
-        for _ in range(reps):
-            dist.barrier()
-            t0 = time.perf_counter()
-            ex.all_reduce(t)
-            samples.append(time.perf_counter() - t0)
+        meas = _median_time(ex.all_reduce, torch.ones(doc["size_bytes"] // 4), reps)
         steps = sum(1 for s in doc["program"]["steps"] if s)
         ends = message_ends(doc)
-        meas = statistics.median(samples)
         out[name] = {"measured_s": meas, "predicted_s": doc["predicted_time_s"],
                      "steps": steps, "message_ends": ends,
                      "excess_per_message_s": (meas - doc["predicted_time_s"]) / ends}
     return out
 
+
+
+def _median_time(op: Any, t: Any, reps: int) -> float:
+    """Median seconds of ``op(t)`` over ``reps`` calls, each after a barrier; one untimed
+    call first (it prepares plans and connections)."""
+    import torch.distributed as dist
+
+    op(t)
+    samples = []
+    for _ in range(reps):
+        dist.barrier()
+        t0 = time.perf_counter()
+        op(t)
+        samples.append(time.perf_counter() - t0)
+    return statistics.median(samples)
 
 
 def message_ends(doc: dict[str, Any]) -> float:
