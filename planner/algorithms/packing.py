@@ -37,7 +37,10 @@ from planner.routing import REF_BYTES
 
 MAX_ROUNDS = 40  # column-generation rounds per depth limit
 TOLERANCE = 1e-3  # relative reduced cost below which the LP counts as solved
+FLOOR_GAP = 5e-3  # relative gap to the floor (a lower bound) at which the LP stops
 PRIMAL_ABOVE = 32  # ranks above which the master LP is re-solved by the primal simplex
+INTERIOR_RANKS = (17, PRIMAL_ABOVE)  # ranks at which a long column generation switches to
+INTERIOR_AFTER = 10  # interior-point duals after this many rounds (see _master)
 KEEP_IDLE_ROUNDS = 6  # columns without share for this many rounds leave the master LP...
 PRUNE_ABOVE = 8  # ...once it holds more than this many columns per rank
 TIE = 1e-6  # relative weight of an arc's physical cost in the prices: ties go to short routes
@@ -219,7 +222,7 @@ def hop_distances(cost: np.ndarray) -> np.ndarray:
 class PackingLP:
     """Column generation over depth-limited trees (``slack``: extra depth over each rank's hop
     distance from the root; None: no limit). It stops when no tree prices below -TOLERANCE,
-    after ``rounds`` rounds, when the fluid time is within TOLERANCE of ``floor`` (a lower
+    after ``rounds`` rounds, when the fluid time is within FLOOR_GAP of ``floor`` (a lower
     bound), or (optionally) after a stall: on degenerate LPs (full meshes) the duals keep
     pricing trees in long after the optimum is reached."""
 
@@ -295,10 +298,10 @@ class PackingLP:
     def _prune(self, share: np.ndarray) -> None:
         """Drop columns that carried no share for KEEP_IDLE_ROUNDS solves (they may come back
         through pricing; the LP stays small)."""
+        used = 1e-7 if self.master.interior else 1e-12  # interior optima: no exact zeros
+        self.idle = [0 if x > used else k + 1 for x, k in zip(share, self.idle, strict=True)]
         if len(self.trees) <= PRUNE_ABOVE * self.n:
-            self.idle = [0 if x > 1e-12 else k + 1 for x, k in zip(share, self.idle, strict=True)]
             return
-        self.idle = [0 if x > 1e-12 else k + 1 for x, k in zip(share, self.idle, strict=True)]
         keep = [j for j, k in enumerate(self.idle) if k < KEEP_IDLE_ROUNDS]
         if len(keep) < len(self.trees):
             drop = [j for j in range(len(self.trees)) if self.idle[j] >= KEEP_IDLE_ROUNDS]
@@ -322,8 +325,10 @@ class PackingLP:
             self._add(c)
         theta, share, y, duals = self._master()
         history = [theta]
-        for _ in range(rounds):
-            if y.sum() <= 0 or theta <= self.floor * (1 + TOLERANCE):
+        for k in range(rounds):
+            if k == INTERIOR_AFTER and INTERIOR_RANKS[0] <= self.n <= INTERIOR_RANKS[1]:
+                self.master.go_interior()
+            if y.sum() <= 0 or theta <= self.floor * (1 + FLOOR_GAP):
                 break
             if (stall and len(history) > stall
                     and history[-1 - stall] - theta <= TOLERANCE * theta):
@@ -336,6 +341,8 @@ class PackingLP:
                 break
             theta, share, y, duals = self._master()
             history.append(theta)
+        if self.master.interior:
+            theta, self.objective, share, y, _ = self.master.vertex()
         live = share > 1e-12
         return Packing([t for t, x in zip(self.trees, live, strict=True) if x], share[live],
                        theta, y, list(self.trees))

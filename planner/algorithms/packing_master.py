@@ -52,14 +52,20 @@ def _highs() -> highspy.Highs:
 class Master:
     """Incremental LP: ``add`` tree columns, ``delete`` some, ``solve`` for shares and duals."""
 
-    def __init__(self, bw: np.ndarray, n: int, primal: bool = False) -> None:
+    def __init__(self, bw: np.ndarray, n: int, primal: bool = False,
+                 interior: bool = False) -> None:
         self.bw = bw
+        self.interior = interior
         self.n = n
         self.scale = float(bw.min())  # coefficient of a crossing: min bw / bw (<= 1)
         self.narcs = len(bw)
         h = _highs()
         if primal:
             h.setOptionValue("simplex_strategy", PRIMAL_SIMPLEX)
+        self.h = h
+        self.interior = False
+        if interior:
+            self.go_interior()
         inf = highspy.kHighsInf
         m = self.narcs + n + 1
         lower = np.concatenate([np.full(self.narcs, -inf), np.zeros(n), [1.0]])
@@ -68,7 +74,6 @@ class Master:
                   np.zeros(0))
         h.addCol(1.0, 0.0, inf, self.narcs, np.arange(self.narcs, dtype=np.int32),
                  -np.ones(self.narcs))
-        self.h = h
         self.cols = 0
 
     def add(self, arcs: np.ndarray, root: int, inward: bool) -> None:
@@ -89,9 +94,25 @@ class Master:
             self.h.deleteCols(len(idx), idx)
             self.cols -= len(idx)
 
+    def go_interior(self) -> None:
+        """Solve by the interior-point method from now on (see ``solve``)."""
+        self.h.setOptionValue("solver", "ipm")
+        self.h.setOptionValue("run_crossover", "off")
+        self.interior = True
+
+    def vertex(self) -> tuple[float, float, np.ndarray, np.ndarray, np.ndarray]:
+        """``solve`` by the simplex method: a basic optimum, whose shares sit on few trees
+        (an interior optimum spreads them over every column)."""
+        if self.interior:
+            self.h.setOptionValue("solver", "simplex")
+            self.interior = False
+        return self.solve()
+
     def solve(self) -> tuple[float, float, np.ndarray, np.ndarray, np.ndarray]:
         """(theta in s/byte, theta in the LP's scaled units, shares, arc prices per crossing
-        in scaled units per second-per-byte of bandwidth, root and total duals)."""
+        in scaled units per second-per-byte of bandwidth, root and total duals). With
+        ``interior`` the interior-point method without crossover: central duals, which price
+        the degenerate LPs of meshes in far fewer rounds than a simplex vertex's."""
         self.h.run()
         if self.h.getModelStatus() != highspy.HighsModelStatus.kOptimal:
             status = self.h.modelStatusToString(self.h.getModelStatus())

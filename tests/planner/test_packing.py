@@ -85,3 +85,65 @@ def test_forest_plan_verifies_and_is_near_the_bound(topo: dict) -> None:
     doc = make_plan(t, t.endpoints(), SIZE, algorithm="forest")
     verify_plan(doc, t)
     assert doc["predicted_time_s"] <= doc["lower_bound_time_s"] * 1.10
+
+
+def test_interior_duals_end_on_a_vertex_of_the_same_optimum() -> None:
+    """The master's interior-point solve and its closing simplex solve agree on the fluid
+    time, and the simplex one is basic: no more trees carry share than the LP has rows."""
+    t = Topology.from_dict(torus(3, 6, degraded=0))
+    ctx = PlanContext.create(t, t.endpoints(), SIZE)
+    lp = PackingLP(ctx, 1)
+    lp.solve(rounds=3)
+    lp.master.go_interior()
+    inner, _, inner_share, _, _ = lp.master.solve()
+    theta, _, share, _, _ = lp.master.vertex()
+    assert not lp.master.interior
+    assert theta == pytest.approx(inner, rel=1e-6)
+    rows = len(ctx.router.bw) + len(ctx.ranks) + 1
+    assert (share > 1e-9).sum() <= min(rows, (inner_share > 1e-9).sum())
+
+
+def test_long_column_generation_switches_to_interior_duals(monkeypatch) -> None:
+    import planner.algorithms.packing as packing
+
+    monkeypatch.setattr(packing, "INTERIOR_AFTER", 0)
+    t = Topology.from_dict(torus(3, 6, degraded=0))  # 18 ranks: inside INTERIOR_RANKS
+    ctx = PlanContext.create(t, t.endpoints(), SIZE)
+    result = PackingLP(ctx, None).solve()
+    bound = lower_bound(ctx)
+    assert result.theta * SIZE <= bound.bandwidth_s * 1.01
+    assert len(result.trees) <= len(ctx.router.bw) + len(ctx.ranks) + 1
+
+
+def test_a_program_never_beats_its_packings_fluid_time() -> None:
+    """forest_any skips packings and tree subsets whose fluid time is above the best
+    program's time: sound only because no piece schedule beats the fluid time."""
+    from planner.algorithms.packing_schedule import PairSchedule, pair_trees
+    from planner.algorithms.pipeline import model_time, piece_fractions
+
+    rng = np.random.default_rng(5)
+    for topo in (torus(3, 3, degraded=0), directed_cluster(), hybrid_cube_mesh()):
+        t = Topology.from_dict(topo)
+        ctx = PlanContext.create(t, t.endpoints(), SIZE)
+        packing = PackingLP(ctx, 1).solve()
+        sched = PairSchedule(ctx, pair_trees(packing))
+        shares, theta = sched.fluid_shares()
+        assert theta >= packing.theta * (1 - 1e-6)
+        for _ in range(20):
+            mix = rng.dirichlet(np.ones(len(shares)))
+            load, lat = sched.profile(mix)
+            fluid = float(load.sum(axis=1).max())
+            for pieces, ramp in ((1, 0), (8, 0), (8, 2), (64, 1)):
+                est = model_time(load, lat, SIZE, piece_fractions(pieces, ramp))
+                assert est >= fluid * SIZE * (1 - 1e-9) >= packing.theta * SIZE * (1 - 1e-6)
+
+
+@pytest.mark.slow
+def test_unlimited_depth_above_32_ranks_where_limits_keep_the_packing_far() -> None:
+    """36 ranks on a directed ring of hosts with one slow link: depth-limited trees stay
+    far from the floor (1.56x the bound before), the unlimited packing is near it."""
+    t = Topology.from_dict(directed_cluster(12, 3, slow=2))
+    doc = make_plan(t, t.endpoints(), SIZE, algorithm="forest")
+    assert verify_plan(doc, t).ok
+    assert doc["details"]["packing"].startswith("any/None")
+    assert doc["predicted_time_s"] <= doc["lower_bound_time_s"] * 1.10
