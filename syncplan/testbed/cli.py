@@ -109,6 +109,9 @@ def register(subparsers: Any) -> None:
     p = sub.add_parser("check", help="measure the shaped links of an up testbed")
     common(p)
     p.add_argument("--seconds", type=float, default=2.0, help="per direction")
+    p.add_argument("--messages", default="", metavar="SIZES",
+                   help="also time single messages of these sizes per link (e.g. "
+                        "4KiB,64KiB,1MiB) against their wire time at the shaped rate")
     p.set_defaults(func=_wrap(_cmd_check))
 
     p = sub.add_parser("plans", help="write plan documents from the scenario's shaped rates "
@@ -360,6 +363,12 @@ def _cmd_check(args: argparse.Namespace) -> int:
     if state is None or state.phase != "up":
         raise TestbedError(f"testbed {name} is not up; run `syncplan testbed up {name}`")
     _check(state, args.seconds)
+    if args.messages:
+        from planner.sizes import parse_size
+        from syncplan.testbed.linkcheck import measure_messages
+
+        sizes = [parse_size(x) for x in args.messages.split(",") if x.strip()]
+        measure_messages(state, sizes, progress=_say)
     return 0
 
 

@@ -45,14 +45,22 @@ log = logging.getLogger(__name__)
 SUBNET = "10.77.0"
 SERVICE_OCTET = 254
 PREFIX_STEM = "spt"
-BURST_S = 0.002  # htb burst: 2 ms at the class rate
+# htb burst: BURST_S at the class rate, at least MIN_BURST_BYTES (two full frames). A larger
+# bucket lets a message of that size through at the veth's speed (2 ms, the old value, is
+# 100 KB at 400 Mbit/s: a 64 KiB message crossed a link in 0.04 of its wire time); with two
+# frames every message of 64 KiB - 1 MiB takes 0.93-0.99 of its wire time at 50-400 Mbit/s
+# and long flows still get 95.3-95.8 % of the rate (1448/1514 payload share: 95.6 %), also
+# with both cores busy (bench/testbed/burst_sweep.py, docs/testbed.md "Shaping").
+BURST_S = 0.0
+MIN_BURST_BYTES = 3028
 QUEUE_S = 0.05  # bulk queue: 50 ms at the link rate
 
 
-def htb_cmds(dev: str, rate_mbit: float) -> list[list[str]]:
-    """htb at ``rate_mbit`` with small packets (ACKs) in a priority class ahead of bulk data."""
+def htb_cmds(dev: str, rate_mbit: float, burst_s: float | None = None) -> list[list[str]]:
+    """htb at ``rate_mbit`` with small packets (ACKs) in a priority class ahead of bulk data;
+    ``burst_s`` (default ``BURST_S``) of tokens at the rate, at least two full frames."""
     rate_Bps = rate_mbit * 1e6 / 8
-    burst = str(max(int(rate_Bps * BURST_S), 3028))
+    burst = str(max(int(rate_Bps * (BURST_S if burst_s is None else burst_s)), MIN_BURST_BYTES))
     limit = str(max(int(rate_Bps * QUEUE_S), 65536))
     r = f"{rate_mbit:g}mbit"
     q = ["quantum", "60000"]
@@ -235,7 +243,7 @@ def status(state: State) -> dict[str, object]:
     for q in state.qdiscs:
         out = sh(["tc", "-n", q["netns"], "qdisc", "show", "dev", q["dev"]], check=False) \
             if q["netns"] in present else ""
-        qdiscs.append({**q, "present": "tbf" in out})
+        qdiscs.append({**q, "present": "htb" in out})
     return {
         "scenario": state.scenario.get("name"), "prefix": state.prefix, "phase": state.phase,
         "namespaces": {ns: ns in present for ns in state.namespaces},
