@@ -63,12 +63,20 @@ def register(subparsers: Any) -> None:
                    help="plans to fetch from the service (default %(default)s)")
     p.add_argument("--probe-duration", type=float, default=1.0,
                    help="agents' seconds per probe direction (default 1)")
+    p.add_argument("--calibrate", action=argparse.BooleanOptionalAction, default=None,
+                   help="time reference plans on the testbed before planning and fit the "
+                        "step floor and message overhead to them (default: on, unless "
+                        "--min-step-us or --message-overhead-us is given)")
+    p.add_argument("--calibration-reps", type=int, default=7,
+                   help="timed repetitions per reference plan (default %(default)s)")
     p.add_argument("--min-step-us", type=float, default=None,
-                   help="the service's least step time in the cost model (default: the "
-                        "value measured for gloo on this emulator, see docs/testbed.md)")
+                   help="the service's least step time in the cost model (default: "
+                        "calibrated; without calibration the value fitted offline, see "
+                        "docs/testbed.md)")
     p.add_argument("--message-overhead-us", type=float, default=None,
-                   help="the service's per-message overhead o (default: the value measured "
-                        "on this emulator, see docs/testbed.md; 0 turns the term off)")
+                   help="the service's per-message overhead o (default: calibrated; without "
+                        "calibration the value fitted offline, see docs/testbed.md; 0 turns "
+                        "the term off)")
     p.add_argument("--message-cores", type=int, default=None,
                    help="the CPU cores the ranks share for their message overhead (default: "
                         "this machine's, os.cpu_count(); 0: a CPU per rank)")
@@ -251,8 +259,12 @@ def _cmd_loop(args: argparse.Namespace) -> int:
     scenario = load_scenario(args.scenario)
     sizes = [parse_size(s) for s in args.sizes.split(",") if s.strip()]
     algos = [a.strip() for a in args.algorithms.split(",") if a.strip()]
+    calibrate = args.calibrate
+    if calibrate is None:
+        calibrate = args.min_step_us is None and args.message_overhead_us is None
     cfg = LoopConfig(sizes=sizes, reps=args.reps, warmup=args.warmup, algorithms=algos,
                      probe_duration_s=args.probe_duration, run_timeout_s=args.timeout,
+                     calibrate=calibrate, calibration_reps=args.calibration_reps,
                      **({} if args.min_step_us is None
                         else {"min_step_us": args.min_step_us}),
                      **({} if args.message_overhead_us is None

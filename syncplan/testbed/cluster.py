@@ -252,3 +252,18 @@ def _peer_count(state: State, host: str) -> int:
         return 0
     return len({line.split(" -> ", 1)[1].split(":", 1)[0] for line in text.splitlines()
                 if f"measured {host} -> " in line})
+
+
+def current_graph(svc: Service, hosts: Sequence[str], timeout_s: float = 60.0
+                  ) -> dict[str, Any]:
+    """``GET /v1/topology`` once it answers with a measured rate for every host (after
+    ``restart_service``: the merged graph comes back from the store, no new probes)."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        status, topo = svc.call("GET", "/v1/topology")
+        if status == 200 and all(measured_rates(topo.get("graph", topo), hosts).values()):
+            return topo
+        if time.monotonic() > deadline:
+            raise TestbedError(f"the service has no measured graph {timeout_s:g} s after its "
+                               f"restart (HTTP {status})")
+        time.sleep(1.0)

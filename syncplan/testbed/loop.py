@@ -18,15 +18,19 @@ import contextlib
 import os
 import time
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 from syncplan.testbed import TestbedError
+from syncplan.testbed.calibrate import REFERENCE_ALGORITHMS, REFERENCE_SIZES, calibrate
 from syncplan.testbed.cluster import (
+    Cluster,
     Service,
     _trigger_cycle,
+    current_graph,
     measured_rates,
+    restart_service,
     start_cluster,
     wait_measured,
 )
@@ -72,6 +76,11 @@ class LoopConfig:
     # rank shares this machine's cores, so a step pays o x its message ends / cores
     message_overhead_us: float = MESSAGE_OVERHEAD_US
     message_cores: int = field(default_factory=machine_cores)
+    # fit min_step_us and message_overhead_us on the testbed before planning (calibrate.py);
+    # the values above are then the calibration's fallback only
+    calibrate: bool = True
+    calibration_reps: int = 7
+    calibration_warmup: int = 2
     extra: dict[str, Any] = field(default_factory=dict)  # stored in the results (e.g. load)
 
     def __post_init__(self) -> None:
@@ -87,6 +96,8 @@ class LoopConfig:
         if not 0 <= self.message_overhead_us <= 1e6:
             raise TestbedError("message overhead must be in 0..1e6 us, got "
                                f"{self.message_overhead_us}")
+        RunConfig(sizes=REFERENCE_SIZES, reps=self.calibration_reps,
+                  warmup=self.calibration_warmup)
         if isinstance(self.message_cores, bool) or not isinstance(self.message_cores, int) \
                 or self.message_cores < 0:
             raise TestbedError(f"message cores must be a whole number >= 0, got "
@@ -94,7 +105,8 @@ class LoopConfig:
 
 
 def fetch_plans(svc: Service, state: State, topology: dict[str, Any], cfg: LoopConfig,
-                out_dir: Path, say: Callable[[str], None]) -> list[Path]:
+                out_dir: Path, say: Callable[[str], None], job_prefix: str = "testbed"
+                ) -> list[Path]:
     """Register one job per algorithm, fetch its plans, verify them, write them to files."""
     from planner.topology import Topology
     from planner.verify import verify_plan
@@ -103,7 +115,7 @@ def fetch_plans(svc: Service, state: State, topology: dict[str, Any], cfg: LoopC
     ranks = [f"{h.name}/cpu0" for h in state.hosts]
     paths = []
     for algo in cfg.algorithms:
-        job = f"testbed-{algo}"
+        job = f"{job_prefix}-{algo}"
         svc.ok("PUT", f"/v1/jobs/{job}", {"ranks": ranks, "bucket_sizes": list(cfg.sizes),
                                            "algorithm": algo})
         answer = svc.ok("GET", f"/v1/jobs/{job}/plan")
@@ -185,6 +197,14 @@ def run_loop(scenario: Scenario, state_dir: Path, cfg: LoopConfig, out_path: Pat
             progress(f"  {h.name}: measured {m} Mbit/s, shaped {h.rate_mbit:g} "
                      f"({(m or 0) / h.rate_mbit:.1%})")
         kill_recorded(state, "agent")  # nothing but the benchmark on the links from here
+        calibration = None
+        if cfg.calibrate:
+            calibration, cfg = _calibrate(state, scenario, cluster, topology, cfg, progress)
+            before = topology
+            topology = current_graph(svc, [h.name for h in state.hosts])  # restarted service
+            calibration["graph_unchanged"] = (
+                (topology.get("links"), topology.get("version"))
+                == (before.get("links"), before.get("version")))
         plan_dir = work / "plans"
         plans = fetch_plans(svc, state, topology, cfg, plan_dir, progress)
         run_cfg = RunConfig(sizes=cfg.sizes, reps=cfg.reps, warmup=cfg.warmup, plans=plans,
@@ -197,6 +217,7 @@ def run_loop(scenario: Scenario, state_dir: Path, cfg: LoopConfig, out_path: Pat
             "min_step_us": cfg.min_step_us,
             "message_overhead_us": cfg.message_overhead_us,
             "message_cores": cfg.message_cores,
+            "calibration": calibration,
             "algorithms": list(cfg.algorithms),
             "agents": agents,
             "graph": {"nodes": topology.get("nodes"), "links": topology.get("links")},
@@ -207,6 +228,36 @@ def run_loop(scenario: Scenario, state_dir: Path, cfg: LoopConfig, out_path: Pat
         result["wall_s"] = round(time.monotonic() - started, 1)
         atomic_write_json(out_path, result)
         return result
+
+
+def _calibrate(state: State, scenario: Scenario, cluster: Cluster, topology: dict[str, Any],
+               cfg: LoopConfig, progress: Callable[[str], None]
+               ) -> tuple[dict[str, Any], LoopConfig]:
+    """Time the reference plans, fit (m, o), restart the service with them; returns the
+    calibration record and the config with the fitted settings (unchanged if unusable)."""
+    ref = replace(cfg, algorithms=REFERENCE_ALGORITHMS, sizes=REFERENCE_SIZES,
+                  calibrate=False)
+    paths = fetch_plans(cluster.svc, state, topology, ref, cluster.work / "calibration-plans",
+                        progress, job_prefix="calibrate")
+
+    def run(plans: Sequence[Path], out: Path) -> dict[str, Any]:
+        return run_benchmark(state, scenario, RunConfig(sizes=REFERENCE_SIZES,
+                                                        reps=cfg.calibration_reps,
+                                                        warmup=cfg.calibration_warmup,
+                                                        plans=plans), out, progress=progress)
+
+    rec = calibrate(run, paths, topology, cfg.message_cores, cfg.calibration_reps,
+                    cfg.calibration_warmup, cluster.work / "calibration.json", progress)
+    rec["defaults"] = {"min_step_us": cfg.min_step_us,
+                       "message_overhead_us": cfg.message_overhead_us}
+    fit = rec["fit"]
+    if not fit["usable"]:
+        return rec, cfg
+    cfg = replace(cfg, min_step_us=fit["min_step_us"],
+                  message_overhead_us=fit["message_overhead_us"])
+    restart_service(state, cluster, cfg.min_step_us, cfg.message_overhead_us,
+                    cfg.message_cores, progress)
+    return rec, cfg
 
 
 @contextlib.contextmanager
