@@ -9,9 +9,10 @@ measured and before it plans, times a few cheap reference programs on the same t
 fits ``m`` and ``o`` to them:
 
 - the programs: the service's plans for ``REFERENCE_ALGORITHMS`` at ``REFERENCE_SIZES``
-  (flat star, ring, one-step direct exchange, recursive doubling at 4 and 64 KiB: from 2
-  steps of 7 messages to 14 steps of 8, and one step of 56), run by the executor like the
-  measured plans, ``reps`` repetitions each after ``warmup``;
+  (flat star, ring, one-step direct exchange, recursive doubling and halving-doubling at 4
+  and 64 KiB, the candidates ``auto`` weighs at these sizes: from 2 steps of 7 messages to
+  14 steps of 8, and steps of 56), run by the executor like the measured plans, ``reps``
+  repetitions each after ``warmup``;
 - the features: per step the wire time on the service's graph and the charged message ends
   (``planner.verify.step_features``), so ``predicted(m, o) = sum(max(wire, m) + o * ends)``;
 - the fit: the ``(m, o)`` on a grid (10 us x 1 us) with the least squared log error of the
@@ -34,7 +35,7 @@ from typing import Any
 
 import numpy as np
 
-REFERENCE_ALGORITHMS = ("star", "ring", "direct", "recursive-doubling")
+REFERENCE_ALGORITHMS = ("star", "ring", "direct", "recursive-doubling", "halving-doubling")
 REFERENCE_SIZES = (4096, 65536)
 M_GRID_US = np.linspace(0.0, 2000.0, 201)  # step floor, 10 us apart
 O_GRID_US = np.linspace(0.0, 500.0, 501)  # per-message overhead, 1 us apart
@@ -181,3 +182,16 @@ def calibrate(run: Callable[[Sequence[Path], Path], dict[str, Any]], plan_paths:
     else:
         say(f"calibration not usable: {fit['reason']}; keeping the defaults")
     return record(points, fit, result, reps, warmup, cores)
+
+
+def repeat_ratios(rec: dict[str, Any], result: dict[str, Any]) -> list[dict[str, Any]]:
+    """The same program timed twice: the measured run's median over the calibration's, per
+    plan label and size in both (how far the machine moved between the two, minutes apart)."""
+    cal = {(p["label"], p["size_bytes"]): p["median_s"] for p in rec.get("programs", [])}
+    out = []
+    for e in result.get("results", []):
+        c = cal.get((e["algorithm"], e["size_bytes"]))
+        if c and e.get("median_s"):
+            out.append({"label": e["algorithm"], "size_bytes": e["size_bytes"],
+                        "ratio": round(e["median_s"] / c, 3)})
+    return out

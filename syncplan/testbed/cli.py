@@ -67,7 +67,7 @@ def register(subparsers: Any) -> None:
                    help="time reference plans on the testbed before planning and fit the "
                         "step floor and message overhead to them (default: on, unless "
                         "--min-step-us or --message-overhead-us is given)")
-    p.add_argument("--calibration-reps", type=int, default=7,
+    p.add_argument("--calibration-reps", type=int, default=9,
                    help="timed repetitions per reference plan (default %(default)s)")
     p.add_argument("--min-step-us", type=float, default=None,
                    help="the service's least step time in the cost model (default: "

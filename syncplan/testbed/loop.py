@@ -23,7 +23,12 @@ from pathlib import Path
 from typing import Any
 
 from syncplan.testbed import TestbedError
-from syncplan.testbed.calibrate import REFERENCE_ALGORITHMS, REFERENCE_SIZES, calibrate
+from syncplan.testbed.calibrate import (
+    REFERENCE_ALGORITHMS,
+    REFERENCE_SIZES,
+    calibrate,
+    repeat_ratios,
+)
 from syncplan.testbed.cluster import (
     Cluster,
     Service,
@@ -79,7 +84,7 @@ class LoopConfig:
     # fit min_step_us and message_overhead_us on the testbed before planning (calibrate.py);
     # the values above are then the calibration's fallback only
     calibrate: bool = True
-    calibration_reps: int = 7
+    calibration_reps: int = 9
     calibration_warmup: int = 2
     extra: dict[str, Any] = field(default_factory=dict)  # stored in the results (e.g. load)
 
@@ -224,6 +229,8 @@ def run_loop(scenario: Scenario, state_dir: Path, cfg: LoopConfig, out_path: Pat
             "load_before": load_before, "load_after": cpu_load(),
             **cfg.extra,
         }
+        if calibration is not None:
+            calibration["repeat_ratios"] = repeat_ratios(calibration, result)
         result["summary"] = summarise(result)
         result["wall_s"] = round(time.monotonic() - started, 1)
         atomic_write_json(out_path, result)

@@ -36,6 +36,14 @@ def test_burst_in_seconds_scales_with_the_rate_above_the_floor() -> None:
     assert _bursts(htb_cmds("d0", 50, burst_s=1e-4)) == {MIN_BURST_BYTES}
 
 
+def test_host_uplinks_queue_packets_and_switch_ports_queue_50_ms_of_bytes() -> None:
+    host = [" ".join(c) for c in htb_cmds("h0", 50, queue_packets=emulator.HOST_QUEUE_PACKETS)]
+    port = [" ".join(c) for c in htb_cmds("s0", 50)]
+    assert any(f"handle 20: pfifo limit {emulator.HOST_QUEUE_PACKETS}" in c for c in host)
+    assert any(f"handle 20: bfifo limit {int(50e6 / 8 * emulator.QUEUE_S)}" in c for c in port)
+    assert emulator.HOST_QUEUE_PACKETS >= 1000  # a NIC's txqueuelen: no drops of its own
+
+
 def test_message_ratios_subtract_the_round_trip_and_divide_by_wire_time() -> None:
     wire = 65536 * 8 * WIRE_SHARE / 200e6
     times = {PROBE_BYTES: [1e-4, 2e-4, 3e-4], 65536: [2e-4 + wire] * 3,
