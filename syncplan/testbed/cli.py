@@ -65,14 +65,17 @@ def register(subparsers: Any) -> None:
                    help="agents' seconds per probe direction (default 1)")
     p.add_argument("--calibrate", action=argparse.BooleanOptionalAction, default=None,
                    help="time reference plans on the testbed before planning and fit the "
-                        "step floor and message overhead to them (default: on, unless "
-                        "--min-step-us or --message-overhead-us is given)")
+                        "message overhead to them (default: on, unless "
+                        "--message-overhead-us is given)")
+    p.add_argument("--calibrate-min-step", action="store_true",
+                   help="fit the step floor too (default: only the message overhead, the "
+                        "floor kept at --min-step-us or 50 us)")
     p.add_argument("--calibration-reps", type=int, default=9,
                    help="timed repetitions per reference plan (default %(default)s)")
     p.add_argument("--min-step-us", type=float, default=None,
-                   help="the service's least step time in the cost model (default: "
-                        "calibrated; without calibration the value fitted offline, see "
-                        "docs/testbed.md)")
+                   help="the service's least step time in the cost model (default: 50 us, "
+                        "fitted offline, see docs/testbed.md; calibrated with "
+                        "--calibrate-min-step)")
     p.add_argument("--message-overhead-us", type=float, default=None,
                    help="the service's per-message overhead o (default: calibrated; without "
                         "calibration the value fitted offline, see docs/testbed.md; 0 turns "
@@ -261,10 +264,11 @@ def _cmd_loop(args: argparse.Namespace) -> int:
     algos = [a.strip() for a in args.algorithms.split(",") if a.strip()]
     calibrate = args.calibrate
     if calibrate is None:
-        calibrate = args.min_step_us is None and args.message_overhead_us is None
+        calibrate = args.message_overhead_us is None
     cfg = LoopConfig(sizes=sizes, reps=args.reps, warmup=args.warmup, algorithms=algos,
                      probe_duration_s=args.probe_duration, run_timeout_s=args.timeout,
                      calibrate=calibrate, calibration_reps=args.calibration_reps,
+                     calibrate_min_step=args.calibrate_min_step,
                      **({} if args.min_step_us is None
                         else {"min_step_us": args.min_step_us}),
                      **({} if args.message_overhead_us is None

@@ -84,6 +84,7 @@ class LoopConfig:
     # fit min_step_us and message_overhead_us on the testbed before planning (calibrate.py);
     # the values above are then the calibration's fallback only
     calibrate: bool = True
+    calibrate_min_step: bool = False  # also fit min_step_us (else kept at the value above)
     calibration_reps: int = 9
     calibration_warmup: int = 2
     extra: dict[str, Any] = field(default_factory=dict)  # stored in the results (e.g. load)
@@ -254,7 +255,8 @@ def _calibrate(state: State, scenario: Scenario, cluster: Cluster, topology: dic
                                                         plans=plans), out, progress=progress)
 
     rec = calibrate(run, paths, topology, cfg.message_cores, cfg.calibration_reps,
-                    cfg.calibration_warmup, cluster.work / "calibration.json", progress)
+                    cfg.calibration_warmup, cluster.work / "calibration.json", progress,
+                    None if cfg.calibrate_min_step else cfg.min_step_us)
     rec["defaults"] = {"min_step_us": cfg.min_step_us,
                        "message_overhead_us": cfg.message_overhead_us}
     fit = rec["fit"]

@@ -13,6 +13,7 @@ from syncplan.testbed.calibrate import (
     Point,
     fit_settings,
     points_from_record,
+    repeat_ratios,
 )
 from syncplan.testbed.loop import LoopConfig
 
@@ -54,6 +55,15 @@ def test_fit_takes_medians_so_one_stalled_repetition_does_not_move_it() -> None:
     assert lo <= 121.0 + 3 and hi >= 121.0 - 3
 
 
+def test_with_the_floor_fixed_only_the_overhead_is_fitted() -> None:
+    fit = fit_settings(_points(50e-6, 121e-6), m_grid_us=np.array([50.0]), bootstrap=5)
+    assert fit["fitted"] == ["message_overhead"] and fit["min_step_us"] == 50.0
+    assert fit["message_overhead_us"] == pytest.approx(121.0, abs=1.0)
+    assert not fit["at_grid_edge"]["min_step"]
+    both = fit_settings(_points(50e-6, 121e-6), bootstrap=5)
+    assert both["fitted"] == ["min_step", "message_overhead"]
+
+
 def test_too_few_programs_leave_the_fit_unusable() -> None:
     fit = fit_settings(_points(50e-6, 121e-6)[:MIN_POINTS - 1])
     assert not fit["usable"] and "needed" in fit["reason"]
@@ -72,7 +82,9 @@ def test_recorded_calibration_refits_to_what_the_loop_planned_with(scenario: str
     points = points_from_record(rec)
     assert len(points) >= MIN_POINTS
     assert all(len(p.times_s) == rec["reps"] for p in points)
-    fit = fit_settings(points, bootstrap=rec["fit"]["bootstrap"]["n"])
+    grid = {} if "min_step" in rec["fit"]["fitted"] else {
+        "m_grid_us": np.array([rec["fit"]["min_step_us"]])}
+    fit = fit_settings(points, bootstrap=rec["fit"]["bootstrap"]["n"], **grid)
     assert fit == rec["fit"]
     # the service planned with the fitted values
     assert (loop["min_step_us"], loop["message_overhead_us"]) == (
@@ -83,7 +95,17 @@ def test_recorded_calibration_refits_to_what_the_loop_planned_with(scenario: str
 
 
 def test_loop_calibrates_by_default_and_checks_its_repetitions() -> None:
-    assert LoopConfig(sizes=[4096]).calibrate
+    cfg = LoopConfig(sizes=[4096])
+    assert cfg.calibrate and not cfg.calibrate_min_step
     with pytest.raises(Exception, match="reps"):
         LoopConfig(sizes=[4096], calibration_reps=0)
     assert np.isfinite(LoopConfig(sizes=[4096], calibrate=False).message_overhead_us)
+
+
+def test_repeat_ratios_pair_the_same_program_in_both_runs() -> None:
+    rec = {"programs": [{"label": "star", "size_bytes": 4096, "median_s": 0.002},
+                        {"label": "ring", "size_bytes": 4096, "median_s": 0.008}]}
+    result = {"results": [{"algorithm": "star", "size_bytes": 4096, "median_s": 0.003},
+                          {"algorithm": "star", "size_bytes": 65536, "median_s": 0.03},
+                          {"algorithm": "gloo", "size_bytes": 4096, "median_s": 0.02}]}
+    assert repeat_ratios(rec, result) == [{"label": "star", "size_bytes": 4096, "ratio": 1.5}]

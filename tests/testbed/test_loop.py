@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import numpy as np
+
 from syncplan.testbed.calibrate import (
     REFERENCE_ALGORITHMS,
     REFERENCE_SIZES,
@@ -70,8 +72,9 @@ def test_full_loop_on_small_scenario(tmp_path: Path) -> None:
         (a, s) for a in REFERENCE_ALGORITHMS for s in REFERENCE_SIZES}
     assert all(len(p["times_s"]) == cal["reps"] for p in cal["programs"])
     assert cal["fit"]["usable"] and cal["graph_unchanged"]
-    assert fit_settings(points_from_record(cal), bootstrap=cal["fit"]["bootstrap"]["n"]) \
-        == cal["fit"]
+    assert cal["fit"]["fitted"] == ["message_overhead"]  # the floor stays at the default
+    assert fit_settings(points_from_record(cal), m_grid_us=np.array([MIN_STEP_US]),
+                        bootstrap=cal["fit"]["bootstrap"]["n"]) == cal["fit"]
     assert (loop["min_step_us"], loop["message_overhead_us"], loop["message_cores"]) == (
         cal["fit"]["min_step_us"], cal["fit"]["message_overhead_us"], machine_cores())
     assert any(line.endswith("service listening") for line in lines)
