@@ -208,6 +208,11 @@ def run_loop(scenario: Scenario, state_dir: Path, cfg: LoopConfig, out_path: Pat
             calibration, cfg = _calibrate(state, scenario, cluster, topology, cfg, progress)
             before = topology
             topology = current_graph(svc, [h.name for h in state.hosts])  # restarted service
+            # reports that reached the store after the agents' last poll can move the graph
+            # a little (the plans use the store's latest, recorded under loop.graph)
+            names = [h.name for h in state.hosts]
+            calibration["graph_before"] = {"version": before.get("version"),
+                                           "rates_mbit": measured_rates(before, names)}
             calibration["graph_unchanged"] = (
                 (topology.get("links"), topology.get("version"))
                 == (before.get("links"), before.get("version")))
