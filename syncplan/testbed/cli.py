@@ -10,6 +10,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from syncplan.testbed.loop_options import add_cost_model_args
+
 RESULTS_DIR_NAME = "bench/results"
 
 
@@ -63,26 +65,7 @@ def register(subparsers: Any) -> None:
                    help="plans to fetch from the service (default %(default)s)")
     p.add_argument("--probe-duration", type=float, default=1.0,
                    help="agents' seconds per probe direction (default 1)")
-    p.add_argument("--calibrate", action=argparse.BooleanOptionalAction, default=None,
-                   help="time reference plans on the testbed before planning and fit the "
-                        "message overhead to them (default: on, unless "
-                        "--message-overhead-us is given)")
-    p.add_argument("--calibrate-min-step", action="store_true",
-                   help="fit the step floor too (default: only the message overhead, the "
-                        "floor kept at --min-step-us or 50 us)")
-    p.add_argument("--calibration-reps", type=int, default=9,
-                   help="timed repetitions per reference plan (default %(default)s)")
-    p.add_argument("--min-step-us", type=float, default=None,
-                   help="the service's least step time in the cost model (default: 50 us, "
-                        "fitted offline, see docs/testbed.md; calibrated with "
-                        "--calibrate-min-step)")
-    p.add_argument("--message-overhead-us", type=float, default=None,
-                   help="the service's per-message overhead o (default: calibrated; without "
-                        "calibration the value fitted offline, see docs/testbed.md; 0 turns "
-                        "the term off)")
-    p.add_argument("--message-cores", type=int, default=None,
-                   help="the CPU cores the ranks share for their message overhead (default: "
-                        "this machine's, os.cpu_count(); 0: a CPU per rank)")
+    add_cost_model_args(p)
     p.add_argument("--out", type=Path, help="results JSON (default "
                    "bench/results/testbed-SCENARIO.json)")
     p.add_argument("--plot", type=Path, help="plot PNG (default: results path with .png)")
@@ -255,6 +238,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
 def _cmd_loop(args: argparse.Namespace) -> int:
     from planner.sizes import parse_size
     from syncplan.testbed.loop import LoopConfig, run_loop
+    from syncplan.testbed.loop_options import cost_model_kwargs
     from syncplan.testbed.plots import plot_results
     from syncplan.testbed.scenario import REPO_ROOT, load_scenario
 
@@ -262,19 +246,9 @@ def _cmd_loop(args: argparse.Namespace) -> int:
     scenario = load_scenario(args.scenario)
     sizes = [parse_size(s) for s in args.sizes.split(",") if s.strip()]
     algos = [a.strip() for a in args.algorithms.split(",") if a.strip()]
-    calibrate = args.calibrate
-    if calibrate is None:
-        calibrate = args.message_overhead_us is None
     cfg = LoopConfig(sizes=sizes, reps=args.reps, warmup=args.warmup, algorithms=algos,
                      probe_duration_s=args.probe_duration, run_timeout_s=args.timeout,
-                     calibrate=calibrate, calibration_reps=args.calibration_reps,
-                     calibrate_min_step=args.calibrate_min_step,
-                     **({} if args.min_step_us is None
-                        else {"min_step_us": args.min_step_us}),
-                     **({} if args.message_overhead_us is None
-                        else {"message_overhead_us": args.message_overhead_us}),
-                     **({} if args.message_cores is None
-                        else {"message_cores": args.message_cores}))
+                     **cost_model_kwargs(args))
     out = args.out or REPO_ROOT / RESULTS_DIR_NAME / f"testbed-{scenario.name}.json"
     _sigterm_as_interrupt()
     result = run_loop(scenario, _state_dir(args), cfg, out, say=_say, keep=args.keep)
