@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import itertools
 from collections import defaultdict
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -275,10 +276,36 @@ def _replay(ranks: list[str], units: int, steps: list[list[dict]],
                                f" lack the input of rank {who}")
 
 
+def step_features(plan: dict[str, Any], topo: Topology, *, size_bytes: float | None = None,
+                  message_cores: int | None = None) -> list[tuple[float, float]]:
+    """Per non-empty step of ``plan`` on ``topo``: (wire time, message ends charged). The
+    cost model prices the step ``max(wire, min_step_s) + message_overhead_s * ends``; the
+    ends are the busiest rank's sends plus receives, or with ``message_cores`` at least all
+    the step's message ends over that many cores. For fitting those two settings to measured
+    times (syncplan/testbed/calibrate.py); ValueError if the plan is not well formed."""
+    try:
+        ranks, units, steps, table = _shape(plan, topo)
+    except _Invalid as exc:
+        raise ValueError(str(exc)) from exc
+    size = float(size_bytes if size_bytes is not None else plan.get("size_bytes", units))
+    return list(_step_costs(topo, ranks, units, steps, table, size, True, message_cores))
+
+
 def _simulate_time(topo: Topology, ranks: list[str], units: int, steps: list[list[dict]],
                    table: list[list[str]], size: float, min_step_s: float,
                    message_overhead_s: float = 0.0, message_cores: int | None = None
                    ) -> float:
+    total = 0.0
+    for worst, busiest in _step_costs(topo, ranks, units, steps, table, size,
+                                      bool(message_overhead_s), message_cores):
+        total += max(worst, min_step_s) + message_overhead_s * busiest
+    return total
+
+
+def _step_costs(topo: Topology, ranks: list[str], units: int, steps: list[list[dict]],
+                table: list[list[str]], size: float, count_messages: bool,
+                message_cores: int | None) -> Iterator[tuple[float, float]]:
+    """(wire time, message ends) of every non-empty step; ends 0 unless ``count_messages``."""
     g = topo.graph
     routes: dict[tuple[str, str], list[str]] = {}
 
@@ -300,7 +327,6 @@ def _simulate_time(topo: Topology, ranks: list[str], units: int, steps: list[lis
         return hit
 
     bw = {(u, v): d["bw"] for u, v, d in g.edges(data=True)}
-    total = 0.0
     for step in steps:
         if not step:
             continue
@@ -316,8 +342,8 @@ def _simulate_time(topo: Topology, ranks: list[str], units: int, steps: list[lis
         worst = 0.0
         for arcs, lat in paths:
             worst = max(worst, lat + max(loads[a] / bw[a] for a in arcs))
-        busiest = 0
-        if message_overhead_s:  # messages each rank sends plus receives in the step
+        busiest: float = 0
+        if count_messages:  # messages each rank sends plus receives in the step
             handled: dict[int, int] = defaultdict(int)
             for t in step:
                 handled[t["src"]] += 1
@@ -325,5 +351,4 @@ def _simulate_time(topo: Topology, ranks: list[str], units: int, steps: list[lis
             busiest = max(handled.values())
             if message_cores:  # the ranks share message_cores CPU cores
                 busiest = max(busiest, 2 * len(step) / message_cores)
-        total += max(worst, min_step_s) + message_overhead_s * busiest
-    return total
+        yield worst, busiest

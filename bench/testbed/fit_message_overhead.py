@@ -16,16 +16,14 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 from pathlib import Path
-
-import numpy as np
 
 from planner.algorithms import ALGORITHMS
 from planner.algorithms.base import PlanContext
 from planner.cost import CostModel
 from planner.plan import with_routes
 from planner.topology import Topology
+from syncplan.testbed.calibrate import Point, fit_settings
 
 
 def step_features(graph: dict, size: int, algorithm: str, min_step_s: float, cores: int
@@ -68,17 +66,16 @@ def main() -> None:
             feats = step_features(loop["graph"], size, alg, min_step_s, args.cores)
             points.append({"file": path.name, "scenario": doc.get("scenario", {}).get("name"),
                            "algorithm": alg, "size_bytes": size, "measured_s": r["median_s"],
+                           "times_s": r.get("times_s") or [r["median_s"]],
                            "steps": len(feats), "feats": feats})
-    best = (math.inf, 0.0, 0.0)
-    for m in np.linspace(0, 1.5e-3, 151):
-        for o in np.linspace(0, 0.3e-3, 301):
-            err = sum(math.log(predict(p["feats"], m, o) / p["measured_s"]) ** 2
-                      for p in points)
-            if err < best[0]:
-                best = (err, float(m), float(o))
-    _, m, o = best
+    fit = fit_settings([Point(p["file"], p["algorithm"], p["size_bytes"], p["times_s"],
+                              p["feats"]) for p in points])
+    if not fit["usable"]:
+        raise SystemExit(f"no fit: {fit['reason']}")
+    m, o = fit["min_step_us"] * 1e-6, fit["message_overhead_us"] * 1e-6
     print(f"{len(points)} plans; fit: min_step {m * 1e6:.0f} us, message overhead "
-          f"{o * 1e6:.0f} us over {args.cores} cores")
+          f"{o * 1e6:.0f} us over {args.cores} cores (bootstrap 5-50-95 %: "
+          f"{fit['bootstrap']['message_overhead_us_5_50_95']} us)")
     for p in points:
         pred = predict(p["feats"], m, o)
         p["predicted_s"] = pred
@@ -89,7 +86,8 @@ def main() -> None:
         for p in points:
             del p["feats"]
         args.out.write_text(json.dumps({"min_step_us": m * 1e6, "message_overhead_us": o * 1e6,
-                                        "cores": args.cores, "points": points}, indent=1))
+                                        "cores": args.cores, "fit": fit, "points": points},
+                                       indent=1))
 
 
 if __name__ == "__main__":

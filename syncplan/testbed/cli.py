@@ -10,6 +10,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from syncplan.testbed.loop_options import add_cost_model_args
+
 RESULTS_DIR_NAME = "bench/results"
 
 
@@ -63,15 +65,7 @@ def register(subparsers: Any) -> None:
                    help="plans to fetch from the service (default %(default)s)")
     p.add_argument("--probe-duration", type=float, default=1.0,
                    help="agents' seconds per probe direction (default 1)")
-    p.add_argument("--min-step-us", type=float, default=None,
-                   help="the service's least step time in the cost model (default: the "
-                        "value measured for gloo on this emulator, see docs/testbed.md)")
-    p.add_argument("--message-overhead-us", type=float, default=None,
-                   help="the service's per-message overhead o (default: the value measured "
-                        "on this emulator, see docs/testbed.md; 0 turns the term off)")
-    p.add_argument("--message-cores", type=int, default=None,
-                   help="the CPU cores the ranks share for their message overhead (default: "
-                        "this machine's, os.cpu_count(); 0: a CPU per rank)")
+    add_cost_model_args(p)
     p.add_argument("--out", type=Path, help="results JSON (default "
                    "bench/results/testbed-SCENARIO.json)")
     p.add_argument("--plot", type=Path, help="plot PNG (default: results path with .png)")
@@ -109,6 +103,9 @@ def register(subparsers: Any) -> None:
     p = sub.add_parser("check", help="measure the shaped links of an up testbed")
     common(p)
     p.add_argument("--seconds", type=float, default=2.0, help="per direction")
+    p.add_argument("--messages", default="", metavar="SIZES",
+                   help="also time single messages of these sizes per link (e.g. "
+                        "4KiB,64KiB,1MiB) against their wire time at the shaped rate")
     p.set_defaults(func=_wrap(_cmd_check))
 
     p = sub.add_parser("plans", help="write plan documents from the scenario's shaped rates "
@@ -241,6 +238,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
 def _cmd_loop(args: argparse.Namespace) -> int:
     from planner.sizes import parse_size
     from syncplan.testbed.loop import LoopConfig, run_loop
+    from syncplan.testbed.loop_options import cost_model_kwargs
     from syncplan.testbed.plots import plot_results
     from syncplan.testbed.scenario import REPO_ROOT, load_scenario
 
@@ -250,12 +248,7 @@ def _cmd_loop(args: argparse.Namespace) -> int:
     algos = [a.strip() for a in args.algorithms.split(",") if a.strip()]
     cfg = LoopConfig(sizes=sizes, reps=args.reps, warmup=args.warmup, algorithms=algos,
                      probe_duration_s=args.probe_duration, run_timeout_s=args.timeout,
-                     **({} if args.min_step_us is None
-                        else {"min_step_us": args.min_step_us}),
-                     **({} if args.message_overhead_us is None
-                        else {"message_overhead_us": args.message_overhead_us}),
-                     **({} if args.message_cores is None
-                        else {"message_cores": args.message_cores}))
+                     **cost_model_kwargs(args))
     out = args.out or REPO_ROOT / RESULTS_DIR_NAME / f"testbed-{scenario.name}.json"
     _sigterm_as_interrupt()
     result = run_loop(scenario, _state_dir(args), cfg, out, say=_say, keep=args.keep)
@@ -360,6 +353,12 @@ def _cmd_check(args: argparse.Namespace) -> int:
     if state is None or state.phase != "up":
         raise TestbedError(f"testbed {name} is not up; run `syncplan testbed up {name}`")
     _check(state, args.seconds)
+    if args.messages:
+        from planner.sizes import parse_size
+        from syncplan.testbed.linkcheck import measure_messages
+
+        sizes = [parse_size(x) for x in args.messages.split(",") if x.strip()]
+        measure_messages(state, sizes, progress=_say)
     return 0
 
 

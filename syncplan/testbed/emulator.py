@@ -45,14 +45,31 @@ log = logging.getLogger(__name__)
 SUBNET = "10.77.0"
 SERVICE_OCTET = 254
 PREFIX_STEM = "spt"
-BURST_S = 0.002  # htb burst: 2 ms at the class rate
-QUEUE_S = 0.05  # bulk queue: 50 ms at the link rate
+# htb burst: BURST_S at the class rate, at least MIN_BURST_BYTES (two full frames). A larger
+# bucket lets a message of that size through at the veth's speed (2 ms, the old value, is
+# 100 KB at 400 Mbit/s: a 64 KiB message crossed a link in 0.04 of its wire time); with two
+# frames every message of 64 KiB - 1 MiB takes 0.93-0.99 of its wire time at 50-400 Mbit/s
+# and long flows still get 95.3-95.8 % of the rate (1448/1514 payload share: 95.6 %), also
+# with both cores busy (bench/testbed/burst_sweep.py, docs/testbed.md "Shaping").
+BURST_S = 0.0
+MIN_BURST_BYTES = 3028
+QUEUE_S = 0.05  # the switch ports' bulk queue: 50 ms at the link rate, in bytes
+# A host's own uplink queue holds packets, like a NIC's transmit queue (txqueuelen 1000): a
+# 50 ms byte FIFO there made the 50 Mbit/s host drop its own packets when it sent to 7 peers
+# at once (991 drops in 9 runs of 4 plans at 64 KiB and 1 MiB on one-slow, each loss a
+# 200 ms TCP timeout for the collective); with 1000 packets it drops none, and the incast
+# drops into a switch port's 50 ms buffer remain (docs/testbed.md "Shaping").
+HOST_QUEUE_PACKETS = 1000
 
 
-def htb_cmds(dev: str, rate_mbit: float) -> list[list[str]]:
-    """htb at ``rate_mbit`` with small packets (ACKs) in a priority class ahead of bulk data."""
+def htb_cmds(dev: str, rate_mbit: float, burst_s: float | None = None,
+             queue_packets: int = 0) -> list[list[str]]:
+    """htb at ``rate_mbit`` with small packets (ACKs) in a priority class ahead of bulk data;
+    ``burst_s`` (default ``BURST_S``) of tokens at the rate, at least two full frames; the
+    bulk queue ``queue_packets`` packets (a host's NIC), or else ``QUEUE_S`` at the rate in
+    bytes (a switch port)."""
     rate_Bps = rate_mbit * 1e6 / 8
-    burst = str(max(int(rate_Bps * BURST_S), 3028))
+    burst = str(max(int(rate_Bps * (BURST_S if burst_s is None else burst_s)), MIN_BURST_BYTES))
     limit = str(max(int(rate_Bps * QUEUE_S), 65536))
     r = f"{rate_mbit:g}mbit"
     q = ["quantum", "60000"]
@@ -65,7 +82,8 @@ def htb_cmds(dev: str, rate_mbit: float) -> list[list[str]]:
         ["class", "add", "dev", dev, "parent", "1:1", "classid", "1:20", "htb", "rate",
          f"{rate_mbit * 0.9:g}mbit", "ceil", r, "burst", burst, "cburst", burst, "prio", "1",
          *q],
-        ["qdisc", "add", "dev", dev, "parent", "1:20", "handle", "20:", "bfifo", "limit", limit],
+        ["qdisc", "add", "dev", dev, "parent", "1:20", "handle", "20:",
+         *(["pfifo", "limit", str(queue_packets)] if queue_packets else ["bfifo", "limit", limit])],
         # IPv4 packets shorter than 128 bytes (pure ACKs, SYNs, ARP-sized control) go first
         ["filter", "add", "dev", dev, "parent", "1:", "protocol", "ip", "prio", "1", "u32",
          "match", "u16", "0x0000", "0xff80", "at", "2", "flowid", "1:10"],
@@ -130,7 +148,7 @@ def _create(scenario: Scenario, state: State) -> None:
                          addr=f"{SUBNET}.{i + 1}", rate_mbit=h.rate_mbit, rack=h.rack)
         _veth(rec.iface, ns, f"{p}{i}s", sw, rec.addr)
         state.hosts.append(rec)
-        _shape(state, ns, rec.iface, h.rate_mbit)
+        _shape(state, ns, rec.iface, h.rate_mbit, HOST_QUEUE_PACKETS)
         _shape(state, sw, f"{p}{i}s", h.rate_mbit)
     for r in scenario.racks[1:]:
         assert scenario.trunk_mbit is not None
@@ -155,10 +173,11 @@ def _veth(a: str, ns_a: str, b: str, ns_b: str, addr_a: str | None) -> None:
     sh(["ip", "-n", ns_b, "link", "set", b, "up"])
 
 
-def _shape(state: State, ns: str, dev: str, rate_mbit: float) -> None:
-    for cmd in htb_cmds(dev, rate_mbit):
+def _shape(state: State, ns: str, dev: str, rate_mbit: float, queue_packets: int = 0) -> None:
+    for cmd in htb_cmds(dev, rate_mbit, queue_packets=queue_packets):
         sh(["tc", "-n", ns, *cmd])
-    state.qdiscs.append({"netns": ns, "dev": dev, "rate_mbit": rate_mbit})
+    state.qdiscs.append({"netns": ns, "dev": dev, "rate_mbit": rate_mbit,
+                         **({"queue_packets": queue_packets} if queue_packets else {})})
 
 
 def reshape(state: State, host: str, rate_mbit: float) -> None:
@@ -173,7 +192,7 @@ def reshape(state: State, host: str, rate_mbit: float) -> None:
     for q in state.qdiscs:
         if (q["netns"], q["dev"]) in devs:
             sh(["tc", "-n", q["netns"], "qdisc", "del", "dev", q["dev"], "root"])
-            for cmd in htb_cmds(q["dev"], rate_mbit):
+            for cmd in htb_cmds(q["dev"], rate_mbit, queue_packets=q.get("queue_packets", 0)):
                 sh(["tc", "-n", q["netns"], *cmd])
             q["rate_mbit"] = rate_mbit
     rec.rate_mbit = rate_mbit
@@ -235,7 +254,7 @@ def status(state: State) -> dict[str, object]:
     for q in state.qdiscs:
         out = sh(["tc", "-n", q["netns"], "qdisc", "show", "dev", q["dev"]], check=False) \
             if q["netns"] in present else ""
-        qdiscs.append({**q, "present": "tbf" in out})
+        qdiscs.append({**q, "present": "htb" in out})
     return {
         "scenario": state.scenario.get("name"), "prefix": state.prefix, "phase": state.phase,
         "namespaces": {ns: ns in present for ns in state.namespaces},

@@ -22,15 +22,9 @@ from pathlib import Path
 from typing import Any
 
 from syncplan.testbed import TestbedError
+from syncplan.testbed.cluster import _trigger_cycle, measured_rates, start_cluster, wait_measured
 from syncplan.testbed.emulator import kill_recorded, reshape, spawn
-from syncplan.testbed.loop import (
-    _trigger_cycle,
-    cpu_load,
-    measured_rates,
-    running_testbed,
-    start_cluster,
-    wait_measured,
-)
+from syncplan.testbed.loop import cpu_load, running_testbed
 from syncplan.testbed.scenario import Scenario
 from syncplan.testbed.state import State, atomic_write_json
 

@@ -15,29 +15,36 @@ The testbed is removed at the end on every path (``keep`` leaves it up).
 from __future__ import annotations
 
 import contextlib
-import json
 import os
-import secrets
-import signal
-import subprocess
-import sys
 import time
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 from syncplan.testbed import TestbedError
-from syncplan.testbed.emulator import child_env, down, kill_recorded, self_record, spawn, up
-from syncplan.testbed.netns import alive, sh
+from syncplan.testbed.calibrate import (
+    REFERENCE_ALGORITHMS,
+    REFERENCE_SIZES,
+    calibrate,
+    repeat_ratios,
+)
+from syncplan.testbed.cluster import (
+    Cluster,
+    Service,
+    _trigger_cycle,
+    current_graph,
+    measured_rates,
+    restart_service,
+    start_cluster,
+    wait_measured,
+)
+from syncplan.testbed.emulator import down, kill_recorded, self_record, up
 from syncplan.testbed.runner import FULL_SIZES, RunConfig, run_benchmark
 from syncplan.testbed.scenario import Scenario
 from syncplan.testbed.state import State, atomic_write_json
 
 ALGORITHMS = ("ring", "hierarchical", "forest", "auto")
-SERVICE_PORT = 8080
-PROBE_PORT = 7470
-GBPS_TO_MBIT = 8000.0  # 1 GB/s = 8000 Mbit/s
 # The cost-model settings the loop's service plans with (docs/testbed.md, "Issue 18: shared
 # cores"): fitted by bench/testbed/fit_message_overhead.py (squared log error) to the 23 plans
 # timed at 4 KiB - 1 MiB by the loop runs on this machine before the message term
@@ -74,6 +81,12 @@ class LoopConfig:
     # rank shares this machine's cores, so a step pays o x its message ends / cores
     message_overhead_us: float = MESSAGE_OVERHEAD_US
     message_cores: int = field(default_factory=machine_cores)
+    # fit min_step_us and message_overhead_us on the testbed before planning (calibrate.py);
+    # the values above are then the calibration's fallback only
+    calibrate: bool = True
+    calibrate_min_step: bool = False  # also fit min_step_us (else kept at the value above)
+    calibration_reps: int = 9
+    calibration_warmup: int = 2
     extra: dict[str, Any] = field(default_factory=dict)  # stored in the results (e.g. load)
 
     def __post_init__(self) -> None:
@@ -89,223 +102,17 @@ class LoopConfig:
         if not 0 <= self.message_overhead_us <= 1e6:
             raise TestbedError("message overhead must be in 0..1e6 us, got "
                                f"{self.message_overhead_us}")
+        RunConfig(sizes=REFERENCE_SIZES, reps=self.calibration_reps,
+                  warmup=self.calibration_warmup)
         if isinstance(self.message_cores, bool) or not isinstance(self.message_cores, int) \
                 or self.message_cores < 0:
             raise TestbedError(f"message cores must be a whole number >= 0, got "
                                f"{self.message_cores!r}")
 
 
-class Service:
-    """Requests to the service, issued from inside the service namespace."""
-
-    def __init__(self, state: State, work: Path, job_token: str) -> None:
-        assert state.service is not None
-        self.netns = state.service.netns
-        self.base = f"http://{state.service.addr}:{SERVICE_PORT}"
-        self.work = work
-        self.token = job_token
-
-    def call(self, method: str, path: str, body: Any = None,
-             timeout_s: float = 120.0) -> tuple[int, Any]:
-        """(status, body); TestbedError if the service cannot be reached."""
-        tag = secrets.token_hex(4)
-        out = self.work / f"resp-{tag}.json"
-        argv = ["ip", "netns", "exec", self.netns, sys.executable, "-m",
-                "syncplan.testbed.svcclient", method, self.base + path, "--token", self.token,
-                "--timeout", str(timeout_s), "--out", str(out)]
-        if body is not None:
-            req = self.work / f"req-{tag}.json"
-            atomic_write_json(req, body)
-            argv += ["--body", str(req)]
-        try:
-            res = subprocess.run(argv, capture_output=True, text=True, timeout=timeout_s + 30,
-                                 env=child_env())
-        except subprocess.TimeoutExpired as exc:
-            raise TestbedError(f"{method} {path}: no answer within {timeout_s:g} s") from exc
-        finally:
-            if body is not None:
-                req.unlink(missing_ok=True)
-        if res.returncode != 0:
-            raise TestbedError(f"{method} {path}: {res.stderr.strip() or res.returncode}")
-        data = json.loads(out.read_text())
-        out.unlink(missing_ok=True)
-        return int(data["status"]), data["body"]
-
-    def ok(self, method: str, path: str, body: Any = None) -> Any:
-        status, data = self.call(method, path, body)
-        if not 200 <= status < 300:
-            raise TestbedError(f"{method} {path}: HTTP {status}: {json.dumps(data)[:400]}")
-        return data
-
-
-def _start_service(state: State, work: Path, tokens: dict[str, str],
-                   min_step_us: float, message_overhead_us: float = 0.0,
-                   message_cores: int = 0) -> None:
-    assert state.service is not None
-    db = work / "service.db"
-    argv = [sys.executable, "-m", "syncplan", "serve", "--host", state.service.addr,
-            "--port", str(SERVICE_PORT), "--database-url", f"sqlite:///{db}",
-            "--log-level", "warning"]
-    env = {"SYNCPLAN_ADMIN_TOKEN": tokens["admin"], "SYNCPLAN_AGENT_SECRET": tokens["agent"],
-           "SYNCPLAN_JOB_TOKEN": tokens["job"], "SYNCPLAN_STALE_AFTER_S": "600",
-           "SYNCPLAN_MIN_STEP_US": str(min_step_us),
-           "SYNCPLAN_MESSAGE_OVERHEAD_US": str(message_overhead_us),
-           "SYNCPLAN_MESSAGE_CORES": str(message_cores)}
-    spawn(state, state.service.netns, argv, "service", work / "service.log", env=env)
-
-
-def _start_agents(state: State, work: Path, secret: str, server: str,
-                  probe_duration_s: float) -> list[int]:
-    """One agent per host, each with its own host token (api/identity.py)."""
-    from api.identity import host_token
-
-    pids = []
-    for h in state.hosts:
-        peers = ",".join(f"{o.name}={o.addr}:{PROBE_PORT}" for o in state.hosts if o is not h)
-        argv = [sys.executable, "-m", "syncplan", "agent", "--server", server,
-                "--host-name", h.name, "--interval", "2",
-                # one cycle on demand (SIGUSR1), none by the clock while all-reduce runs
-                "--probe-interval", "1e9", "--probe-duration", f"{probe_duration_s:g}",
-                "--peers", peers, "--bind", h.addr, "--probe-port", str(PROBE_PORT),
-                "--http-port", "-1", "--no-gpu-copy", "--spool-dir", str(work / f"spool-{h.name}")]
-        proc = spawn(state, h.netns, argv, "agent", work / f"agent-{h.name}.log",
-                     env={"SYNCPLAN_AGENT_TOKEN": host_token(secret, h.name)})
-        pids.append(proc.pid)
-    return pids
-
-
-@dataclass
-class Cluster:
-    """The service and the agents running on a testbed: where their logs go, the tokens,
-    the service's URL, a client for it, and the agents' probe slot."""
-
-    work: Path
-    tokens: dict[str, str]
-    server: str
-    svc: Service
-    slot_s: float
-    rounds: int  # probe rounds in one cycle (every pair once)
-
-
-def start_cluster(state: State, probe_duration_s: float, min_step_us: float,
-                  progress: Callable[[str], None], message_overhead_us: float = 0.0,
-                  message_cores: int = 0) -> Cluster:
-    """Start ``syncplan serve`` and one agent per host with fresh tokens; wait until all
-    listen."""
-    assert state.service is not None
-    work = (state.path.parent if state.path else Path(".")) / f"{state.prefix}-logs"
-    work.mkdir(parents=True, exist_ok=True)
-    # tokens["agent"] is the service's agent secret; each agent gets its host token
-    tokens = {k: f"{k}-{secrets.token_hex(16)}" for k in ("admin", "agent", "job")}
-    _start_service(state, work, tokens, min_step_us, message_overhead_us, message_cores)
-    server = f"http://{state.service.addr}:{SERVICE_PORT}"
-    _start_agents(state, work, tokens["agent"], server, probe_duration_s)
-    _wait_listening(state, 60.0, progress)
-    n = len(state.hosts)
-    return Cluster(work, tokens, server, Service(state, work, tokens["job"]),
-                   round(2 * probe_duration_s + 3.0, 3), n - 1 + n % 2)
-
-
-def _wait_listening(state: State, timeout_s: float, say: Callable[[str], None]) -> None:
-    """Wait until the service and every agent's probe server accept connections."""
-    assert state.service is not None
-    want = [(state.service.netns, SERVICE_PORT)] + [(h.netns, PROBE_PORT) for h in state.hosts]
-    deadline = time.monotonic() + timeout_s
-    pending = list(want)
-    while pending:
-        pending = [(ns, port) for ns, port in pending
-                   if f":{port} " not in sh(["ip", "netns", "exec", ns, "ss", "-Htln"],
-                                            check=False)]
-        if not pending:
-            break
-        for rec in state.processes:
-            if rec.role in ("service", "agent") and not alive(rec.pid, rec.start_ticks):
-                raise TestbedError(f"{rec.role} in {rec.netns} exited; log: {rec.log}\n"
-                                   + _tail(rec.log))
-        if time.monotonic() > deadline:
-            raise TestbedError(f"not listening after {timeout_s:g} s: {pending}")
-        time.sleep(0.3)
-    say(f"service and {len(state.hosts)} agents listening")
-
-
-def _tail(path: str | None, n: int = 12) -> str:
-    try:
-        return "\n".join(Path(path or "").read_text(errors="replace").splitlines()[-n:])
-    except OSError:
-        return "(no log)"
-
-
-def _trigger_cycle(state: State, slot_s: float) -> None:
-    """SIGUSR1 every agent early in a probe slot, so all of them pick the same cycle start
-    (the next slot boundary at least 0.5 s away)."""
-    phase = time.time() % slot_s
-    if phase > slot_s * 0.6:
-        time.sleep(slot_s - phase + 0.05)
-    for rec in state.processes:
-        if rec.role == "agent" and alive(rec.pid, rec.start_ticks):
-            os.kill(rec.pid, signal.SIGUSR1)
-
-
-def measured_rates(topology: dict[str, Any], hosts: Sequence[str]) -> dict[str, float | None]:
-    """Each host's measured network rate (Mbit/s) in the service's merged graph: the
-    bandwidth of the link from its NIC (or endpoint) to a node outside the host."""
-    nodes = {n["id"]: n for n in topology.get("nodes", [])}
-    out: dict[str, float | None] = {h: None for h in hosts}
-    for lk in topology.get("links", []):
-        a, b = nodes.get(lk["src"], {}), nodes.get(lk["dst"], {})
-        ha, hb = a.get("host"), b.get("host")
-        if ha != hb:
-            for h in (ha, hb):
-                if h in out:
-                    out[h] = round(lk["bandwidth_GBps"] * GBPS_TO_MBIT, 2)
-    return out
-
-
-def wait_measured(svc: Service, state: State, timeout_s: float,
-                  say: Callable[[str], None]) -> dict[str, Any]:
-    """Poll ``GET /v1/topology`` until every host reports a measurement of every peer and
-    the graph holds a measured rate for each; returns that topology document."""
-    names = [h.name for h in state.hosts]
-    deadline = time.monotonic() + timeout_s
-    last = ""
-    while True:
-        status, topo = svc.call("GET", "/v1/topology")
-        status_a, _agents = svc.call("GET", "/v1/agents")
-        done = []
-        if status == 200 and status_a == 200:
-            rates = measured_rates(topo.get("graph", topo), names)
-            hosts = topo.get("hosts", {})
-            done = [h for h in names if h in hosts and rates.get(h)
-                    and _peer_count(state, h) >= len(names) - 1]
-            msg = (f"measured {len(done)}/{len(names)} hosts"
-                   f" (reporting {len(hosts)}/{len(names)})")
-            if msg != last:
-                say(msg)
-                last = msg
-            if len(done) == len(names):
-                return topo
-        if time.monotonic() > deadline:
-            raise TestbedError(f"agents did not measure every host within {timeout_s:g} s "
-                               f"({last or 'service not answering'})")
-        time.sleep(2.0)
-
-
-def _peer_count(state: State, host: str) -> int:
-    """Peers the host's agent has recorded a measurement for (from its log)."""
-    rec = next((r for r in state.processes if r.role == "agent" and r.netns
-                and r.netns.endswith("-" + host)), None)
-    if rec is None or not rec.log:
-        return 0
-    try:
-        text = Path(rec.log).read_text(errors="replace")
-    except OSError:
-        return 0
-    return len({line.split(" -> ", 1)[1].split(":", 1)[0] for line in text.splitlines()
-                if f"measured {host} -> " in line})
-
-
 def fetch_plans(svc: Service, state: State, topology: dict[str, Any], cfg: LoopConfig,
-                out_dir: Path, say: Callable[[str], None]) -> list[Path]:
+                out_dir: Path, say: Callable[[str], None], job_prefix: str = "testbed"
+                ) -> list[Path]:
     """Register one job per algorithm, fetch its plans, verify them, write them to files."""
     from planner.topology import Topology
     from planner.verify import verify_plan
@@ -314,7 +121,7 @@ def fetch_plans(svc: Service, state: State, topology: dict[str, Any], cfg: LoopC
     ranks = [f"{h.name}/cpu0" for h in state.hosts]
     paths = []
     for algo in cfg.algorithms:
-        job = f"testbed-{algo}"
+        job = f"{job_prefix}-{algo}"
         svc.ok("PUT", f"/v1/jobs/{job}", {"ranks": ranks, "bucket_sizes": list(cfg.sizes),
                                            "algorithm": algo})
         answer = svc.ok("GET", f"/v1/jobs/{job}/plan")
@@ -396,6 +203,19 @@ def run_loop(scenario: Scenario, state_dir: Path, cfg: LoopConfig, out_path: Pat
             progress(f"  {h.name}: measured {m} Mbit/s, shaped {h.rate_mbit:g} "
                      f"({(m or 0) / h.rate_mbit:.1%})")
         kill_recorded(state, "agent")  # nothing but the benchmark on the links from here
+        calibration = None
+        if cfg.calibrate:
+            calibration, cfg = _calibrate(state, scenario, cluster, topology, cfg, progress)
+            before = topology
+            topology = current_graph(svc, [h.name for h in state.hosts])  # restarted service
+            # reports that reached the store after the agents' last poll can move the graph
+            # a little (the plans use the store's latest, recorded under loop.graph)
+            names = [h.name for h in state.hosts]
+            calibration["graph_before"] = {"version": before.get("version"),
+                                           "rates_mbit": measured_rates(before, names)}
+            calibration["graph_unchanged"] = (
+                (topology.get("links"), topology.get("version"))
+                == (before.get("links"), before.get("version")))
         plan_dir = work / "plans"
         plans = fetch_plans(svc, state, topology, cfg, plan_dir, progress)
         run_cfg = RunConfig(sizes=cfg.sizes, reps=cfg.reps, warmup=cfg.warmup, plans=plans,
@@ -408,16 +228,50 @@ def run_loop(scenario: Scenario, state_dir: Path, cfg: LoopConfig, out_path: Pat
             "min_step_us": cfg.min_step_us,
             "message_overhead_us": cfg.message_overhead_us,
             "message_cores": cfg.message_cores,
+            "calibration": calibration,
             "algorithms": list(cfg.algorithms),
             "agents": agents,
             "graph": {"nodes": topology.get("nodes"), "links": topology.get("links")},
             "load_before": load_before, "load_after": cpu_load(),
             **cfg.extra,
         }
+        if calibration is not None:
+            calibration["repeat_ratios"] = repeat_ratios(calibration, result)
         result["summary"] = summarise(result)
         result["wall_s"] = round(time.monotonic() - started, 1)
         atomic_write_json(out_path, result)
         return result
+
+
+def _calibrate(state: State, scenario: Scenario, cluster: Cluster, topology: dict[str, Any],
+               cfg: LoopConfig, progress: Callable[[str], None]
+               ) -> tuple[dict[str, Any], LoopConfig]:
+    """Time the reference plans, fit (m, o), restart the service with them; returns the
+    calibration record and the config with the fitted settings (unchanged if unusable)."""
+    ref = replace(cfg, algorithms=REFERENCE_ALGORITHMS, sizes=REFERENCE_SIZES,
+                  calibrate=False)
+    paths = fetch_plans(cluster.svc, state, topology, ref, cluster.work / "calibration-plans",
+                        progress, job_prefix="calibrate")
+
+    def run(plans: Sequence[Path], out: Path) -> dict[str, Any]:
+        return run_benchmark(state, scenario, RunConfig(sizes=REFERENCE_SIZES,
+                                                        reps=cfg.calibration_reps,
+                                                        warmup=cfg.calibration_warmup,
+                                                        plans=plans), out, progress=progress)
+
+    rec = calibrate(run, paths, topology, cfg.message_cores, cfg.calibration_reps,
+                    cfg.calibration_warmup, cluster.work / "calibration.json", progress,
+                    None if cfg.calibrate_min_step else cfg.min_step_us)
+    rec["defaults"] = {"min_step_us": cfg.min_step_us,
+                       "message_overhead_us": cfg.message_overhead_us}
+    fit = rec["fit"]
+    if not fit["usable"]:
+        return rec, cfg
+    cfg = replace(cfg, min_step_us=fit["min_step_us"],
+                  message_overhead_us=fit["message_overhead_us"])
+    restart_service(state, cluster, cfg.min_step_us, cfg.message_overhead_us,
+                    cfg.message_cores, progress)
+    return rec, cfg
 
 
 @contextlib.contextmanager

@@ -5,6 +5,11 @@ each to EOF and prints one JSON line: total bytes, seconds from the first to the
 received (over all flows) and the rate in Mbit/s.
 ``python -m syncplan.testbed.throughput send --to ADDR --port P --seconds S`` streams zeros
 for S seconds.
+``python -m syncplan.testbed.throughput echo --port P`` answers every message of one
+connection (an 8-byte length, then that many bytes) with one byte once all of it arrived;
+``python -m syncplan.testbed.throughput msgs --to ADDR --port P --sizes 4096,65536 --reps R``
+sends single messages to it, ``--gap`` seconds apart (the link idle in between), and prints
+each message's time from the first byte sent to the answer (JSON, per size).
 """
 
 from __future__ import annotations
@@ -95,6 +100,74 @@ def send(addr: str, port: int, seconds: float, connect_timeout_s: float,
     return sent
 
 
+HEADER = 8  # message length, big-endian
+
+
+def _read_exact(conn: socket.socket, n: int, buf: bytearray) -> bool:
+    """Read ``n`` bytes (into ``buf``, reused); False on EOF before the first byte."""
+    view = memoryview(buf)
+    got = 0
+    while got < n:
+        k = conn.recv_into(view[:min(n - got, len(buf))])
+        if not k:
+            if got:
+                raise ConnectionError(f"EOF after {got} of {n} bytes")
+            return False
+        got += k
+    return True
+
+
+def echo(port: int, timeout_s: float) -> int:
+    """Answer each message of one connection with one byte; returns the messages seen."""
+    srv = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    srv.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    srv.bind(("0.0.0.0", port))
+    srv.listen(1)
+    srv.settimeout(timeout_s)
+    print(json.dumps({"listening": port}), flush=True)
+    buf = bytearray(CHUNK)
+    count = 0
+    with srv:
+        conn, _addr = srv.accept()
+    with conn:
+        conn.settimeout(timeout_s)
+        conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        while _read_exact(conn, HEADER, buf):
+            _read_exact(conn, int.from_bytes(buf[:HEADER], "big"), buf)
+            conn.sendall(b"k")
+            count += 1
+    return count
+
+
+def messages(addr: str, port: int, sizes: list[int], reps: int, gap_s: float,
+             connect_timeout_s: float) -> dict[str, list[float]]:
+    """Time single messages of each size to an ``echo`` server (first byte sent to answer);
+    sizes interleaved rep by rep, the link idle ``gap_s`` before each."""
+    deadline = time.monotonic() + connect_timeout_s
+    while True:
+        try:
+            sock = socket.create_connection((addr, port), timeout=connect_timeout_s)
+            break
+        except OSError:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.05)
+    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    times: dict[str, list[float]] = {str(n): [] for n in sizes}
+    payload = bytes(max(sizes))
+    with sock:
+        for _ in range(reps):
+            for n in sizes:
+                time.sleep(gap_s)
+                t0 = time.perf_counter()
+                sock.sendall(n.to_bytes(HEADER, "big") + payload[:n])
+                if not sock.recv(1):
+                    raise ConnectionError("echo server closed the connection")
+                times[str(n)].append(time.perf_counter() - t0)
+        sock.shutdown(socket.SHUT_WR)
+    return times
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m syncplan.testbed.throughput")
     sub = ap.add_subparsers(dest="cmd", required=True)
@@ -109,8 +182,24 @@ def main(argv: list[str] | None = None) -> int:
     s.add_argument("--connect-timeout", type=float, default=10.0)
     s.add_argument("--congestion", default=os.environ.get("SYNCPLAN_TB_CC") or None,
                    help="TCP congestion control for the flow (default: the system's)")
+    e = sub.add_parser("echo")
+    e.add_argument("--port", type=int, required=True)
+    e.add_argument("--timeout", type=float, default=60.0)
+    m = sub.add_parser("msgs")
+    m.add_argument("--to", required=True)
+    m.add_argument("--port", type=int, required=True)
+    m.add_argument("--sizes", required=True, help="bytes, comma-separated")
+    m.add_argument("--reps", type=int, default=10)
+    m.add_argument("--gap", type=float, default=0.05, help="idle seconds before each message")
+    m.add_argument("--connect-timeout", type=float, default=10.0)
     args = ap.parse_args(argv)
-    if args.cmd == "recv":
+    if args.cmd == "echo":
+        print(json.dumps({"messages": echo(args.port, args.timeout)}), flush=True)
+    elif args.cmd == "msgs":
+        sizes = [int(x) for x in args.sizes.split(",")]
+        print(json.dumps(messages(args.to, args.port, sizes, args.reps, args.gap,
+                                  args.connect_timeout)), flush=True)
+    elif args.cmd == "recv":
         print(json.dumps(receive(args.port, args.flows, args.timeout)), flush=True)
     else:
         print(json.dumps({"sent": send(args.to, args.port, args.seconds,

@@ -9,6 +9,14 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import numpy as np
+
+from syncplan.testbed.calibrate import (
+    REFERENCE_ALGORITHMS,
+    REFERENCE_SIZES,
+    fit_settings,
+    points_from_record,
+)
 from syncplan.testbed.loop import (
     ALGORITHMS,
     MESSAGE_OVERHEAD_US,
@@ -31,7 +39,7 @@ def test_full_loop_on_small_scenario(tmp_path: Path) -> None:
     out = tmp_path / "loop.json"
     lines: list[str] = []
     cfg = LoopConfig(sizes=[1 * MIB, 2 * MIB], reps=2, probe_duration_s=1.0,
-                     measure_timeout_s=120.0)
+                     measure_timeout_s=120.0, calibration_reps=3, calibration_warmup=1)
     result = run_loop(scenario, tmp_path / "state", cfg, out, say=lines.append)
 
     assert out.is_file()
@@ -53,7 +61,21 @@ def test_full_loop_on_small_scenario(tmp_path: Path) -> None:
         if e["algorithm"] != "gloo":
             assert e["plan_id"] and e["predicted_time_s"] > 0
     assert any("measured 4/4 hosts" in line for line in lines)
-    # the service priced every plan with the message overhead over this machine's cores
+    # before planning the loop timed the reference plans and fitted the step floor and the
+    # message overhead (over this machine's cores) to them; the restarted service priced
+    # every plan with the fitted values, on the graph the agents measured
     loop = result["loop"]
+    cal = loop["calibration"]
+    assert cal["defaults"] == {"min_step_us": MIN_STEP_US,
+                               "message_overhead_us": MESSAGE_OVERHEAD_US}
+    assert {(p["label"], p["size_bytes"]) for p in cal["programs"]} == {
+        (a, s) for a in REFERENCE_ALGORITHMS for s in REFERENCE_SIZES}
+    assert all(len(p["times_s"]) == cal["reps"] for p in cal["programs"])
+    assert cal["fit"]["usable"] and isinstance(cal["graph_unchanged"], bool)
+    assert cal["graph_before"]["rates_mbit"].keys() == {a["host"] for a in agents}
+    assert cal["fit"]["fitted"] == ["message_overhead"]  # the floor stays at the default
+    assert fit_settings(points_from_record(cal), m_grid_us=np.array([MIN_STEP_US]),
+                        bootstrap=cal["fit"]["bootstrap"]["n"]) == cal["fit"]
     assert (loop["min_step_us"], loop["message_overhead_us"], loop["message_cores"]) == (
-        MIN_STEP_US, MESSAGE_OVERHEAD_US, machine_cores())
+        cal["fit"]["min_step_us"], cal["fit"]["message_overhead_us"], machine_cores())
+    assert any(line.endswith("service listening") for line in lines)

@@ -25,3 +25,25 @@ def test_the_loop_prices_messages_over_this_machines_cores_by_default() -> None:
 def test_bad_message_settings_are_refused(kw: dict) -> None:
     with pytest.raises(TestbedError, match="message"):
         LoopConfig(sizes=[4096], **kw)
+
+
+def _loop_args(*argv: str) -> dict:
+    import argparse
+
+    from syncplan.testbed.loop_options import add_cost_model_args, cost_model_kwargs
+
+    p = argparse.ArgumentParser()
+    add_cost_model_args(p)
+    return cost_model_kwargs(p.parse_args(list(argv)))
+
+
+def test_loop_calibrates_unless_told_the_overhead_or_told_not_to() -> None:
+    assert _loop_args() == {"calibrate": True, "calibration_reps": 9,
+                            "calibrate_min_step": False}
+    assert _loop_args("--message-overhead-us", "121")["calibrate"] is False
+    assert _loop_args("--message-overhead-us", "121", "--calibrate")["calibrate"] is True
+    assert _loop_args("--no-calibrate")["calibrate"] is False
+    kw = _loop_args("--min-step-us", "80", "--calibrate-min-step", "--message-cores", "4")
+    assert (kw["calibrate"], kw["min_step_us"], kw["calibrate_min_step"],
+            kw["message_cores"]) == (True, 80.0, True, 4)
+    LoopConfig(sizes=[4096], **kw)  # valid settings

@@ -17,8 +17,8 @@ import pytest
 from planner.plan import make_plan
 from planner.topology import Topology
 from syncplan.testbed import emulator
-from syncplan.testbed.linkcheck import measure_links
-from syncplan.testbed.netns import netns_list, root_links
+from syncplan.testbed.linkcheck import measure_links, measure_messages
+from syncplan.testbed.netns import netns_list, root_links, sh
 from syncplan.testbed.runner import RunConfig, run_benchmark
 from syncplan.testbed.scenario import REPO_ROOT, load_scenario
 from syncplan.testbed.state import load_state, state_file
@@ -43,6 +43,16 @@ def test_small_scenario_shapes_runs_and_cleans_up(tmp_path: Path) -> None:
         assert len(links) == 2 * len(scenario.hosts)
         for m in links:
             assert 0.85 <= m.ratio <= 1.15, m.to_dict()
+        # every shaped end is there: host uplinks queue packets (a NIC), switch ports bytes
+        st = emulator.status(state)
+        assert st["qdiscs"] and all(q["present"] for q in st["qdiscs"])
+        for h in state.hosts:
+            up_q = sh(["tc", "-n", h.netns, "qdisc", "show", "dev", h.iface])
+            down_q = sh(["tc", "-n", f"{prefix}-sw0", "qdisc", "show", "dev", f"{prefix}{h.rank}s"])
+            assert "pfifo" in up_q and "bfifo" not in up_q and "bfifo" in down_q
+        msgs = measure_messages(state, [65536], reps=2)
+        assert [m["link"] for m in msgs] == [h.name for h in scenario.hosts]
+        assert all(set(m["sizes"]) == {"65536"} for m in msgs)
 
         ranks = [f"{h.name}/cpu0" for h in scenario.hosts]
         plan = make_plan(Topology.from_dict(scenario.ground_truth_topology()), ranks, 4 * MIB,

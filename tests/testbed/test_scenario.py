@@ -17,6 +17,7 @@ from syncplan.testbed.scenario import SCENARIO_DIR, Scenario, load_scenario
     ("mixed", [400] * 4 + [100] * 4, None),
     ("two-racks", [200] * 8, 400),
     ("small", [200, 200, 100, 100], None),
+    ("rates", [400, 400, 200, 50], None),
 ])
 def test_shipped_scenarios(name: str, rates: list[float], trunk: float | None) -> None:
     sc = load_scenario(name)

@@ -1,0 +1,111 @@
+"""The loop's calibration fit (calibrate.py): synthetic points and a recorded calibration."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from syncplan.testbed.calibrate import (
+    MIN_POINTS,
+    Point,
+    fit_settings,
+    points_from_record,
+    repeat_ratios,
+)
+from syncplan.testbed.loop import LoopConfig
+
+RESULTS = Path(__file__).resolve().parents[2] / "bench" / "results"
+# (wire s, message ends) per step: a star (2 steps of 7 ends), a ring (14 steps of 8 ends
+# over 2 cores), a one-step direct exchange per phase (56 ends), at 4 and 64 KiB
+STAR = [(2e-5, 7.0)] * 2
+RING = [(1e-5, 8.0)] * 14
+DIRECT = [(3e-5, 56.0)] * 2
+STAR64 = [(2.6e-3, 7.0)] * 2
+RING64 = [(3e-4, 8.0)] * 14
+
+
+def _points(m: float, o: float, noise: list[float] | None = None) -> list[Point]:
+    out = []
+    for name, feats in (("star", STAR), ("ring", RING), ("direct", DIRECT),
+                        ("star64", STAR64), ("ring64", RING64)):
+        t = sum(max(w, m) + o * e for w, e in feats)
+        times = [t * f for f in (noise or [1.0])]
+        out.append(Point(name, name, 4096, times, feats))
+    return out
+
+
+@pytest.mark.parametrize(("m_us", "o_us"), [(50.0, 121.0), (0.0, 60.0), (300.0, 20.0)])
+def test_fit_recovers_the_settings_that_made_the_times(m_us: float, o_us: float) -> None:
+    fit = fit_settings(_points(m_us * 1e-6, o_us * 1e-6), bootstrap=5)
+    assert fit["usable"]
+    assert fit["message_overhead_us"] == pytest.approx(o_us, abs=1.0)
+    assert fit["min_step_us"] == pytest.approx(m_us, abs=10.0)
+    assert fit["rms_log_error"] < 0.01
+    assert all(r == pytest.approx(1.0, abs=0.02) for r in fit["predicted_over_measured"])
+
+
+def test_fit_takes_medians_so_one_stalled_repetition_does_not_move_it() -> None:
+    # every program had one repetition 20x slow (a TCP timeout, a descheduled rank)
+    fit = fit_settings(_points(50e-6, 121e-6, [1.0, 0.98, 1.02, 20.0, 1.01]), bootstrap=50)
+    assert fit["message_overhead_us"] == pytest.approx(121.0, abs=3.0)
+    lo, _mid, hi = fit["bootstrap"]["message_overhead_us_5_50_95"]
+    assert lo <= 121.0 + 3 and hi >= 121.0 - 3
+
+
+def test_with_the_floor_fixed_only_the_overhead_is_fitted() -> None:
+    fit = fit_settings(_points(50e-6, 121e-6), m_grid_us=np.array([50.0]), bootstrap=5)
+    assert fit["fitted"] == ["message_overhead"] and fit["min_step_us"] == 50.0
+    assert fit["message_overhead_us"] == pytest.approx(121.0, abs=1.0)
+    assert not fit["at_grid_edge"]["min_step"]
+    both = fit_settings(_points(50e-6, 121e-6), bootstrap=5)
+    assert both["fitted"] == ["min_step", "message_overhead"]
+
+
+def test_too_few_programs_leave_the_fit_unusable() -> None:
+    fit = fit_settings(_points(50e-6, 121e-6)[:MIN_POINTS - 1])
+    assert not fit["usable"] and "needed" in fit["reason"]
+
+
+def test_the_fit_is_deterministic() -> None:
+    pts = _points(80e-6, 90e-6, [1.0, 1.3, 0.9, 1.1])
+    assert fit_settings(pts) == fit_settings(pts)
+
+
+@pytest.mark.parametrize("scenario", ["homogeneous", "one-slow"])
+def test_recorded_calibration_refits_to_what_the_loop_planned_with(scenario: str) -> None:
+    path = RESULTS / f"testbed-small-{scenario}.json"
+    loop = json.loads(path.read_text())["loop"]
+    rec = loop["calibration"]
+    points = points_from_record(rec)
+    assert len(points) >= MIN_POINTS
+    assert all(len(p.times_s) == rec["reps"] for p in points)
+    grid = {} if "min_step" in rec["fit"]["fitted"] else {
+        "m_grid_us": np.array([rec["fit"]["min_step_us"]])}
+    fit = fit_settings(points, bootstrap=rec["fit"]["bootstrap"]["n"], **grid)
+    assert fit == rec["fit"]
+    # the service planned with the fitted values
+    assert (loop["min_step_us"], loop["message_overhead_us"]) == (
+        fit["min_step_us"], fit["message_overhead_us"])
+    for p, entry in zip(points, rec["programs"], strict=True):
+        assert p.predict(fit["min_step_us"] * 1e-6, fit["message_overhead_us"] * 1e-6) \
+            == pytest.approx(entry["fitted_s"], rel=1e-4)
+
+
+def test_loop_calibrates_by_default_and_checks_its_repetitions() -> None:
+    cfg = LoopConfig(sizes=[4096])
+    assert cfg.calibrate and not cfg.calibrate_min_step
+    with pytest.raises(Exception, match="reps"):
+        LoopConfig(sizes=[4096], calibration_reps=0)
+    assert np.isfinite(LoopConfig(sizes=[4096], calibrate=False).message_overhead_us)
+
+
+def test_repeat_ratios_pair_the_same_program_in_both_runs() -> None:
+    rec = {"programs": [{"label": "star", "size_bytes": 4096, "median_s": 0.002},
+                        {"label": "ring", "size_bytes": 4096, "median_s": 0.008}]}
+    result = {"results": [{"algorithm": "star", "size_bytes": 4096, "median_s": 0.003},
+                          {"algorithm": "star", "size_bytes": 65536, "median_s": 0.03},
+                          {"algorithm": "gloo", "size_bytes": 4096, "median_s": 0.02}]}
+    assert repeat_ratios(rec, result) == [{"label": "star", "size_bytes": 4096, "ratio": 1.5}]
