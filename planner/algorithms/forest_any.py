@@ -18,6 +18,7 @@ from planner.algorithms.base import Candidate, PlanContext
 from planner.algorithms.packing import FLOOR_GAP, Packing, PackingLP, QuickRoutes, RankRoutes
 from planner.algorithms.packing_balance import balanced_packing
 from planner.algorithms.packing_schedule import MIN_SHARE, Pair, PairSchedule, pair_trees
+from planner.algorithms.packing_window import WindowLP
 from planner.algorithms.pipeline import lp_fractions, model_time, piece_fractions
 from planner.bound import fluid_floor
 from planner.errors import InfeasibleError
@@ -38,6 +39,8 @@ STALL_ROUNDS = 6  # above UNLIMITED_MAX_RANKS: column generation stops after thi
 # optimum, and an 8-GPU mesh an 18-round one)
 FEW_PAIRS = (1, 2, 4, 8, 16, 32, 64)  # the largest pairs: fewer transfers, more pieces
 BALANCE_PACKINGS = 2  # best packings whose shares are re-solved for the pipeline
+WINDOW_PACKINGS = 3  # best packings (and the unlimited one) that seed a step-priced packing...
+WINDOW_MAX_RANKS = 32  # ...up to this many ranks (a 64-rank torus: 10 s of LP; see planner.md)
 PIECES = (1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64, 96, 128, 192, 256)
 RAMPS = (0, 1, 2, 3)
 MAX_TRANSFERS = 800_000
@@ -54,6 +57,7 @@ def packings(ctx: PlanContext) -> dict[tuple[str, int | None], Packing]:
     out: dict[tuple[str, int | None], Packing] = {}
     every, short = RankRoutes(ctx), QuickRoutes(ctx)
     route_sets = [("any", every)] + ([] if _same_routes(ctx, short) else [("short", short)])
+    ctx.memo["packing_routes"] = dict(route_sets)
     # the cut floor ends an optimal LP early; on few ranks the rounds after the optimum cost
     # milliseconds and the trees they add pipeline better, so it applies above FLOOR_ABOVE
     floor = fluid_floor(ctx) if len(ctx.ranks) > FLOOR_ABOVE else 0.0
@@ -124,6 +128,30 @@ def _price(sched: PairSchedule, shares: np.ndarray, size: float, units: int,
                     load=load, lat=lat)
 
 
+def _price_windows(ctx: PlanContext, size: float, units: int, best: dict) -> None:
+    """Step-priced packings (``packing_window``) from the trees of the best packings and the
+    unlimited one: one piece whose trees load every step evenly pays no pipeline fill (tori,
+    full meshes, NVLink cube meshes: 2-6 % faster than the pipelined packings at 256 MiB)."""
+    if len(ctx.ranks) > WINDOW_MAX_RANKS:
+        return
+    table = packings(ctx)
+    keys = sorted(table, key=lambda k: (table[k].theta, str(k)))[:WINDOW_PACKINGS]
+    if ("any", None) in table and ("any", None) not in keys:
+        keys.append(("any", None))
+    for key in keys:
+        packing = table[key]
+        slack = len(ctx.ranks) if key[1] is None else key[1]
+        found = WindowLP(ctx, ctx.memo["packing_routes"][key[0]], slack, packing.pool).solve()
+        if found is None:
+            continue
+        pairs = pair_trees(found)
+        shares = np.array([p.share for p in pairs])
+        before = best.get("time", math.inf)
+        _price(PairSchedule(ctx, pairs), shares / shares.sum(), size, units, best)
+        if best.get("time", math.inf) < before:
+            best["packing"] = f"{key[0]}/{key[1]} step-priced"
+
+
 def forest_any(ctx: PlanContext, beat: float | None = None) -> Candidate:
     """The fastest pipelined tree packing under the cost model (any topology); with ``beat``,
     InfeasibleError before building a program whose estimated time is above it."""
@@ -174,6 +202,7 @@ def forest_any(ctx: PlanContext, beat: float | None = None) -> Candidate:
         _price(sched, shares / shares.sum(), size, units, best)
         if best["time"] < before:
             best["packing"] = f"{key[0]}/{key[1]} balanced"
+    _price_windows(ctx, size, units, best)
     if not best:
         raise InfeasibleError("forest (any topology): no tree set fits the plan size limits")
     sched, shares = best["sched"], best["shares"]

@@ -8,7 +8,8 @@ basis (warm start) instead of from scratch: at 64 ranks the master goes from sec
 round to milliseconds. New columns enter at zero, so the last basis stays primal feasible:
 with ``primal`` the primal simplex re-solves it (about 3x faster than HiGHS's default dual
 simplex on 64-rank masters, but its duals price the degenerate LPs of full meshes worse:
-the packing uses it above 32 ranks only).
+the packing uses it above 32 ranks only). With ``steps`` (``packing_window``) the load rows
+are per (step, arc) and theta is a time column per step, whose sum is minimised.
 """
 
 from __future__ import annotations
@@ -53,10 +54,10 @@ class Master:
     """Incremental LP: ``add`` tree columns, ``delete`` some, ``solve`` for shares and duals."""
 
     def __init__(self, bw: np.ndarray, n: int, primal: bool = False,
-                 interior: bool = False) -> None:
+                 interior: bool = False, steps: int = 1) -> None:
         self.bw = bw
-        self.interior = interior
         self.n = n
+        self.steps = steps  # > 1: a row per (step, arc) and a time column per step
         self.scale = float(bw.min())  # coefficient of a crossing: min bw / bw (<= 1)
         self.narcs = len(bw)
         h = _highs()
@@ -67,21 +68,29 @@ class Master:
         if interior:
             self.go_interior()
         inf = highspy.kHighsInf
-        m = self.narcs + n + 1
-        lower = np.concatenate([np.full(self.narcs, -inf), np.zeros(n), [1.0]])
-        upper = np.concatenate([np.zeros(self.narcs + n), [1.0]])
+        load_rows = steps * self.narcs
+        m = load_rows + n + 1
+        lower = np.concatenate([np.full(load_rows, -inf), np.zeros(n), [1.0]])
+        upper = np.concatenate([np.zeros(load_rows + n), [1.0]])
         h.addRows(m, lower, upper, 0, np.zeros(0, dtype=np.int32), np.zeros(0, dtype=np.int32),
                   np.zeros(0))
-        h.addCol(1.0, 0.0, inf, self.narcs, np.arange(self.narcs, dtype=np.int32),
-                 -np.ones(self.narcs))
+        for s in range(steps):
+            h.addCol(1.0, 0.0, inf, self.narcs,
+                     np.arange(s * self.narcs, (s + 1) * self.narcs, dtype=np.int32),
+                     -np.ones(self.narcs))
+        self.load_rows = load_rows
         self.cols = 0
 
-    def add(self, arcs: np.ndarray, root: int, inward: bool) -> None:
-        """One tree column: its arc crossings, +1 in its root's row (-1 for an out-tree), +1 in
-        the total row for an in-tree."""
-        ids, counts = np.unique(arcs, return_counts=True)
-        vals = counts * (self.scale / self.bw[ids])
-        idx = list(ids) + [self.narcs + root] + ([self.narcs + self.n] if inward else [])
+    def add(self, arcs: np.ndarray, root: int, inward: bool,
+            steps: np.ndarray | None = None) -> None:
+        """One tree column: its arc crossings (at ``steps``, one per crossing, when the LP
+        has steps), +1 in its root's row (-1 for an out-tree), +1 in the total row for an
+        in-tree."""
+        rows = arcs if steps is None else steps * self.narcs + arcs
+        ids, counts = np.unique(rows, return_counts=True)
+        vals = counts * (self.scale / self.bw[ids % self.narcs])
+        base = self.load_rows
+        idx = list(ids) + [base + root] + ([base + self.n] if inward else [])
         vals = list(vals) + [1.0 if inward else -1.0] + ([1.0] if inward else [])
         self.h.addCol(0.0, 0.0, highspy.kHighsInf, len(idx), np.asarray(idx, dtype=np.int32),
                       np.asarray(vals, dtype=float))
@@ -90,7 +99,7 @@ class Master:
     def delete(self, columns: list[int]) -> None:
         """Drop tree columns by their index among the trees (0-based, theta excluded)."""
         if columns:
-            idx = np.asarray(columns, dtype=np.int32) + 1
+            idx = np.asarray(columns, dtype=np.int32) + self.steps
             self.h.deleteCols(len(idx), idx)
             self.cols -= len(idx)
 
@@ -110,7 +119,8 @@ class Master:
 
     def solve(self) -> tuple[float, float, np.ndarray, np.ndarray, np.ndarray]:
         """(theta in s/byte, theta in the LP's scaled units, shares, arc prices per crossing
-        in scaled units per second-per-byte of bandwidth, root and total duals). With
+        in scaled units per second-per-byte of bandwidth (per step and arc when the LP has
+        steps; theta is then the sum of the steps' times), root and total duals). With
         ``interior`` the interior-point method without crossover: central duals, which price
         the degenerate LPs of meshes in far fewer rounds than a simplex vertex's."""
         self.h.run()
@@ -120,6 +130,8 @@ class Master:
         sol = self.h.getSolution()
         x = np.asarray(sol.col_value)
         dual = np.asarray(sol.row_dual)
-        prices = np.maximum(-dual[:self.narcs], 0) * self.scale / self.bw
-        objective = float(x[0])
-        return objective / self.scale, objective, np.maximum(x[1:], 0), prices, dual[self.narcs:]
+        k, rows = self.steps, self.load_rows
+        prices = np.maximum(-dual[:rows], 0).reshape(k, self.narcs) * self.scale / self.bw
+        objective = float(x[:k].sum())
+        return (objective / self.scale, objective, np.maximum(x[k:], 0),
+                prices[0] if k == 1 else prices, dual[rows:])
