@@ -40,7 +40,12 @@ STALL_ROUNDS = 6  # above UNLIMITED_MAX_RANKS: column generation stops after thi
 FEW_PAIRS = (1, 2, 4, 8, 16, 32, 64)  # the largest pairs: fewer transfers, more pieces
 BALANCE_PACKINGS = 2  # best packings whose shares are re-solved for the pipeline
 WINDOW_PACKINGS = 3  # best packings (and the unlimited one) that seed a step-priced packing...
-WINDOW_MAX_RANKS = 32  # ...up to this many ranks (a 64-rank torus: 10 s of LP; see planner.md)
+WINDOW_MAX_RANKS = 16  # ...up to this many ranks (its master takes seconds above: 32-rank
+# rail clusters 8 s, a 64-rank torus 10 s with interior duals; see planner.md),
+WINDOW_UNLIMITED_MAX_RANKS = 16  # the unlimited one up to this many (2 (n - 1) steps of rows)
+WINDOW_MIN_BYTES = 1 << 20  # and from 1 MiB: below, fewer and shallower trees win (latency)
+WINDOW_MARGIN = 0.005  # a step-priced program must beat the best estimate by this much: the
+# pipelined programs' piece sizes are refined after the choice (up to ~0.3 % measured)
 PIECES = (1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64, 96, 128, 192, 256)
 RAMPS = (0, 1, 2, 3)
 MAX_TRANSFERS = 800_000
@@ -132,24 +137,38 @@ def _price_windows(ctx: PlanContext, size: float, units: int, best: dict) -> Non
     """Step-priced packings (``packing_window``) from the trees of the best packings and the
     unlimited one: one piece whose trees load every step evenly pays no pipeline fill (tori,
     full meshes, NVLink cube meshes: 2-6 % faster than the pipelined packings at 256 MiB)."""
-    if len(ctx.ranks) > WINDOW_MAX_RANKS:
+    n = len(ctx.ranks)
+    if n > WINDOW_MAX_RANKS or size < WINDOW_MIN_BYTES:
         return
     table = packings(ctx)
     keys = sorted(table, key=lambda k: (table[k].theta, str(k)))[:WINDOW_PACKINGS]
-    if ("any", None) in table and ("any", None) not in keys:
+    if n > WINDOW_UNLIMITED_MAX_RANKS:
+        keys = [k for k in keys if k[1] is not None]
+    elif ("any", None) in table and ("any", None) not in keys:
         keys.append(("any", None))
     for key in keys:
         packing = table[key]
         slack = len(ctx.ranks) if key[1] is None else key[1]
-        found = WindowLP(ctx, ctx.memo["packing_routes"][key[0]], slack, packing.pool).solve()
+        lp = WindowLP(ctx, ctx.memo["packing_routes"][key[0]], slack, packing.pool)
+        # its 2 H steps each last at least one arc's latency (small buffers: never faster)
+        if 2 * lp.height * float(ctx.router.lat.min()) >= best.get("time", math.inf):
+            continue
+        found = lp.solve(beat=best.get("time", math.inf) / size)
         if found is None:
             continue
         pairs = pair_trees(found)
         shares = np.array([p.share for p in pairs])
-        before = best.get("time", math.inf)
-        _price(PairSchedule(ctx, pairs), shares / shares.sum(), size, units, best)
-        if best.get("time", math.inf) < before:
-            best["packing"] = f"{key[0]}/{key[1]} step-priced"
+        mine: dict = {}
+        _price(PairSchedule(ctx, pairs), shares / shares.sum(), size, units, mine)
+        if mine.get("time", math.inf) >= best.get("time", math.inf):
+            continue
+        # hundreds of trees with small shares: the rounding of units moves the balance, so
+        # the built program's cost-model time is what competes
+        program = mine["sched"].build(mine["shares"], mine["fracs"], units)
+        mine["time"] = ctx.cost.program_time(ctx.ranks, program, size)
+        if mine["time"] < best.get("time", math.inf) * (1 - WINDOW_MARGIN):
+            best.clear()
+            best.update(mine, packing=f"{key[0]}/{key[1]} step-priced")
 
 
 def forest_any(ctx: PlanContext, beat: float | None = None) -> Candidate:

@@ -36,6 +36,8 @@ from planner.errors import InfeasibleError
 ROUNDS = 30  # column-generation rounds
 TOLERANCE = 1e-3  # relative reduced cost below which the LP counts as solved
 MAX_ROWS = 40_000  # arcs x steps of the master LP; above: no step-priced packing
+ABANDON_AFTER = 10  # rounds after which an LP still ABANDON_ABOVE x slower than the best
+ABANDON_ABOVE = 1.15  # program stops (those that won were within 1.09x there; losers 1.17-1.56x)
 
 
 def layered_trees(cost: np.ndarray, step_of: np.ndarray, max_depth: np.ndarray) -> np.ndarray:
@@ -149,12 +151,18 @@ class WindowLP:
                     out.append(col)
         return out
 
-    def solve(self, rounds: int = ROUNDS) -> Packing | None:
-        """The LP over the start trees and those priced in; None where it is too large."""
+    def solve(self, rounds: int = ROUNDS, beat: float = np.inf) -> Packing | None:
+        """The LP over the start trees and those priced in; None where it is too large, or
+        where after ABANDON_AFTER rounds its bandwidth time per byte is still ABANDON_ABOVE
+        times ``beat`` (the best program found by other means, per byte of buffer): the LP's
+        value only falls, but one so far behind had not caught up on the families measured
+        (a heuristic that saves most of the LP's time where it cannot win: fat trees)."""
         if not self.trees or 2 * self.height * len(self.bw) > MAX_ROWS:
             return None
         theta, obj, share, prices, duals = self._master()
-        for _ in range(rounds):
+        for k in range(rounds):
+            if k >= ABANDON_AFTER and theta > beat * ABANDON_ABOVE:
+                return None
             cols = self._price(prices, duals, TOLERANCE * obj)
             if not sum(self._add(c) for c in cols):
                 break
