@@ -9,6 +9,8 @@ arrays (``parent[root] == -1``).
   the packing's lower bound and its unrestricted pricing.
 - ``shallow_trees``: for every root at once, a greedy (Prim-like) cheap tree whose depth is
   at most a per-root limit; shallow trees keep the pipeline's fill short.
+- ``layered_trees``: the same greedy where an edge's price depends on the depth it puts its
+  head at (``packing_window``: the depth decides the step the edge runs at).
 """
 
 from __future__ import annotations
@@ -102,14 +104,24 @@ def shallow_trees(cost: np.ndarray, max_depth: np.ndarray) -> np.ndarray:
     plus a slack, the tree always completes (a node nearest the root among those left has
     its shortest-hop predecessor attached within its own limit). Rows hold parent arrays."""
     n = cost.shape[0]
+    return layered_trees(cost[None], np.zeros(n, dtype=np.int64), np.minimum(max_depth, n - 1))
+
+
+def layered_trees(cost: np.ndarray, step_of: np.ndarray, max_depth: np.ndarray) -> np.ndarray:
+    """Per root r, a cheap out-tree in which node v sits at depth at most ``max_depth[r, v]``
+    and the edge u -> v that puts v at depth k costs ``cost[step_of[k], u, v]``: grow from
+    the root, each time attaching the cheapest node an attached node can take. Rows hold
+    parent arrays (``arborescence.shallow_trees`` with prices that depend on the depth)."""
+    n = cost.shape[1]
     roots = np.arange(n)
     parent = np.full((n, n), -1)
     depth = np.zeros((n, n), dtype=np.int64)
     attached = np.zeros((n, n), dtype=bool)
     attached[roots, roots] = True
-    best = np.where(max_depth >= 1, cost, np.inf)  # best[r, v]: cheapest edge into v
+    best = np.where(max_depth >= 1, cost[step_of[1]][roots], np.inf)  # from each root
     arg = np.repeat(roots[:, None], n, axis=1)
     best[attached] = np.inf
+    kmax = len(step_of) - 1
     for _ in range(n - 1):
         v = np.argmin(best, axis=1)
         val = best[roots, v]
@@ -120,7 +132,9 @@ def shallow_trees(cost: np.ndarray, max_depth: np.ndarray) -> np.ndarray:
         parent[roots, v] = u
         depth[roots, v] = depth[roots, u] + 1
         attached[roots, v] = True
-        cand = np.where(depth[roots, v][:, None] + 1 <= max_depth, cost[v], np.inf)
+        nxt = depth[roots, v] + 1
+        rows = cost[step_of[np.minimum(nxt, kmax)], v]  # (roots, n): edges v -> w at nxt
+        cand = np.where(nxt[:, None] <= np.minimum(max_depth, kmax), rows, np.inf)
         better = cand < best
         best = np.where(better, cand, best)
         arg = np.where(better, v[:, None], arg)

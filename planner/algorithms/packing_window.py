@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from planner.algorithms.arborescence import layered_trees
 from planner.algorithms.base import PlanContext
 from planner.algorithms.packing import (
     Packing,
@@ -31,48 +32,12 @@ from planner.algorithms.packing import (
     hop_distances,
 )
 from planner.algorithms.packing_master import Master
-from planner.errors import InfeasibleError
 
 ROUNDS = 30  # column-generation rounds
 TOLERANCE = 1e-3  # relative reduced cost below which the LP counts as solved
 MAX_ROWS = 40_000  # arcs x steps of the master LP; above: no step-priced packing
 ABANDON_AFTER = 10  # rounds after which an LP still ABANDON_ABOVE x slower than the best
 ABANDON_ABOVE = 1.15  # program stops (those that won were within 1.09x there; losers 1.17-1.56x)
-
-
-def layered_trees(cost: np.ndarray, step_of: np.ndarray, max_depth: np.ndarray) -> np.ndarray:
-    """Per root r, a cheap out-tree in which node v sits at depth at most ``max_depth[r, v]``
-    and the edge u -> v that puts v at depth k costs ``cost[step_of[k], u, v]``: grow from
-    the root, each time attaching the cheapest node an attached node can take. Rows hold
-    parent arrays (``arborescence.shallow_trees`` with prices that depend on the depth)."""
-    n = cost.shape[1]
-    roots = np.arange(n)
-    parent = np.full((n, n), -1)
-    depth = np.zeros((n, n), dtype=np.int64)
-    attached = np.zeros((n, n), dtype=bool)
-    attached[roots, roots] = True
-    best = np.where(max_depth >= 1, cost[step_of[1]][roots], np.inf)  # from each root
-    arg = np.repeat(roots[:, None], n, axis=1)
-    best[attached] = np.inf
-    kmax = len(step_of) - 1
-    for _ in range(n - 1):
-        v = np.argmin(best, axis=1)
-        val = best[roots, v]
-        if not np.isfinite(val).all():
-            raise InfeasibleError("no spanning tree within the depth limit: some rank is "
-                                  "unreachable")
-        u = arg[roots, v]
-        parent[roots, v] = u
-        depth[roots, v] = depth[roots, u] + 1
-        attached[roots, v] = True
-        nxt = depth[roots, v] + 1
-        rows = cost[step_of[np.minimum(nxt, kmax)], v]  # (roots, n): edges v -> w at nxt
-        cand = np.where(nxt[:, None] <= np.minimum(max_depth, kmax), rows, np.inf)
-        better = cand < best
-        best = np.where(better, cand, best)
-        arg = np.where(better, v[:, None], arg)
-        best[attached] = np.inf
-    return parent
 
 
 class WindowLP:

@@ -6,11 +6,11 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from planner.algorithms.arborescence import shallow_trees, tree_depths
+from planner.algorithms.arborescence import layered_trees, shallow_trees, tree_depths
 from planner.algorithms.base import PlanContext
 from planner.algorithms.forest_any import packings
 from planner.algorithms.packing_schedule import PairSchedule, pair_trees
-from planner.algorithms.packing_window import WindowLP, layered_trees
+from planner.algorithms.packing_window import WindowLP
 from planner.algorithms.pipeline import model_time, piece_fractions
 from planner.bound import lower_bound
 from planner.families import full_mesh, host_ring, hybrid_cube_mesh, torus
