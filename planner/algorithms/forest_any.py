@@ -150,9 +150,6 @@ def _price_windows(ctx: PlanContext, size: float, units: int, best: dict) -> Non
         packing = table[key]
         slack = len(ctx.ranks) if key[1] is None else key[1]
         lp = WindowLP(ctx, ctx.memo["packing_routes"][key[0]], slack, packing.pool)
-        # its 2 H steps each last at least one arc's latency (small buffers: never faster)
-        if 2 * lp.height * float(ctx.router.lat.min()) >= best.get("time", math.inf):
-            continue
         found = lp.solve(beat=best.get("time", math.inf) / size)
         if found is None:
             continue

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from planner.algorithms.arborescence import layered_trees
+from planner.algorithms.arborescence import layered_trees, tree_depths
 from planner.algorithms.base import PlanContext
 from planner.algorithms.packing import (
     Packing,
@@ -90,8 +90,7 @@ class WindowLP:
     def _price(self, prices: np.ndarray, duals: np.ndarray, threshold: float
                ) -> list[TreeColumn]:
         n, h = self.n, self.height
-        weights = prices
-        costs, preds = zip(*(self.routes.solve(w) for w in weights), strict=True)
+        costs, preds = zip(*(self.routes.solve(w) for w in prices), strict=True)
         cost = np.stack(costs)  # (steps, u, v): the cheapest route u -> v at that step
         # an in-tree's edge into depth k is sent at step h - k; an out-tree's at h + k - 1
         step_in = np.concatenate([[0], h - np.arange(1, h + 1)])
@@ -104,13 +103,12 @@ class WindowLP:
             for inward, parents, steps in ((True, parents_in, step_in),
                                            (False, parents_out, step_out)):
                 par = parents[r]
-                col = _column(self.routes, self.ctx.router, None, par, r, inward, cache) \
-                    if isinstance(self.routes, QuickRoutes) else None
-                if col is None:
+                if isinstance(self.routes, QuickRoutes):  # one route per pair at every step
+                    col = _column(self.routes, self.ctx.router, None, par, r, inward, cache)
+                else:
                     col = _layered_column(self.routes, self.ctx.router, preds, par, r,
                                           inward, steps)
-                red = float((weights[self._steps(col), col.arcs]).sum()) if len(col.arcs) \
-                    else 0.0
+                red = float(prices[self._steps(col), col.arcs].sum())
                 red += -duals[r] - duals[n] if inward else duals[r]
                 if red < -threshold:
                     out.append(col)
@@ -140,8 +138,6 @@ class WindowLP:
 def _layered_column(routes: RankRoutes, router, preds: tuple, parent: np.ndarray, root: int,
                     inward: bool, steps: np.ndarray) -> TreeColumn:
     """A tree column whose edges follow the cheapest routes at the step each edge runs."""
-    from planner.algorithms.arborescence import tree_depths
-
     depth = tree_depths(parent)
     paths, arcs = [], []
     for v, p in enumerate(parent):
