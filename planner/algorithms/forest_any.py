@@ -18,7 +18,13 @@ from planner.algorithms.base import Candidate, PlanContext
 from planner.algorithms.packing import FLOOR_GAP, Packing, PackingLP, QuickRoutes, RankRoutes
 from planner.algorithms.packing_balance import balanced_packing
 from planner.algorithms.packing_schedule import MIN_SHARE, Pair, PairSchedule, pair_trees
-from planner.algorithms.packing_window import WindowLP
+from planner.algorithms.packing_window import (
+    PIECES_BUDGET,
+    Budget,
+    WindowLP,
+    WindowProgram,
+    pieced_window,
+)
 from planner.algorithms.pipeline import lp_fractions, model_time, piece_fractions
 from planner.bound import fluid_floor
 from planner.errors import InfeasibleError
@@ -44,6 +50,7 @@ WINDOW_MAX_RANKS = 16  # ...up to this many ranks (its master takes seconds abov
 # rail clusters 8 s, a 64-rank torus 10 s with interior duals; see planner.md),
 WINDOW_UNLIMITED_MAX_RANKS = 16  # the unlimited one up to this many (2 (n - 1) steps of rows)
 WINDOW_MIN_BYTES = 1 << 20  # and from 1 MiB: below, fewer and shallower trees win (latency)
+WINDOW_PIECED = 2  # best step-priced packings (by their one-piece time) given pieces
 WINDOW_MARGIN = 0.005  # a step-priced program must beat the best estimate by this much: the
 # pipelined programs' piece sizes are refined after the choice (up to ~0.3 % measured)
 PIECES = (1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64, 96, 128, 192, 256)
@@ -133,19 +140,21 @@ def _price(sched: PairSchedule, shares: np.ndarray, size: float, units: int,
                     load=load, lat=lat)
 
 
-def _price_windows(ctx: PlanContext, size: float, units: int, best: dict) -> None:
+def _price_windows(ctx: PlanContext, size: float, units: int, best: dict) -> list[tuple]:
     """Step-priced packings (``packing_window``) from the trees of the best packings and the
     unlimited one: one piece whose trees load every step evenly pays no pipeline fill (tori,
-    full meshes, NVLink cube meshes: 2-6 % faster than the pipelined packings at 256 MiB)."""
+    full meshes, NVLink cube meshes: 2-6 % faster than the pipelined packings at 256 MiB).
+    Returns (one-piece time, key, slack, trees) of every LP solved, for ``_price_pieced``."""
     n = len(ctx.ranks)
     if n > WINDOW_MAX_RANKS or size < WINDOW_MIN_BYTES:
-        return
+        return []
     table = packings(ctx)
     keys = sorted(table, key=lambda k: (table[k].theta, str(k)))[:WINDOW_PACKINGS]
     if n > WINDOW_UNLIMITED_MAX_RANKS:
         keys = [k for k in keys if k[1] is not None]
     elif ("any", None) in table and ("any", None) not in keys:
         keys.append(("any", None))
+    tried = []
     for key in keys:
         packing = table[key]
         slack = len(ctx.ranks) if key[1] is None else key[1]
@@ -157,6 +166,7 @@ def _price_windows(ctx: PlanContext, size: float, units: int, best: dict) -> Non
         shares = np.array([p.share for p in pairs])
         mine: dict = {}
         _price(PairSchedule(ctx, pairs), shares / shares.sum(), size, units, mine)
+        tried.append((mine.get("time", math.inf), key, slack, found.trees))
         if mine.get("time", math.inf) >= best.get("time", math.inf):
             continue
         # hundreds of trees with small shares: the rounding of units moves the balance, so
@@ -166,6 +176,24 @@ def _price_windows(ctx: PlanContext, size: float, units: int, best: dict) -> Non
         if mine["time"] < best.get("time", math.inf) * (1 - WINDOW_MARGIN):
             best.clear()
             best.update(mine, packing=f"{key[0]}/{key[1]} step-priced")
+    return tried
+
+
+def _price_pieced(ctx: PlanContext, tried: list[tuple], units: int, best_s: float
+                  ) -> tuple[WindowProgram, str] | None:
+    """Pieced step-priced packings (``packing_window.pieced_window``) from the WINDOW_PIECED
+    step-priced packings of least one-piece time: the fastest, where it beats ``best_s``
+    (the best pipelined program's time) by WINDOW_MARGIN (a degraded cube mesh 1.083x ->
+    1.009x, a full mesh with a slow pair 1.026x -> 1.004x)."""
+    budget = Budget(PIECES_BUDGET)
+    out = None
+    for _, key, slack, trees in sorted(tried, key=lambda t: (t[0], str(t[1])))[:WINDOW_PIECED]:
+        found = pieced_window(ctx, ctx.memo["packing_routes"][key[0]], slack, trees, units,
+                              best_s * (1 - WINDOW_MARGIN), budget)
+        if found is not None and found.time_s < best_s * (1 - WINDOW_MARGIN):
+            best_s = found.time_s
+            out = found, f"{key[0]}/{key[1]} step-priced, {found.pieces} pieces"
+    return out
 
 
 def forest_any(ctx: PlanContext, beat: float | None = None) -> Candidate:
@@ -218,7 +246,7 @@ def forest_any(ctx: PlanContext, beat: float | None = None) -> Candidate:
         _price(sched, shares / shares.sum(), size, units, best)
         if best["time"] < before:
             best["packing"] = f"{key[0]}/{key[1]} balanced"
-    _price_windows(ctx, size, units, best)
+    tried = _price_windows(ctx, size, units, best)
     if not best:
         raise InfeasibleError("forest (any topology): no tree set fits the plan size limits")
     sched, shares = best["sched"], best["shares"]
@@ -238,12 +266,24 @@ def forest_any(ctx: PlanContext, beat: float | None = None) -> Candidate:
                              min_step=ctx.cost.min_step_s)
             if est < best["time"]:
                 best.update(time=est, fracs=fracs)
+    pieced = _price_pieced(ctx, tried, units, best["time"])
+    fluid = min(p.theta for k, p in packings(ctx).items() if k[0] == "any") * size
+    if pieced is not None:  # built and timed already
+        found, name = pieced
+        if beat is not None and found.time_s > beat:
+            raise InfeasibleError("forest (any topology): slower than the host-structured "
+                                  "forest")
+        details = {"path": "any-topology packing", "packing": name,
+                   "trees": sum(len(s) for s in found.program.steps) // (2 * (n - 1)),
+                   "fluid_time_s": fluid, "pieces": found.pieces,
+                   "reduce_height": found.height, "broadcast_height": found.height,
+                   "solve_s": round(time.perf_counter() - t0, 3)}
+        return Candidate("forest", found.time_s, lambda: found.program, details)
     if beat is not None and best["time"] > beat:
         raise InfeasibleError("forest (any topology): slower than the host-structured forest")
     fracs = best["fracs"]
     program = sched.build(shares, fracs, units)
     predicted = ctx.cost.program_time(ctx.ranks, program, size)
-    fluid = min(p.theta for k, p in packings(ctx).items() if k[0] == "any") * size
     details = {"path": "any-topology packing", "packing": best["packing"],
                "trees": int((shares > 0).sum()),
                "fluid_time_s": fluid,

@@ -80,6 +80,7 @@ class Master:
                      -np.ones(self.narcs))
         self.load_rows = load_rows
         self.cols = 0
+        self.col_nnz: list[int] = []  # nonzeros of every tree column
 
     def add(self, arcs: np.ndarray, root: int, inward: bool,
             steps: np.ndarray | None = None) -> None:
@@ -95,6 +96,7 @@ class Master:
         self.h.addCol(0.0, 0.0, highspy.kHighsInf, len(idx), np.asarray(idx, dtype=np.int32),
                       np.asarray(vals, dtype=float))
         self.cols += 1
+        self.col_nnz.append(len(idx))
 
     def delete(self, columns: list[int]) -> None:
         """Drop tree columns by their index among the trees (0-based, theta excluded)."""
@@ -102,6 +104,20 @@ class Master:
             idx = np.asarray(columns, dtype=np.int32) + self.steps
             self.h.deleteCols(len(idx), idx)
             self.cols -= len(idx)
+            gone = set(columns)
+            self.col_nnz = [k for j, k in enumerate(self.col_nnz) if j not in gone]
+
+    def nonzeros(self) -> int:
+        """Nonzeros of the constraint matrix (the time columns' and the trees')."""
+        return self.steps * self.narcs + sum(self.col_nnz)
+
+    def limit_iterations(self, count: int) -> None:
+        """Stop the next solves after ``count`` simplex iterations (``solve`` then raises)."""
+        self.h.setOptionValue("simplex_iteration_limit", int(count))
+
+    def iterations(self) -> int:
+        """Simplex iterations of the last solve."""
+        return int(self.h.getInfo().simplex_iteration_count)
 
     def go_interior(self) -> None:
         """Solve by the interior-point method from now on (see ``solve``)."""

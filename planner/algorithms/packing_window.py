@@ -15,9 +15,17 @@ by column generation: the dual of row (a, s) prices arc a at step s, so the pric
 edge depends on the depth it joins the tree at, and the pricing grows every root's trees
 greedily (``layered_trees``) with those depth-dependent prices. Heights are capped at H (each
 rank at most its hop distance from the root plus a slack), the same for every tree.
+
+With P pieces (``pieced_window``) a column is a tree and the piece p it runs in, shifted by
+p steps (2 H + P - 1 steps in all), and the root rows are per (root, piece): each piece has
+trees and shares of its own, so early pieces can load the arcs the fill leaves idle where
+no one-piece tree set balances the steps (a degraded cube mesh: 1.087x the bound with one
+piece, 1.008x with four).
 """
 
 from __future__ import annotations
+
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -32,19 +40,37 @@ from planner.algorithms.packing import (
     hop_distances,
 )
 from planner.algorithms.packing_master import Master
+from planner.algorithms.packing_schedule import Pair, pair_trees
+from planner.algorithms.pipeline import round_to_total
+from planner.bound import fluid_floor
+from planner.errors import InfeasibleError
+from planner.program import Program, Step, Transfer
 
 ROUNDS = 30  # column-generation rounds
 TOLERANCE = 1e-3  # relative reduced cost below which the LP counts as solved
 MAX_ROWS = 40_000  # arcs x steps of the master LP; above: no step-priced packing
 ABANDON_AFTER = 10  # rounds after which an LP still ABANDON_ABOVE x slower than the best
 ABANDON_ABOVE = 1.15  # program stops (those that won were within 1.09x there; losers 1.17-1.56x)
+PIECES = (2, 4, 8, 16)  # piece counts of the pieced LP, tried in order (see ``pieced_window``)
+PIECES_BUDGET = 5e8  # simplex iterations x master nonzeros, summed over the solves of one
+# plan's pieced LPs: ~3 s of HiGHS on this 2-core machine (4-10 ns per unit measured)
+PIECES_GAIN = 3e-3  # a piece count whose program gains less than this stops the doubling
+PIECES_MAX_COLUMNS = 2_000  # a pieced LP stops adding trees above this many (and is not
+# doubled): its master's simplex takes most of the time, ~0.4 s a round at 2,000 on 8 ranks
+PRUNE_ABOVE = 8  # pieced LPs: tree columns per root and piece above which idle ones go
+KEEP_IDLE_ROUNDS = 2  # ...after this many solves without share
+PIECES_FLOOR_GAP = 2e-3  # a pieced LP this close to the fluid floor stops
 
 
 class WindowLP:
-    """Column generation of one-piece packings whose trees are at most ``height`` deep."""
+    """Column generation of step-priced packings of ``pieces`` pieces (1: one piece) whose
+    trees are at most ``height`` deep."""
 
     def __init__(self, ctx: PlanContext, routes: RankRoutes | QuickRoutes, slack: int,
-                 start: list[TreeColumn]) -> None:
+                 start: list[TreeColumn], pieces: int = 1,
+                 start_pieces: list[list[int]] | None = None) -> None:
+        """``start``: trees to start from, each in every piece or, with ``start_pieces``,
+        in the pieces listed for it."""
         self.ctx = ctx
         self.routes = routes
         self.n = len(ctx.ranks)
@@ -54,37 +80,76 @@ class WindowLP:
         self.limits = (np.minimum(hops.T + slack, self.n - 1),
                        np.minimum(hops + slack, self.n - 1))
         self.height = int(min(self.limits[1].max(), self.n - 1))
+        self.pieces = pieces
+        self.steps = 2 * self.height + pieces - 1
         self.trees: list[TreeColumn] = []
+        self.offsets: list[int] = []
+        self.keys: list[bytes] = []
+        self.idle: list[int] = []
         self._seen: set[bytes] = set()
-        self.master = Master(self.bw, self.n, primal=True, steps=2 * self.height)
-        for col in start:
+        self.master = Master(self.bw, self.n * pieces, primal=True, steps=self.steps)
+        every = list(range(pieces))
+        for j, col in enumerate(start):
             if col.height <= self.height:
-                self._add(col)
+                for p in every if start_pieces is None else start_pieces[j]:
+                    self._add(col, p)
 
-    def _add(self, col: TreeColumn) -> bool:
-        key = (b"i" if col.inward else b"o") + col.parent.tobytes() + b"".join(
-            "|".join(p).encode() for p in col.paths)
+    def _add(self, col: TreeColumn, piece: int = 0) -> bool:
+        key = (b"i" if col.inward else b"o") + bytes([piece % 256, piece // 256]) + \
+            col.parent.tobytes() + b"".join("|".join(p).encode() for p in col.paths)
         if key in self._seen:
             return False
         self._seen.add(key)
         self.trees.append(col)
-        self.master.add(col.arcs, col.root, col.inward, self._steps(col))
+        self.offsets.append(piece)
+        self.keys.append(key)
+        self.idle.append(0)
+        self.master.add(col.arcs, piece * self.n + col.root, col.inward,
+                        self._steps(col, piece))
         return True
 
-    def _steps(self, col: TreeColumn) -> np.ndarray:
-        """The step of every crossing of ``col`` (aligned with ``col.arcs``)."""
+    def _steps(self, col: TreeColumn, piece: int = 0) -> np.ndarray:
+        """The step of every crossing of ``col`` run as ``piece`` (aligned with
+        ``col.arcs``)."""
         h = self.height
         out = []
         for v, path in enumerate(col.paths):
             if path:
                 k = int(col.depth[v])
-                out.extend([h - k if col.inward else h + k - 1]
+                out.extend([piece + (h - k if col.inward else h + k - 1)]
                            * len(self.ctx.router.arcs(path)))
         return np.asarray(out, dtype=np.int64)
 
+    def _prune(self, share: np.ndarray) -> bool:
+        """With pieces, drop the columns that carried no share for KEEP_IDLE_ROUNDS solves
+        once there are more than PRUNE_ABOVE per root and piece (they may be priced in
+        again): the degenerate master's simplex slows with every idle column. Whether any
+        went (the shares must then be solved again)."""
+        self.idle = [0 if x > 1e-12 else k + 1 for x, k in zip(share, self.idle, strict=True)]
+        if self.pieces == 1 or len(self.trees) <= PRUNE_ABOVE * self.n * self.pieces:
+            return False
+        drop = [j for j, k in enumerate(self.idle) if k >= KEEP_IDLE_ROUNDS]
+        if drop:
+            gone = set(drop)
+            self._seen.difference_update(self.keys[j] for j in drop)
+            self.master.delete(drop)
+            for name in ("trees", "offsets", "keys", "idle"):
+                setattr(self, name, [x for j, x in enumerate(getattr(self, name))
+                                     if j not in gone])
+        return bool(drop)
+
+    def _solve(self, budget: Budget) -> tuple[float, float, np.ndarray, np.ndarray, np.ndarray]:
+        """``_master`` within ``budget`` (InfeasibleError where the solve would exceed it)."""
+        nonzeros = self.master.nonzeros()
+        if np.isfinite(budget.left):
+            self.master.limit_iterations(max(1, int(budget.left // nonzeros)))
+        out = self._master()
+        budget.left -= self.master.iterations() * nonzeros
+        return out
+
     def _master(self) -> tuple[float, float, np.ndarray, np.ndarray, np.ndarray]:
         """(bandwidth time per byte, the same in the LP's units, shares, prices per (step,
-        arc) crossing, root and total duals)."""
+        arc) crossing, root and total duals); InfeasibleError where HiGHS gives up."""
         return self.master.solve()
 
     def _price(self, prices: np.ndarray, duals: np.ndarray, threshold: float
@@ -92,45 +157,73 @@ class WindowLP:
         n, h = self.n, self.height
         costs, preds = zip(*(self.routes.solve(w) for w in prices), strict=True)
         cost = np.stack(costs)  # (steps, u, v): the cheapest route u -> v at that step
-        # an in-tree's edge into depth k is sent at step h - k; an out-tree's at h + k - 1
-        step_in = np.concatenate([[0], h - np.arange(1, h + 1)])
-        step_out = np.concatenate([[0], h + np.arange(1, h + 1) - 1])
-        parents_in = layered_trees(cost.transpose(0, 2, 1), step_in, self.limits[0])
-        parents_out = layered_trees(cost, step_out, self.limits[1])
         out = []
         cache: dict = {}
-        for r in range(n):
-            for inward, parents, steps in ((True, parents_in, step_in),
-                                           (False, parents_out, step_out)):
-                par = parents[r]
-                if isinstance(self.routes, QuickRoutes):  # one route per pair at every step
-                    col = _column(self.routes, self.ctx.router, None, par, r, inward, cache)
-                else:
-                    col = _layered_column(self.routes, self.ctx.router, preds, par, r,
-                                          inward, steps)
-                red = float(prices[self._steps(col), col.arcs].sum())
-                red += -duals[r] - duals[n] if inward else duals[r]
-                if red < -threshold:
-                    out.append(col)
+        total = duals[n * self.pieces]
+        for p in range(self.pieces):
+            # an in-tree's edge into depth k is sent at step p + h - k; an out-tree's at
+            # p + h + k - 1
+            step_in = p + np.concatenate([[0], h - np.arange(1, h + 1)])
+            step_out = p + np.concatenate([[0], h + np.arange(1, h + 1) - 1])
+            parents_in = layered_trees(cost.transpose(0, 2, 1), step_in, self.limits[0])
+            parents_out = layered_trees(cost, step_out, self.limits[1])
+            for r in range(n):
+                for inward, parents, steps in ((True, parents_in, step_in),
+                                               (False, parents_out, step_out)):
+                    par = parents[r]
+                    if isinstance(self.routes, QuickRoutes):  # one route per pair, any step
+                        col = _column(self.routes, self.ctx.router, None, par, r, inward, cache)
+                    else:
+                        col = _layered_column(self.routes, self.ctx.router, preds, par, r,
+                                              inward, steps)
+                    red = float(prices[self._steps(col, p), col.arcs].sum())
+                    dual = duals[p * n + r]
+                    red += -dual - total if inward else dual
+                    if red < -threshold:
+                        out.append((col, p))
         return out
 
-    def solve(self, rounds: int = ROUNDS, beat: float = np.inf) -> Packing | None:
+    def solve(self, rounds: int = ROUNDS, beat: float = np.inf,
+              abandon: tuple[int, float] = (ABANDON_AFTER, ABANDON_ABOVE), floor: float = 0.0,
+              max_columns: int | None = None, budget: Budget | None = None
+              ) -> Packing | None:
         """The LP over the start trees and those priced in; None where it is too large, or
-        where after ABANDON_AFTER rounds its bandwidth time per byte is still ABANDON_ABOVE
+        where after ``abandon[0]`` rounds its bandwidth time per byte is still ``abandon[1]``
         times ``beat`` (the best program found by other means, per byte of buffer): the LP's
         value only falls, but one so far behind had not caught up on the families measured
-        (a heuristic that saves most of the LP's time where it cannot win: fat trees)."""
-        if not self.trees or 2 * self.height * len(self.bw) > MAX_ROWS:
+        (a heuristic that saves most of the LP's time where it cannot win: fat trees).
+        Column generation also stops once the LP is within ``floor`` seconds per byte (it
+        cannot go below the fluid floor), holds more than ``max_columns`` trees, or has spent
+        ``budget`` (simplex iterations times the master's nonzeros, summed over its solves:
+        the LP's work, a count that does not depend on the machine, so plans repeat)."""
+        if not self.trees or self.steps * len(self.bw) > MAX_ROWS:
             return None
-        theta, obj, share, prices, duals = self._master()
+        try:
+            return self._generate(rounds, beat, abandon, floor, max_columns or 1 << 62,
+                                  budget or Budget(np.inf))
+        except InfeasibleError:  # HiGHS stopped without an optimum (seen on 16 pieces)
+            return None
+
+    def _generate(self, rounds: int, beat: float, abandon: tuple[int, float], floor: float,
+                  max_columns: int, budget: Budget) -> Packing | None:
+        theta, obj, share, prices, duals = self._solve(budget)
         for k in range(rounds):
-            if k >= ABANDON_AFTER and theta > beat * ABANDON_ABOVE:
+            if k >= abandon[0] and theta > beat * abandon[1]:
                 return None
-            cols = self._price(prices, duals, TOLERANCE * obj)
-            if not sum(self._add(c) for c in cols):
+            if theta <= floor or len(self.trees) > max_columns or budget.left <= 0:
                 break
-            theta, obj, share, prices, duals = self._master()
+            cols = self._price(prices, duals, TOLERANCE * obj)
+            if not cols:
+                break
+            pruned = self._prune(share)
+            added = sum(self._add(c, p) for c, p in cols)
+            if not added and not pruned:
+                break
+            theta, obj, share, prices, duals = self._solve(budget)  # shares match the columns
+            if not added:
+                break
         live = share > 1e-12
+        self.live_offsets = np.asarray(self.offsets)[live]
         return Packing([t for t, x in zip(self.trees, live, strict=True) if x], share[live],
                        theta, prices.max(axis=0))
 
@@ -149,3 +242,91 @@ def _layered_column(routes: RankRoutes, router, preds: tuple, parent: np.ndarray
         paths.append(path)
         arcs.extend(router.arcs(path))
     return TreeColumn(inward, root, parent, paths, np.asarray(arcs, dtype=np.int64), depth)
+
+
+def window_program(found: Packing, offsets: np.ndarray, height: int, units: int) -> Program:
+    """The lockstep program of a step-priced packing with pieces: per piece the in- and
+    out-trees of each root paired by share (``pair_trees``), each pair a contiguous range of
+    units; a rank at depth k of piece p's in-tree sends at step p + height - k, one at
+    depth k of its out-tree hears at step p + height + k - 1."""
+    pairs: list[tuple[int, Pair, float]] = []
+    for p in np.unique(offsets):
+        mine = offsets == p
+        trees = [t for t, m in zip(found.trees, mine, strict=True) if m]
+        share = found.share[mine]
+        weight = float(sum(x for t, x in zip(trees, share, strict=True) if t.inward))
+        if weight <= 0:
+            continue
+        for pair in pair_trees(Packing(trees, share, found.theta, found.prices)):
+            pairs.append((int(p), pair, pair.share * weight))
+    per_pair = round_to_total(np.array([w for _, _, w in pairs]) * units
+                              / sum(w for _, _, w in pairs), units)
+    last = max(p for p, _, _ in pairs)
+    steps: list[Step] = [[] for _ in range(last + 2 * height)]
+    base = 0
+    for (p, pair, _), u in zip(pairs, per_pair, strict=True):
+        a, b = base, base + int(u)
+        base = b
+        if a == b:
+            continue
+        red, bc = pair.reduce, pair.broadcast
+        for v, q in enumerate(red.parent):
+            if q >= 0:
+                steps[p + height - int(red.depth[v])].append(
+                    Transfer(v, int(q), a, b, True, red.paths[v]))
+        for v, q in enumerate(bc.parent):
+            if q >= 0:
+                steps[p + height + int(bc.depth[v]) - 1].append(
+                    Transfer(int(q), v, a, b, False, bc.paths[v]))
+    return Program(units, [s for s in steps if s])
+
+
+@dataclass
+class Budget:
+    """Simplex iterations times master nonzeros the pieced LPs of one plan may still spend."""
+
+    left: float
+
+
+@dataclass
+class WindowProgram:
+    time_s: float  # under the cost model
+    program: Program
+    pieces: int
+    height: int
+
+
+def pieced_window(ctx: PlanContext, routes: RankRoutes | QuickRoutes, slack: int,
+                  start: list[TreeColumn], units: int, beat_s: float = np.inf,
+                  budget: Budget | None = None
+                  ) -> WindowProgram | None:
+    """The fastest program of the pieced step-priced LP over PIECES piece counts, each LP
+    starting from the trees of the one before (each tree in the two pieces its piece splits
+    into). The next count is tried while the last one's program gained PIECES_GAIN over the
+    one before (2 pieces are often slower than the pipelined programs, 4 or 8 faster), its
+    LP stayed under PIECES_MAX_COLUMNS columns, and ``budget`` is left."""
+    size = float(ctx.size_bytes)
+    floor_s = fluid_floor(ctx) * size
+    best: WindowProgram | None = None
+    last_s = np.inf
+    budget = budget or Budget(np.inf)
+    split = None  # each tree of the last LP in the two pieces its piece splits into
+    for pieces in PIECES:
+        if budget.left <= 0:
+            break
+        lp = WindowLP(ctx, routes, slack, start, pieces, split)
+        found = lp.solve(beat=beat_s / size, floor=floor_s / size * (1 + PIECES_FLOOR_GAP),
+                         max_columns=PIECES_MAX_COLUMNS, budget=budget)
+        if found is None:
+            break
+        program = window_program(found, lp.live_offsets, lp.height, units)
+        mine = WindowProgram(ctx.cost.program_time(ctx.ranks, program, size), program,
+                             pieces, lp.height)
+        if mine.time_s >= last_s * (1 - PIECES_GAIN) or len(lp.trees) > PIECES_MAX_COLUMNS:
+            return mine if mine.time_s < min(last_s, beat_s) else best
+        if mine.time_s < beat_s:
+            best, beat_s = mine, mine.time_s
+        last_s = mine.time_s
+        start = found.trees
+        split = [[2 * int(p), 2 * int(p) + 1] for p in lp.live_offsets]
+    return best
