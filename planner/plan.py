@@ -82,10 +82,9 @@ class Comparison:
                                         c.predicted_time_s))
 
 
-def _check_overhead(message_overhead_s: float) -> None:
-    if not (isinstance(message_overhead_s, int | float)
-            and 0 <= message_overhead_s < float("inf")):
-        raise RequestError(f"message_overhead_s must be a time >= 0, got {message_overhead_s!r}")
+def _check_overhead(value: float, name: str = "message_overhead_s") -> None:
+    if not (isinstance(value, int | float) and 0 <= value < float("inf")):
+        raise RequestError(f"{name} must be a time >= 0, got {value!r}")
 
 
 def _check_cores(message_cores: int | None) -> None:
@@ -116,14 +115,16 @@ def _check_request(topo: Topology, ranks: list[str], size_bytes: int, algorithm:
 def compare(topo: Topology, ranks: list[str], size_bytes: int, *,
             algorithms: list[str] | None = None, seed: int = 0,
             min_step_s: float = 0.0, message_overhead_s: float = 0.0,
-            message_cores: int | None = None) -> Comparison:
+            message_cores: int | None = None, exchange_overhead_s: float = 0.0) -> Comparison:
     """Price every named algorithm (default: all) on one request."""
     _check_request(topo, ranks, size_bytes, "auto", "allreduce")
     _check_overhead(message_overhead_s)
+    _check_overhead(exchange_overhead_s, "exchange_overhead_s")
     _check_cores(message_cores)
     ctx = PlanContext.create(topo, ranks, size_bytes, seed=seed, min_step_s=min_step_s,
                              message_overhead_s=message_overhead_s,
-                             message_cores=message_cores or None)
+                             message_cores=message_cores or None,
+                             exchange_overhead_s=exchange_overhead_s)
     cands: dict[str, Candidate] = {}
     infeasible: dict[str, str] = {}
     for name in algorithms or list(ALGORITHMS):
@@ -147,17 +148,19 @@ def make_plan(topo: Topology, ranks: list[str], size_bytes: int, algorithm: str 
               min_step_s: float = 0.0, shards: str = "equal", density: Any = None,
               block_elems: Any = 256, density_overlap: Any = False,
               message_overhead_s: float = 0.0,
-              message_cores: int | None = None) -> dict[str, Any]:
+              message_cores: int | None = None,
+              exchange_overhead_s: float = 0.0) -> dict[str, Any]:
     """Plan a collective; return the plan document. Raise RequestError / InfeasibleError.
     ``shards`` (``equal`` or ``any``) applies to reduce-scatter and all-gather only; with
     ``density`` the all-reduce is block-sparse (planner.sparse); ``message_overhead_s``
     (the cost model's per-message term, all-reduce only) is priced into every candidate,
-    shared by ``message_cores`` CPU cores when that is set (None or 0: one CPU per rank)."""
+    shared by ``message_cores`` CPU cores when that is set (None or 0: one CPU per rank);
+    ``exchange_overhead_s`` likewise per message end of the steps' exchanged transfers."""
     with gc_paused():
         if collective != "allreduce":
-            if message_overhead_s or message_cores:
-                raise RequestError("message_overhead_s and message_cores are priced for "
-                                   "all-reduce plans only")
+            if message_overhead_s or message_cores or exchange_overhead_s:
+                raise RequestError("message_overhead_s, message_cores and exchange_overhead_s "
+                                   "are priced for all-reduce plans only")
             from planner.collectives import make_collective_plan
 
             _check_request(topo, ranks, size_bytes, algorithm, collective)
@@ -168,37 +171,42 @@ def make_plan(topo: Topology, ranks: list[str], size_bytes: int, algorithm: str 
                           Density.from_request(density, len(ranks), overlap=density_overlap,
                                                block_elems=block_elems),
                           message_overhead_s=message_overhead_s,
-                          message_cores=message_cores)[0]
+                          message_cores=message_cores,
+                          exchange_overhead_s=exchange_overhead_s)[0]
 
 
 def plan_and_compare(topo: Topology, ranks: list[str], size_bytes: int,
                      algorithm: str = "auto", *, min_step_s: float = 0.0,
-                     message_overhead_s: float = 0.0, message_cores: int | None = None
+                     message_overhead_s: float = 0.0, message_cores: int | None = None,
+                     exchange_overhead_s: float = 0.0
                      ) -> tuple[dict[str, Any], Comparison]:
     """An all-reduce plan document and the comparison it was chosen from (every algorithm
     priced once when ``algorithm`` is auto; only the named one otherwise)."""
     with gc_paused():
         return _make_plan(topo, ranks, size_bytes, algorithm, "allreduce", seed=0,
                           min_step_s=min_step_s, message_overhead_s=message_overhead_s,
-                          message_cores=message_cores)
+                          message_cores=message_cores,
+                          exchange_overhead_s=exchange_overhead_s)
 
 
 def _make_plan(topo: Topology, ranks: list[str], size_bytes: int, algorithm: str,
                collective: str, *, seed: int, min_step_s: float,
                sparse: Density | None = None, message_overhead_s: float = 0.0,
-               message_cores: int | None = None) -> tuple[dict[str, Any], Comparison]:
+               message_cores: int | None = None, exchange_overhead_s: float = 0.0
+               ) -> tuple[dict[str, Any], Comparison]:
     _check_request(topo, ranks, size_bytes, algorithm, collective)
     names = list(ALGORITHMS) if algorithm == "auto" else [algorithm]
     t0 = time.perf_counter()
     comp = compare(topo, ranks, size_bytes, algorithms=names, seed=seed,
                    min_step_s=min_step_s, message_overhead_s=message_overhead_s,
-                   message_cores=message_cores)
-    cores = message_cores if message_overhead_s else None  # without o the cores change nothing
+                   message_cores=message_cores, exchange_overhead_s=exchange_overhead_s)
+    # without an overhead the cores change nothing
+    cores = message_cores if message_overhead_s or exchange_overhead_s else None
     chosen = comp.best
     sparse_info = None
     if sparse is not None:
         chosen, sparse_info = _choose_sparse(comp, ranks, size_bytes, sparse, min_step_s,
-                                             message_overhead_s, cores)
+                                             message_overhead_s, cores, exchange_overhead_s)
     program = with_routes(chosen.build(), ranks, comp.router)
     solve_s = time.perf_counter() - t0
     bound_s, family, method, bandwidth_s = comp.bound_for(chosen.algorithm)
@@ -230,6 +238,8 @@ def _make_plan(topo: Topology, ranks: list[str], size_bytes: int, algorithm: str
         doc["min_step_s"] = min_step_s  # priced into predicted_time_s
     if message_overhead_s:
         doc["message_overhead_s"] = message_overhead_s  # likewise
+    if exchange_overhead_s:
+        doc["exchange_overhead_s"] = exchange_overhead_s  # likewise
     if cores:
         doc["message_cores"] = cores  # likewise: the ranks share this many CPU cores
     if sparse_info is not None:
@@ -241,10 +251,11 @@ def _make_plan(topo: Topology, ranks: list[str], size_bytes: int, algorithm: str
 
 def _choose_sparse(comp: Comparison, ranks: list[str], size_bytes: int, density: Density,
                    min_step_s: float, message_overhead_s: float = 0.0,
-                   message_cores: int | None = None) -> tuple[Candidate, dict[str, Any]]:
+                   message_cores: int | None = None, exchange_overhead_s: float = 0.0
+                   ) -> tuple[Candidate, dict[str, Any]]:
     cands = {k: (c.predicted_time_s, c.build()) for k, c in comp.candidates.items()}
     name, info = choose_sparse(CostModel(comp.router, min_step_s, message_overhead_s,
-                                         message_cores), ranks,
+                                         message_cores, exchange_overhead_s), ranks,
                                size_bytes, density, cands, comp.best.algorithm)
     return comp.candidates[name], info
 
@@ -269,6 +280,8 @@ def plan_id(topo: Topology, doc: dict[str, Any]) -> str:
                          if doc.get("message_overhead_s") else {}),
                       **({"message_cores": doc["message_cores"]}
                          if doc.get("message_cores") else {}),
+                      **({"exchange_overhead": doc["exchange_overhead_s"]}
+                         if doc.get("exchange_overhead_s") else {}),
                       **({"sparse": {k: doc["sparse"][k] for k in
                                      ("density", "density_overlap", "block_elems")}}
                          if doc.get("sparse") else {})}, sort_keys=True)
