@@ -114,7 +114,7 @@ def test_zero_changes_nothing_and_a_plan_says_what_it_priced() -> None:
 def test_the_term_moves_auto_off_pairwise_exchanges_at_1_mib_on_the_testbed_graph() -> None:
     """8 hosts at 200 Mbit/s on one switch, 2 shared cores (the emulated testbed): with o
     alone halving-doubling's 6 steps beat the ring's 14; with the exchange term of the size
-    session 7's calibrations refit with it (o 42-56 us, x 48-112 us), the ring is cheaper."""
+    session 7's calibrations refit with it (o 48-96 us, x 68-112 us), the ring is cheaper."""
     from syncplan.testbed.scenario import load_scenario
 
     topo = Topology.from_dict(load_scenario("homogeneous").ground_truth_topology())
