@@ -44,6 +44,8 @@ class Comparison:
     router: Router
     bound_any: AnyBound | None = None  # every all-reduce program (planner/bound_any.py)
     ranks: tuple[str, ...] = ()
+    # priced with the per-exchange overhead: ties then go to the fewest exchanged transfers
+    exchange_priced: bool = False
 
     def bound_for(self, algorithm: str) -> tuple[float, str, str, float]:
         """(time, family, method, bandwidth term) of the highest bound whose family holds
@@ -66,20 +68,37 @@ class Comparison:
         ``details["identical_bits"]: False`` if its ranks added the same values in
         different orders), unless none does. Every algorithm's programs do today: the
         executor adds a step's reduces in rank order (``executor.schedule``), which makes
-        the direct exchanges' ranks compute the same sums."""
+        the direct exchanges' ranks compute the same sums.
+
+        Priced with ``exchange_overhead_s``, ties go to the fewest *exchanged* transfers
+        first (``planner.cost.exchange_ends``' transfers): the term is fitted at 4 and 64
+        KiB, and on the testbed the exchanging programs ran above their prediction at 64
+        KiB - 1 MiB in every run (halving-doubling 1.08-1.70x at 1 MiB, where it is priced
+        within 1-3 % of the ring, which ran 0.92-0.99x; docs/testbed.md "Issue 18, session
+        8")."""
         same = [c for c in self.candidates.values() if c.details.get("identical_bits", True)]
         pool = same or list(self.candidates.values())
         fastest = min(c.predicted_time_s for c in pool)
         order = {name: i for i, name in enumerate(ALGORITHMS)}
         tied = [c for c in pool if c.predicted_time_s <= fastest * (1 + TIE_TOLERANCE)]
-        counts = {c.algorithm: 0 for c in tied}
+        counts = {c.algorithm: (0, 0) for c in tied}
         if len(tied) > 1 and len(self.ranks) <= COUNT_TIES_UP_TO:
             for c in tied:
                 program = c.build()
                 c.build = partial(_same, program)  # built once
-                counts[c.algorithm] = program.transfer_count
+                counts[c.algorithm] = (exchanged_count(program) if self.exchange_priced else 0,
+                                       program.transfer_count)
         return min(tied, key=lambda c: (counts[c.algorithm], order.get(c.algorithm, len(order)),
                                         c.predicted_time_s))
+
+
+def exchanged_count(program: Program) -> int:
+    """Transfers whose destination also sends to their source in the same step."""
+    total = 0
+    for step in program.steps:
+        pairs = {(t.src, t.dst) for t in step}
+        total += sum((t.dst, t.src) in pairs for t in step)
+    return total
 
 
 def _check_overhead(value: float, name: str = "message_overhead_s") -> None:
@@ -140,7 +159,8 @@ def compare(topo: Topology, ranks: list[str], size_bytes: int, *,
                               "; ".join(f"{k}: {v}" for k, v in infeasible.items()))
     bound = lower_bound(ctx)
     return Comparison(bound, cands, infeasible, ctx.router,
-                      lower_bound_any(ctx, bound.cut_bandwidth_Bps), tuple(ranks))
+                      lower_bound_any(ctx, bound.cut_bandwidth_Bps), tuple(ranks),
+                      exchange_priced=exchange_overhead_s > 0)
 
 
 def make_plan(topo: Topology, ranks: list[str], size_bytes: int, algorithm: str = "auto",

@@ -142,3 +142,24 @@ def test_cli_plans_with_it_and_verify_simulates_it(
     assert res.returncode == 0 and format_time(doc["predicted_time_s"]) in res.stdout
     bad = cli(capsys, "plan", "-t", STAR, "--size", "1KiB", "--exchange-overhead-us", "-1")
     assert bad.returncode != 0 and "--exchange-overhead-us" in bad.stderr
+
+
+def test_with_the_term_a_tie_goes_to_the_fewest_exchanged_transfers() -> None:
+    """1 MiB on the testbed graph: the ring and halving-doubling move the same bytes. Without
+    the term a tie goes to the fewest transfers (halving-doubling, 48 against 112); with it,
+    to the fewest exchanged ones (the ring, none), as with session 8's repeat calibration
+    (o = 89 us, x = 118 us: halving-doubling 0.3 % below the ring)."""
+    from planner.plan import exchanged_count
+    from syncplan.testbed.scenario import load_scenario
+
+    topo = Topology.from_dict(load_scenario("homogeneous").ground_truth_topology())
+    ranks = [f"h{i}/cpu0" for i in range(8)]
+    kw = {"algorithms": ["ring", "halving-doubling"], "min_step_s": 50e-6,
+          "message_cores": CORES}
+    assert compare(topo, ranks, 1 << 20, **kw).best.algorithm == "halving-doubling"
+    comp = compare(topo, ranks, 1 << 20, message_overhead_s=89e-6, exchange_overhead_s=118e-6,
+                   **kw)
+    ring, hd = comp.candidates["ring"], comp.candidates["halving-doubling"]
+    assert hd.predicted_time_s < ring.predicted_time_s < hd.predicted_time_s * 1.01
+    assert comp.best.algorithm == "ring"
+    assert exchanged_count(ring.build()) == 0 and exchanged_count(hd.build()) == 48
