@@ -41,6 +41,7 @@ class PlanKey:
     # the service's per-message overhead and shared cores (all-reduce only; set by PlanService)
     message_overhead_s: float = 0.0
     message_cores: int = 0
+    exchange_overhead_s: float = 0.0  # the service's per-exchange term (set by PlanService)
 
     @property
     def request(self) -> dict[str, Any]:
@@ -50,8 +51,10 @@ class PlanKey:
             req["min_step_s"] = self.min_step_s
         if self.message_overhead_s:
             req["message_overhead_s"] = self.message_overhead_s
-            if self.message_cores:
-                req["message_cores"] = self.message_cores
+        if self.exchange_overhead_s:
+            req["exchange_overhead_s"] = self.exchange_overhead_s
+        if self.message_cores and (self.message_overhead_s or self.exchange_overhead_s):
+            req["message_cores"] = self.message_cores
         if self.shards != "equal":
             req["shards"] = self.shards
         if self.sparse is not None:
@@ -121,7 +124,8 @@ def solve(snapshot: Snapshot, key: PlanKey) -> dict[str, Any]:
                      algorithm=key.algorithm, collective=key.collective,
                      min_step_s=key.min_step_s, shards=key.shards,
                      message_overhead_s=key.message_overhead_s,
-                     message_cores=key.message_cores or None, **sparse)
+                     message_cores=key.message_cores or None,
+                     exchange_overhead_s=key.exchange_overhead_s, **sparse)
 
 
 class PlanService:
@@ -130,14 +134,16 @@ class PlanService:
     def __init__(self, factory: sessionmaker[Session], metrics: Metrics, cache_size: int,
                  solver_threads: int, cache_bytes: int = 512 << 20,
                  min_step_s: float = 0.0, quota: SolveQuota | None = None,
-                 message_overhead_s: float = 0.0, message_cores: int = 0) -> None:
+                 message_overhead_s: float = 0.0, message_cores: int = 0,
+                 exchange_overhead_s: float = 0.0) -> None:
         self._factory = factory
         self.quota = quota or SolveQuota(per_owner=1 << 30, queue_limit=1 << 30,
                                          timeout_s=1e9)
         self.min_step_s = min_step_s
         self.message_overhead_s = message_overhead_s
+        self.exchange_overhead_s = exchange_overhead_s
         # the cores matter only with an overhead: without one they do not key the plans
-        self.message_cores = message_cores if message_overhead_s else 0
+        self.message_cores = message_cores if message_overhead_s or exchange_overhead_s else 0
         self._metrics = metrics
         self._size = cache_size
         self._max_bytes = cache_bytes
@@ -185,13 +191,14 @@ class PlanService:
 
     def _own(self, key: PlanKey) -> PlanKey:
         """``key`` with this service's cost-model settings (they are part of the plan)."""
-        overhead, cores = ((self.message_overhead_s, self.message_cores)
-                           if key.collective == "allreduce" else (0.0, 0))
-        if (key.min_step_s, key.message_overhead_s, key.message_cores) == (
-                self.min_step_s, overhead, cores):
+        overhead, cores, exchange = ((self.message_overhead_s, self.message_cores,
+                                      self.exchange_overhead_s)
+                                     if key.collective == "allreduce" else (0.0, 0, 0.0))
+        if (key.min_step_s, key.message_overhead_s, key.message_cores,
+                key.exchange_overhead_s) == (self.min_step_s, overhead, cores, exchange):
             return key
         return replace(key, min_step_s=self.min_step_s, message_overhead_s=overhead,
-                       message_cores=cores)
+                       message_cores=cores, exchange_overhead_s=exchange)
 
     def cached(self, key: PlanKey) -> CachedPlan | None:
         key = self._own(key)

@@ -61,6 +61,11 @@ class Settings(BaseSettings):
         description="all-reduce plans: the ranks share this many CPU cores for their "
                     "message overhead (an emulated cluster on one machine; 0: a CPU per "
                     "rank); plans are keyed by it when the overhead is set")
+    exchange_overhead_us: float = Field(
+        default=0.0, ge=0, le=1e6,
+        description="all-reduce plans: added time per message end of a step's exchanged "
+                    "transfers (a pair sending both ways in the step), counted like the "
+                    "message overhead (docs/cost-model.md); plans are keyed by it")
 
     agent_secret: SecretStr | None = Field(
         default=None, description="derives the per-host agent tokens (api/identity.py)")

@@ -48,6 +48,11 @@ class ExecutorConfig:
     verify: bool = True  # check the program is a correct all-reduce before use
     max_prepared: int = 32  # prepared (element count, dtype, device) entries kept
     segment_bytes: int = 1 << 20  # gloo: cut longer messages into segments (0: never)
+    # gloo: cut a message of at least split_pieces x split_min_bytes into at least
+    # split_pieces segments, so the receiver forwards the first while the next arrives
+    # (a 1 MiB ring over 8 ranks: 128 KiB messages; 1: never); see docs/executor.md
+    split_pieces: int = 2
+    split_min_bytes: int = 64 << 10
     # "auto": data-flow order on gloo, one batch_isend_irecv per step on NCCL;
     # "steps": one batch per step everywhere.
     schedule: str = "auto"
@@ -64,6 +69,9 @@ class ExecutorConfig:
             raise ValueError(f"schedule must be 'auto' or 'steps', got {self.schedule!r}")
         if self.segment_bytes < 0:
             raise ValueError(f"segment_bytes must be >= 0, got {self.segment_bytes}")
+        if self.split_pieces < 1 or self.split_min_bytes < 1:
+            raise ValueError("split_pieces and split_min_bytes must be >= 1, got "
+                             f"{self.split_pieces}, {self.split_min_bytes}")
         if not self.timeout_s > 0:
             raise ValueError(f"timeout_s must be > 0, got {self.timeout_s}")
         if self.eager_recv_factor < 0:
@@ -227,13 +235,14 @@ class PlanExecutor:
             raise PlanError(f"CPU tensors need a gloo process group, not {self.backend!r}")
         prep: _GlooPrepared | _StepPrepared
         if device.type == "cpu" and self.config.schedule == "auto":
-            seg = self.config.segment_bytes // torch.empty(0, dtype=dtype).element_size()
+            esize = torch.empty(0, dtype=dtype).element_size()
+            cut = {"segment": self.config.segment_bytes // esize or None,
+                   "pieces": self.config.split_pieces,
+                   "piece_min": max(self.config.split_min_bytes // esize, 1)}
             eager = self.config.eager_recv_factor > 0
-            sched = build_schedule(self.program, self.plan_rank, numel, segment=seg or None,
-                                   stage_all=eager)
+            sched = build_schedule(self.program, self.plan_rank, numel, stage_all=eager, **cut)
             if eager and sched.total_recv_numel > self.config.eager_recv_factor * numel:
-                sched = build_schedule(self.program, self.plan_rank, numel,
-                                       segment=seg or None)
+                sched = build_schedule(self.program, self.plan_rank, numel, **cut)
             prep = _GlooPrepared(sched, self.rank_map, dtype, self.group,
                                  self.config.lookahead_steps)
         else:

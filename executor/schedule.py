@@ -2,9 +2,10 @@
 
 Units map to elements by ``boundary(u) = u * numel // units``, so any element count works.
 Transfers between the same pair in one step whose element ranges touch are coalesced into
-one message, and a message longer than ``segment`` elements is cut into segments, so the
-receiver can apply one segment while the next is still arriving. Sender and receiver derive
-the same messages in the same order.
+one message, and a message longer than ``segment`` elements is cut into segments (a message
+of at least ``pieces`` x ``piece_min`` elements into at least ``pieces``), so the receiver can
+apply one segment while the next is still arriving. Sender and receiver derive the same
+messages in the same order.
 """
 
 from __future__ import annotations
@@ -87,10 +88,12 @@ def element_bounds(units: int, numel: int) -> list[int]:
 Part = tuple[int, int, bool]  # element range and reduce flag of one transfer's share
 
 
-def _messages(transfers: list[Transfer], bounds: list[int], segment: int | None
-              ) -> list[list[Part]]:
+def _messages(transfers: list[Transfer], bounds: list[int], segment: int | None,
+              pieces: int = 1, piece_min: int = 1) -> list[list[Part]]:
     """One pair's transfers as messages, each a list of contiguous parts; empty parts are
-    dropped, touching ones coalesced, long ones cut into segments."""
+    dropped, touching ones coalesced, long ones cut into segments: at most ``segment``
+    elements, and a message of at least ``pieces`` x ``piece_min`` elements into at least
+    ``pieces`` (equal, rounded up)."""
     parts = sorted((bounds[t.start], bounds[t.stop], t.reduce) for t in transfers)
     merged: list[list[Part]] = []
     for a, b, red in parts:
@@ -100,22 +103,27 @@ def _messages(transfers: list[Transfer], bounds: list[int], segment: int | None
             merged[-1].append((a, b, red))
         else:
             merged.append([(a, b, red)])
-    if not segment:
+    if not segment and pieces <= 1:
         return merged
     out: list[list[Part]] = []
     for m in merged:
         lo, hi = m[0][0], m[-1][1]
-        for c in range(lo, hi, segment):
-            d = min(c + segment, hi)
+        seg = segment or hi - lo
+        if pieces > 1 and hi - lo >= pieces * piece_min:
+            seg = min(seg, -(-(hi - lo) // pieces))
+        for c in range(lo, hi, seg):
+            d = min(c + seg, hi)
             out.append([(max(a, c), min(b, d), red) for a, b, red in m if a < d and c < b])
     return out
 
 
 def build_schedule(program: Program, rank: int, numel: int, *,
                    segment: int | None = None, stage_all: bool = False,
-                   canonical: bool = True) -> RankSchedule:
+                   canonical: bool = True, pieces: int = 1,
+                   piece_min: int = 1) -> RankSchedule:
     """The messages plan rank ``rank`` sends and receives per step for ``numel`` elements,
-    messages cut at ``segment`` elements (None: never). ``stage_all`` stages every receive
+    messages cut at ``segment`` elements (None: never), and a message of at least ``pieces``
+    x ``piece_min`` elements into at least ``pieces`` segments. ``stage_all`` stages every receive
     (none lands in place), so that ``dataflow`` posts all of them at the start.
 
     Applying every receive's applies in receive order (peers ascending) adds a step's
@@ -133,6 +141,8 @@ def build_schedule(program: Program, rank: int, numel: int, *,
         raise ValueError(f"numel must be >= 0, got {numel}")
     if segment is not None and segment < 1:
         raise ValueError(f"segment must be >= 1 element, got {segment}")
+    if pieces < 1 or piece_min < 1:
+        raise ValueError(f"pieces and piece_min must be >= 1, got {pieces}, {piece_min}")
     bounds = element_bounds(program.units, numel)
     steps: list[RankStep] = []
     staging_max = 0
@@ -145,10 +155,10 @@ def build_schedule(program: Program, rank: int, numel: int, *,
                 out[t.dst].append(t)
             elif t.dst == rank:
                 inc[t.src].append(t)
-        sends = [Send(peer, m[0][0], m[-1][1])
-                 for peer in sorted(out) for m in _messages(out[peer], bounds, segment)]
+        sends = [Send(peer, m[0][0], m[-1][1]) for peer in sorted(out)
+                 for m in _messages(out[peer], bounds, segment, pieces, piece_min)]
         incoming = [(peer, m) for peer in sorted(inc)
-                    for m in _messages(inc[peer], bounds, segment)]
+                    for m in _messages(inc[peer], bounds, segment, pieces, piece_min)]
         ranges = [(m[0][0], m[-1][1]) for _, m in incoming]
         busy = [(m.start, m.stop) for m in sends] + busy_before
         recvs: list[Recv] = []

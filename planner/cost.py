@@ -10,7 +10,11 @@ receives: a rank handles its messages one after another and does not overlap tha
 wire). With ``message_cores`` set, the ranks share that many CPU cores (an emulated cluster on
 one machine), so a step also pays at least ``o`` x every message end of the step divided by
 ``message_cores``: the overhead is ``o * max(busiest rank's ends, all ends / message_cores)``.
-A program is the sum of its steps. See docs/cost-model.md.
+``exchange_overhead_s`` (0 by default) adds the same count taken over the step's exchanged
+transfers only (those whose pair also sends the other way in the step): on gloo/TCP a rank
+that posts a message on a connection while its peer's message arrives on it costs more than
+one that does not (docs/testbed.md "Issue 18, session 8"). A program is the sum of its steps.
+See docs/cost-model.md.
 """
 
 from __future__ import annotations
@@ -25,11 +29,14 @@ from planner.routing import Router
 
 class CostModel:
     def __init__(self, router: Router, min_step_s: float = 0.0,
-                 message_overhead_s: float = 0.0, message_cores: int | None = None) -> None:
+                 message_overhead_s: float = 0.0, message_cores: int | None = None,
+                 exchange_overhead_s: float = 0.0) -> None:
         if min_step_s < 0:
             raise ValueError("min_step_s must be >= 0")
         if message_overhead_s < 0:
             raise ValueError("message_overhead_s must be >= 0")
+        if exchange_overhead_s < 0:
+            raise ValueError("exchange_overhead_s must be >= 0")
         if message_cores is not None and (isinstance(message_cores, bool)
                                           or not isinstance(message_cores, int)
                                           or message_cores < 0):
@@ -38,6 +45,7 @@ class CostModel:
         self.min_step_s = min_step_s
         self.message_overhead_s = message_overhead_s
         self.message_cores = message_cores or None  # None: every rank has its own CPU
+        self.exchange_overhead_s = exchange_overhead_s
         self._arc_cache: dict[tuple[str, ...], tuple[np.ndarray, float]] = {}
 
     def _path_arcs(self, path: tuple[str, ...]) -> tuple[np.ndarray, float]:
@@ -81,9 +89,13 @@ class CostModel:
         return message_ends(step, self.message_cores)
 
     def step_overhead(self, step: Sequence[Transfer]) -> float:
-        """``message_overhead_s`` times ``message_ends(step)`` (0 when the overhead is 0)."""
-        o = self.message_overhead_s
-        return o * self.message_ends(step) if o and step else 0.0
+        """``message_overhead_s`` times ``message_ends(step)`` plus ``exchange_overhead_s``
+        times ``exchange_ends(step)`` (0 when both are 0)."""
+        o, x = self.message_overhead_s, self.exchange_overhead_s
+        if not step or not (o or x):
+            return 0.0
+        total = o * self.message_ends(step) if o else 0.0
+        return total + x * exchange_ends(step, self.message_cores) if x else total
 
     def program_time(self, ranks: Sequence[str], program: Program, size_bytes: float) -> float:
         bpu = size_bytes / program.units
@@ -102,3 +114,10 @@ def message_ends(step: Sequence[Transfer], message_cores: int | None = None) -> 
     if message_cores:
         busiest = max(busiest, 2 * len(step) / message_cores)
     return busiest
+
+
+def exchange_ends(step: Sequence[Transfer], message_cores: int | None = None) -> float:
+    """``message_ends`` over the step's exchanged transfers: those whose destination also
+    sends to their source in the step (0 when no pair exchanges both ways)."""
+    pairs = {(t.src, t.dst) for t in step}
+    return message_ends([t for t in step if (t.dst, t.src) in pairs], message_cores)

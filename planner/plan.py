@@ -44,6 +44,8 @@ class Comparison:
     router: Router
     bound_any: AnyBound | None = None  # every all-reduce program (planner/bound_any.py)
     ranks: tuple[str, ...] = ()
+    # priced with the per-exchange overhead: ties then go to the fewest exchanged transfers
+    exchange_priced: bool = False
 
     def bound_for(self, algorithm: str) -> tuple[float, str, str, float]:
         """(time, family, method, bandwidth term) of the highest bound whose family holds
@@ -66,26 +68,42 @@ class Comparison:
         ``details["identical_bits"]: False`` if its ranks added the same values in
         different orders), unless none does. Every algorithm's programs do today: the
         executor adds a step's reduces in rank order (``executor.schedule``), which makes
-        the direct exchanges' ranks compute the same sums."""
+        the direct exchanges' ranks compute the same sums.
+
+        Priced with ``exchange_overhead_s``, ties go to the fewest *exchanged* transfers
+        first (``planner.cost.exchange_ends``' transfers): the term is fitted at 4 and 64
+        KiB, and on the testbed the exchanging programs ran above their prediction at 64
+        KiB - 1 MiB in every run (halving-doubling 1.08-1.70x at 1 MiB, where it is priced
+        within 1-3 % of the ring, which ran 0.92-0.99x; docs/testbed.md "Issue 18, session
+        8")."""
         same = [c for c in self.candidates.values() if c.details.get("identical_bits", True)]
         pool = same or list(self.candidates.values())
         fastest = min(c.predicted_time_s for c in pool)
         order = {name: i for i, name in enumerate(ALGORITHMS)}
         tied = [c for c in pool if c.predicted_time_s <= fastest * (1 + TIE_TOLERANCE)]
-        counts = {c.algorithm: 0 for c in tied}
+        counts = {c.algorithm: (0, 0) for c in tied}
         if len(tied) > 1 and len(self.ranks) <= COUNT_TIES_UP_TO:
             for c in tied:
                 program = c.build()
                 c.build = partial(_same, program)  # built once
-                counts[c.algorithm] = program.transfer_count
+                counts[c.algorithm] = (exchanged_count(program) if self.exchange_priced else 0,
+                                       program.transfer_count)
         return min(tied, key=lambda c: (counts[c.algorithm], order.get(c.algorithm, len(order)),
                                         c.predicted_time_s))
 
 
-def _check_overhead(message_overhead_s: float) -> None:
-    if not (isinstance(message_overhead_s, int | float)
-            and 0 <= message_overhead_s < float("inf")):
-        raise RequestError(f"message_overhead_s must be a time >= 0, got {message_overhead_s!r}")
+def exchanged_count(program: Program) -> int:
+    """Transfers whose destination also sends to their source in the same step."""
+    total = 0
+    for step in program.steps:
+        pairs = {(t.src, t.dst) for t in step}
+        total += sum((t.dst, t.src) in pairs for t in step)
+    return total
+
+
+def _check_overhead(value: float, name: str = "message_overhead_s") -> None:
+    if not (isinstance(value, int | float) and 0 <= value < float("inf")):
+        raise RequestError(f"{name} must be a time >= 0, got {value!r}")
 
 
 def _check_cores(message_cores: int | None) -> None:
@@ -116,14 +134,16 @@ def _check_request(topo: Topology, ranks: list[str], size_bytes: int, algorithm:
 def compare(topo: Topology, ranks: list[str], size_bytes: int, *,
             algorithms: list[str] | None = None, seed: int = 0,
             min_step_s: float = 0.0, message_overhead_s: float = 0.0,
-            message_cores: int | None = None) -> Comparison:
+            message_cores: int | None = None, exchange_overhead_s: float = 0.0) -> Comparison:
     """Price every named algorithm (default: all) on one request."""
     _check_request(topo, ranks, size_bytes, "auto", "allreduce")
     _check_overhead(message_overhead_s)
+    _check_overhead(exchange_overhead_s, "exchange_overhead_s")
     _check_cores(message_cores)
     ctx = PlanContext.create(topo, ranks, size_bytes, seed=seed, min_step_s=min_step_s,
                              message_overhead_s=message_overhead_s,
-                             message_cores=message_cores or None)
+                             message_cores=message_cores or None,
+                             exchange_overhead_s=exchange_overhead_s)
     cands: dict[str, Candidate] = {}
     infeasible: dict[str, str] = {}
     for name in algorithms or list(ALGORITHMS):
@@ -139,7 +159,8 @@ def compare(topo: Topology, ranks: list[str], size_bytes: int, *,
                               "; ".join(f"{k}: {v}" for k, v in infeasible.items()))
     bound = lower_bound(ctx)
     return Comparison(bound, cands, infeasible, ctx.router,
-                      lower_bound_any(ctx, bound.cut_bandwidth_Bps), tuple(ranks))
+                      lower_bound_any(ctx, bound.cut_bandwidth_Bps), tuple(ranks),
+                      exchange_priced=exchange_overhead_s > 0)
 
 
 def make_plan(topo: Topology, ranks: list[str], size_bytes: int, algorithm: str = "auto",
@@ -147,17 +168,19 @@ def make_plan(topo: Topology, ranks: list[str], size_bytes: int, algorithm: str 
               min_step_s: float = 0.0, shards: str = "equal", density: Any = None,
               block_elems: Any = 256, density_overlap: Any = False,
               message_overhead_s: float = 0.0,
-              message_cores: int | None = None) -> dict[str, Any]:
+              message_cores: int | None = None,
+              exchange_overhead_s: float = 0.0) -> dict[str, Any]:
     """Plan a collective; return the plan document. Raise RequestError / InfeasibleError.
     ``shards`` (``equal`` or ``any``) applies to reduce-scatter and all-gather only; with
     ``density`` the all-reduce is block-sparse (planner.sparse); ``message_overhead_s``
     (the cost model's per-message term, all-reduce only) is priced into every candidate,
-    shared by ``message_cores`` CPU cores when that is set (None or 0: one CPU per rank)."""
+    shared by ``message_cores`` CPU cores when that is set (None or 0: one CPU per rank);
+    ``exchange_overhead_s`` likewise per message end of the steps' exchanged transfers."""
     with gc_paused():
         if collective != "allreduce":
-            if message_overhead_s or message_cores:
-                raise RequestError("message_overhead_s and message_cores are priced for "
-                                   "all-reduce plans only")
+            if message_overhead_s or message_cores or exchange_overhead_s:
+                raise RequestError("message_overhead_s, message_cores and exchange_overhead_s "
+                                   "are priced for all-reduce plans only")
             from planner.collectives import make_collective_plan
 
             _check_request(topo, ranks, size_bytes, algorithm, collective)
@@ -168,37 +191,42 @@ def make_plan(topo: Topology, ranks: list[str], size_bytes: int, algorithm: str 
                           Density.from_request(density, len(ranks), overlap=density_overlap,
                                                block_elems=block_elems),
                           message_overhead_s=message_overhead_s,
-                          message_cores=message_cores)[0]
+                          message_cores=message_cores,
+                          exchange_overhead_s=exchange_overhead_s)[0]
 
 
 def plan_and_compare(topo: Topology, ranks: list[str], size_bytes: int,
                      algorithm: str = "auto", *, min_step_s: float = 0.0,
-                     message_overhead_s: float = 0.0, message_cores: int | None = None
+                     message_overhead_s: float = 0.0, message_cores: int | None = None,
+                     exchange_overhead_s: float = 0.0
                      ) -> tuple[dict[str, Any], Comparison]:
     """An all-reduce plan document and the comparison it was chosen from (every algorithm
     priced once when ``algorithm`` is auto; only the named one otherwise)."""
     with gc_paused():
         return _make_plan(topo, ranks, size_bytes, algorithm, "allreduce", seed=0,
                           min_step_s=min_step_s, message_overhead_s=message_overhead_s,
-                          message_cores=message_cores)
+                          message_cores=message_cores,
+                          exchange_overhead_s=exchange_overhead_s)
 
 
 def _make_plan(topo: Topology, ranks: list[str], size_bytes: int, algorithm: str,
                collective: str, *, seed: int, min_step_s: float,
                sparse: Density | None = None, message_overhead_s: float = 0.0,
-               message_cores: int | None = None) -> tuple[dict[str, Any], Comparison]:
+               message_cores: int | None = None, exchange_overhead_s: float = 0.0
+               ) -> tuple[dict[str, Any], Comparison]:
     _check_request(topo, ranks, size_bytes, algorithm, collective)
     names = list(ALGORITHMS) if algorithm == "auto" else [algorithm]
     t0 = time.perf_counter()
     comp = compare(topo, ranks, size_bytes, algorithms=names, seed=seed,
                    min_step_s=min_step_s, message_overhead_s=message_overhead_s,
-                   message_cores=message_cores)
-    cores = message_cores if message_overhead_s else None  # without o the cores change nothing
+                   message_cores=message_cores, exchange_overhead_s=exchange_overhead_s)
+    # without an overhead the cores change nothing
+    cores = message_cores if message_overhead_s or exchange_overhead_s else None
     chosen = comp.best
     sparse_info = None
     if sparse is not None:
         chosen, sparse_info = _choose_sparse(comp, ranks, size_bytes, sparse, min_step_s,
-                                             message_overhead_s, cores)
+                                             message_overhead_s, cores, exchange_overhead_s)
     program = with_routes(chosen.build(), ranks, comp.router)
     solve_s = time.perf_counter() - t0
     bound_s, family, method, bandwidth_s = comp.bound_for(chosen.algorithm)
@@ -230,6 +258,8 @@ def _make_plan(topo: Topology, ranks: list[str], size_bytes: int, algorithm: str
         doc["min_step_s"] = min_step_s  # priced into predicted_time_s
     if message_overhead_s:
         doc["message_overhead_s"] = message_overhead_s  # likewise
+    if exchange_overhead_s:
+        doc["exchange_overhead_s"] = exchange_overhead_s  # likewise
     if cores:
         doc["message_cores"] = cores  # likewise: the ranks share this many CPU cores
     if sparse_info is not None:
@@ -241,10 +271,11 @@ def _make_plan(topo: Topology, ranks: list[str], size_bytes: int, algorithm: str
 
 def _choose_sparse(comp: Comparison, ranks: list[str], size_bytes: int, density: Density,
                    min_step_s: float, message_overhead_s: float = 0.0,
-                   message_cores: int | None = None) -> tuple[Candidate, dict[str, Any]]:
+                   message_cores: int | None = None, exchange_overhead_s: float = 0.0
+                   ) -> tuple[Candidate, dict[str, Any]]:
     cands = {k: (c.predicted_time_s, c.build()) for k, c in comp.candidates.items()}
     name, info = choose_sparse(CostModel(comp.router, min_step_s, message_overhead_s,
-                                         message_cores), ranks,
+                                         message_cores, exchange_overhead_s), ranks,
                                size_bytes, density, cands, comp.best.algorithm)
     return comp.candidates[name], info
 
@@ -269,6 +300,8 @@ def plan_id(topo: Topology, doc: dict[str, Any]) -> str:
                          if doc.get("message_overhead_s") else {}),
                       **({"message_cores": doc["message_cores"]}
                          if doc.get("message_cores") else {}),
+                      **({"exchange_overhead": doc["exchange_overhead_s"]}
+                         if doc.get("exchange_overhead_s") else {}),
                       **({"sparse": {k: doc["sparse"][k] for k in
                                      ("density", "density_overlap", "block_elems")}}
                          if doc.get("sparse") else {})}, sort_keys=True)

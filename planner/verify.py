@@ -45,10 +45,11 @@ class _Invalid(Exception):
 
 def verify_plan(plan: dict[str, Any], topo: Topology, *, size_bytes: float | None = None,
                 min_step_s: float = 0.0, message_overhead_s: float = 0.0,
-                message_cores: int | None = None) -> VerifyReport:
+                message_cores: int | None = None,
+                exchange_overhead_s: float = 0.0) -> VerifyReport:
     """Check that ``plan`` is a correct collective on ``topo``; never raises on bad plans.
     The simulated time uses the cost model's ``min_step_s`` and per-message overhead (shared
-    by ``message_cores`` CPU cores when set)."""
+    by ``message_cores`` CPU cores when set) and per-exchange overhead."""
     steps_n = transfers_n = 0
     try:
         with gc_paused():
@@ -65,7 +66,7 @@ def verify_plan(plan: dict[str, Any], topo: Topology, *, size_bytes: float | Non
                 else:
                     _replay_gather(ranks, units, steps, shards)
             sim = _simulate_time(topo, ranks, units, steps, table, size, min_step_s,
-                                 message_overhead_s, message_cores)
+                                 message_overhead_s, message_cores, exchange_overhead_s)
     except _Invalid as exc:
         return VerifyReport(False, str(exc), None, steps_n, transfers_n)
     return VerifyReport(True, None, sim, steps_n, transfers_n)
@@ -288,24 +289,40 @@ def step_features(plan: dict[str, Any], topo: Topology, *, size_bytes: float | N
     except _Invalid as exc:
         raise ValueError(str(exc)) from exc
     size = float(size_bytes if size_bytes is not None else plan.get("size_bytes", units))
-    return list(_step_costs(topo, ranks, units, steps, table, size, True, message_cores))
+    return [(w, e) for w, e, _ in _step_costs(topo, ranks, units, steps, table, size, True,
+                                              message_cores)]
+
+
+def step_exchange_ends(plan: dict[str, Any], topo: Topology, *,
+                       message_cores: int | None = None) -> list[float]:
+    """Per non-empty step of ``plan``: the message ends ``exchange_overhead_s`` is charged
+    for (``planner.cost.exchange_ends``), aligned with ``step_features``."""
+    try:
+        ranks, units, steps, table = _shape(plan, topo)
+    except _Invalid as exc:
+        raise ValueError(str(exc)) from exc
+    return [x for _, _, x in _step_costs(topo, ranks, units, steps, table, 1.0, True,
+                                         message_cores)]
 
 
 def _simulate_time(topo: Topology, ranks: list[str], units: int, steps: list[list[dict]],
                    table: list[list[str]], size: float, min_step_s: float,
-                   message_overhead_s: float = 0.0, message_cores: int | None = None
-                   ) -> float:
+                   message_overhead_s: float = 0.0, message_cores: int | None = None,
+                   exchange_overhead_s: float = 0.0) -> float:
     total = 0.0
-    for worst, busiest in _step_costs(topo, ranks, units, steps, table, size,
-                                      bool(message_overhead_s), message_cores):
-        total += max(worst, min_step_s) + message_overhead_s * busiest
+    for worst, busiest, exchanged in _step_costs(
+            topo, ranks, units, steps, table, size,
+            bool(message_overhead_s or exchange_overhead_s), message_cores):
+        total += (max(worst, min_step_s) + message_overhead_s * busiest
+                  + exchange_overhead_s * exchanged)
     return total
 
 
 def _step_costs(topo: Topology, ranks: list[str], units: int, steps: list[list[dict]],
                 table: list[list[str]], size: float, count_messages: bool,
-                message_cores: int | None) -> Iterator[tuple[float, float]]:
-    """(wire time, message ends) of every non-empty step; ends 0 unless ``count_messages``."""
+                message_cores: int | None) -> Iterator[tuple[float, float, float]]:
+    """(wire time, message ends, exchanged message ends) of every non-empty step; the ends
+    0 unless ``count_messages``."""
     g = topo.graph
     routes: dict[tuple[str, str], list[str]] = {}
 
@@ -343,12 +360,23 @@ def _step_costs(topo: Topology, ranks: list[str], units: int, steps: list[list[d
         for arcs, lat in paths:
             worst = max(worst, lat + max(loads[a] / bw[a] for a in arcs))
         busiest: float = 0
+        exchanged: float = 0
         if count_messages:  # messages each rank sends plus receives in the step
-            handled: dict[int, int] = defaultdict(int)
-            for t in step:
-                handled[t["src"]] += 1
-                handled[t["dst"]] += 1
-            busiest = max(handled.values())
-            if message_cores:  # the ranks share message_cores CPU cores
-                busiest = max(busiest, 2 * len(step) / message_cores)
-        yield worst, busiest
+            busiest = _ends(step, message_cores)
+            pairs = {(t["src"], t["dst"]) for t in step}
+            both = [t for t in step if (t["dst"], t["src"]) in pairs]
+            exchanged = _ends(both, message_cores) if both else 0
+        yield worst, busiest, exchanged
+
+
+def _ends(step: list[dict], message_cores: int | None) -> float:
+    """The most transfers one rank sends plus receives in ``step``, at least all the step's
+    ends over ``message_cores`` when that is set (the ranks share those CPU cores)."""
+    handled: dict[int, int] = defaultdict(int)
+    for t in step:
+        handled[t["src"]] += 1
+        handled[t["dst"]] += 1
+    busiest: float = max(handled.values())
+    if message_cores:
+        busiest = max(busiest, 2 * len(step) / message_cores)
+    return busiest

@@ -29,10 +29,12 @@ class PlanContext:
     def create(cls, topo: Topology, ranks: list[str], size_bytes: int, *, seed: int = 0,
                min_step_s: float = 0.0, router: Router | None = None,
                message_overhead_s: float = 0.0,
-               message_cores: int | None = None) -> PlanContext:
+               message_cores: int | None = None,
+               exchange_overhead_s: float = 0.0) -> PlanContext:
         router = router or Router(topo)
         return cls(topo, ranks, size_bytes, router,
-                   CostModel(router, min_step_s, message_overhead_s, message_cores), seed)
+                   CostModel(router, min_step_s, message_overhead_s, message_cores,
+                             exchange_overhead_s), seed)
 
     @cached_property
     def host_groups(self) -> list[list[int]]:

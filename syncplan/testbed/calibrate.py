@@ -1,4 +1,5 @@
-"""Fit the cost model's step floor ``m`` and per-message overhead ``o`` on the live testbed.
+"""Fit the cost model's step floor ``m``, per-message overhead ``o`` and per-exchange
+overhead ``x`` on the live testbed.
 
 The loop's service prices a step of a program as ``max(wire, m) + o * ends`` (docs/cost-model.md:
 ``min_step_s``, ``message_overhead_s`` per message end of the step's busiest rank, the ends
@@ -13,12 +14,18 @@ fits ``m`` and ``o`` to them:
   and 64 KiB, the candidates ``auto`` weighs at these sizes: from 2 steps of 7 messages to
   14 steps of 8, and steps of 56), run by the executor like the measured plans, ``reps``
   repetitions each after ``warmup``;
-- the features: per step the wire time on the service's graph and the charged message ends
-  (``planner.verify.step_features``), so ``predicted(m, o) = sum(max(wire, m) + o * ends)``;
-- the fit: ``o`` on a grid (1 us apart) with the least squared log error of the prediction
-  against each program's median, ``m`` fixed (the loop's ``min_step_us``, 50 us); or both,
-  ``m`` 10 us apart (the loop's ``calibrate_min_step``). A bootstrap over the repetitions
-  (resampled medians, refitted) gives the 5-95 % range. ``m`` is left out by default: at
+- the features: per step the wire time on the service's graph, the charged message ends
+  (``planner.verify.step_features``) and the ends of its exchanged transfers (a pair that
+  sends both ways in the step: ``step_exchange_ends``), so ``predicted(m, o, x) =
+  sum(max(wire, m) + o * ends + x * exchanged ends)``;
+- the fit: ``o`` (1 us apart) and ``x`` (2 us apart) on a grid with the least squared log
+  error of the prediction against each program's median, ``m`` fixed (the loop's
+  ``min_step_us``, 50 us); ``x`` only when asked (``exchange``; otherwise 0); or ``m`` and
+  ``o``, ``m`` 10 us apart (the loop's ``calibrate_min_step``, without ``x``). On gloo a
+  step whose ranks send to and receive from the same peer costs more than one whose ranks
+  do not (docs/testbed.md "Issue 18, session 8"), which one ``o`` cannot price: it charged
+  the ring 1.25-2.06x and recursive doubling 0.44-0.69x their times. A bootstrap over the
+  repetitions (resampled medians, refitted) gives the 5-95 % range. ``m`` is left out by default: at
   these sizes nearly every step's wire time is below any plausible floor, so ``m`` and ``o``
   trade off (per step against per message end) and the joint fit wandered from
   (m 110 us, o 78 us) to (910, 15) between two runs of one scenario, without predicting the
@@ -44,76 +51,89 @@ REFERENCE_ALGORITHMS = ("star", "ring", "direct", "recursive-doubling", "halving
 REFERENCE_SIZES = (4096, 65536)
 M_GRID_US = np.linspace(0.0, 2000.0, 201)  # step floor, 10 us apart
 O_GRID_US = np.linspace(0.0, 500.0, 501)  # per-message overhead, 1 us apart
+X_GRID_US = np.linspace(0.0, 500.0, 251)  # per exchanged message end, 2 us apart
 MIN_POINTS = 3
 BOOTSTRAP = 200
 
 
 @dataclass
 class Point:
-    """One timed reference program: its samples and its steps' (wire s, message ends)."""
+    """One timed reference program: its samples, its steps' (wire s, message ends) and
+    their exchanged message ends (``xends``; none: 0 per step)."""
 
     label: str
     algorithm: str
     size_bytes: int
     times_s: Sequence[float]
     feats: Sequence[tuple[float, float]]
+    xends: Sequence[float] = ()
 
     @property
     def median_s(self) -> float:
         return statistics.median(self.times_s)
 
-    def predict(self, min_step_s: float, overhead_s: float) -> float:
-        return sum(max(w, min_step_s) + overhead_s * e for w, e in self.feats)
+    def predict(self, min_step_s: float, overhead_s: float, exchange_s: float = 0.0) -> float:
+        return (sum(max(w, min_step_s) + overhead_s * e for w, e in self.feats)
+                + exchange_s * sum(self.xends))
 
 
-def _log_predictions(points: Sequence[Point], m_grid_us: np.ndarray, o_grid_us: np.ndarray
-                     ) -> np.ndarray:
-    """log(predicted seconds), shape (m, point, o)."""
+def _log_predictions(points: Sequence[Point], m_grid_us: np.ndarray, o_grid_us: np.ndarray,
+                     x_grid_us: np.ndarray) -> np.ndarray:
+    """log(predicted seconds), shape (m, point, o, x)."""
     wire = [np.array([w for w, _ in p.feats]) for p in points]
     floor = np.array([[np.maximum(w, m * 1e-6).sum() for w in wire] for m in m_grid_us])
     ends = np.array([sum(e for _, e in p.feats) for p in points])
-    pred = floor[:, :, None] + ends[None, :, None] * (o_grid_us[None, None, :] * 1e-6)
+    xends = np.array([sum(p.xends) for p in points])
+    pred = (floor[:, :, None, None]
+            + ends[None, :, None, None] * (o_grid_us[None, None, :, None] * 1e-6)
+            + xends[None, :, None, None] * (x_grid_us[None, None, None, :] * 1e-6))
     return np.log(np.maximum(pred, 1e-12))
 
 
-def _best(logpred: np.ndarray, log_measured: np.ndarray) -> tuple[int, int, float]:
-    err = ((logpred - log_measured[None, :, None]) ** 2).sum(axis=1)
-    i, j = np.unravel_index(int(np.argmin(err)), err.shape)
-    return int(i), int(j), float(err[i, j])
+def _best(logpred: np.ndarray, log_measured: np.ndarray) -> tuple[int, int, int, float]:
+    err = ((logpred - log_measured[None, :, None, None]) ** 2).sum(axis=1)
+    i, j, k = np.unravel_index(int(np.argmin(err)), err.shape)
+    return int(i), int(j), int(k), float(err[i, j, k])
 
 
 def fit_settings(points: Sequence[Point], m_grid_us: np.ndarray = M_GRID_US,
                  o_grid_us: np.ndarray = O_GRID_US, bootstrap: int = BOOTSTRAP,
-                 seed: int = 0) -> dict[str, Any]:
-    """Least squared log error ``(m, o)`` over the points' medians, with a bootstrap range."""
+                 seed: int = 0, x_grid_us: np.ndarray | None = None) -> dict[str, Any]:
+    """Least squared log error ``(m, o, x)`` over the points' medians, with a bootstrap
+    range; ``x`` is 0 unless ``x_grid_us`` is given."""
     if len(points) < MIN_POINTS:
         return {"usable": False, "reason": f"{len(points)} programs timed, {MIN_POINTS} needed"}
-    logpred = _log_predictions(points, m_grid_us, o_grid_us)
-    i, j, err = _best(logpred, np.log([p.median_s for p in points]))
-    m_us, o_us = float(m_grid_us[i]), float(o_grid_us[j])
+    x_grid = np.zeros(1) if x_grid_us is None else x_grid_us
+    logpred = _log_predictions(points, m_grid_us, o_grid_us, x_grid)
+    i, j, k, err = _best(logpred, np.log([p.median_s for p in points]))
+    m_us, o_us, x_us = float(m_grid_us[i]), float(o_grid_us[j]), float(x_grid[k])
     rng = np.random.default_rng(seed)
-    ms, os_ = [], []
+    ms, os_, xs = [], [], []
     for _ in range(bootstrap):
         y = [statistics.median(rng.choice(np.asarray(p.times_s), len(p.times_s)))
              for p in points]
-        bi, bj, _ = _best(logpred, np.log(y))
+        bi, bj, bk, _ = _best(logpred, np.log(y))
         ms.append(m_grid_us[bi])
         os_.append(o_grid_us[bj])
-    ratios = [p.predict(m_us * 1e-6, o_us * 1e-6) / p.median_s for p in points]
+        xs.append(x_grid[bk])
+    ratios = [p.predict(m_us * 1e-6, o_us * 1e-6, x_us * 1e-6) / p.median_s for p in points]
     return {
         "usable": True,
-        "min_step_us": m_us, "message_overhead_us": o_us,
+        "min_step_us": m_us, "message_overhead_us": o_us, "exchange_overhead_us": x_us,
         "rms_log_error": round(math.sqrt(err / len(points)), 4),
         "predicted_over_measured": [round(r, 3) for r in ratios],
-        "fitted": ["min_step", "message_overhead"] if len(m_grid_us) > 1
-        else ["message_overhead"],
+        "fitted": ((["min_step"] if len(m_grid_us) > 1 else []) + ["message_overhead"]
+                   + (["exchange_overhead"] if len(x_grid) > 1 else [])),
         "at_grid_edge": {"min_step": len(m_grid_us) > 1 and i in (0, len(m_grid_us) - 1)
                          and m_us > 0,
-                         "message_overhead": j == len(o_grid_us) - 1},
+                         "message_overhead": j == len(o_grid_us) - 1,
+                         "exchange_overhead": len(x_grid) > 1 and k == len(x_grid) - 1},
         "bootstrap": {"n": bootstrap,
                       "min_step_us_5_50_95": [float(x) for x in np.percentile(ms, [5, 50, 95])],
                       "message_overhead_us_5_50_95": [float(x) for x in
-                                                      np.percentile(os_, [5, 50, 95])]},
+                                                      np.percentile(os_, [5, 50, 95])],
+                      "exchange_overhead_us_5_50_95": [float(x) for x in
+                                                       np.percentile(xs, [5, 50, 95])]},
     }
 
 
@@ -121,7 +141,7 @@ def points_from_run(result: dict[str, Any], plans: dict[tuple[str, int], dict[st
                     topology: dict[str, Any], cores: int) -> list[Point]:
     """The correct plan runs of a runner result whose (label, size) is in ``plans``."""
     from planner.topology import Topology
-    from planner.verify import step_features
+    from planner.verify import step_exchange_ends, step_features
 
     topo = Topology.from_dict(topology)
     out = []
@@ -130,20 +150,23 @@ def points_from_run(result: dict[str, Any], plans: dict[tuple[str, int], dict[st
         if doc is None or not e.get("correct") or not e.get("times_s"):
             continue
         out.append(Point(e["algorithm"], doc.get("algorithm", e["algorithm"]), e["size_bytes"],
-                         list(e["times_s"]), step_features(doc, topo, message_cores=cores)))
+                         list(e["times_s"]), step_features(doc, topo, message_cores=cores),
+                         step_exchange_ends(doc, topo, message_cores=cores)))
     return out
 
 
 def points_from_record(rec: dict[str, Any]) -> list[Point]:
     """The points of a recorded calibration (``record``), to fit them again."""
     return [Point(p["label"], p["algorithm"], p["size_bytes"], p["times_s"],
-                  [(w, e) for w, e in p["feats"]]) for p in rec["programs"]]
+                  [(w, e) for w, e in p["feats"]], list(p.get("exchange_ends", ())))
+            for p in rec["programs"]]
 
 
 def record(points: Sequence[Point], fit: dict[str, Any], result: dict[str, Any],
            reps: int, warmup: int, cores: int) -> dict[str, Any]:
     """What the results file keeps of a calibration: samples, features, fit, gloo times."""
     m, o = fit.get("min_step_us", 0.0) * 1e-6, fit.get("message_overhead_us", 0.0) * 1e-6
+    x = fit.get("exchange_overhead_us", 0.0) * 1e-6
     return {
         "algorithms": list(REFERENCE_ALGORITHMS), "sizes": list(REFERENCE_SIZES),
         "reps": reps, "warmup": warmup, "message_cores": cores,
@@ -154,7 +177,9 @@ def record(points: Sequence[Point], fit: dict[str, Any], result: dict[str, Any],
                       "wire_s": round(sum(w for w, _ in p.feats), 7),
                       "message_ends": round(sum(e for _, e in p.feats), 3),
                       "feats": [[w, e] for w, e in p.feats],
-                      **({"fitted_s": round(p.predict(m, o), 7)} if fit.get("usable") else {})}
+                      "exchange_ends": list(p.xends),
+                      **({"fitted_s": round(p.predict(m, o, x), 7)} if fit.get("usable")
+                         else {})}
                      for p in points],
         "gloo": [{"size_bytes": e["size_bytes"], "median_s": e["median_s"]}
                  for e in result.get("results", []) if e["algorithm"] == "gloo"],
@@ -165,9 +190,11 @@ def record(points: Sequence[Point], fit: dict[str, Any], result: dict[str, Any],
 
 def calibrate(run: Callable[[Sequence[Path], Path], dict[str, Any]], plan_paths: Sequence[Path],
               topology: dict[str, Any], cores: int, reps: int, warmup: int, out_path: Path,
-              say: Callable[[str], None], min_step_us: float | None = None) -> dict[str, Any]:
+              say: Callable[[str], None], min_step_us: float | None = None,
+              exchange: bool = False) -> dict[str, Any]:
     """Time the reference plans (``run(plans, out_path)``, the loop's runner) and fit ``o``
-    with the step floor fixed at ``min_step_us``, or both when it is None."""
+    (and ``x`` with ``exchange``) with the step floor fixed at ``min_step_us``, or ``m`` and
+    ``o`` when it is None."""
     import json
 
     plans = {}
@@ -177,15 +204,18 @@ def calibrate(run: Callable[[Sequence[Path], Path], dict[str, Any]], plan_paths:
     result = run(plan_paths, out_path)
     points = points_from_run(result, plans, topology, cores)
     fit = fit_settings(points, **({} if min_step_us is None
-                                  else {"m_grid_us": np.array([float(min_step_us)])}))
+                                  else {"m_grid_us": np.array([float(min_step_us)])}),
+                       x_grid_us=X_GRID_US if exchange and min_step_us is not None else None)
     if fit["usable"]:
         b = fit["bootstrap"]
         say(f"calibration: min step {fit['min_step_us']:g} us "
             f"({b['min_step_us_5_50_95'][0]:g}-{b['min_step_us_5_50_95'][2]:g}), message "
             f"overhead {fit['message_overhead_us']:g} us "
             f"({b['message_overhead_us_5_50_95'][0]:g}-{b['message_overhead_us_5_50_95'][2]:g})"
-            f" over {cores} cores; rms log error {fit['rms_log_error']:.3f} on {len(points)} "
-            "programs")
+            f", exchange overhead {fit['exchange_overhead_us']:g} us "
+            f"({b['exchange_overhead_us_5_50_95'][0]:g}-"
+            f"{b['exchange_overhead_us_5_50_95'][2]:g}) over {cores} cores; rms log error "
+            f"{fit['rms_log_error']:.3f} on {len(points)} programs")
         for p, r in zip(points, fit["predicted_over_measured"], strict=True):
             say(f"  {p.label} ({p.algorithm}) {p.size_bytes} B: measured "
                 f"{p.median_s * 1e3:.2f} ms, fitted {r:.2f}x")

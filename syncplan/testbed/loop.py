@@ -81,10 +81,14 @@ class LoopConfig:
     # rank shares this machine's cores, so a step pays o x its message ends / cores
     message_overhead_us: float = MESSAGE_OVERHEAD_US
     message_cores: int = field(default_factory=machine_cores)
+    # the service's SYNCPLAN_EXCHANGE_OVERHEAD_US: added per message end of a step's
+    # exchanged transfers (docs/cost-model.md); 0 without calibration
+    exchange_overhead_us: float = 0.0
     # fit min_step_us and message_overhead_us on the testbed before planning (calibrate.py);
     # the values above are then the calibration's fallback only
     calibrate: bool = True
     calibrate_min_step: bool = False  # also fit min_step_us (else kept at the value above)
+    calibrate_exchange: bool = True  # also fit exchange_overhead_us (not with min_step_us)
     calibration_reps: int = 9
     calibration_warmup: int = 2
     extra: dict[str, Any] = field(default_factory=dict)  # stored in the results (e.g. load)
@@ -102,6 +106,9 @@ class LoopConfig:
         if not 0 <= self.message_overhead_us <= 1e6:
             raise TestbedError("message overhead must be in 0..1e6 us, got "
                                f"{self.message_overhead_us}")
+        if not 0 <= self.exchange_overhead_us <= 1e6:
+            raise TestbedError("exchange overhead must be in 0..1e6 us, got "
+                               f"{self.exchange_overhead_us}")
         RunConfig(sizes=REFERENCE_SIZES, reps=self.calibration_reps,
                   warmup=self.calibration_warmup)
         if isinstance(self.message_cores, bool) or not isinstance(self.message_cores, int) \
@@ -132,7 +139,8 @@ def fetch_plans(svc: Service, state: State, topology: dict[str, Any], cfg: LoopC
             # simulated under the settings the service priced the plan with
             rep = verify_plan(doc, topo, min_step_s=doc.get("min_step_s", 0.0),
                               message_overhead_s=doc.get("message_overhead_s", 0.0),
-                              message_cores=doc.get("message_cores"))
+                              message_cores=doc.get("message_cores"),
+                              exchange_overhead_s=doc.get("exchange_overhead_s", 0.0))
             if not rep.ok:
                 raise TestbedError(f"{algo} plan {doc.get('plan_id')} for {size} bytes from the "
                                    f"service fails verification: {rep.error}")
@@ -187,7 +195,8 @@ def run_loop(scenario: Scenario, state_dir: Path, cfg: LoopConfig, out_path: Pat
     load_before = cpu_load()
     with running_testbed(scenario, state_dir, progress, keep) as state:
         cluster = start_cluster(state, cfg.probe_duration_s, cfg.min_step_us, progress,
-                                cfg.message_overhead_us, cfg.message_cores)
+                                cfg.message_overhead_us, cfg.message_cores,
+                                cfg.exchange_overhead_us)
         work, svc = cluster.work, cluster.svc
         t_measure = time.monotonic()
         _trigger_cycle(state, cluster.slot_s)
@@ -228,6 +237,7 @@ def run_loop(scenario: Scenario, state_dir: Path, cfg: LoopConfig, out_path: Pat
             "min_step_us": cfg.min_step_us,
             "message_overhead_us": cfg.message_overhead_us,
             "message_cores": cfg.message_cores,
+            "exchange_overhead_us": cfg.exchange_overhead_us,
             "calibration": calibration,
             "algorithms": list(cfg.algorithms),
             "agents": agents,
@@ -261,16 +271,19 @@ def _calibrate(state: State, scenario: Scenario, cluster: Cluster, topology: dic
 
     rec = calibrate(run, paths, topology, cfg.message_cores, cfg.calibration_reps,
                     cfg.calibration_warmup, cluster.work / "calibration.json", progress,
-                    None if cfg.calibrate_min_step else cfg.min_step_us)
+                    None if cfg.calibrate_min_step else cfg.min_step_us,
+                    cfg.calibrate_exchange)
     rec["defaults"] = {"min_step_us": cfg.min_step_us,
-                       "message_overhead_us": cfg.message_overhead_us}
+                       "message_overhead_us": cfg.message_overhead_us,
+                       "exchange_overhead_us": cfg.exchange_overhead_us}
     fit = rec["fit"]
     if not fit["usable"]:
         return rec, cfg
     cfg = replace(cfg, min_step_us=fit["min_step_us"],
-                  message_overhead_us=fit["message_overhead_us"])
+                  message_overhead_us=fit["message_overhead_us"],
+                  exchange_overhead_us=fit["exchange_overhead_us"])
     restart_service(state, cluster, cfg.min_step_us, cfg.message_overhead_us,
-                    cfg.message_cores, progress)
+                    cfg.message_cores, progress, cfg.exchange_overhead_us)
     return rec, cfg
 
 

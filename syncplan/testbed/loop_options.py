@@ -16,6 +16,9 @@ def add_cost_model_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--calibrate-min-step", action="store_true",
                    help="fit the step floor too (default: only the message overhead, the "
                         "floor kept at --min-step-us or 50 us)")
+    p.add_argument("--calibrate-exchange", action=argparse.BooleanOptionalAction, default=True,
+                   help="fit the per-exchange overhead too (default: on; off: only the "
+                        "message overhead, as before session 8)")
     p.add_argument("--calibration-reps", type=int, default=9,
                    help="timed repetitions per reference plan (default %(default)s)")
     p.add_argument("--min-step-us", type=float, default=None,
@@ -26,6 +29,9 @@ def add_cost_model_args(p: argparse.ArgumentParser) -> None:
                    help="the service's per-message overhead o (default: calibrated; without "
                         "calibration the value fitted offline, see docs/testbed.md; 0 turns "
                         "the term off)")
+    p.add_argument("--exchange-overhead-us", type=float, default=None,
+                   help="the service's overhead per message end of a step's exchanged "
+                        "transfers (default: calibrated; 0 without calibration)")
     p.add_argument("--message-cores", type=int, default=None,
                    help="the CPU cores the ranks share for their message overhead (default: "
                         "this machine's, os.cpu_count(); 0: a CPU per rank)")
@@ -37,8 +43,9 @@ def cost_model_kwargs(args: argparse.Namespace) -> dict[str, Any]:
     kw: dict[str, Any] = {"calibrate": (args.message_overhead_us is None
                                         if args.calibrate is None else args.calibrate),
                           "calibration_reps": args.calibration_reps,
-                          "calibrate_min_step": args.calibrate_min_step}
-    for name in ("min_step_us", "message_overhead_us", "message_cores"):
+                          "calibrate_min_step": args.calibrate_min_step,
+                          "calibrate_exchange": args.calibrate_exchange}
+    for name in ("min_step_us", "message_overhead_us", "message_cores", "exchange_overhead_us"):
         if getattr(args, name) is not None:
             kw[name] = getattr(args, name)
     return kw

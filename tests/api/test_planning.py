@@ -244,3 +244,31 @@ def test_message_overhead_settings_are_validated() -> None:
         Settings(environment="development", message_cores=-1)
     with pytest.raises(ValueError, match="message_cores"):
         Settings(environment="development", message_cores=1.5)
+
+
+@pytest.mark.anyio
+async def test_exchange_overhead_setting_is_priced_and_keys_the_plans(tmp_path: Path) -> None:
+    """``SYNCPLAN_EXCHANGE_OVERHEAD_US`` reaches the cost model of every all-reduce plan: a
+    direct exchange pays it per exchanged message end, and the plans are keyed by it."""
+    docs = {}
+    for us in (0.0, 100.0):
+        app = create_app(Settings(database_url=f"sqlite:///{tmp_path / 'x.db'}",
+                                  admin_token=TOKENS["admin"], agent_token=TOKENS["agent"],
+                                  job_token=TOKENS["job"], exchange_overhead_us=us))
+        transport = httpx.ASGITransport(app=app)
+        async with httpx.AsyncClient(transport=transport, base_url="http://test",
+                                     timeout=60) as c:
+            r = await c.put("/v1/fabric", json=dgx_cluster(2, gpus=4), headers=auth("admin"))
+            assert r.status_code == 200, r.text
+            r = await c.post("/v1/plans", json={**_req(4096), "algorithm": "direct"},
+                             headers=auth("job"))
+            assert r.status_code == 200, r.text
+            docs[us] = r.json()
+    assert "exchange_overhead_s" not in docs[0.0]
+    assert docs[100.0]["exchange_overhead_s"] == pytest.approx(1e-4)
+    assert docs[100.0]["plan_id"] != docs[0.0]["plan_id"]
+    # direct over 8 ranks: every transfer is exchanged, 14 ends per rank
+    assert docs[100.0]["predicted_time_s"] == pytest.approx(docs[0.0]["predicted_time_s"]
+                                                            + 14e-4)
+    with pytest.raises(ValueError, match="exchange_overhead_us"):
+        Settings(environment="development", exchange_overhead_us=-1)

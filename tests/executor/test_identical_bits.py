@@ -58,11 +58,12 @@ def programs(n: int) -> dict[str, dict[str, Any]]:
 
 
 def simulate(program: Program, xs: list[np.ndarray], *, canonical: bool = True,
-             segment: int | None = None) -> list[np.ndarray]:
+             segment: int | None = None, pieces: int = 1) -> list[np.ndarray]:
     """Run every rank's schedule in lockstep on float32 arrays: receives read the start of
     the step, then each rank runs its applies in receive order (as both engines do)."""
     n, numel = program.nranks, len(xs[0])
-    scheds = [build_schedule(program, r, numel, segment=segment, canonical=canonical)
+    scheds = [build_schedule(program, r, numel, segment=segment, canonical=canonical,
+                             pieces=pieces, piece_min=2)
               for r in range(n)]
     bufs = [x.copy() for x in xs]
     for s in range(len(program.steps)):
@@ -118,6 +119,17 @@ def test_every_rank_ends_with_the_rank_order_fold(n: int, segment: int | None) -
                 assert same_bits(out[0], fold), f"{where}: not the rank-order fold"
 
 
+@pytest.mark.parametrize("n", [3, 5])
+def test_split_messages_keep_the_rank_order_fold(n: int) -> None:
+    """Messages cut into pieces (ExecutorConfig.split_pieces) add in the same order."""
+    for name, d in programs(n).items():
+        prog = Program.from_plan(d)
+        xs = mixed(n, 1001, seed=n)
+        whole = simulate(prog, xs)
+        out = simulate(prog, xs, pieces=3)
+        assert all(same_bits(o, whole[0]) for o in out), name
+
+
 def test_the_planners_programs_on_eight_ranks_end_identical() -> None:
     from tests.executor.conftest import real_plans
 
@@ -156,7 +168,8 @@ def test_gloo_ranks_end_with_identical_bits(nranks: int) -> None:
     from tests.executor.workers import bits_cases
 
     settings: list[dict[str, Any] | None] = [
-        None, {"segment_bytes": 400}, {"schedule": "steps"}, {"eager_recv_factor": 0}]
+        None, {"segment_bytes": 400}, {"schedule": "steps"}, {"eager_recv_factor": 0},
+        {"split_pieces": 3, "split_min_bytes": 4}]
     cases = [(d, numel, cfg) for d in programs(nranks).values() for numel in (7, 10_001)
              for cfg in settings]
     results = run_local(bits_cases, (cases,), LocalRunConfig(nranks, timeout_s=150))

@@ -174,6 +174,34 @@ def test_long_messages_are_cut_into_segments() -> None:
         build_schedule(p, 1, 10, segment=0)
 
 
+def test_messages_of_enough_elements_are_split_into_pieces() -> None:
+    """pieces=2: a message of at least 2 x piece_min elements goes as two halves, so the
+    receiver forwards the first while the second arrives; shorter ones stay whole."""
+    p = _program(ring_plan(4, 4096))
+    whole = build_schedule(p, 1, 1_000_000)  # 250,000-element messages
+    split = build_schedule(p, 1, 1_000_000, pieces=2, piece_min=100_000)
+    for a, b in zip(whole.steps, split.steps, strict=True):
+        assert [m.stop - m.start for m in b.sends] == [125_000, 125_000]
+        assert (b.sends[0].start, b.sends[-1].stop) == (a.sends[0].start, a.sends[0].stop)
+        assert len(b.recvs) == 2
+    assert build_schedule(p, 1, 1_000_000, pieces=2, piece_min=125_001) == whole
+    # segment still caps every piece; pieces only ever cut further
+    both = build_schedule(p, 1, 1_000_000, segment=100_000, pieces=2, piece_min=10)
+    assert both == build_schedule(p, 1, 1_000_000, segment=100_000)
+    three = build_schedule(p, 1, 1_000_000, segment=100_000, pieces=4, piece_min=10)
+    assert all(len(st.sends) == 4 for st in three.steps)
+    # every rank derives the same messages from each peer as that peer sends it
+    scheds = [build_schedule(p, r, 1_000_000, pieces=3, piece_min=7) for r in range(4)]
+    for r, sched in enumerate(scheds):
+        for st in sched.steps:
+            for m in st.recvs:
+                peer = next(x for x in scheds[m.peer].steps if x.index == st.index)
+                assert any((s.start, s.stop) == (m.start, m.stop) and s.peer == r
+                           for s in peer.sends)
+    with pytest.raises(ValueError, match="pieces"):
+        build_schedule(p, 1, 10, pieces=0)
+
+
 def _check_flow(sched: Any, lookahead: int | None = None) -> None:
     """Every send reads its step's start value; writes land in step order."""
     from executor.schedule import APPLY, POST_RECV, POST_SEND, WAIT_RECV, WAIT_SEND, dataflow

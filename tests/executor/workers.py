@@ -300,3 +300,13 @@ def sparse_bits_cases(cases: list[tuple[dict[str, Any], int, dict[str, Any] | No
                     "identical": len(set(digests)) == 1,
                     "fold": torch.equal(y + 0.0, fold + 0.0)})
     return out
+
+
+def split_case(plan: dict[str, Any], numel: int) -> dict[str, Any]:
+    """Run ``plan`` with the default ExecutorConfig on float32 random inputs: how many
+    messages this rank sends and whether the result equals torch's all-reduce."""
+    ex = PlanExecutor(plan)
+    prep = ex.prepare(numel, torch.float32, torch.device("cpu"))
+    x = inputs(numel, torch.float32, seed=5)
+    y = ex.all_reduce(x.clone())
+    return {"sends": len(getattr(prep, "sends", ())), **compare(y, x)}

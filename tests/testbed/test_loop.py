@@ -10,10 +10,12 @@ from __future__ import annotations
 from pathlib import Path
 
 import numpy as np
+import pytest
 
 from syncplan.testbed.calibrate import (
     REFERENCE_ALGORITHMS,
     REFERENCE_SIZES,
+    X_GRID_US,
     fit_settings,
     points_from_record,
 )
@@ -67,15 +69,24 @@ def test_full_loop_on_small_scenario(tmp_path: Path) -> None:
     loop = result["loop"]
     cal = loop["calibration"]
     assert cal["defaults"] == {"min_step_us": MIN_STEP_US,
-                               "message_overhead_us": MESSAGE_OVERHEAD_US}
+                               "message_overhead_us": MESSAGE_OVERHEAD_US,
+                               "exchange_overhead_us": 0.0}
     assert {(p["label"], p["size_bytes"]) for p in cal["programs"]} == {
         (a, s) for a in REFERENCE_ALGORITHMS for s in REFERENCE_SIZES}
     assert all(len(p["times_s"]) == cal["reps"] for p in cal["programs"])
     assert cal["fit"]["usable"] and isinstance(cal["graph_unchanged"], bool)
     assert cal["graph_before"]["rates_mbit"].keys() == {a["host"] for a in agents}
-    assert cal["fit"]["fitted"] == ["message_overhead"]  # the floor stays at the default
-    assert fit_settings(points_from_record(cal), m_grid_us=np.array([MIN_STEP_US]),
-                        bootstrap=cal["fit"]["bootstrap"]["n"]) == cal["fit"]
-    assert (loop["min_step_us"], loop["message_overhead_us"], loop["message_cores"]) == (
-        cal["fit"]["min_step_us"], cal["fit"]["message_overhead_us"], machine_cores())
+    # the floor stays at the default; o and the exchange term are fitted
+    assert cal["fit"]["fitted"] == ["message_overhead", "exchange_overhead"]
+    assert all(len(p["exchange_ends"]) == len(p["feats"]) for p in cal["programs"])
+    refit = fit_settings(points_from_record(cal), m_grid_us=np.array([MIN_STEP_US]),
+                         x_grid_us=X_GRID_US, bootstrap=cal["fit"]["bootstrap"]["n"])
+    # the record keeps the times to 0.1 us, which can move a ratio's last digit
+    ratios = refit.pop("predicted_over_measured")
+    assert ratios == pytest.approx(cal["fit"]["predicted_over_measured"], abs=2e-3)
+    assert refit == {k: v for k, v in cal["fit"].items() if k != "predicted_over_measured"}
+    assert (loop["min_step_us"], loop["message_overhead_us"], loop["exchange_overhead_us"],
+            loop["message_cores"]) == (
+        cal["fit"]["min_step_us"], cal["fit"]["message_overhead_us"],
+        cal["fit"]["exchange_overhead_us"], machine_cores())
     assert any(line.endswith("service listening") for line in lines)

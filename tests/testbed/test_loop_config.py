@@ -39,7 +39,7 @@ def _loop_args(*argv: str) -> dict:
 
 def test_loop_calibrates_unless_told_the_overhead_or_told_not_to() -> None:
     assert _loop_args() == {"calibrate": True, "calibration_reps": 9,
-                            "calibrate_min_step": False}
+                            "calibrate_min_step": False, "calibrate_exchange": True}
     assert _loop_args("--message-overhead-us", "121")["calibrate"] is False
     assert _loop_args("--message-overhead-us", "121", "--calibrate")["calibrate"] is True
     assert _loop_args("--no-calibrate")["calibrate"] is False
@@ -47,3 +47,9 @@ def test_loop_calibrates_unless_told_the_overhead_or_told_not_to() -> None:
     assert (kw["calibrate"], kw["min_step_us"], kw["calibrate_min_step"],
             kw["message_cores"]) == (True, 80.0, True, 4)
     LoopConfig(sizes=[4096], **kw)  # valid settings
+    kw = _loop_args("--no-calibrate", "--message-overhead-us", "90",
+                    "--exchange-overhead-us", "70", "--no-calibrate-exchange")
+    assert (kw["exchange_overhead_us"], kw["calibrate_exchange"]) == (70.0, False)
+    assert LoopConfig(sizes=[4096], **kw).exchange_overhead_us == 70.0
+    with pytest.raises(TestbedError, match="exchange"):
+        LoopConfig(sizes=[4096], exchange_overhead_us=-1.0)
