@@ -86,6 +86,7 @@ class WindowLP:
         self.offsets: list[int] = []
         self.keys: list[bytes] = []
         self.idle: list[int] = []
+        self.live_offsets = np.zeros(0, dtype=np.int64)  # piece of each tree of the solution
         self._seen: set[bytes] = set()
         self.master = Master(self.bw, self.n * pieces, primal=True, steps=self.steps)
         every = list(range(pieces))
@@ -139,21 +140,20 @@ class WindowLP:
         return bool(drop)
 
     def _solve(self, budget: Budget) -> tuple[float, float, np.ndarray, np.ndarray, np.ndarray]:
-        """``_master`` within ``budget`` (InfeasibleError where the solve would exceed it)."""
+        """The master within ``budget``: (bandwidth time per byte, the same in the LP's
+        units, shares, prices per (step, arc) crossing, root and total duals);
+        InfeasibleError where HiGHS gives up or the solve would exceed the budget."""
         nonzeros = self.master.nonzeros()
         if np.isfinite(budget.left):
             self.master.limit_iterations(max(1, int(budget.left // nonzeros)))
-        out = self._master()
+        out = self.master.solve()
         budget.left -= self.master.iterations() * nonzeros
         return out
 
-    def _master(self) -> tuple[float, float, np.ndarray, np.ndarray, np.ndarray]:
-        """(bandwidth time per byte, the same in the LP's units, shares, prices per (step,
-        arc) crossing, root and total duals); InfeasibleError where HiGHS gives up."""
-        return self.master.solve()
-
     def _price(self, prices: np.ndarray, duals: np.ndarray, threshold: float
-               ) -> list[TreeColumn]:
+               ) -> list[tuple[TreeColumn, int]]:
+        """Every root's and piece's priced in- and out-tree whose reduced cost is below
+        ``-threshold``, with its piece."""
         n, h = self.n, self.height
         costs, preds = zip(*(self.routes.solve(w) for w in prices), strict=True)
         cost = np.stack(costs)  # (steps, u, v): the cheapest route u -> v at that step
@@ -183,12 +183,11 @@ class WindowLP:
                         out.append((col, p))
         return out
 
-    def solve(self, rounds: int = ROUNDS, beat: float = np.inf,
-              abandon: tuple[int, float] = (ABANDON_AFTER, ABANDON_ABOVE), floor: float = 0.0,
+    def solve(self, rounds: int = ROUNDS, beat: float = np.inf, floor: float = 0.0,
               max_columns: int | None = None, budget: Budget | None = None
               ) -> Packing | None:
         """The LP over the start trees and those priced in; None where it is too large, or
-        where after ``abandon[0]`` rounds its bandwidth time per byte is still ``abandon[1]``
+        where after ABANDON_AFTER rounds its bandwidth time per byte is still ABANDON_ABOVE
         times ``beat`` (the best program found by other means, per byte of buffer): the LP's
         value only falls, but one so far behind had not caught up on the families measured
         (a heuristic that saves most of the LP's time where it cannot win: fat trees).
@@ -199,16 +198,16 @@ class WindowLP:
         if not self.trees or self.steps * len(self.bw) > MAX_ROWS:
             return None
         try:
-            return self._generate(rounds, beat, abandon, floor, max_columns or 1 << 62,
+            return self._generate(rounds, beat, floor, max_columns or 1 << 62,
                                   budget or Budget(np.inf))
         except InfeasibleError:  # HiGHS stopped without an optimum (seen on 16 pieces)
             return None
 
-    def _generate(self, rounds: int, beat: float, abandon: tuple[int, float], floor: float,
-                  max_columns: int, budget: Budget) -> Packing | None:
+    def _generate(self, rounds: int, beat: float, floor: float, max_columns: int,
+                  budget: Budget) -> Packing | None:
         theta, obj, share, prices, duals = self._solve(budget)
         for k in range(rounds):
-            if k >= abandon[0] and theta > beat * abandon[1]:
+            if k >= ABANDON_AFTER and theta > beat * ABANDON_ABOVE:
                 return None
             if theta <= floor or len(self.trees) > max_columns or budget.left <= 0:
                 break

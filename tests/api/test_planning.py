@@ -37,6 +37,20 @@ def _req(size: int) -> dict[str, Any]:
     return {"ranks": [f"h{h}/gpu{g}" for h in range(2) for g in range(4)], "size_bytes": size}
 
 
+async def _plan_under(db: Path, request: dict[str, Any], **settings: Any) -> dict[str, Any]:
+    """The plan a fresh service with ``settings`` (over the store ``db``) returns for
+    ``request`` on a 2 x 4 GPU cluster."""
+    app = create_app(Settings(database_url=f"sqlite:///{db}", admin_token=TOKENS["admin"],
+                              agent_token=TOKENS["agent"], job_token=TOKENS["job"], **settings))
+    transport = httpx.ASGITransport(app=app)
+    async with httpx.AsyncClient(transport=transport, base_url="http://test", timeout=60) as c:
+        r = await c.put("/v1/fabric", json=dgx_cluster(2, gpus=4), headers=auth("admin"))
+        assert r.status_code == 200, r.text
+        r = await c.post("/v1/plans", json=request, headers=auth("job"))
+        assert r.status_code == 200, r.text
+        return r.json()
+
+
 @pytest.fixture
 def gated_solve(monkeypatch: pytest.MonkeyPatch) -> threading.Event:
     """Solves wait for the returned event, so a test controls when they finish."""
@@ -178,20 +192,8 @@ async def test_a_job_launch_builds_its_response_once(client, monkeypatch) -> Non
 async def test_min_step_setting_is_priced_and_keys_the_plans(tmp_path: Path) -> None:
     """``SYNCPLAN_MIN_STEP_US`` reaches the cost model: plans say so, no step is priced
     below it, and they are stored under a different key than plans made without it."""
-    docs = {}
-    for us in (0.0, 2000.0):
-        app = create_app(Settings(database_url=f"sqlite:///{tmp_path / 'o.db'}",
-                                  admin_token=TOKENS["admin"], agent_token=TOKENS["agent"],
-                                  job_token=TOKENS["job"], min_step_us=us))
-        transport = httpx.ASGITransport(app=app)
-        async with httpx.AsyncClient(transport=transport, base_url="http://test",
-                                     timeout=60) as c:
-            r = await c.put("/v1/fabric", json=dgx_cluster(2, gpus=4), headers=auth("admin"))
-            assert r.status_code == 200, r.text
-            r = await c.post("/v1/plans", json={**_req(1 << 20), "algorithm": "forest"},
-                             headers=auth("job"))
-            assert r.status_code == 200, r.text
-            docs[us] = r.json()
+    docs = {us: await _plan_under(tmp_path / "o.db", {**_req(1 << 20), "algorithm": "forest"},
+                                  min_step_us=us) for us in (0.0, 2000.0)}
     plain, slow = docs[0.0], docs[2000.0]
     assert "min_step_s" not in plain and slow["min_step_s"] == pytest.approx(2e-3)
     assert slow["plan_id"] != plain["plan_id"]
@@ -210,21 +212,9 @@ def test_min_step_setting_is_validated() -> None:
 async def test_message_overhead_settings_are_priced_and_key_the_plans(tmp_path: Path) -> None:
     """``SYNCPLAN_MESSAGE_OVERHEAD_US`` / ``SYNCPLAN_MESSAGE_CORES`` reach the cost model of
     every all-reduce plan: the plans say so and are keyed by them."""
-    docs = {}
-    for us, cores in ((0.0, 0), (0.0, 2), (100.0, 0), (100.0, 2)):
-        app = create_app(Settings(database_url=f"sqlite:///{tmp_path / 'm.db'}",
-                                  admin_token=TOKENS["admin"], agent_token=TOKENS["agent"],
-                                  job_token=TOKENS["job"], message_overhead_us=us,
-                                  message_cores=cores))
-        transport = httpx.ASGITransport(app=app)
-        async with httpx.AsyncClient(transport=transport, base_url="http://test",
-                                     timeout=60) as c:
-            r = await c.put("/v1/fabric", json=dgx_cluster(2, gpus=4), headers=auth("admin"))
-            assert r.status_code == 200, r.text
-            r = await c.post("/v1/plans", json={**_req(4096), "algorithm": "direct"},
-                             headers=auth("job"))
-            assert r.status_code == 200, r.text
-            docs[us, cores] = r.json()
+    docs = {(us, cores): await _plan_under(tmp_path / "m.db", {**_req(4096), "algorithm": "direct"},
+                                           message_overhead_us=us, message_cores=cores)
+            for us, cores in ((0.0, 0), (0.0, 2), (100.0, 0), (100.0, 2))}
     plain = docs[0.0, 0]
     assert docs[0.0, 2]["plan_id"] == plain["plan_id"]  # the cores alone change nothing
     assert "message_overhead_s" not in plain and "message_cores" not in docs[0.0, 2]
@@ -250,20 +240,8 @@ def test_message_overhead_settings_are_validated() -> None:
 async def test_exchange_overhead_setting_is_priced_and_keys_the_plans(tmp_path: Path) -> None:
     """``SYNCPLAN_EXCHANGE_OVERHEAD_US`` reaches the cost model of every all-reduce plan: a
     direct exchange pays it per exchanged message end, and the plans are keyed by it."""
-    docs = {}
-    for us in (0.0, 100.0):
-        app = create_app(Settings(database_url=f"sqlite:///{tmp_path / 'x.db'}",
-                                  admin_token=TOKENS["admin"], agent_token=TOKENS["agent"],
-                                  job_token=TOKENS["job"], exchange_overhead_us=us))
-        transport = httpx.ASGITransport(app=app)
-        async with httpx.AsyncClient(transport=transport, base_url="http://test",
-                                     timeout=60) as c:
-            r = await c.put("/v1/fabric", json=dgx_cluster(2, gpus=4), headers=auth("admin"))
-            assert r.status_code == 200, r.text
-            r = await c.post("/v1/plans", json={**_req(4096), "algorithm": "direct"},
-                             headers=auth("job"))
-            assert r.status_code == 200, r.text
-            docs[us] = r.json()
+    docs = {us: await _plan_under(tmp_path / "x.db", {**_req(4096), "algorithm": "direct"},
+                                  exchange_overhead_us=us) for us in (0.0, 100.0)}
     assert "exchange_overhead_s" not in docs[0.0]
     assert docs[100.0]["exchange_overhead_s"] == pytest.approx(1e-4)
     assert docs[100.0]["plan_id"] != docs[0.0]["plan_id"]
