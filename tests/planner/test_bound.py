@@ -109,3 +109,25 @@ def test_the_bandwidth_term_is_the_familys_fluid_optimum(path: Path) -> None:
     fluid = comp.candidates["forest"].details["fluid_time_s"]
     assert comp.bound.bandwidth_s > 0
     assert fluid == pytest.approx(comp.bound.bandwidth_s, rel=2e-3)
+
+
+@pytest.mark.parametrize("family", ["full_mesh", "torus", "fat_tree3", "directed_cluster",
+                                    "random_two_switch", "hybrid_cube_mesh"])
+def test_screened_rank_cut_is_the_exact_least_cut(family: str) -> None:
+    """The integer-screened least rank cut equals networkx's float max-flows over every rank
+    pair from the first rank (and is never above them: the bound would not hold)."""
+    import networkx as nx
+
+    from planner.bound import _least_rank_cut
+    from planner.families import random_family
+
+    for seed in range(4):
+        topo = Topology.from_dict(random_family(family, seed, 16))
+        ranks = topo.endpoints()
+        ctx = PlanContext.create(topo, ranks, 1 << 20)
+        g, s = topo.graph, ranks[0]
+        exact = min(min(nx.maximum_flow_value(g, s, t, capacity="bw"),
+                        nx.maximum_flow_value(g, t, s, capacity="bw")) for t in ranks[1:])
+        got = _least_rank_cut(ctx)
+        assert got >= exact * (1 - 1e-12)
+        assert got == pytest.approx(exact, rel=1e-9)
