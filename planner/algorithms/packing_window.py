@@ -51,7 +51,8 @@ TOLERANCE = 1e-3  # relative reduced cost below which the LP counts as solved
 MAX_ROWS = 40_000  # arcs x steps of the master LP; above: no step-priced packing
 ABANDON_AFTER = 10  # rounds after which an LP still ABANDON_ABOVE x slower than the best
 ABANDON_ABOVE = 1.15  # program stops (those that won were within 1.09x there; losers 1.17-1.56x)
-PIECES = (2, 4, 8, 16)  # piece counts of the pieced LP, tried in order (see ``pieced_window``)
+PIECES = (2, 4, 8, 16, 32, 64)  # piece counts of the pieced LP, tried in order (see
+# ``pieced_window``; a ring of hosts with a slow host: 1.059x at 16 pieces, 1.009x at 64)
 PIECES_BUDGET = 5e8  # simplex iterations x master nonzeros, summed over the solves of one
 # plan's pieced LPs: ~3 s of HiGHS on this 2-core machine (4-10 ns per unit measured)
 PIECES_GAIN = 3e-3  # a piece count whose program gains less than this stops the doubling

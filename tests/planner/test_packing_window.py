@@ -13,7 +13,7 @@ from planner.algorithms.packing_schedule import PairSchedule, pair_trees
 from planner.algorithms.packing_window import Budget, WindowLP, pieced_window, window_program
 from planner.algorithms.pipeline import model_time, piece_fractions
 from planner.bound import lower_bound
-from planner.families import full_mesh, host_ring, hybrid_cube_mesh, torus
+from planner.families import FAMILY_EXAMPLES, full_mesh, host_ring, hybrid_cube_mesh, torus
 from planner.plan import make_plan, with_routes
 from planner.program import program_to_doc
 from planner.topology import Topology
@@ -135,3 +135,14 @@ def test_pieced_lps_stop_on_their_budget_and_plans_repeat() -> None:
     first = make_plan(t, t.endpoints(), SIZE, algorithm="forest")
     again = make_plan(t, t.endpoints(), SIZE, algorithm="forest")
     assert first["program"] == again["program"]
+
+
+def test_enough_pieces_fill_a_ring_of_hosts_with_a_slow_host() -> None:
+    """A ring of hosts with one slow host fills only at 32 or more pieces (1.036x the bound
+    pipelined, 1.059x with 16 pieces of their own): the pieced LP doubles on to 64 pieces
+    while each doubling gains, and the program is a correct all-reduce within 1.5 %."""
+    t = Topology.from_dict(FAMILY_EXAMPLES["host-ring-4x2-slow"]())
+    doc = make_plan(t, t.endpoints(), SIZE, algorithm="forest")
+    assert verify_plan(doc, t).ok
+    assert doc["details"]["pieces"] >= 32
+    assert doc["predicted_time_s"] <= doc["lower_bound_time_s"] * 1.015
