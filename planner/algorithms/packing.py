@@ -357,8 +357,16 @@ def fluid_lower_bound(ctx: PlanContext, prices: np.ndarray) -> float:
         return 0.0
     y = prices / total
     cost, _ = RankRoutes(ctx, through_ranks=True).solve(y, tie=False)
+    # every non-root rank of an in-tree sends over one edge and of an out-tree receives over
+    # one: the cheapest such edges bound a root's trees from below, so roots are taken in
+    # that order and the rest skipped once the bound reaches the best trees found
+    off = cost + np.diag(np.full(len(cost), np.inf))
+    send, hear = off.min(axis=1), off.min(axis=0)
+    floor = send.sum() - send + hear.sum() - hear
     best = np.inf
-    for r in range(len(ctx.ranks)):
+    for r in np.argsort(floor, kind="stable"):
+        if floor[r] >= best:
+            break
         p_in = min_arborescence(cost.T, r)
         p_out = min_arborescence(cost, r)
         kids = np.nonzero(p_in >= 0)[0]
