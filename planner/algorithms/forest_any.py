@@ -43,6 +43,8 @@ STALL_ROUNDS = 6  # above UNLIMITED_MAX_RANKS: column generation stops after thi
 # in a row that lower the fluid time by less than packing.TOLERANCE (full meshes: 40 flat
 # rounds per packing at 24 ranks; not below: a 4x6 mesh's LP left a 10-round flat for the
 # optimum, and an 8-GPU mesh an 18-round one)
+STALL_MID = 12  # from FLOOR_ABOVE to UNLIMITED_MAX_RANKS ranks: the same after this many
+# (a 32-rank full mesh's deeper short-route packings sat 40 rounds on their first value)
 FEW_PAIRS = (1, 2, 4, 8, 16, 32, 64)  # the largest pairs: fewer transfers, more pieces
 BALANCE_PACKINGS = 2  # best packings whose shares are re-solved for the pipeline
 WINDOW_PACKINGS = 3  # best packings (and the unlimited one) that seed a step-priced packing...
@@ -80,8 +82,8 @@ def packings(ctx: PlanContext) -> dict[tuple[str, int | None], Packing]:
             if slack is None and name == "short":
                 continue
             lp = PackingLP(ctx, slack, routes, start, floor)
-            out[name, slack] = lp.solve(ROUNDS_LARGE if large else None,
-                                        STALL_ROUNDS if large else None)
+            stall = STALL_ROUNDS if large else STALL_MID if len(ctx.ranks) > FLOOR_ABOVE else None
+            out[name, slack] = lp.solve(ROUNDS_LARGE if large else None, stall)
             start = out[name, slack].trees
             if large and out[name, slack].theta <= floor * (1 + FLOOR_GAP):
                 break  # optimal (on fewer ranks deeper packings still pipeline better)
