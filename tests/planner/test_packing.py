@@ -147,3 +147,23 @@ def test_unlimited_depth_above_32_ranks_where_limits_keep_the_packing_far() -> N
     assert verify_plan(doc, t).ok
     assert doc["details"]["packing"].startswith("any/None")
     assert doc["predicted_time_s"] <= doc["lower_bound_time_s"] * 1.10
+
+
+def test_unlimited_packing_prices_exact_trees_where_the_greedy_stops() -> None:
+    """On a directed cluster the greedy (Prim-like) pricing finds no improving tree while the
+    unlimited LP, started from the depth-limited packings' trees, is still 1.26x the cut;
+    the exact cheapest arborescences take it to the cut, and the depth-limited packings'
+    trees keep to their limits."""
+    from planner.algorithms.forest_any import packings
+    from planner.bound import fluid_floor
+    from planner.families import random_family
+
+    t = Topology.from_dict(random_family("directed_cluster", 3, 32))
+    ctx = PlanContext.create(t, t.endpoints(), 256 << 20)
+    assert packings(ctx)["any", None].theta <= fluid_floor(ctx) * 1.001
+    limited = PackingLP(ctx, 2)
+    packing = limited.solve()
+    limit_in, limit_out = limited.limits
+    for tree in packing.trees:
+        limit = (limit_in if tree.inward else limit_out)[tree.root]
+        assert (tree.depth <= limit).all()
