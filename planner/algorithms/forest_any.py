@@ -48,8 +48,10 @@ STALL_MID = 12  # from FLOOR_ABOVE to UNLIMITED_MAX_RANKS ranks: the same after 
 FEW_PAIRS = (1, 2, 4, 8, 16, 32, 64)  # the largest pairs: fewer transfers, more pieces
 BALANCE_PACKINGS = 2  # best packings whose shares are re-solved for the pipeline
 WINDOW_PACKINGS = 3  # best packings (and the unlimited one) that seed a step-priced packing...
-WINDOW_MAX_RANKS = 16  # ...up to this many ranks (its master takes seconds above: 32-rank
-# rail clusters 8 s, a 64-rank torus 10 s with interior duals; see planner.md),
+WINDOW_MAX_RANKS = 32  # ...up to this many ranks (its master takes seconds above: a 64-rank
+# torus 10 s with interior duals, 280 s with the simplex; see planner.md)
+WINDOW_PIECED_MAX_RANKS = 16  # pieced LPs up to this many ranks; above, the one-piece LPs of
+WINDOW_BUDGET = 3e8  # a plan share this budget (``packing_window.Budget``): ~2 s of HiGHS
 WINDOW_UNLIMITED_MAX_RANKS = 16  # the unlimited one up to this many (2 (n - 1) steps of rows)
 WINDOW_MIN_BYTES = 1 << 20  # and from 1 MiB: below, fewer and shallower trees win (latency)
 WINDOW_PIECED = 2  # best step-priced packings (by their one-piece time) given pieces
@@ -157,11 +159,12 @@ def _price_windows(ctx: PlanContext, size: float, units: int, best: dict) -> lis
     elif ("any", None) in table and ("any", None) not in keys:
         keys.append(("any", None))
     tried = []
+    budget = Budget(WINDOW_BUDGET if n > WINDOW_PIECED_MAX_RANKS else math.inf)
     for key in keys:
         packing = table[key]
         slack = len(ctx.ranks) if key[1] is None else key[1]
         lp = WindowLP(ctx, ctx.memo["packing_routes"][key[0]], slack, packing.pool)
-        found = lp.solve(beat=best.get("time", math.inf) / size)
+        found = lp.solve(beat=best.get("time", math.inf) / size, budget=budget)
         if found is None:
             continue
         pairs = pair_trees(found)
@@ -189,6 +192,8 @@ def _price_pieced(ctx: PlanContext, tried: list[tuple], units: int, best_s: floa
     1.009x, a full mesh with a slow pair 1.026x -> 1.004x)."""
     budget = Budget(PIECES_BUDGET)
     out = None
+    if len(ctx.ranks) > WINDOW_PIECED_MAX_RANKS:
+        return None
     for _, key, slack, trees in sorted(tried, key=lambda t: (t[0], str(t[1])))[:WINDOW_PIECED]:
         found = pieced_window(ctx, ctx.memo["packing_routes"][key[0]], slack, trees, units,
                               best_s * (1 - WINDOW_MARGIN), budget)
