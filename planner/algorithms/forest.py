@@ -12,7 +12,8 @@ so degrees are water-filled in proportion to the host's bandwidth (at least 1, s
 2 (hosts - 1)), and ``t`` trees are built in which every host is internal in about one tree and
 a leaf elsewhere (t = hosts gives stars; t ~ sqrt(hosts) keeps the height at 2). A linear
 program over all trees of all lanes (HiGHS) then sets the shares so that the most loaded arc,
-counting every arc of every routed path, is as light as possible.
+counting every arc of every routed path, is as light as possible. Tree edges between switches
+are spread over the routes no longer in latency than the router's (forest_routes, ``_solve``).
 
 Schedule (lockstep cost model): each tree's share is cut into P pieces; a port at depth k
 (of a tree of height <= H) sends its partial sum of piece p at step p + H + 1 - k, as late as
@@ -238,7 +239,7 @@ def forest(ctx: PlanContext) -> Candidate:
 
 def _solve(plan: _Plan) -> float:
     """Shares of ``plan`` (``_Plan.solve_shares``) on spread routes where edges between switches
-    have equally short routes: spread with equal shares, then again with the LP's shares while
+    have a choice of route: spread with equal shares, then again with the LP's shares while
     that lowers the fluid time; return the fluid time."""
     if not plan.spread_routes():
         return plan.solve_shares()

@@ -9,7 +9,7 @@ import numpy as np
 
 from planner.algorithms.base import PlanContext
 from planner.algorithms.forest_lanes import _Arcs, _Lane
-from planner.algorithms.forest_routes import EdgeKey, EqualCost, spread
+from planner.algorithms.forest_routes import EdgeKey, RouteDag, spread
 from planner.algorithms.forest_trees import _Tree
 
 Path = tuple[str, ...]
@@ -25,11 +25,10 @@ class _Plan:
     """
 
     def __init__(self, ctx: PlanContext, lanes: list[_Lane], trees: list[_Tree],
-                 arcs: _Arcs, split_intra: bool = False, late: bool = True,
-                 routes: dict[EdgeKey, Path] | None = None) -> None:
+                 arcs: _Arcs, split_intra: bool = False, late: bool = True) -> None:
         self.ctx, self.lanes, self.trees, self.arcs = ctx, lanes, trees, arcs
-        # tree edges between switches with equally short routes: (id(tree), a, b) -> route
-        self.routes: dict[EdgeKey, Path] = routes or {}
+        # spread routes of tree edges between switches: (id(tree), a, b) -> route
+        self.routes: dict[EdgeKey, Path] = {}
         self.split_intra = split_intra and late
         self.late = late
         self.hmax = max((max(tr.height) for tr in trees), default=0)
@@ -73,12 +72,12 @@ class _Plan:
         return up + core[1:] + down[1:]
 
     def spread_routes(self, w: np.ndarray | None = None) -> bool:
-        """Route tree edges between switches that have equally short routes over the least
-        loaded of them (forest_routes.spread), tree j weighted by ``w[j]`` (default: equal
-        shares); return whether any edge has such a choice."""
-        equal = self.ctx.memo.get("forest_equal_cost")
-        if equal is None:
-            equal = self.ctx.memo["forest_equal_cost"] = EqualCost(self.ctx.router)
+        """Route tree edges between switches over the least loaded of the routes no longer in
+        latency than the router's (forest_routes), tree j weighted by ``w[j]`` (default:
+        equal shares); return whether any edge has a choice."""
+        dag = self.ctx.memo.get("forest_route_dag")
+        if dag is None:
+            dag = self.ctx.memo["forest_route_dag"] = RouteDag(self.ctx.router)
         nt = len(self.trees)
         w = np.full(nt, 1.0 / max(nt, 1)) if w is None else w
         self.routes = {}
@@ -96,7 +95,7 @@ class _Plan:
                     continue
                 for a, b in ((c, q), (q, c)):
                     up, down = self._ends(lane, a, b)
-                    if up[-1] != down[0] and equal.alternatives(up[-1], down[0]):
+                    if up[-1] != down[0] and dag.alternatives(up[-1], down[0]):
                         pairs.append(((id(tr), a, b), up[-1], down[0], float(w[j])))
                         core = self.ctx.router.path(up[-1], down[0])
                         skip[j].append(np.asarray(self.ctx.router.arcs(core), dtype=np.int64))
@@ -107,7 +106,7 @@ class _Plan:
         for j, ids in skip.items():  # the router's routes of the edges being spread
             for a in ids:
                 np.subtract.at(base, a, w[j])
-        self.routes = spread(pairs, equal, np.maximum(base, 0.0) / bw)
+        self.routes = spread(pairs, dag, np.maximum(base, 0.0) / bw)
         self._flat = None
         return True
 
