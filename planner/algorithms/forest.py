@@ -237,12 +237,14 @@ def forest(ctx: PlanContext) -> Candidate:
     return best
 
 
-def _solve(plan: _Plan) -> float:
+def _solve(plan: _Plan) -> list[tuple[_Plan, float]]:
     """Shares of ``plan`` (``_Plan.solve_shares``) on spread routes where edges between switches
     have a choice of route: spread with equal shares, then again with the LP's shares while
-    that lowers the fluid time; return the fluid time."""
+    that lowers the fluid time. Returns [(plan, fluid time)], plus a twin on the router's
+    routes where those are as fast in the fluid limit (their pipeline fills differently:
+    both are priced); ``plan`` itself takes the router's routes where they are faster."""
     if not plan.spread_routes():
-        return plan.solve_shares()
+        return [(plan, plan.solve_shares())]
     fluid = plan.solve_shares()
     for _ in range(SPREAD_ROUNDS):
         routes, w, busy = plan.routes, plan.w, plan.busy_arcs
@@ -252,7 +254,13 @@ def _solve(plan: _Plan) -> float:
             plan.routes, plan.w, plan.busy_arcs, plan._flat = routes, w, busy, None
             break
         fluid = again
-    return fluid
+    twin = _Plan(plan.ctx, plan.lanes, plan.trees, plan.arcs, split_intra=plan.split_intra,
+                 late=plan.late)
+    plain = twin.solve_shares()
+    if plain < fluid * (1 - 1e-6):
+        plan.routes, plan._flat = {}, None
+        return [(plan, plan.solve_shares())]
+    return [(plan, fluid), (twin, plain)] if plain <= fluid * (1 + 1e-6) else [(plan, fluid)]
 
 
 def forest_hosts(ctx: PlanContext) -> Candidate:
@@ -274,22 +282,21 @@ def forest_hosts(ctx: PlanContext) -> Candidate:
         # a tree set that fits fewer than MIN_PIECES pieces pays the whole pipeline fill
         if plan.transfers_per_piece(all_trees=True) * MIN_PIECES > MAX_TRANSFERS and t != t_min:
             continue
-        fluid = _solve(plan)
+        plans = _solve(plan)
         if not detoured and plan.leaf_bound():
             detoured = True
             extra = detour_lanes(ctx, lanes)
             if extra:
                 lanes = lanes + extra
                 plan = _Plan(ctx, lanes, _trees(lanes, t), arcs)
-                fluid = _solve(plan)
-        plans = [(plan, fluid)]
+                plans = _solve(plan)
         split = _Plan(ctx, lanes, plan.trees, arcs, split_intra=True)
         if split.transfers_per_piece(all_trees=True) * MIN_PIECES <= MAX_TRANSFERS:
-            plans.append((split, _solve(split)))
+            plans += _solve(split)
         if plan.transfers_per_piece(all_trees=True) * MIN_PIECES > MAX_TRANSFERS:
             # few pieces: sending at 1 + height sometimes overlaps the trees better
             early = _Plan(ctx, lanes, plan.trees, arcs, late=False)
-            plans.append((early, _solve(early)))
+            plans += _solve(early)
         if 3 <= m <= HUB_MAX_HOSTS and t < m:
             # one tree per lane: the least fan-in per step (see FAN_IN_TOLERANCE)
             per_lane: dict[int, list[_Tree]] = defaultdict(list)
@@ -299,14 +306,15 @@ def forest_hosts(ctx: PlanContext) -> Candidate:
                 single = [trs[k] for trs in per_lane.values() if k < len(trs)]
                 for late in (True, False):
                     one = _Plan(ctx, lanes, single, arcs, late=late)
-                    plans.append((one, _solve(one)))
+                    plans += _solve(one)
         for plan, fluid in plans:
             _price(plan, fluid, size, max_units, configs)
     if 3 <= m <= HUB_MAX_HOSTS:
         hubs = _hub_trees(lanes)
         if hubs:
-            plan = _Plan(ctx, lanes, _trees(lanes, m) + hubs, arcs, split_intra=True)
-            _price(plan, _solve(plan), size, max_units, configs)
+            for plan, fluid in _solve(_Plan(ctx, lanes, _trees(lanes, m) + hubs, arcs,
+                                            split_intra=True)):
+                _price(plan, fluid, size, max_units, configs)
     if not configs:
         raise InfeasibleError("forest: no tree set fits the plan size limits")
     # piece sizes from an LP, for the best configurations, near their best piece count
