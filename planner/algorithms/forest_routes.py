@@ -21,7 +21,7 @@ import numpy as np
 from planner.routing import Router
 
 Path = tuple[str, ...]
-EdgeKey = tuple[int, int, int]  # (tree, from host, to host)
+EdgeKey = tuple[int, int, int]  # (id of the tree, from host, to host)
 
 TIE = 1e-9  # relative: routes this close to the router's latency count as no longer
 HOP_S = 1e-12  # seconds added per hop: among routes of equal latency, the fewest hops
