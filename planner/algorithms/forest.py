@@ -12,7 +12,8 @@ so degrees are water-filled in proportion to the host's bandwidth (at least 1, s
 2 (hosts - 1)), and ``t`` trees are built in which every host is internal in about one tree and
 a leaf elsewhere (t = hosts gives stars; t ~ sqrt(hosts) keeps the height at 2). A linear
 program over all trees of all lanes (HiGHS) then sets the shares so that the most loaded arc,
-counting every arc of every routed path, is as light as possible.
+counting every arc of every routed path, is as light as possible. Tree edges between switches
+are spread over the routes no longer in latency than the router's (forest_routes, ``_solve``).
 
 Schedule (lockstep cost model): each tree's share is cut into P pieces; a port at depth k
 (of a tree of height <= H) sends its partial sum of piece p at step p + H + 1 - k, as late as
@@ -68,6 +69,7 @@ RAMPS = (0, 1, 2, 3)
 MIN_PIECES = 4
 BALANCE_MAX_CROSSINGS = 100_000  # arc crossings per piece; above: fluid LP shares only
 LP_CONFIGS = 2  # best (trees, stagger) configurations whose piece sizes an LP refines
+SPREAD_ROUNDS = 3  # re-spreads of routes with the LP's shares (see _solve)
 LP_PIECES_BELOW = 3  # piece counts below the best equal/ramped one to try with LP sizes
 
 
@@ -235,6 +237,32 @@ def forest(ctx: PlanContext) -> Candidate:
     return best
 
 
+def _solve(plan: _Plan) -> list[tuple[_Plan, float]]:
+    """Shares of ``plan`` (``_Plan.solve_shares``) on spread routes where edges between switches
+    have a choice of route: spread with equal shares, then again with the LP's shares while
+    that lowers the fluid time; the router's routes where those are faster in the fluid limit.
+    Returns [(plan, fluid time)]."""
+    if not plan.spread_routes():
+        return [(plan, plan.solve_shares())]
+    fluid = plan.solve_shares()
+    for _ in range(SPREAD_ROUNDS):
+        routes, w, busy = plan.routes, plan.w, plan.busy_arcs
+        plan.spread_routes(w)
+        again = plan.solve_shares()
+        if again >= fluid * (1 - 1e-6):
+            plan.routes, plan.w, plan.busy_arcs, plan._flat = routes, w, busy, None
+            break
+        fluid = again
+    # a twin on the router's routes, priced too where it ties, costs a second pricing of the
+    # plan (~1 s at 64 ranks) for ~0.01 % (fat-tree3-64-slow): only a faster one is taken
+    plain = _Plan(plan.ctx, plan.lanes, plan.trees, plan.arcs, split_intra=plan.split_intra,
+                  late=plan.late)
+    if plain.solve_shares() < fluid * (1 - 1e-6):
+        plan.routes, plan._flat = {}, None
+        fluid = plan.solve_shares()
+    return [(plan, fluid)]
+
+
 def forest_hosts(ctx: PlanContext) -> Candidate:
     """Host-structured forest: lanes of ports and NICs, host-level trees (module docstring)."""
     n = len(ctx.ranks)
@@ -254,22 +282,21 @@ def forest_hosts(ctx: PlanContext) -> Candidate:
         # a tree set that fits fewer than MIN_PIECES pieces pays the whole pipeline fill
         if plan.transfers_per_piece(all_trees=True) * MIN_PIECES > MAX_TRANSFERS and t != t_min:
             continue
-        fluid = plan.solve_shares()
+        plans = _solve(plan)
         if not detoured and plan.leaf_bound():
             detoured = True
             extra = detour_lanes(ctx, lanes)
             if extra:
                 lanes = lanes + extra
                 plan = _Plan(ctx, lanes, _trees(lanes, t), arcs)
-                fluid = plan.solve_shares()
-        plans = [(plan, fluid)]
+                plans = _solve(plan)
         split = _Plan(ctx, lanes, plan.trees, arcs, split_intra=True)
         if split.transfers_per_piece(all_trees=True) * MIN_PIECES <= MAX_TRANSFERS:
-            plans.append((split, split.solve_shares()))
+            plans += _solve(split)
         if plan.transfers_per_piece(all_trees=True) * MIN_PIECES > MAX_TRANSFERS:
             # few pieces: sending at 1 + height sometimes overlaps the trees better
             early = _Plan(ctx, lanes, plan.trees, arcs, late=False)
-            plans.append((early, early.solve_shares()))
+            plans += _solve(early)
         if 3 <= m <= HUB_MAX_HOSTS and t < m:
             # one tree per lane: the least fan-in per step (see FAN_IN_TOLERANCE)
             per_lane: dict[int, list[_Tree]] = defaultdict(list)
@@ -279,14 +306,15 @@ def forest_hosts(ctx: PlanContext) -> Candidate:
                 single = [trs[k] for trs in per_lane.values() if k < len(trs)]
                 for late in (True, False):
                     one = _Plan(ctx, lanes, single, arcs, late=late)
-                    plans.append((one, one.solve_shares()))
+                    plans += _solve(one)
         for plan, fluid in plans:
             _price(plan, fluid, size, max_units, configs)
     if 3 <= m <= HUB_MAX_HOSTS:
         hubs = _hub_trees(lanes)
         if hubs:
-            plan = _Plan(ctx, lanes, _trees(lanes, m) + hubs, arcs, split_intra=True)
-            _price(plan, plan.solve_shares(), size, max_units, configs)
+            for plan, fluid in _solve(_Plan(ctx, lanes, _trees(lanes, m) + hubs, arcs,
+                                            split_intra=True)):
+                _price(plan, fluid, size, max_units, configs)
     if not configs:
         raise InfeasibleError("forest: no tree set fits the plan size limits")
     # piece sizes from an LP, for the best configurations, near their best piece count

@@ -9,6 +9,7 @@ import numpy as np
 
 from planner.algorithms.base import PlanContext
 from planner.algorithms.forest_lanes import _Arcs, _Lane
+from planner.algorithms.forest_routes import EdgeKey, RouteDag, spread
 from planner.algorithms.forest_trees import _Tree
 
 Path = tuple[str, ...]
@@ -26,6 +27,8 @@ class _Plan:
     def __init__(self, ctx: PlanContext, lanes: list[_Lane], trees: list[_Tree],
                  arcs: _Arcs, split_intra: bool = False, late: bool = True) -> None:
         self.ctx, self.lanes, self.trees, self.arcs = ctx, lanes, trees, arcs
+        # spread routes of tree edges between switches: (id(tree), a, b) -> route
+        self.routes: dict[EdgeKey, Path] = {}
         self.split_intra = split_intra and late
         self.late = late
         self.hmax = max((max(tr.height) for tr in trees), default=0)
@@ -43,21 +46,69 @@ class _Plan:
             seen[tr.lane] += 1
         self.offsets = self.base_offsets + int(self.shift.max(initial=0))
 
-    def edge_path(self, lane: _Lane, a: int, b: int) -> Path:
-        """Route from the port of host a to the port of host b."""
+    @staticmethod
+    def _ends(lane: _Lane, a: int, b: int) -> tuple[Path, Path]:
+        """The way out of host a and the way into host b of a tree edge a -> b in ``lane``."""
         up, down = lane.up[a], lane.down[b]
         if up[-1] != down[0] and (a in lane.detour) != (b in lane.detour):
             if b in lane.detour:
                 up = lane.exits[a].get(down[0], (up,))[0]
             else:
                 down = lane.exits[b].get(up[-1], (None, down))[1]
+        return up, down
+
+    def edge_path(self, lane: _Lane, a: int, b: int, tree: _Tree | None = None) -> Path:
+        """Route from the port of host a to the port of host b (of ``tree``: its spread
+        route between the switches, where ``spread_routes`` set one)."""
+        up, down = self._ends(lane, a, b)
         if up[-1] == down[0]:
             return up + down[1:]
-        key = (up[-1], down[0])
-        core = self._core.get(key)
+        core = self.routes.get((id(tree), a, b)) if tree is not None else None
         if core is None:
-            core = self._core[key] = self.ctx.router.path(*key)
+            key = (up[-1], down[0])
+            core = self._core.get(key)
+            if core is None:
+                core = self._core[key] = self.ctx.router.path(*key)
         return up + core[1:] + down[1:]
+
+    def spread_routes(self, w: np.ndarray | None = None) -> bool:
+        """Route tree edges between switches over the least loaded of the routes no longer in
+        latency than the router's (forest_routes), tree j weighted by ``w[j]`` (default:
+        equal shares); return whether any edge has a choice."""
+        dag = self.ctx.memo.get("forest_route_dag")
+        if dag is None:
+            dag = self.ctx.memo["forest_route_dag"] = RouteDag(self.ctx.router)
+        nt = len(self.trees)
+        w = np.full(nt, 1.0 / max(nt, 1)) if w is None else w
+        self.routes = {}
+        self._flat = None
+        arc, col, *_ = self._entries()
+        lane_w = np.zeros(len(self.lanes))
+        np.add.at(lane_w, [tr.lane for tr in self.trees], w)
+        bw = self.ctx.router.bw
+        pairs = []
+        skip: dict[tuple[int, int], list[np.ndarray]] = defaultdict(list)
+        for j, tr in enumerate(self.trees):
+            lane = self.lanes[tr.lane]
+            for c, q in enumerate(tr.parent):
+                if q < 0:
+                    continue
+                for a, b in ((c, q), (q, c)):
+                    up, down = self._ends(lane, a, b)
+                    if up[-1] != down[0] and dag.alternatives(up[-1], down[0]):
+                        pairs.append(((id(tr), a, b), up[-1], down[0], float(w[j])))
+                        core = self.ctx.router.path(up[-1], down[0])
+                        skip[j].append(np.asarray(self.ctx.router.arcs(core), dtype=np.int64))
+        if not pairs:
+            return False
+        weight = np.concatenate([w, lane_w])[col]
+        base = np.bincount(arc, weights=weight, minlength=len(bw))
+        for j, ids in skip.items():  # the router's routes of the edges being spread
+            for a in ids:
+                np.subtract.at(base, a, w[j])
+        self.routes = spread(pairs, dag, np.maximum(base, 0.0) / bw)
+        self._flat = None
+        return True
 
     def offsets_of(self, j: int) -> tuple[list[int], list[int]]:
         """Per host of tree j: the offset at which its port sends its partial sum up (the root:
@@ -93,9 +144,9 @@ class _Plan:
             if q < 0:
                 continue
             out.append((s + send[c], lane.ports[c], lane.ports[q], True,
-                        self.edge_path(lane, c, q)))
+                        self.edge_path(lane, c, q, tr)))
             out.append((s + hear[c], lane.ports[q], lane.ports[c], False,
-                        self.edge_path(lane, q, c)))
+                        self.edge_path(lane, q, c, tr)))
         return out
 
     def tree_intra(self, j: int) -> list[tuple[int, int, int, bool, Path]]:

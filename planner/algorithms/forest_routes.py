@@ -1,0 +1,141 @@
+"""Routes between switches for the host-structured forest, spread over the arcs.
+
+The router gives every node pair one route, so every tree edge between two switches would
+cross the same arcs and the others would idle (a fat tree's second uplink per ToR, or the
+fast one where the other is degraded). Here each tree edge between switches takes, in a
+fixed order, among the routes no longer in latency than the router's (hops break latency
+ties: ``HOP_S`` per hop), the one whose busiest arc is least loaded so far in seconds per
+byte, counting every edge routed before it with its tree's share. Each step of the lockstep
+schedule pays its slowest route's latency, so no step gets slower; bandwidth is the share
+LP's to balance.
+"""
+
+from __future__ import annotations
+
+import heapq
+import math
+from collections.abc import Iterable, Sequence
+
+import numpy as np
+
+from planner.routing import Router
+
+Path = tuple[str, ...]
+EdgeKey = tuple[int, int, int]  # (id of the tree, from host, to host)
+
+TIE = 1e-9  # relative: routes this close to the router's latency count as no longer
+HOP_S = 1e-12  # seconds added per hop: among routes of equal latency, the fewest hops
+
+
+class RouteDag:
+    """Per switch pair: the arcs of the routes no longer in latency than the router's, kept
+    where they get farther from the source (a DAG)."""
+
+    def __init__(self, router: Router) -> None:
+        self.router = router
+        self._names = list(router.topo.graph.nodes)
+        self._index = {n: i for i, n in enumerate(self._names)}
+        self._succ: list[list[tuple[int, float, int]]] = [[] for _ in self._names]
+        self._pred: list[list[tuple[int, float]]] = [[] for _ in self._names]
+        for (u, v), a in router.arc_id.items():
+            w = float(router.lat[a]) + HOP_S
+            iu, iv = self._index[u], self._index[v]
+            self._succ[iu].append((iv, w, a))
+            self._pred[iv].append((iu, w))
+        self._from: dict[int, dict[int, float]] = {}
+        self._to: dict[int, dict[int, float]] = {}
+        self._dags: dict[tuple[str, str], tuple[list[int], dict[int, list[tuple[int, int]]]]] = {}
+
+    def _dist(self, src: int, forward: bool) -> dict[int, float]:
+        cache = self._from if forward else self._to
+        hit = cache.get(src)
+        if hit is not None:
+            return hit
+        dist = {src: 0.0}
+        heap = [(0.0, src)]
+        while heap:
+            d, u = heapq.heappop(heap)
+            if d > dist[u]:
+                continue
+            edges: Iterable[tuple] = self._succ[u] if forward else self._pred[u]
+            for e in edges:
+                v, w = e[0], e[1]
+                nd = d + w
+                if nd < dist.get(v, math.inf):
+                    dist[v] = nd
+                    heapq.heappush(heap, (nd, v))
+        cache[src] = dist
+        return dist
+
+    def dag(self, src: str, dst: str) -> tuple[list[int], dict[int, list[tuple[int, int]]]]:
+        """Nodes on a route from ``src`` to ``dst`` no longer than the router's, in order of
+        distance from ``src``, and per such node its arcs (next node, arc id) that stay on
+        such a route and get farther from ``src``."""
+        key = (src, dst)
+        hit = self._dags.get(key)
+        if hit is not None:
+            return hit
+        s, t = self._index[src], self._index[dst]
+        ds, dt = self._dist(s, True), self._dist(t, False)
+        total = self.length(self.router.path(src, dst))
+        slack = total * TIE
+        on = sorted((v for v in ds if v in dt and ds[v] + dt[v] <= total + slack),
+                    key=lambda v: (ds[v], v))
+        keep = set(on)
+        out: dict[int, list[tuple[int, int]]] = {}
+        for u in on:
+            out[u] = [(v, a) for v, w, a in self._succ[u]
+                      if v in keep and ds[u] + w + dt[v] <= total + slack and ds[v] > ds[u]]
+        self._dags[key] = (on, out)
+        return on, out
+
+    def length(self, path: Path) -> float:
+        """Latency of ``path`` plus HOP_S per hop."""
+        return float(self.router.path_latency(path)) + HOP_S * (len(path) - 1)
+
+    def alternatives(self, src: str, dst: str) -> bool:
+        """Whether the DAG from ``src`` to ``dst`` holds more than one route."""
+        on, out = self.dag(src, dst)
+        return any(len(out[u]) > 1 for u in on)
+
+    def least_loaded(self, src: str, dst: str, load: np.ndarray, add: float) -> Path:
+        """The route of the DAG whose busiest arc, after adding ``add`` bytes to each of its
+        arcs, is least loaded (``load``: seconds per byte per arc); ties: least summed load,
+        then the first in node order. The router's route where that one is longer than it
+        (the DAG's arcs each lie on a route no longer than the router's; their chains need
+        not)."""
+        on, out = self.dag(src, dst)
+        s, t = self._index[src], self._index[dst]
+        bw = self.router.bw
+        best: dict[int, tuple[float, float, tuple[int, ...]]] = {s: (0.0, 0.0, (s,))}
+        for u in on:
+            cur = best.get(u)
+            if cur is None:
+                continue
+            for v, a in out[u]:
+                x = load[a] + add / bw[a]
+                cand = (max(cur[0], x), cur[1] + x, (*cur[2], v))
+                old = best.get(v)
+                if old is None or cand[:2] < old[:2]:
+                    best[v] = cand
+        if t not in best:
+            return self.router.path(src, dst)
+        path = tuple(self._names[i] for i in best[t][2])
+        limit = self.length(self.router.path(src, dst)) * (1 + TIE)
+        return path if self.length(path) <= limit else self.router.path(src, dst)
+
+
+def spread(pairs: Sequence[tuple[EdgeKey, str, str, float]], dag: RouteDag,
+           base: np.ndarray) -> dict[EdgeKey, Path]:
+    """Routes for tree edges between switches: per (edge, from switch, to switch, share), in
+    order, the least loaded route (``RouteDag.least_loaded``) given ``base`` (seconds per
+    byte per arc of everything else) and the edges routed before it."""
+    load = base.copy()
+    bw = dag.router.bw
+    out: dict[EdgeKey, Path] = {}
+    for key, a, b, share in pairs:
+        path = dag.least_loaded(a, b, load, share)
+        ids = dag.router.arcs(path)
+        load[ids] += share / bw[ids]
+        out[key] = path
+    return out
