@@ -42,6 +42,7 @@ class PlanKey:
     message_overhead_s: float = 0.0
     message_cores: int = 0
     exchange_overhead_s: float = 0.0  # the service's per-exchange term (set by PlanService)
+    switch_overhead: float = 0.0  # the service's switch term (set by PlanService)
 
     @property
     def request(self) -> dict[str, Any]:
@@ -53,6 +54,8 @@ class PlanKey:
             req["message_overhead_s"] = self.message_overhead_s
         if self.exchange_overhead_s:
             req["exchange_overhead_s"] = self.exchange_overhead_s
+        if self.switch_overhead:
+            req["switch_overhead"] = self.switch_overhead
         if self.message_cores and (self.message_overhead_s or self.exchange_overhead_s):
             req["message_cores"] = self.message_cores
         if self.shards != "equal":
@@ -125,7 +128,8 @@ def solve(snapshot: Snapshot, key: PlanKey) -> dict[str, Any]:
                      min_step_s=key.min_step_s, shards=key.shards,
                      message_overhead_s=key.message_overhead_s,
                      message_cores=key.message_cores or None,
-                     exchange_overhead_s=key.exchange_overhead_s, **sparse)
+                     exchange_overhead_s=key.exchange_overhead_s,
+                     switch_overhead=key.switch_overhead, **sparse)
 
 
 class PlanService:
@@ -135,13 +139,14 @@ class PlanService:
                  solver_threads: int, cache_bytes: int = 512 << 20,
                  min_step_s: float = 0.0, quota: SolveQuota | None = None,
                  message_overhead_s: float = 0.0, message_cores: int = 0,
-                 exchange_overhead_s: float = 0.0) -> None:
+                 exchange_overhead_s: float = 0.0, switch_overhead: float = 0.0) -> None:
         self._factory = factory
         self.quota = quota or SolveQuota(per_owner=1 << 30, queue_limit=1 << 30,
                                          timeout_s=1e9)
         self.min_step_s = min_step_s
         self.message_overhead_s = message_overhead_s
         self.exchange_overhead_s = exchange_overhead_s
+        self.switch_overhead = switch_overhead
         # the cores matter only with an overhead: without one they do not key the plans
         self.message_cores = message_cores if message_overhead_s or exchange_overhead_s else 0
         self._metrics = metrics
@@ -191,14 +196,17 @@ class PlanService:
 
     def _own(self, key: PlanKey) -> PlanKey:
         """``key`` with this service's cost-model settings (they are part of the plan)."""
-        overhead, cores, exchange = ((self.message_overhead_s, self.message_cores,
-                                      self.exchange_overhead_s)
-                                     if key.collective == "allreduce" else (0.0, 0, 0.0))
+        overhead, cores, exchange, switch = ((self.message_overhead_s, self.message_cores,
+                                              self.exchange_overhead_s, self.switch_overhead)
+                                             if key.collective == "allreduce"
+                                             else (0.0, 0, 0.0, 0.0))
         if (key.min_step_s, key.message_overhead_s, key.message_cores,
-                key.exchange_overhead_s) == (self.min_step_s, overhead, cores, exchange):
+                key.exchange_overhead_s, key.switch_overhead) == (
+                    self.min_step_s, overhead, cores, exchange, switch):
             return key
         return replace(key, min_step_s=self.min_step_s, message_overhead_s=overhead,
-                       message_cores=cores, exchange_overhead_s=exchange)
+                       message_cores=cores, exchange_overhead_s=exchange,
+                       switch_overhead=switch)
 
     def cached(self, key: PlanKey) -> CachedPlan | None:
         key = self._own(key)

@@ -66,6 +66,11 @@ class Settings(BaseSettings):
         description="all-reduce plans: added time per message end of a step's exchanged "
                     "transfers (a pair sending both ways in the step), counted like the "
                     "message overhead (docs/cost-model.md); plans are keyed by it")
+    switch_overhead: float = Field(
+        default=0.0, ge=0, le=100,
+        description="all-reduce plans: added fraction of the wire time of a step's slowest "
+                    "transfer whose sender sent only to other ranks in the previous step "
+                    "(docs/cost-model.md); plans are keyed by it")
 
     agent_secret: SecretStr | None = Field(
         default=None, description="derives the per-host agent tokens (api/identity.py)")

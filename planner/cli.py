@@ -72,6 +72,10 @@ def register(sub: argparse._SubParsersAction) -> None:
                       help="all-reduce: added time per message end of a step's exchanged "
                            "transfers (a pair sending both ways in the step), counted like "
                            "--message-overhead-us (default 0)")
+    plan.add_argument("--switch-overhead", type=float, default=0.0,
+                      help="all-reduce: added fraction of the wire time of a step's slowest "
+                           "transfer whose sender left that connection idle in the previous "
+                           "step while sending to others (default 0)")
     plan.add_argument("-o", "--output",
                       help="write the plan document here (JSON); checked before planning")
     plan.add_argument("--progress", action="store_true",
@@ -281,15 +285,18 @@ def cmd_plan(args: argparse.Namespace) -> int:
     if args.exchange_overhead_us < 0:
         raise RequestError("--exchange-overhead-us must be >= 0")
     exchange = args.exchange_overhead_us * 1e-6
+    if not args.switch_overhead >= 0:
+        raise RequestError("--switch-overhead must be >= 0")
+    switch = args.switch_overhead
     size = parse_size(args.size)
     topo = load_topology(args.topology)
     ranks = topo.resolve_ranks(args.ranks)
     topo.check_ranks(ranks)
     min_step = args.min_step_us * 1e-6
     if args.collective != "allreduce":
-        if overhead or cores or exchange:
-            raise RequestError("--message-overhead-us, --message-cores and "
-                               "--exchange-overhead-us are priced for all-reduce plans only")
+        if overhead or cores or exchange or switch:
+            raise RequestError("--message-overhead-us, --message-cores, --exchange-overhead-us "
+                               "and --switch-overhead are priced for all-reduce plans only")
         return _plan_collective(args, topo, ranks, size, min_step)
     output = _Output(args.output) if args.output else None
     show = args.progress or sys.stderr.isatty()
@@ -302,12 +309,13 @@ def cmd_plan(args: argparse.Namespace) -> int:
         with progress:
             doc, comp = plan_and_compare(topo, ranks, size, args.algorithm,
                                          min_step_s=min_step, message_overhead_s=overhead,
-                                         message_cores=cores, exchange_overhead_s=exchange)
+                                         message_cores=cores, exchange_overhead_s=exchange,
+                                         switch_overhead=switch)
             if args.compare:
                 if args.algorithm != "auto":  # every algorithm, not only the named one
                     comp = compare(topo, ranks, size, min_step_s=min_step,
                                    message_overhead_s=overhead, message_cores=cores,
-                                   exchange_overhead_s=exchange)
+                                   exchange_overhead_s=exchange, switch_overhead=switch)
                 infeasible = comp.infeasible
                 for name, cand in sorted(comp.candidates.items(),
                                          key=lambda kv: kv[1].predicted_time_s):
@@ -434,7 +442,8 @@ def cmd_verify(args: argparse.Namespace) -> int:
     report = verify_plan(plan, topo, min_step_s=_setting(plan, "min_step_s"),
                          message_overhead_s=_setting(plan, "message_overhead_s"),
                          message_cores=int(_setting(plan, "message_cores")) or None,
-                         exchange_overhead_s=_setting(plan, "exchange_overhead_s"))
+                         exchange_overhead_s=_setting(plan, "exchange_overhead_s"),
+                         switch_overhead=_setting(plan, "switch_overhead"))
     if not report.ok:
         print(f"INCORRECT: {report.error}", file=sys.stderr)
         return 1

@@ -13,7 +13,11 @@ one machine), so a step also pays at least ``o`` x every message end of the step
 ``exchange_overhead_s`` (0 by default) adds the same count taken over the step's exchanged
 transfers only (those whose pair also sends the other way in the step): on gloo/TCP a rank
 that posts a message on a connection while its peer's message arrives on it costs more than
-one that does not (docs/testbed.md "Issue 18, session 8"). A program is the sum of its steps.
+one that does not (docs/testbed.md "Issue 18, session 8"). A program is the sum of its steps,
+plus, with ``switch_overhead`` (a fraction; 0 by default), that fraction of the wire time of
+every step's slowest *switched* transfer: one whose sender sent in the previous non-empty step
+but not to this destination (a TCP connection that sat idle while the sender used another
+one starts slower than one kept busy: docs/testbed.md "Issue 18, session 9").
 See docs/cost-model.md.
 """
 
@@ -30,13 +34,15 @@ from planner.routing import Router
 class CostModel:
     def __init__(self, router: Router, min_step_s: float = 0.0,
                  message_overhead_s: float = 0.0, message_cores: int | None = None,
-                 exchange_overhead_s: float = 0.0) -> None:
+                 exchange_overhead_s: float = 0.0, switch_overhead: float = 0.0) -> None:
         if min_step_s < 0:
             raise ValueError("min_step_s must be >= 0")
         if message_overhead_s < 0:
             raise ValueError("message_overhead_s must be >= 0")
         if exchange_overhead_s < 0:
             raise ValueError("exchange_overhead_s must be >= 0")
+        if not switch_overhead >= 0:
+            raise ValueError("switch_overhead must be >= 0")
         if message_cores is not None and (isinstance(message_cores, bool)
                                           or not isinstance(message_cores, int)
                                           or message_cores < 0):
@@ -46,6 +52,7 @@ class CostModel:
         self.message_overhead_s = message_overhead_s
         self.message_cores = message_cores or None  # None: every rank has its own CPU
         self.exchange_overhead_s = exchange_overhead_s
+        self.switch_overhead = switch_overhead
         self._arc_cache: dict[tuple[str, ...], tuple[np.ndarray, float]] = {}
 
     def _path_arcs(self, path: tuple[str, ...]) -> tuple[np.ndarray, float]:
@@ -65,6 +72,15 @@ class CostModel:
         expected fraction of its units a sparse run sends)."""
         if not step:
             return 0.0
+        wires, lats = self.transfer_wires(ranks, step, bytes_per_unit, weights)
+        return (max(float((wires + lats).max()), self.min_step_s)
+                + self.step_overhead(step))
+
+    def transfer_wires(self, ranks: Sequence[str], step: Sequence[Transfer],
+                       bytes_per_unit: float, weights: np.ndarray | None = None
+                       ) -> tuple[np.ndarray, np.ndarray]:
+        """Per transfer of a non-empty step: its wire time (its bytes' share of its busiest
+        arc, the step's transfers sharing every arc) and its path's latency."""
         path_arcs = self._path_arcs
         route = self.route
         arc_lists, lats = [], np.empty(len(step))
@@ -81,8 +97,7 @@ class CostModel:
                             minlength=len(self.router.bw))
         ratio = loads[flat] / self.router.bw[flat]
         offsets = np.concatenate(([0], np.cumsum(counts)[:-1]))
-        per_transfer = np.maximum.reduceat(ratio, offsets) + lats
-        return max(float(per_transfer.max()), self.min_step_s) + self.step_overhead(step)
+        return np.maximum.reduceat(ratio, offsets), lats
 
     def message_ends(self, step: Sequence[Transfer]) -> float:
         """``message_ends(step, message_cores)``: what the step's overhead is paid for."""
@@ -99,7 +114,23 @@ class CostModel:
 
     def program_time(self, ranks: Sequence[str], program: Program, size_bytes: float) -> float:
         bpu = size_bytes / program.units
-        return sum(self.step_time(ranks, step, bpu) for step in program.steps)
+        total = sum(self.step_time(ranks, step, bpu) for step in program.steps)
+        return total + self.switch_time(ranks, program, bpu) if self.switch_overhead else total
+
+    def switch_time(self, ranks: Sequence[str], program: Program, bytes_per_unit: float
+                    ) -> float:
+        """``switch_overhead`` times, summed over the steps, the wire time of each step's
+        slowest switched transfer (``switched``)."""
+        total, prev = 0.0, None
+        for step in program.steps:
+            if not step:
+                continue
+            mask = switched(prev, step) if prev is not None else []
+            if any(mask):
+                wires, _ = self.transfer_wires(ranks, step, bytes_per_unit)
+                total += float(wires[np.asarray(mask)].max())
+            prev = step
+        return self.switch_overhead * total
 
 
 def message_ends(step: Sequence[Transfer], message_cores: int | None = None) -> float:
@@ -121,3 +152,12 @@ def exchange_ends(step: Sequence[Transfer], message_cores: int | None = None) ->
     sends to their source in the step (0 when no pair exchanges both ways)."""
     pairs = {(t.src, t.dst) for t in step}
     return message_ends([t for t in step if (t.dst, t.src) in pairs], message_cores)
+
+
+def switched(prev: Sequence[Transfer], step: Sequence[Transfer]) -> list[bool]:
+    """Per transfer of ``step``: whether its sender sends in ``prev`` (the previous non-empty
+    step) but not to its destination, i.e. starts on a connection it left idle."""
+    sent: dict[int, set[int]] = {}
+    for t in prev:
+        sent.setdefault(t.src, set()).add(t.dst)
+    return [t.src in sent and t.dst not in sent[t.src] for t in step]

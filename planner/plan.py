@@ -134,16 +134,19 @@ def _check_request(topo: Topology, ranks: list[str], size_bytes: int, algorithm:
 def compare(topo: Topology, ranks: list[str], size_bytes: int, *,
             algorithms: list[str] | None = None, seed: int = 0,
             min_step_s: float = 0.0, message_overhead_s: float = 0.0,
-            message_cores: int | None = None, exchange_overhead_s: float = 0.0) -> Comparison:
+            message_cores: int | None = None, exchange_overhead_s: float = 0.0,
+            switch_overhead: float = 0.0) -> Comparison:
     """Price every named algorithm (default: all) on one request."""
     _check_request(topo, ranks, size_bytes, "auto", "allreduce")
     _check_overhead(message_overhead_s)
     _check_overhead(exchange_overhead_s, "exchange_overhead_s")
+    _check_overhead(switch_overhead, "switch_overhead")
     _check_cores(message_cores)
     ctx = PlanContext.create(topo, ranks, size_bytes, seed=seed, min_step_s=min_step_s,
                              message_overhead_s=message_overhead_s,
                              message_cores=message_cores or None,
-                             exchange_overhead_s=exchange_overhead_s)
+                             exchange_overhead_s=exchange_overhead_s,
+                             switch_overhead=switch_overhead)
     cands: dict[str, Candidate] = {}
     infeasible: dict[str, str] = {}
     for name in algorithms or list(ALGORITHMS):
@@ -169,18 +172,20 @@ def make_plan(topo: Topology, ranks: list[str], size_bytes: int, algorithm: str 
               block_elems: Any = 256, density_overlap: Any = False,
               message_overhead_s: float = 0.0,
               message_cores: int | None = None,
-              exchange_overhead_s: float = 0.0) -> dict[str, Any]:
+              exchange_overhead_s: float = 0.0,
+              switch_overhead: float = 0.0) -> dict[str, Any]:
     """Plan a collective; return the plan document. Raise RequestError / InfeasibleError.
     ``shards`` (``equal`` or ``any``) applies to reduce-scatter and all-gather only; with
     ``density`` the all-reduce is block-sparse (planner.sparse); ``message_overhead_s``
     (the cost model's per-message term, all-reduce only) is priced into every candidate,
     shared by ``message_cores`` CPU cores when that is set (None or 0: one CPU per rank);
-    ``exchange_overhead_s`` likewise per message end of the steps' exchanged transfers."""
+    ``exchange_overhead_s`` likewise per message end of the steps' exchanged transfers, and
+    ``switch_overhead`` as a fraction of switched transfers' wire time (planner.cost)."""
     with gc_paused():
         if collective != "allreduce":
-            if message_overhead_s or message_cores or exchange_overhead_s:
-                raise RequestError("message_overhead_s, message_cores and exchange_overhead_s "
-                                   "are priced for all-reduce plans only")
+            if message_overhead_s or message_cores or exchange_overhead_s or switch_overhead:
+                raise RequestError("message_overhead_s, message_cores, exchange_overhead_s "
+                                   "and switch_overhead are priced for all-reduce plans only")
             from planner.collectives import make_collective_plan
 
             _check_request(topo, ranks, size_bytes, algorithm, collective)
@@ -192,13 +197,14 @@ def make_plan(topo: Topology, ranks: list[str], size_bytes: int, algorithm: str 
                                                block_elems=block_elems),
                           message_overhead_s=message_overhead_s,
                           message_cores=message_cores,
-                          exchange_overhead_s=exchange_overhead_s)[0]
+                          exchange_overhead_s=exchange_overhead_s,
+                          switch_overhead=switch_overhead)[0]
 
 
 def plan_and_compare(topo: Topology, ranks: list[str], size_bytes: int,
                      algorithm: str = "auto", *, min_step_s: float = 0.0,
                      message_overhead_s: float = 0.0, message_cores: int | None = None,
-                     exchange_overhead_s: float = 0.0
+                     exchange_overhead_s: float = 0.0, switch_overhead: float = 0.0
                      ) -> tuple[dict[str, Any], Comparison]:
     """An all-reduce plan document and the comparison it was chosen from (every algorithm
     priced once when ``algorithm`` is auto; only the named one otherwise)."""
@@ -206,27 +212,30 @@ def plan_and_compare(topo: Topology, ranks: list[str], size_bytes: int,
         return _make_plan(topo, ranks, size_bytes, algorithm, "allreduce", seed=0,
                           min_step_s=min_step_s, message_overhead_s=message_overhead_s,
                           message_cores=message_cores,
-                          exchange_overhead_s=exchange_overhead_s)
+                          exchange_overhead_s=exchange_overhead_s,
+                          switch_overhead=switch_overhead)
 
 
 def _make_plan(topo: Topology, ranks: list[str], size_bytes: int, algorithm: str,
                collective: str, *, seed: int, min_step_s: float,
                sparse: Density | None = None, message_overhead_s: float = 0.0,
-               message_cores: int | None = None, exchange_overhead_s: float = 0.0
-               ) -> tuple[dict[str, Any], Comparison]:
+               message_cores: int | None = None, exchange_overhead_s: float = 0.0,
+               switch_overhead: float = 0.0) -> tuple[dict[str, Any], Comparison]:
     _check_request(topo, ranks, size_bytes, algorithm, collective)
     names = list(ALGORITHMS) if algorithm == "auto" else [algorithm]
     t0 = time.perf_counter()
     comp = compare(topo, ranks, size_bytes, algorithms=names, seed=seed,
                    min_step_s=min_step_s, message_overhead_s=message_overhead_s,
-                   message_cores=message_cores, exchange_overhead_s=exchange_overhead_s)
+                   message_cores=message_cores, exchange_overhead_s=exchange_overhead_s,
+                   switch_overhead=switch_overhead)
     # without an overhead the cores change nothing
     cores = message_cores if message_overhead_s or exchange_overhead_s else None
     chosen = comp.best
     sparse_info = None
     if sparse is not None:
         chosen, sparse_info = _choose_sparse(comp, ranks, size_bytes, sparse, min_step_s,
-                                             message_overhead_s, cores, exchange_overhead_s)
+                                             message_overhead_s, cores, exchange_overhead_s,
+                                             switch_overhead)
     program = with_routes(chosen.build(), ranks, comp.router)
     solve_s = time.perf_counter() - t0
     bound_s, family, method, bandwidth_s = comp.bound_for(chosen.algorithm)
@@ -260,6 +269,8 @@ def _make_plan(topo: Topology, ranks: list[str], size_bytes: int, algorithm: str
         doc["message_overhead_s"] = message_overhead_s  # likewise
     if exchange_overhead_s:
         doc["exchange_overhead_s"] = exchange_overhead_s  # likewise
+    if switch_overhead:
+        doc["switch_overhead"] = switch_overhead  # likewise
     if cores:
         doc["message_cores"] = cores  # likewise: the ranks share this many CPU cores
     if sparse_info is not None:
@@ -271,11 +282,12 @@ def _make_plan(topo: Topology, ranks: list[str], size_bytes: int, algorithm: str
 
 def _choose_sparse(comp: Comparison, ranks: list[str], size_bytes: int, density: Density,
                    min_step_s: float, message_overhead_s: float = 0.0,
-                   message_cores: int | None = None, exchange_overhead_s: float = 0.0
-                   ) -> tuple[Candidate, dict[str, Any]]:
+                   message_cores: int | None = None, exchange_overhead_s: float = 0.0,
+                   switch_overhead: float = 0.0) -> tuple[Candidate, dict[str, Any]]:
     cands = {k: (c.predicted_time_s, c.build()) for k, c in comp.candidates.items()}
     name, info = choose_sparse(CostModel(comp.router, min_step_s, message_overhead_s,
-                                         message_cores, exchange_overhead_s), ranks,
+                                         message_cores, exchange_overhead_s,
+                                         switch_overhead), ranks,
                                size_bytes, density, cands, comp.best.algorithm)
     return comp.candidates[name], info
 
@@ -302,6 +314,8 @@ def plan_id(topo: Topology, doc: dict[str, Any]) -> str:
                          if doc.get("message_cores") else {}),
                       **({"exchange_overhead": doc["exchange_overhead_s"]}
                          if doc.get("exchange_overhead_s") else {}),
+                      **({"switch_overhead": doc["switch_overhead"]}
+                         if doc.get("switch_overhead") else {}),
                       **({"sparse": {k: doc["sparse"][k] for k in
                                      ("density", "density_overlap", "block_elems")}}
                          if doc.get("sparse") else {})}, sort_keys=True)

@@ -46,10 +46,11 @@ class _Invalid(Exception):
 def verify_plan(plan: dict[str, Any], topo: Topology, *, size_bytes: float | None = None,
                 min_step_s: float = 0.0, message_overhead_s: float = 0.0,
                 message_cores: int | None = None,
-                exchange_overhead_s: float = 0.0) -> VerifyReport:
+                exchange_overhead_s: float = 0.0,
+                switch_overhead: float = 0.0) -> VerifyReport:
     """Check that ``plan`` is a correct collective on ``topo``; never raises on bad plans.
     The simulated time uses the cost model's ``min_step_s`` and per-message overhead (shared
-    by ``message_cores`` CPU cores when set) and per-exchange overhead."""
+    by ``message_cores`` CPU cores when set), per-exchange overhead and switch overhead."""
     steps_n = transfers_n = 0
     try:
         with gc_paused():
@@ -66,7 +67,8 @@ def verify_plan(plan: dict[str, Any], topo: Topology, *, size_bytes: float | Non
                 else:
                     _replay_gather(ranks, units, steps, shards)
             sim = _simulate_time(topo, ranks, units, steps, table, size, min_step_s,
-                                 message_overhead_s, message_cores, exchange_overhead_s)
+                                 message_overhead_s, message_cores, exchange_overhead_s,
+                                 switch_overhead)
     except _Invalid as exc:
         return VerifyReport(False, str(exc), None, steps_n, transfers_n)
     return VerifyReport(True, None, sim, steps_n, transfers_n)
@@ -289,8 +291,8 @@ def step_features(plan: dict[str, Any], topo: Topology, *, size_bytes: float | N
     except _Invalid as exc:
         raise ValueError(str(exc)) from exc
     size = float(size_bytes if size_bytes is not None else plan.get("size_bytes", units))
-    return [(w, e) for w, e, _ in _step_costs(topo, ranks, units, steps, table, size, True,
-                                              message_cores)]
+    return [(w, e) for w, e, _, _ in _step_costs(topo, ranks, units, steps, table, size, True,
+                                                 message_cores)]
 
 
 def step_exchange_ends(plan: dict[str, Any], topo: Topology, *,
@@ -301,28 +303,42 @@ def step_exchange_ends(plan: dict[str, Any], topo: Topology, *,
         ranks, units, steps, table = _shape(plan, topo)
     except _Invalid as exc:
         raise ValueError(str(exc)) from exc
-    return [x for _, _, x in _step_costs(topo, ranks, units, steps, table, 1.0, True,
-                                         message_cores)]
+    return [x for _, _, x, _ in _step_costs(topo, ranks, units, steps, table, 1.0, True,
+                                            message_cores)]
+
+
+def step_switch_wires(plan: dict[str, Any], topo: Topology, *,
+                      size_bytes: float | None = None) -> list[float]:
+    """Per non-empty step of ``plan``: the wire time of its slowest switched transfer
+    (``planner.cost.switched``; 0 when none), what ``switch_overhead`` is a fraction of;
+    aligned with ``step_features``."""
+    try:
+        ranks, units, steps, table = _shape(plan, topo)
+    except _Invalid as exc:
+        raise ValueError(str(exc)) from exc
+    size = float(size_bytes if size_bytes is not None else plan.get("size_bytes", units))
+    return [w for _, _, _, w in _step_costs(topo, ranks, units, steps, table, size, False,
+                                            None)]
 
 
 def _simulate_time(topo: Topology, ranks: list[str], units: int, steps: list[list[dict]],
                    table: list[list[str]], size: float, min_step_s: float,
                    message_overhead_s: float = 0.0, message_cores: int | None = None,
-                   exchange_overhead_s: float = 0.0) -> float:
+                   exchange_overhead_s: float = 0.0, switch_overhead: float = 0.0) -> float:
     total = 0.0
-    for worst, busiest, exchanged in _step_costs(
+    for worst, busiest, exchanged, switch in _step_costs(
             topo, ranks, units, steps, table, size,
             bool(message_overhead_s or exchange_overhead_s), message_cores):
         total += (max(worst, min_step_s) + message_overhead_s * busiest
-                  + exchange_overhead_s * exchanged)
+                  + exchange_overhead_s * exchanged + switch_overhead * switch)
     return total
 
 
 def _step_costs(topo: Topology, ranks: list[str], units: int, steps: list[list[dict]],
                 table: list[list[str]], size: float, count_messages: bool,
-                message_cores: int | None) -> Iterator[tuple[float, float, float]]:
-    """(wire time, message ends, exchanged message ends) of every non-empty step; the ends
-    0 unless ``count_messages``."""
+                message_cores: int | None) -> Iterator[tuple[float, float, float, float]]:
+    """(wire time, message ends, exchanged message ends, wire time of the slowest switched
+    transfer) of every non-empty step; the ends 0 unless ``count_messages``."""
     g = topo.graph
     routes: dict[tuple[str, str], list[str]] = {}
 
@@ -344,6 +360,7 @@ def _step_costs(topo: Topology, ranks: list[str], units: int, steps: list[list[d
         return hit
 
     bw = {(u, v): d["bw"] for u, v, d in g.edges(data=True)}
+    prev: list[dict] = []
     for step in steps:
         if not step:
             continue
@@ -356,9 +373,14 @@ def _step_costs(topo: Topology, ranks: list[str], units: int, steps: list[list[d
             for arc in arcs:
                 loads[arc] += nbytes
             paths.append((arcs, lat))
-        worst = 0.0
-        for arcs, lat in paths:
-            worst = max(worst, lat + max(loads[a] / bw[a] for a in arcs))
+        worst = switch = 0.0
+        sent = _sent_to(prev)
+        for t, (arcs, lat) in zip(step, paths, strict=True):
+            wire = max(loads[a] / bw[a] for a in arcs)
+            worst = max(worst, lat + wire)
+            if t["src"] in sent and t["dst"] not in sent[t["src"]]:
+                switch = max(switch, wire)
+        prev = step
         busiest: float = 0
         exchanged: float = 0
         if count_messages:  # messages each rank sends plus receives in the step
@@ -366,7 +388,15 @@ def _step_costs(topo: Topology, ranks: list[str], units: int, steps: list[list[d
             pairs = {(t["src"], t["dst"]) for t in step}
             both = [t for t in step if (t["dst"], t["src"]) in pairs]
             exchanged = _ends(both, message_cores) if both else 0
-        yield worst, busiest, exchanged
+        yield worst, busiest, exchanged, switch
+
+
+def _sent_to(step: list[dict]) -> dict[int, set[int]]:
+    """Each sender of ``step`` and the ranks it sends to (``planner.cost.switched``)."""
+    out: dict[int, set[int]] = defaultdict(set)
+    for t in step:
+        out[t["src"]].add(t["dst"])
+    return out
 
 
 def _ends(step: list[dict], message_cores: int | None) -> float:

@@ -30,11 +30,12 @@ class PlanContext:
                min_step_s: float = 0.0, router: Router | None = None,
                message_overhead_s: float = 0.0,
                message_cores: int | None = None,
-               exchange_overhead_s: float = 0.0) -> PlanContext:
+               exchange_overhead_s: float = 0.0,
+               switch_overhead: float = 0.0) -> PlanContext:
         router = router or Router(topo)
         return cls(topo, ranks, size_bytes, router,
                    CostModel(router, min_step_s, message_overhead_s, message_cores,
-                             exchange_overhead_s), seed)
+                             exchange_overhead_s, switch_overhead), seed)
 
     @cached_property
     def host_groups(self) -> list[list[int]]:

@@ -75,7 +75,8 @@ class Service:
 
 def _start_service(state: State, work: Path, tokens: dict[str, str],
                    min_step_us: float, message_overhead_us: float = 0.0,
-                   message_cores: int = 0, exchange_overhead_us: float = 0.0) -> None:
+                   message_cores: int = 0, exchange_overhead_us: float = 0.0,
+                   switch_overhead: float = 0.0) -> None:
     assert state.service is not None
     db = work / "service.db"
     argv = [sys.executable, "-m", "syncplan", "serve", "--host", state.service.addr,
@@ -86,7 +87,8 @@ def _start_service(state: State, work: Path, tokens: dict[str, str],
            "SYNCPLAN_MIN_STEP_US": str(min_step_us),
            "SYNCPLAN_MESSAGE_OVERHEAD_US": str(message_overhead_us),
            "SYNCPLAN_MESSAGE_CORES": str(message_cores),
-           "SYNCPLAN_EXCHANGE_OVERHEAD_US": str(exchange_overhead_us)}
+           "SYNCPLAN_EXCHANGE_OVERHEAD_US": str(exchange_overhead_us),
+           "SYNCPLAN_SWITCH_OVERHEAD": str(switch_overhead)}
     spawn(state, state.service.netns, argv, "service", work / "service.log", env=env)
 
 
@@ -125,7 +127,8 @@ class Cluster:
 
 def start_cluster(state: State, probe_duration_s: float, min_step_us: float,
                   progress: Callable[[str], None], message_overhead_us: float = 0.0,
-                  message_cores: int = 0, exchange_overhead_us: float = 0.0) -> Cluster:
+                  message_cores: int = 0, exchange_overhead_us: float = 0.0,
+                  switch_overhead: float = 0.0) -> Cluster:
     """Start ``syncplan serve`` and one agent per host with fresh tokens; wait until all
     listen."""
     assert state.service is not None
@@ -134,7 +137,7 @@ def start_cluster(state: State, probe_duration_s: float, min_step_us: float,
     # tokens["agent"] is the service's agent secret; each agent gets its host token
     tokens = {k: f"{k}-{secrets.token_hex(16)}" for k in ("admin", "agent", "job")}
     _start_service(state, work, tokens, min_step_us, message_overhead_us, message_cores,
-                   exchange_overhead_us)
+                   exchange_overhead_us, switch_overhead)
     server = f"http://{state.service.addr}:{SERVICE_PORT}"
     _start_agents(state, work, tokens["agent"], server, probe_duration_s)
     _wait_listening(state, 60.0, progress)
@@ -171,12 +174,13 @@ def _wait_listening(state: State, timeout_s: float, say: Callable[[str], None],
 
 def restart_service(state: State, cluster: Cluster, min_step_us: float,
                     message_overhead_us: float, message_cores: int,
-                    say: Callable[[str], None], exchange_overhead_us: float = 0.0) -> None:
+                    say: Callable[[str], None], exchange_overhead_us: float = 0.0,
+                    switch_overhead: float = 0.0) -> None:
     """Stop the service and start it again on the same store and tokens with these
     cost-model settings; returns once it listens."""
     kill_recorded(state, "service")
     _start_service(state, cluster.work, cluster.tokens, min_step_us, message_overhead_us,
-                   message_cores, exchange_overhead_us)
+                   message_cores, exchange_overhead_us, switch_overhead)
     _wait_listening(state, 60.0, say, agents=False)
 
 

@@ -24,6 +24,8 @@ from typing import Any
 
 from syncplan.testbed import TestbedError
 from syncplan.testbed.calibrate import (
+    LARGE_ALGORITHMS,
+    LARGE_SIZE,
     REFERENCE_ALGORITHMS,
     REFERENCE_SIZES,
     calibrate,
@@ -84,11 +86,15 @@ class LoopConfig:
     # the service's SYNCPLAN_EXCHANGE_OVERHEAD_US: added per message end of a step's
     # exchanged transfers (docs/cost-model.md); 0 without calibration
     exchange_overhead_us: float = 0.0
+    # the service's SYNCPLAN_SWITCH_OVERHEAD: the fraction of a switched transfer's wire
+    # time a step adds (docs/cost-model.md); 0 without calibration
+    switch_overhead: float = 0.0
     # fit min_step_us and message_overhead_us on the testbed before planning (calibrate.py);
     # the values above are then the calibration's fallback only
     calibrate: bool = True
     calibrate_min_step: bool = False  # also fit min_step_us (else kept at the value above)
     calibrate_exchange: bool = True  # also fit exchange_overhead_us (not with min_step_us)
+    calibrate_switch: bool = True  # also fit switch_overhead (1 MiB ring, halving-doubling)
     calibration_reps: int = 9
     calibration_warmup: int = 2
     extra: dict[str, Any] = field(default_factory=dict)  # stored in the results (e.g. load)
@@ -109,6 +115,8 @@ class LoopConfig:
         if not 0 <= self.exchange_overhead_us <= 1e6:
             raise TestbedError("exchange overhead must be in 0..1e6 us, got "
                                f"{self.exchange_overhead_us}")
+        if not 0 <= self.switch_overhead <= 100:
+            raise TestbedError(f"switch overhead must be in 0..100, got {self.switch_overhead}")
         RunConfig(sizes=REFERENCE_SIZES, reps=self.calibration_reps,
                   warmup=self.calibration_warmup)
         if isinstance(self.message_cores, bool) or not isinstance(self.message_cores, int) \
@@ -140,7 +148,8 @@ def fetch_plans(svc: Service, state: State, topology: dict[str, Any], cfg: LoopC
             rep = verify_plan(doc, topo, min_step_s=doc.get("min_step_s", 0.0),
                               message_overhead_s=doc.get("message_overhead_s", 0.0),
                               message_cores=doc.get("message_cores"),
-                              exchange_overhead_s=doc.get("exchange_overhead_s", 0.0))
+                              exchange_overhead_s=doc.get("exchange_overhead_s", 0.0),
+                              switch_overhead=doc.get("switch_overhead", 0.0))
             if not rep.ok:
                 raise TestbedError(f"{algo} plan {doc.get('plan_id')} for {size} bytes from the "
                                    f"service fails verification: {rep.error}")
@@ -196,7 +205,7 @@ def run_loop(scenario: Scenario, state_dir: Path, cfg: LoopConfig, out_path: Pat
     with running_testbed(scenario, state_dir, progress, keep) as state:
         cluster = start_cluster(state, cfg.probe_duration_s, cfg.min_step_us, progress,
                                 cfg.message_overhead_us, cfg.message_cores,
-                                cfg.exchange_overhead_us)
+                                cfg.exchange_overhead_us, cfg.switch_overhead)
         work, svc = cluster.work, cluster.svc
         t_measure = time.monotonic()
         _trigger_cycle(state, cluster.slot_s)
@@ -238,6 +247,7 @@ def run_loop(scenario: Scenario, state_dir: Path, cfg: LoopConfig, out_path: Pat
             "message_overhead_us": cfg.message_overhead_us,
             "message_cores": cfg.message_cores,
             "exchange_overhead_us": cfg.exchange_overhead_us,
+            "switch_overhead": cfg.switch_overhead,
             "calibration": calibration,
             "algorithms": list(cfg.algorithms),
             "agents": agents,
@@ -262,9 +272,16 @@ def _calibrate(state: State, scenario: Scenario, cluster: Cluster, topology: dic
                   calibrate=False)
     paths = fetch_plans(cluster.svc, state, topology, ref, cluster.work / "calibration-plans",
                         progress, job_prefix="calibrate")
+    sizes = REFERENCE_SIZES
+    if cfg.calibrate_switch:
+        large = replace(ref, algorithms=LARGE_ALGORITHMS, sizes=(LARGE_SIZE,))
+        paths += fetch_plans(cluster.svc, state, topology, large,
+                             cluster.work / "calibration-plans-large", progress,
+                             job_prefix="calibrate-large")
+        sizes = (*REFERENCE_SIZES, LARGE_SIZE)
 
     def run(plans: Sequence[Path], out: Path) -> dict[str, Any]:
-        return run_benchmark(state, scenario, RunConfig(sizes=REFERENCE_SIZES,
+        return run_benchmark(state, scenario, RunConfig(sizes=sizes,
                                                         reps=cfg.calibration_reps,
                                                         warmup=cfg.calibration_warmup,
                                                         plans=plans), out, progress=progress)
@@ -272,18 +289,20 @@ def _calibrate(state: State, scenario: Scenario, cluster: Cluster, topology: dic
     rec = calibrate(run, paths, topology, cfg.message_cores, cfg.calibration_reps,
                     cfg.calibration_warmup, cluster.work / "calibration.json", progress,
                     None if cfg.calibrate_min_step else cfg.min_step_us,
-                    cfg.calibrate_exchange)
+                    cfg.calibrate_exchange, cfg.calibrate_switch)
     rec["defaults"] = {"min_step_us": cfg.min_step_us,
                        "message_overhead_us": cfg.message_overhead_us,
-                       "exchange_overhead_us": cfg.exchange_overhead_us}
+                       "exchange_overhead_us": cfg.exchange_overhead_us,
+                       "switch_overhead": cfg.switch_overhead}
     fit = rec["fit"]
     if not fit["usable"]:
         return rec, cfg
     cfg = replace(cfg, min_step_us=fit["min_step_us"],
                   message_overhead_us=fit["message_overhead_us"],
-                  exchange_overhead_us=fit["exchange_overhead_us"])
+                  exchange_overhead_us=fit["exchange_overhead_us"],
+                  switch_overhead=fit["switch_overhead"])
     restart_service(state, cluster, cfg.min_step_us, cfg.message_overhead_us,
-                    cfg.message_cores, progress, cfg.exchange_overhead_us)
+                    cfg.message_cores, progress, cfg.exchange_overhead_us, cfg.switch_overhead)
     return rec, cfg
 
 

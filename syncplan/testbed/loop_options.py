@@ -19,6 +19,9 @@ def add_cost_model_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--calibrate-exchange", action=argparse.BooleanOptionalAction, default=True,
                    help="fit the per-exchange overhead too (default: on; off: only the "
                         "message overhead, as before session 8)")
+    p.add_argument("--calibrate-switch", action=argparse.BooleanOptionalAction, default=True,
+                   help="fit the switch overhead too, on the 1 MiB ring and halving-doubling "
+                        "(default: on; off: as before session 9)")
     p.add_argument("--calibration-reps", type=int, default=9,
                    help="timed repetitions per reference plan (default %(default)s)")
     p.add_argument("--min-step-us", type=float, default=None,
@@ -32,6 +35,9 @@ def add_cost_model_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--exchange-overhead-us", type=float, default=None,
                    help="the service's overhead per message end of a step's exchanged "
                         "transfers (default: calibrated; 0 without calibration)")
+    p.add_argument("--switch-overhead", type=float, default=None,
+                   help="the service's switch overhead, a fraction of a switched transfer's "
+                        "wire time (default: calibrated; 0 without calibration)")
     p.add_argument("--message-cores", type=int, default=None,
                    help="the CPU cores the ranks share for their message overhead (default: "
                         "this machine's, os.cpu_count(); 0: a CPU per rank)")
@@ -44,8 +50,10 @@ def cost_model_kwargs(args: argparse.Namespace) -> dict[str, Any]:
                                         if args.calibrate is None else args.calibrate),
                           "calibration_reps": args.calibration_reps,
                           "calibrate_min_step": args.calibrate_min_step,
-                          "calibrate_exchange": args.calibrate_exchange}
-    for name in ("min_step_us", "message_overhead_us", "message_cores", "exchange_overhead_us"):
+                          "calibrate_exchange": args.calibrate_exchange,
+                          "calibrate_switch": args.calibrate_switch}
+    for name in ("min_step_us", "message_overhead_us", "message_cores", "exchange_overhead_us",
+                 "switch_overhead"):
         if getattr(args, name) is not None:
             kw[name] = getattr(args, name)
     return kw

@@ -9,7 +9,9 @@ import numpy as np
 import pytest
 
 from syncplan.testbed.calibrate import (
+    LARGE_SIZE,
     MIN_POINTS,
+    S_GRID,
     X_GRID_US,
     Point,
     fit_settings,
@@ -82,6 +84,29 @@ def test_fit_separates_the_exchange_term_from_the_message_term() -> None:
     assert fit_settings(pts, m_grid_us=np.array([50.0]), bootstrap=5)["rms_log_error"] > 0.05
 
 
+def test_fit_takes_the_switch_term_from_the_large_programs() -> None:
+    # a 1 MiB ring (14 steps, no switch) and halving-doubling (6 steps, switched wire in 4
+    # of them) priced alike without the term; the measured times carry s = 0.36
+    pts = []
+    for name, feats in (("star", STAR), ("ring", RING), ("direct", DIRECT),
+                        ("star64", STAR64), ("ring64", RING64)):
+        t = sum(max(w, 50e-6) + 40e-6 * e for w, e in feats)
+        pts.append(Point(name, name, 4096, [t], feats))
+    ring = [(5.24e-3, 8.0)] * 14
+    hd = [(w, 8.0) for w in (21e-3, 10.5e-3, 5.2e-3, 5.2e-3, 10.5e-3, 21e-3)]
+    swires = [0.0, 10.5e-3, 5.2e-3, 0.0, 10.5e-3, 21e-3]
+    for name, feats, sw in (("ring", ring, [0.0] * 14), ("hd", hd, swires)):
+        t = sum(max(w, 50e-6) + 40e-6 * e for w, e in feats) + 0.36 * sum(sw)
+        pts.append(Point(name, name, LARGE_SIZE, [t], feats, (), sw))
+    fit = fit_settings(pts, m_grid_us=np.array([50.0]), s_grid=S_GRID, bootstrap=5)
+    assert fit["fitted"] == ["message_overhead", "switch_overhead"]
+    assert fit["message_overhead_us"] == pytest.approx(40.0, abs=1.0)
+    assert fit["switch_overhead"] == pytest.approx(0.36, abs=0.01)
+    assert fit["rms_log_error"] < 0.01
+    plain = fit_settings(pts, m_grid_us=np.array([50.0]), bootstrap=5)
+    assert plain["switch_overhead"] == 0.0 and plain["rms_log_error"] > fit["rms_log_error"]
+
+
 def test_too_few_programs_leave_the_fit_unusable() -> None:
     fit = fit_settings(_points(50e-6, 121e-6)[:MIN_POINTS - 1])
     assert not fit["usable"] and "needed" in fit["reason"]
@@ -104,16 +129,18 @@ def test_recorded_calibration_refits_to_what_the_loop_planned_with(scenario: str
         "m_grid_us": np.array([rec["fit"]["min_step_us"]])}
     if "exchange_overhead" in rec["fit"]["fitted"]:
         grid["x_grid_us"] = X_GRID_US
+    if "switch_overhead" in rec["fit"]["fitted"]:
+        grid["s_grid"] = S_GRID
     fit = fit_settings(points, bootstrap=rec["fit"]["bootstrap"]["n"], **grid)
     assert _within(rec["fit"], fit)  # records before session 8 lack the exchange term
     # the service planned with the fitted values
-    x = fit["exchange_overhead_us"]
+    x, s = fit["exchange_overhead_us"], fit["switch_overhead"]
     assert (loop["min_step_us"], loop["message_overhead_us"],
-            loop.get("exchange_overhead_us", 0.0)) == (
-        fit["min_step_us"], fit["message_overhead_us"], x)
+            loop.get("exchange_overhead_us", 0.0), loop.get("switch_overhead", 0.0)) == (
+        fit["min_step_us"], fit["message_overhead_us"], x, s)
     for p, entry in zip(points, rec["programs"], strict=True):
         assert p.predict(fit["min_step_us"] * 1e-6, fit["message_overhead_us"] * 1e-6,
-                         x * 1e-6) == pytest.approx(entry["fitted_s"], rel=1e-4)
+                         x * 1e-6, s) == pytest.approx(entry["fitted_s"], rel=1e-4)
 
 
 def _within(recorded: object, fit: object) -> bool:

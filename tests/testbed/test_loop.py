@@ -13,8 +13,11 @@ import numpy as np
 import pytest
 
 from syncplan.testbed.calibrate import (
+    LARGE_ALGORITHMS,
+    LARGE_SIZE,
     REFERENCE_ALGORITHMS,
     REFERENCE_SIZES,
+    S_GRID,
     X_GRID_US,
     fit_settings,
     points_from_record,
@@ -70,17 +73,20 @@ def test_full_loop_on_small_scenario(tmp_path: Path) -> None:
     cal = loop["calibration"]
     assert cal["defaults"] == {"min_step_us": MIN_STEP_US,
                                "message_overhead_us": MESSAGE_OVERHEAD_US,
-                               "exchange_overhead_us": 0.0}
+                               "exchange_overhead_us": 0.0, "switch_overhead": 0.0}
     assert {(p["label"], p["size_bytes"]) for p in cal["programs"]} == {
-        (a, s) for a in REFERENCE_ALGORITHMS for s in REFERENCE_SIZES}
+        (a, s) for a in REFERENCE_ALGORITHMS for s in REFERENCE_SIZES} | {
+        (a, LARGE_SIZE) for a in LARGE_ALGORITHMS}
     assert all(len(p["times_s"]) == cal["reps"] for p in cal["programs"])
     assert cal["fit"]["usable"] and isinstance(cal["graph_unchanged"], bool)
     assert cal["graph_before"]["rates_mbit"].keys() == {a["host"] for a in agents}
-    # the floor stays at the default; o and the exchange term are fitted
-    assert cal["fit"]["fitted"] == ["message_overhead", "exchange_overhead"]
-    assert all(len(p["exchange_ends"]) == len(p["feats"]) for p in cal["programs"])
+    # the floor stays at the default; o, the exchange and the switch terms are fitted
+    assert cal["fit"]["fitted"] == ["message_overhead", "exchange_overhead", "switch_overhead"]
+    assert all(len(p["exchange_ends"]) == len(p["switch_wires"]) == len(p["feats"])
+               for p in cal["programs"])
     refit = fit_settings(points_from_record(cal), m_grid_us=np.array([MIN_STEP_US]),
-                         x_grid_us=X_GRID_US, bootstrap=cal["fit"]["bootstrap"]["n"])
+                         x_grid_us=X_GRID_US, s_grid=S_GRID,
+                         bootstrap=cal["fit"]["bootstrap"]["n"])
     # the record keeps the times to 0.1 us, which can move a ratio's or the error's last digit
     ratios = refit.pop("predicted_over_measured")
     assert ratios == pytest.approx(cal["fit"]["predicted_over_measured"], abs=2e-3)
@@ -88,7 +94,7 @@ def test_full_loop_on_small_scenario(tmp_path: Path) -> None:
     rounded = ("predicted_over_measured", "rms_log_error")
     assert refit == {k: v for k, v in cal["fit"].items() if k not in rounded}
     assert (loop["min_step_us"], loop["message_overhead_us"], loop["exchange_overhead_us"],
-            loop["message_cores"]) == (
+            loop["switch_overhead"], loop["message_cores"]) == (
         cal["fit"]["min_step_us"], cal["fit"]["message_overhead_us"],
-        cal["fit"]["exchange_overhead_us"], machine_cores())
+        cal["fit"]["exchange_overhead_us"], cal["fit"]["switch_overhead"], machine_cores())
     assert any(line.endswith("service listening") for line in lines)

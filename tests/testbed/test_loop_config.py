@@ -39,7 +39,8 @@ def _loop_args(*argv: str) -> dict:
 
 def test_loop_calibrates_unless_told_the_overhead_or_told_not_to() -> None:
     assert _loop_args() == {"calibrate": True, "calibration_reps": 9,
-                            "calibrate_min_step": False, "calibrate_exchange": True}
+                            "calibrate_min_step": False, "calibrate_exchange": True,
+                            "calibrate_switch": True}
     assert _loop_args("--message-overhead-us", "121")["calibrate"] is False
     assert _loop_args("--message-overhead-us", "121", "--calibrate")["calibrate"] is True
     assert _loop_args("--no-calibrate")["calibrate"] is False
@@ -53,3 +54,8 @@ def test_loop_calibrates_unless_told_the_overhead_or_told_not_to() -> None:
     assert LoopConfig(sizes=[4096], **kw).exchange_overhead_us == 70.0
     with pytest.raises(TestbedError, match="exchange"):
         LoopConfig(sizes=[4096], exchange_overhead_us=-1.0)
+    kw = _loop_args("--switch-overhead", "0.4", "--no-calibrate-switch")
+    assert (kw["switch_overhead"], kw["calibrate_switch"]) == (0.4, False)
+    assert LoopConfig(sizes=[4096], **kw).switch_overhead == 0.4
+    with pytest.raises(TestbedError, match="switch"):
+        LoopConfig(sizes=[4096], switch_overhead=-0.1)
