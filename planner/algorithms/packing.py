@@ -270,19 +270,16 @@ class PackingLP:
             self.limits = (np.minimum(hops.T + slack, n - 1), np.minimum(hops + slack, n - 1))
         parents_in = shallow_trees(cost.T, self.limits[0])
         parents_out = shallow_trees(cost, self.limits[1])
-        kids = parents_in >= 0
-        rows = np.nonzero(kids)
-        c_in = np.zeros(n)
-        np.add.at(c_in, rows[0], cost[rows[1], parents_in[kids]])
-        kids = parents_out >= 0
-        rows = np.nonzero(kids)
-        c_out = np.zeros(n)
-        np.add.at(c_out, rows[0], cost[parents_out[kids], rows[1]])
+
+        def reduced(p_in: np.ndarray, p_out: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+            """Reduced costs of every root's in- and out-tree (rows of the parent arrays)."""
+            return (_tree_costs(cost.T, p_in) - duals[:n] - duals[n],
+                    _tree_costs(cost, p_out) + duals[:n])
+
         if duals is None:
             red_in = red_out = np.full(n, -np.inf)
         else:
-            red_in = c_in - duals[:n] - duals[n]
-            red_out = c_out + duals[:n]
+            red_in, red_out = reduced(parents_in, parents_out)
         if (duals is not None and self.slack is None and n > EXACT_PRICING_ABOVE
                 and (red_in >= -threshold).all() and (red_out >= -threshold).all()):
             # the greedy trees are not the cheapest on directed graphs (Prim's rule is exact
@@ -291,8 +288,7 @@ class PackingLP:
             # cut; under depth limits they hardly ever fit, and cost 0.25 s a 61-rank LP)
             parents_in = np.stack([min_arborescence(cost.T, r) for r in range(n)])
             parents_out = np.stack([min_arborescence(cost, r) for r in range(n)])
-            red_in = _tree_costs(cost.T, parents_in) - duals[:n] - duals[n]
-            red_out = _tree_costs(cost, parents_out) + duals[:n]
+            red_in, red_out = reduced(parents_in, parents_out)
         cache: dict = {}
         cols = []
         for r in range(n):
