@@ -190,10 +190,10 @@ def _price_pieced(ctx: PlanContext, tried: list[tuple], units: int, best_s: floa
     step-priced packings of least one-piece time: the fastest, where it beats ``best_s``
     (the best pipelined program's time) by WINDOW_MARGIN (a degraded cube mesh 1.083x ->
     1.009x, a full mesh with a slow pair 1.026x -> 1.004x)."""
-    budget = Budget(PIECES_BUDGET)
-    out = None
     if len(ctx.ranks) > WINDOW_PIECED_MAX_RANKS:
         return None
+    budget = Budget(PIECES_BUDGET)
+    out = None
     for _, key, slack, trees in sorted(tried, key=lambda t: (t[0], str(t[1])))[:WINDOW_PIECED]:
         found = pieced_window(ctx, ctx.memo["packing_routes"][key[0]], slack, trees, units,
                               best_s * (1 - WINDOW_MARGIN), budget)
