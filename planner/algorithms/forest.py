@@ -37,7 +37,7 @@ from collections import Counter, defaultdict
 import numpy as np
 
 from planner.algorithms.base import Candidate, PlanContext
-from planner.algorithms.forest_any import forest_any
+from planner.algorithms.forest_any import GENERAL_MAX_RANKS, forest_any
 from planner.algorithms.forest_lanes import (
     MAX_LANES,
     _Arcs,
@@ -53,6 +53,7 @@ from planner.algorithms.forest_trees import (
     tree_counts,
 )
 from planner.algorithms.pipeline import lp_fractions, model_time, piece_fractions, round_to_total
+from planner.bound import fluid_floor
 from planner.errors import InfeasibleError
 from planner.program import Program, Step, Transfer
 
@@ -70,6 +71,7 @@ MIN_PIECES = 4
 BALANCE_MAX_CROSSINGS = 100_000  # arc crossings per piece; above: fluid LP shares only
 LP_CONFIGS = 2  # best (trees, stagger) configurations whose piece sizes an LP refines
 SPREAD_ROUNDS = 3  # re-spreads of routes with the LP's shares (see _solve)
+GIVE_UP = 1.5  # the host forest's first fluid time over the floor at which it stops (forest)
 LP_PIECES_BELOW = 3  # piece counts below the best equal/ramped one to try with LP sizes
 
 
@@ -210,31 +212,60 @@ def _refine(config: tuple, size: float) -> tuple[float, _Plan, int, int, np.ndar
     return best
 
 
+class _GaveUp(InfeasibleError):
+    """The host-structured forest stopped early: its fluid time is far above the floor."""
+
+    def __init__(self, fluid_s: float) -> None:
+        super().__init__("forest: the host-structured trees are far slower than the floor")
+        self.fluid_s = fluid_s
+
+
 def forest(ctx: PlanContext) -> Candidate:
     """The host-structured forest, or the any-topology packing where that is faster by more
     than FAN_IN_TOLERANCE (the host-structured programs' fan-in is tuned for real transports:
-    see forest_hosts); both are priced by the cost model on the program they emit."""
-    cands, errors = [], []
+    see forest_hosts); both are priced by the cost model on the program they emit.
+
+    Where the host forest's first tree count is GIVE_UP x the fluid floor or slower (lanes
+    over direct-connect meshes, tori, rings of hosts: 2-14x), it stops there and the packing
+    goes first; the host forest is searched in full after all where the packing is no faster
+    than the fluid time of those first trees."""
+    hosts = packing = stop = None
+    errors: list[str] = []
+    give_up = (GIVE_UP * fluid_floor(ctx) * ctx.size_bytes
+               if 1 < len(ctx.ranks) <= GENERAL_MAX_RANKS else None)
     try:
-        cands.append(forest_hosts(ctx))
+        hosts = forest_hosts(ctx, give_up)
+    except _GaveUp as exc:
+        stop = exc.fluid_s
     except InfeasibleError as exc:
         errors.append(str(exc))
-    # the packing's program is built only where it can be returned (its estimate is the
-    # cost model's time up to the rounding of units: BUILD_MARGIN)
-    beat = (cands[0].predicted_time_s * (1 - FAN_IN_TOLERANCE) * (1 + BUILD_MARGIN)
-            if cands else None)
-    try:
-        cands.append(forest_any(ctx, beat))
-    except InfeasibleError as exc:
-        errors.append(str(exc))
-    if not cands:
-        raise InfeasibleError("; ".join(errors))
-    hosts = cands[0] if cands[0].details.get("path") != "any-topology packing" else None
-    best = min(cands, key=lambda c: c.predicted_time_s)
-    if hosts is not None and best is not hosts and (
-            best.predicted_time_s >= hosts.predicted_time_s * (1 - FAN_IN_TOLERANCE)):
-        return hosts
-    return best
+    if stop is not None:
+        try:
+            packing = forest_any(ctx)
+        except InfeasibleError as exc:
+            errors.append(str(exc))
+        if packing is not None and packing.predicted_time_s < stop:
+            return packing
+        try:
+            hosts = forest_hosts(ctx)
+        except InfeasibleError as exc:
+            errors.append(str(exc))
+    else:
+        # the packing's program is built only where it can be returned (its estimate is the
+        # cost model's time up to the rounding of units: BUILD_MARGIN)
+        beat = (hosts.predicted_time_s * (1 - FAN_IN_TOLERANCE) * (1 + BUILD_MARGIN)
+                if hosts is not None else None)
+        try:
+            packing = forest_any(ctx, beat)
+        except InfeasibleError as exc:
+            errors.append(str(exc))
+    if hosts is None or packing is None:
+        if hosts is None and packing is None:
+            raise InfeasibleError("; ".join(errors))
+        return hosts or packing
+    if packing.predicted_time_s < hosts.predicted_time_s * (1 - FAN_IN_TOLERANCE):
+        return packing
+    return hosts
 
 
 def _solve(plan: _Plan) -> list[tuple[_Plan, float]]:
@@ -263,8 +294,10 @@ def _solve(plan: _Plan) -> list[tuple[_Plan, float]]:
     return [(plan, fluid)]
 
 
-def forest_hosts(ctx: PlanContext) -> Candidate:
-    """Host-structured forest: lanes of ports and NICs, host-level trees (module docstring)."""
+def forest_hosts(ctx: PlanContext, give_up: float | None = None) -> Candidate:
+    """Host-structured forest: lanes of ports and NICs, host-level trees (module docstring);
+    raises _GaveUp before pricing piece counts where every tree set's fluid time is above
+    ``give_up`` seconds."""
     n = len(ctx.ranks)
     if n == 1:
         return Candidate("forest", 0.0, lambda: Program(1, []), {"trees": 0})
@@ -277,6 +310,7 @@ def forest_hosts(ctx: PlanContext) -> Candidate:
     configs: dict[tuple[int, int, int], tuple] = {}
     t_min = min(tree_counts(m))
     detoured = False
+    solved: list[tuple[_Plan, float]] = []
     for t in tree_counts(m):
         plan = _Plan(ctx, lanes, _trees(lanes, t), arcs)
         # a tree set that fits fewer than MIN_PIECES pieces pays the whole pipeline fill
@@ -307,14 +341,17 @@ def forest_hosts(ctx: PlanContext) -> Candidate:
                 for late in (True, False):
                     one = _Plan(ctx, lanes, single, arcs, late=late)
                     plans += _solve(one)
-        for plan, fluid in plans:
-            _price(plan, fluid, size, max_units, configs)
+        solved += plans
     if 3 <= m <= HUB_MAX_HOSTS:
         hubs = _hub_trees(lanes)
         if hubs:
-            for plan, fluid in _solve(_Plan(ctx, lanes, _trees(lanes, m) + hubs, arcs,
-                                            split_intra=True)):
-                _price(plan, fluid, size, max_units, configs)
+            solved += _solve(_Plan(ctx, lanes, _trees(lanes, m) + hubs, arcs, split_intra=True))
+    # the shares LPs are cheap, pricing every piece count is not: stop where nothing can win
+    seen = min((fluid for _, fluid in solved), default=math.inf) * size
+    if give_up is not None and math.inf > seen > give_up:
+        raise _GaveUp(seen)
+    for plan, fluid in solved:
+        _price(plan, fluid, size, max_units, configs)
     if not configs:
         raise InfeasibleError("forest: no tree set fits the plan size limits")
     # piece sizes from an LP, for the best configurations, near their best piece count

@@ -61,6 +61,7 @@ PIECES = (1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64, 96, 128, 192, 256)
 RAMPS = (0, 1, 2, 3)
 MAX_TRANSFERS = 800_000
 MAX_UNITS = 1 << 20
+SLOWER = "forest (any topology): slower than the host-structured forest"
 LP_MAX_ROWS = 20_000  # arcs x steps of the piece-size LP (pipeline.lp_fractions); above: none
 
 
@@ -144,7 +145,8 @@ def _price(sched: PairSchedule, shares: np.ndarray, size: float, units: int,
                     load=load, lat=lat)
 
 
-def _price_windows(ctx: PlanContext, size: float, units: int, best: dict) -> list[tuple]:
+def _price_windows(ctx: PlanContext, size: float, units: int, best: dict,
+                   cap: float = math.inf) -> list[tuple]:
     """Step-priced packings (``packing_window``) from the trees of the best packings and the
     unlimited one: one piece whose trees load every step evenly pays no pipeline fill (tori,
     full meshes, NVLink cube meshes: 2-6 % faster than the pipelined packings at 256 MiB).
@@ -164,7 +166,7 @@ def _price_windows(ctx: PlanContext, size: float, units: int, best: dict) -> lis
         packing = table[key]
         slack = len(ctx.ranks) if key[1] is None else key[1]
         lp = WindowLP(ctx, ctx.memo["packing_routes"][key[0]], slack, packing.pool)
-        found = lp.solve(beat=best.get("time", math.inf) / size, budget=budget)
+        found = lp.solve(beat=min(best.get("time", math.inf), cap) / size, budget=budget)
         if found is None:
             continue
         pairs = pair_trees(found)
@@ -214,13 +216,18 @@ def forest_any(ctx: PlanContext, beat: float | None = None) -> Candidate:
     t0 = time.perf_counter()
     size = float(ctx.size_bytes)
     units = min(MAX_UNITS, ctx.size_bytes)
+    # no program of a packing beats its fluid time (every step lasts at least its busiest
+    # arc's load), nor the family's fluid floor: packings and tree subsets whose fluid time
+    # is above ``beat`` or the best program's time so far are not priced (lowest first)
+    cap = math.inf if beat is None else beat
+    if cap <= fluid_floor(ctx) * size:
+        raise InfeasibleError(SLOWER)
     best: dict = {}
     ranked = []
-    # no program of a packing beats its fluid time (every step lasts at least its busiest
-    # arc's load), so packings and tree subsets whose fluid time is above the best program's
-    # time so far are not priced: the lowest fluid times go first
+    pruned = False
     for key, packing in sorted(packings(ctx).items(), key=lambda kv: kv[1].theta):
-        if packing.theta * size >= best.get("time", math.inf):
+        if packing.theta * size >= min(best.get("time", math.inf), cap):
+            pruned = True
             continue
         mine: dict = {}
         variants = _variants(pair_trees(packing))
@@ -253,7 +260,9 @@ def forest_any(ctx: PlanContext, beat: float | None = None) -> Candidate:
         _price(sched, shares / shares.sum(), size, units, best)
         if best["time"] < before:
             best["packing"] = f"{key[0]}/{key[1]} balanced"
-    tried = _price_windows(ctx, size, units, best)
+    if not best and pruned:  # every packing's fluid time is above ``beat``
+        raise InfeasibleError(SLOWER)
+    tried = _price_windows(ctx, size, units, best, cap)
     if not best:
         raise InfeasibleError("forest (any topology): no tree set fits the plan size limits")
     sched, shares = best["sched"], best["shares"]
@@ -273,13 +282,12 @@ def forest_any(ctx: PlanContext, beat: float | None = None) -> Candidate:
                              min_step=ctx.cost.min_step_s)
             if est < best["time"]:
                 best.update(time=est, fracs=fracs)
-    pieced = _price_pieced(ctx, tried, units, best["time"])
+    pieced = _price_pieced(ctx, tried, units, min(best["time"], cap))
     fluid = min(p.theta for k, p in packings(ctx).items() if k[0] == "any") * size
     if pieced is not None:  # built and timed already
         found, name = pieced
         if beat is not None and found.time_s > beat:
-            raise InfeasibleError("forest (any topology): slower than the host-structured "
-                                  "forest")
+            raise InfeasibleError(SLOWER)
         details = {"path": "any-topology packing", "packing": name,
                    "trees": sum(len(s) for s in found.program.steps) // (2 * (n - 1)),
                    "fluid_time_s": fluid, "pieces": found.pieces,
@@ -287,7 +295,7 @@ def forest_any(ctx: PlanContext, beat: float | None = None) -> Candidate:
                    "solve_s": round(time.perf_counter() - t0, 3)}
         return Candidate("forest", found.time_s, lambda: found.program, details)
     if beat is not None and best["time"] > beat:
-        raise InfeasibleError("forest (any topology): slower than the host-structured forest")
+        raise InfeasibleError(SLOWER)
     fracs = best["fracs"]
     program = sched.build(shares, fracs, units)
     predicted = ctx.cost.program_time(ctx.ranks, program, size)

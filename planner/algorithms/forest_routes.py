@@ -44,6 +44,8 @@ class RouteDag:
             self._pred[iv].append((iu, w))
         self._from: dict[int, dict[int, float]] = {}
         self._to: dict[int, dict[int, float]] = {}
+        self._bw = [float(x) for x in router.bw]
+        self._alt: dict[tuple[str, str], bool] = {}
         self._dags: dict[tuple[str, str], tuple[list[int], dict[int, list[tuple[int, int]]]]] = {}
 
     def _dist(self, src: int, forward: bool) -> dict[int, float]:
@@ -95,10 +97,14 @@ class RouteDag:
 
     def alternatives(self, src: str, dst: str) -> bool:
         """Whether the DAG from ``src`` to ``dst`` holds more than one route."""
-        on, out = self.dag(src, dst)
-        return any(len(out[u]) > 1 for u in on)
+        key = (src, dst)
+        hit = self._alt.get(key)
+        if hit is None:
+            on, out = self.dag(src, dst)
+            hit = self._alt[key] = any(len(out[u]) > 1 for u in on)
+        return hit
 
-    def least_loaded(self, src: str, dst: str, load: np.ndarray, add: float) -> Path:
+    def least_loaded(self, src: str, dst: str, load: list[float], add: float) -> Path:
         """The route of the DAG whose busiest arc, after adding ``add`` bytes to each of its
         arcs, is least loaded (``load``: seconds per byte per arc); ties: least summed load,
         then the first in node order. The router's route where that one is longer than it
@@ -106,21 +112,31 @@ class RouteDag:
         not)."""
         on, out = self.dag(src, dst)
         s, t = self._index[src], self._index[dst]
-        bw = self.router.bw
-        best: dict[int, tuple[float, float, tuple[int, ...]]] = {s: (0.0, 0.0, (s,))}
+        bw = self._bw
+        # per node reached: the busiest arc and the summed load of its best route so far,
+        # and the node before it (nodes come in order of distance, so a node is final
+        # before any arc leaves it)
+        top: dict[int, float] = {s: 0.0}
+        total: dict[int, float] = {s: 0.0}
+        prev: dict[int, int] = {s: -1}
         for u in on:
-            cur = best.get(u)
-            if cur is None:
+            m0 = top.get(u)
+            if m0 is None:
                 continue
+            s0 = total[u]
             for v, a in out[u]:
                 x = load[a] + add / bw[a]
-                cand = (max(cur[0], x), cur[1] + x, (*cur[2], v))
-                old = best.get(v)
-                if old is None or cand[:2] < old[:2]:
-                    best[v] = cand
-        if t not in best:
+                m = m0 if m0 > x else x
+                sm = s0 + x
+                old = top.get(v)
+                if old is None or m < old or (m == old and sm < total[v]):
+                    top[v], total[v], prev[v] = m, sm, u
+        if t not in top:
             return self.router.path(src, dst)
-        path = tuple(self._names[i] for i in best[t][2])
+        chain = [t]
+        while prev[chain[-1]] >= 0:
+            chain.append(prev[chain[-1]])
+        path = tuple(self._names[i] for i in reversed(chain))
         limit = self.length(self.router.path(src, dst)) * (1 + TIE)
         return path if self.length(path) <= limit else self.router.path(src, dst)
 
@@ -130,12 +146,12 @@ def spread(pairs: Sequence[tuple[EdgeKey, str, str, float]], dag: RouteDag,
     """Routes for tree edges between switches: per (edge, from switch, to switch, share), in
     order, the least loaded route (``RouteDag.least_loaded``) given ``base`` (seconds per
     byte per arc of everything else) and the edges routed before it."""
-    load = base.copy()
-    bw = dag.router.bw
+    load = [float(x) for x in base]
+    bw = dag._bw
     out: dict[EdgeKey, Path] = {}
     for key, a, b, share in pairs:
         path = dag.least_loaded(a, b, load, share)
-        ids = dag.router.arcs(path)
-        load[ids] += share / bw[ids]
+        for i in dag.router.arcs(path):
+            load[i] += share / bw[i]
         out[key] = path
     return out

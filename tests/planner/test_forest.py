@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+import re
 import sys
 
 import numpy as np
@@ -361,3 +362,55 @@ def test_route_dag_keeps_a_degraded_uplink_and_no_longer_routes() -> None:
     assert a[1] != b[1]
     limit = router.path_latency(router.path(src, dst)) * (1 + 1e-9)
     assert max(router.path_latency(a), router.path_latency(b)) <= limit
+
+
+def _ctx(topo_dict: dict):
+    from planner.algorithms.base import PlanContext
+
+    topo = Topology.from_dict(topo_dict)
+    return PlanContext.create(topo, topo.endpoints(), SIZE)
+
+
+def test_packing_is_not_priced_where_the_host_forest_meets_the_floor() -> None:
+    """No packing program beats the family's fluid floor, so a ``beat`` at the floor stops
+    forest_any before any LP (the host forest is at the floor on switched clusters)."""
+    from planner.algorithms.forest_any import SLOWER, forest_any
+    from planner.bound import fluid_floor
+
+    ctx = _ctx(star([12.5, 12.5, 12.5, 3.125]))
+    with pytest.raises(F.InfeasibleError, match=re.escape(SLOWER)):
+        forest_any(ctx, fluid_floor(ctx) * SIZE)
+    assert "packings" not in ctx.memo
+    assert forest_any(ctx).predicted_time_s >= fluid_floor(ctx) * SIZE
+    assert ctx.memo["packings"]
+
+
+def test_host_forest_gives_up_on_a_mesh_and_the_packing_decides() -> None:
+    """Lanes between the hosts of a direct-wired mesh route over many hops: the host trees'
+    fluid time is several times the floor, so the host forest stops before pricing and
+    forest returns the packing's program (the same one forest_any builds on its own)."""
+    from planner.algorithms.forest_any import forest_any
+    from planner.bound import fluid_floor
+    from planner.families import mesh2d
+
+    ctx = _ctx(mesh2d(3, 3))
+    with pytest.raises(F._GaveUp) as stop:
+        F.forest_hosts(ctx, F.GIVE_UP * fluid_floor(ctx) * SIZE)
+    assert stop.value.fluid_s > F.GIVE_UP * fluid_floor(ctx) * SIZE
+    cand = F.forest(_ctx(mesh2d(3, 3)))
+    assert cand.details["path"] == "any-topology packing"
+    assert cand.predicted_time_s == forest_any(_ctx(mesh2d(3, 3))).predicted_time_s
+    assert cand.predicted_time_s < stop.value.fluid_s
+
+
+def test_host_forest_is_searched_in_full_where_the_packing_is_no_faster(monkeypatch) -> None:
+    """After a give-up the host forest still wins where the packing's program is slower than
+    the host trees' fluid time (here a packing made artificially slow)."""
+    from planner.algorithms.base import Candidate
+    from planner.families import mesh2d
+
+    slow = Candidate("forest", 1.0, lambda: None, {"path": "any-topology packing"})
+    monkeypatch.setattr(F, "forest_any", lambda ctx, beat=None: slow)
+    cand = F.forest(_ctx(mesh2d(3, 3)))
+    assert "path" not in cand.details
+    assert cand.predicted_time_s == F.forest_hosts(_ctx(mesh2d(3, 3))).predicted_time_s
