@@ -119,6 +119,9 @@ def _packing_bound(ctx: PlanContext) -> float:
     from planner.algorithms.packing import fluid_lower_bound
 
     packings = ctx.memo.get("packings") or {}
+    theta = min((p.theta for p in packings.values()), default=0.0)
+    if theta <= fluid_floor(ctx) * (1 + 1e-9):
+        return 0.0  # no dual bound exceeds its LP's optimum: the cut and partition decide
     # every price vector gives a valid bound, and degenerate LPs have many optimal ones: up
     # to PACKING_BOUND_ALL_MAX ranks the prices of every packing are tried (the best is often
     # not the unlimited packing's), above only the deepest two (Edmonds per root costs)
@@ -127,7 +130,6 @@ def _packing_bound(ctx: PlanContext) -> float:
     best = 0.0
     for key in keys:
         best = max(best, fluid_lower_bound(ctx, packings[key].prices))
-    theta = min((p.theta for p in packings.values()), default=0.0)
     if len(ctx.ranks) <= COLD_BOUND_MAX and best < theta * (1 - 1e-3):
         # the warm-started packings end on degenerate duals: a cold unlimited LP's final
         # prices often prove the fluid optimum (a 12-rank ring: 10.6 % above the cut);

@@ -71,8 +71,9 @@ MIN_PIECES = 4
 BALANCE_MAX_CROSSINGS = 100_000  # arc crossings per piece; above: fluid LP shares only
 LP_CONFIGS = 2  # best (trees, stagger) configurations whose piece sizes an LP refines
 SPREAD_ROUNDS = 3  # re-spreads of routes with the LP's shares (see _solve)
-GIVE_UP = 1.5  # the host forest's first fluid time over the floor at which it stops (forest)
+GIVE_UP = 1.5  # host trees' least fluid time over the floor at which they stop (forest)
 LP_PIECES_BELOW = 3  # piece counts below the best equal/ramped one to try with LP sizes
+LP_MAX_ROWS = 10_000  # arcs x steps of a piece-size LP in _refine; above: not refined
 
 
 # ---- program ------------------------------------------------------------------------------
@@ -201,6 +202,8 @@ def _refine(config: tuple, size: float) -> tuple[float, _Plan, int, int, np.ndar
     load, lat = plan.profile()
     k = fits.index(len(fracs0))
     for pieces in fits[max(0, k - LP_PIECES_BELOW):k + 2]:
+        if load.shape[0] * (pieces + load.shape[1] - 1) > LP_MAX_ROWS:
+            continue  # seconds of HiGHS for < 0.05 % (a 64-rank fat tree with a slow host)
         fracs = lp_fractions(load, lat, size, pieces, group, intra=True,
                              min_step=plan.ctx.cost.min_step_s)
         if fracs is None:

@@ -38,6 +38,9 @@ SLACKS_LARGE = (0, 1, 2, None)  # above UNLIMITED_MAX_RANKS, in order until one 
 # the packing far from the floor, as on two switches joined by a slow trunk or a directed
 # ring of hosts, it is 1.3-1.8x faster)
 FLOOR_ABOVE = 16
+UNLIMITED_GAP = 0.03  # above UNLIMITED_MAX_RANKS the unlimited packing is solved only where
+# the depth-limited ones stay this far above the floor (a 64-rank torus: 1.8 s for a packing
+# 1 % closer to the floor whose 2x deeper trees lose it in the pipeline's fill)
 ROUNDS_LARGE = 15  # column-generation rounds per packing above UNLIMITED_MAX_RANKS
 STALL_ROUNDS = 6  # above UNLIMITED_MAX_RANKS: column generation stops after this many rounds
 # in a row that lower the fluid time by less than packing.TOLERANCE (full meshes: 40 flat
@@ -84,6 +87,9 @@ def packings(ctx: PlanContext) -> dict[tuple[str, int | None], Packing]:
         for slack in SLACKS_LARGE if large else SLACKS:
             if slack is None and name == "short":
                 continue
+            if (slack is None and large and start
+                    and min(out[k].theta for k in out) <= floor * (1 + UNLIMITED_GAP)):
+                continue  # deep trees fill for longer than the little they could gain
             lp = PackingLP(ctx, slack, routes, start, floor)
             stall = STALL_ROUNDS if large else STALL_MID if len(ctx.ranks) > FLOOR_ABOVE else None
             out[name, slack] = lp.solve(ROUNDS_LARGE if large else None, stall)
