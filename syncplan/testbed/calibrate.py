@@ -215,7 +215,8 @@ def record(points: Sequence[Point], fit: dict[str, Any], result: dict[str, Any],
     x = fit.get("exchange_overhead_us", 0.0) * 1e-6
     s = fit.get("switch_overhead", 0.0)
     return {
-        "algorithms": list(REFERENCE_ALGORITHMS), "sizes": list(REFERENCE_SIZES),
+        "algorithms": sorted({p.algorithm for p in points}),
+        "sizes": sorted({p.size_bytes for p in points}),  # what was timed (1 MiB: fits s)
         "reps": reps, "warmup": warmup, "message_cores": cores,
         "fit": fit,
         "programs": [{"label": p.label, "algorithm": p.algorithm, "size_bytes": p.size_bytes,

@@ -16,6 +16,7 @@ from syncplan.testbed.calibrate import (
     Point,
     fit_settings,
     points_from_record,
+    record,
     repeat_ratios,
 )
 from syncplan.testbed.loop import LoopConfig
@@ -166,3 +167,15 @@ def test_repeat_ratios_pair_the_same_program_in_both_runs() -> None:
                           {"algorithm": "star", "size_bytes": 65536, "median_s": 0.03},
                           {"algorithm": "gloo", "size_bytes": 4096, "median_s": 0.02}]}
     assert repeat_ratios(rec, result) == [{"label": "star", "size_bytes": 4096, "ratio": 1.5}]
+
+
+def test_a_record_lists_the_sizes_and_algorithms_it_timed() -> None:
+    """The 1 MiB ring and halving-doubling that fit the switch term are in the record's
+    ``sizes`` and ``algorithms`` (they listed only the 4 and 64 KiB references)."""
+    rec = json.loads((RESULTS / "testbed-small-homogeneous.json").read_text())["loop"]
+    points = points_from_record(rec["calibration"])
+    out = record(points, rec["calibration"]["fit"], {}, 3, 1, 1)
+    assert out["sizes"] == sorted({p.size_bytes for p in points})
+    assert LARGE_SIZE in out["sizes"] and 4096 in out["sizes"]
+    assert set(out["algorithms"]) == {p.algorithm for p in points}
+    assert points_from_record(out) == points
