@@ -228,10 +228,10 @@ def forest(ctx: PlanContext) -> Candidate:
     than FAN_IN_TOLERANCE (the host-structured programs' fan-in is tuned for real transports:
     see forest_hosts); both are priced by the cost model on the program they emit.
 
-    Where the host forest's first tree count is GIVE_UP x the fluid floor or slower (lanes
-    over direct-connect meshes, tori, rings of hosts: 2-14x), it stops there and the packing
-    goes first; the host forest is searched in full after all where the packing is no faster
-    than the fluid time of those first trees."""
+    Where every host-forest tree set is GIVE_UP x the fluid floor or slower (lanes over
+    direct-connect meshes, tori, rings of hosts: 2-14x), the host forest stops before pricing
+    and the packing goes first; the host forest is priced after all (from the same tree sets)
+    where the packing is no faster than those trees' fluid time."""
     hosts = packing = stop = None
     errors: list[str] = []
     give_up = (GIVE_UP * fluid_floor(ctx) * ctx.size_bytes
@@ -265,7 +265,7 @@ def forest(ctx: PlanContext) -> Candidate:
     if hosts is None or packing is None:
         if hosts is None and packing is None:
             raise InfeasibleError("; ".join(errors))
-        return hosts or packing
+        return hosts if hosts is not None else packing
     if packing.predicted_time_s < hosts.predicted_time_s * (1 - FAN_IN_TOLERANCE):
         return packing
     return hosts
@@ -297,20 +297,13 @@ def _solve(plan: _Plan) -> list[tuple[_Plan, float]]:
     return [(plan, fluid)]
 
 
-def forest_hosts(ctx: PlanContext, give_up: float | None = None) -> Candidate:
-    """Host-structured forest: lanes of ports and NICs, host-level trees (module docstring);
-    raises _GaveUp before pricing piece counts where every tree set's fluid time is above
-    ``give_up`` seconds."""
-    n = len(ctx.ranks)
-    if n == 1:
-        return Candidate("forest", 0.0, lambda: Program(1, []), {"trees": 0})
+def _tree_sets(ctx: PlanContext) -> tuple[list, list[tuple[_Plan, float]]]:
+    """The host forest's lanes and every tree set it prices, with its shares solved
+    (``_solve``): [(plan, fluid time)]."""
     lanes = _lanes(ctx)
     lanes = lanes + exit_detour_lanes(ctx, lanes, 2 * MAX_LANES - len(lanes))
     arcs = _Arcs(ctx)
     m = len(ctx.host_groups)
-    size = float(ctx.size_bytes)
-    max_units = min(MAX_UNITS, ctx.size_bytes)
-    configs: dict[tuple[int, int, int], tuple] = {}
     t_min = min(tree_counts(m))
     detoured = False
     solved: list[tuple[_Plan, float]] = []
@@ -349,9 +342,27 @@ def forest_hosts(ctx: PlanContext, give_up: float | None = None) -> Candidate:
         hubs = _hub_trees(lanes)
         if hubs:
             solved += _solve(_Plan(ctx, lanes, _trees(lanes, m) + hubs, arcs, split_intra=True))
+    return lanes, solved
+
+
+def forest_hosts(ctx: PlanContext, give_up: float | None = None) -> Candidate:
+    """Host-structured forest: lanes of ports and NICs, host-level trees (module docstring);
+    raises _GaveUp before pricing piece counts where every tree set's fluid time is above
+    ``give_up`` seconds (its solved tree sets are kept on the context for the next call)."""
+    n = len(ctx.ranks)
+    if n == 1:
+        return Candidate("forest", 0.0, lambda: Program(1, []), {"trees": 0})
+    m = len(ctx.host_groups)
+    size = float(ctx.size_bytes)
+    max_units = min(MAX_UNITS, ctx.size_bytes)
+    configs: dict[tuple[int, int, int], tuple] = {}
+    # unpriced tree sets left by a call that gave up (pricing changes a plan: used once)
+    found = ctx.memo.pop("forest_tree_sets", None) or _tree_sets(ctx)
+    lanes, solved = found
     # the shares LPs are cheap, pricing every piece count is not: stop where nothing can win
     seen = min((fluid for _, fluid in solved), default=math.inf) * size
     if give_up is not None and math.inf > seen > give_up:
+        ctx.memo["forest_tree_sets"] = found
         raise _GaveUp(seen)
     for plan, fluid in solved:
         _price(plan, fluid, size, max_units, configs)
