@@ -9,8 +9,8 @@ Layout for prefix ``P`` (``spt`` + 5 random hex digits, so parallel testbeds nev
 - namespace ``P-svc`` for a service, unshaped, address 10.77.0.254/24.
 
 Every host link and trunk is shaped in both directions: an htb qdisc on the egress of each of
-its two veth ends, with small packets (TCP ACKs) in a priority class ahead of bulk data. With
-one FIFO (plain tbf), the ACKs of a flow queue behind the data of the opposite flow and a
+its two veth ends, with TCP segments without data (ACKs) in a priority class ahead of bulk
+data. With one FIFO (plain tbf), the ACKs of a flow queue behind the data of the opposite flow and a
 bidirectional transfer such as a ring all-reduce loses up to 60% of a link's rate.
 
 The veth pairs are created directly inside their namespaces, so nothing but the namespaces'
@@ -64,7 +64,8 @@ HOST_QUEUE_PACKETS = 1000
 
 def htb_cmds(dev: str, rate_mbit: float, burst_s: float | None = None,
              queue_packets: int = 0) -> list[list[str]]:
-    """htb at ``rate_mbit`` with small packets (ACKs) in a priority class ahead of bulk data;
+    """htb at ``rate_mbit`` with TCP segments that carry no data (ACKs) in a priority class
+    ahead of bulk data (``pure_ack_filters``);
     ``burst_s`` (default ``BURST_S``) of tokens at the rate, at least two full frames; the
     bulk queue ``queue_packets`` packets (a host's NIC), or else ``QUEUE_S`` at the rate in
     bytes (a switch port)."""
@@ -84,10 +85,28 @@ def htb_cmds(dev: str, rate_mbit: float, burst_s: float | None = None,
          *q],
         ["qdisc", "add", "dev", dev, "parent", "1:20", "handle", "20:",
          *(["pfifo", "limit", str(queue_packets)] if queue_packets else ["bfifo", "limit", limit])],
-        # IPv4 packets shorter than 128 bytes (pure ACKs, SYNs, ARP-sized control) go first
-        ["filter", "add", "dev", dev, "parent", "1:", "protocol", "ip", "prio", "1", "u32",
-         "match", "u16", "0x0000", "0xff80", "at", "2", "flowid", "1:10"],
+        *pure_ack_filters(dev, "1:10"),
     ]
+
+
+def pure_ack_filters(dev: str, flowid: str) -> list[list[str]]:
+    """u32 filters sending IPv4 TCP segments without payload (pure ACKs, SYN, FIN) to
+    ``flowid``: IP total length == 20 + the TCP header length, one filter per data offset.
+
+    Segments that carry data stay in the bulk FIFO whatever their size: a small message
+    (gloo's receive-ready notice) put ahead of the queued data of its own TCP connection
+    arrives out of order, and the sender's loss detection then resends the data queued
+    behind it (docs/testbed.md "Pure ACKs only")."""
+    out = []
+    for doff in range(5, 16):
+        out.append(["filter", "add", "dev", dev, "parent", "1:", "protocol", "ip", "prio", "1",
+                    "u32",
+                    "match", "u8", "0x45", "0xff", "at", "0",  # IPv4, no IP options
+                    "match", "u8", "0x06", "0xff", "at", "9",  # TCP
+                    "match", "u16", f"0x{20 + 4 * doff:04x}", "0xffff", "at", "2",
+                    "match", "u8", f"0x{doff << 4:02x}", "0xf0", "at", "32",
+                    "flowid", flowid])
+    return out
 
 
 def new_prefix() -> str:

@@ -17,7 +17,7 @@ import pytest
 from planner.plan import make_plan
 from planner.topology import Topology
 from syncplan.testbed import emulator
-from syncplan.testbed.linkcheck import measure_links, measure_messages
+from syncplan.testbed.linkcheck import measure_links, measure_messages, message_times
 from syncplan.testbed.netns import netns_list, root_links, sh
 from syncplan.testbed.runner import RunConfig, run_benchmark
 from syncplan.testbed.scenario import REPO_ROOT, load_scenario
@@ -94,6 +94,36 @@ def test_small_scenario_shapes_runs_and_cleans_up(tmp_path: Path) -> None:
     assert leftovers(prefix) == []
     assert list(tmp_path.glob(f"{prefix}*")) == []
     assert not state_file(tmp_path, "small").exists()
+
+
+def _class_packets(ns: str, dev: str) -> dict[str, int]:
+    """Packets each htb class of ``dev`` sent, by class id."""
+    out, cls = {}, None
+    for line in sh(["tc", "-n", ns, "-s", "class", "show", "dev", dev]).splitlines():
+        words = line.split()
+        if words[:2] == ["class", "htb"]:
+            cls = words[2]
+        elif words[:1] == ["Sent"] and cls is not None:
+            out[cls] = int(words[3])
+    return out
+
+
+def test_small_data_segments_queue_with_the_bulk_and_only_pure_acks_go_first(
+        tmp_path: Path) -> None:
+    # The echo server answers each message with one byte of data: a 53-byte segment that
+    # must wait behind its connection's queued data (else it arrives out of order), while
+    # the ACKs of the messages it received, which carry no data, take the priority class.
+    state = emulator.up(load_scenario("small"), tmp_path)
+    try:
+        snd, rcv = state.hosts[0], state.hosts[1]
+        before = _class_packets(rcv.netns, rcv.iface)
+        message_times(snd, rcv, [64, 65536], reps=10, gap_s=0.0)
+        after = _class_packets(rcv.netns, rcv.iface)
+        sent = {c: after[c] - before.get(c, 0) for c in after}
+        assert sent["1:20"] >= 20, sent  # every one-byte answer went through the bulk FIFO
+        assert sent["1:10"] >= 5, sent  # the ACKs of the 64 KiB messages went ahead
+    finally:
+        emulator.down(state)
 
 
 def test_kill_runner_mid_run_then_up_and_down_clean_everything(tmp_path: Path) -> None:

@@ -45,11 +45,12 @@ def test_atomic_write_keeps_the_old_file_on_failure(tmp_path: Path) -> None:
     assert [p.name for p in tmp_path.iterdir()] == ["r.json"]
 
 
-def test_htb_commands_shape_at_the_rate_and_prioritise_small_packets() -> None:
+def test_htb_commands_shape_at_the_rate_and_prioritise_pure_acks() -> None:
     cmds = htb_cmds("d0", 50)
     flat = [" ".join(c) for c in cmds]
     assert any("classid 1:1 htb rate 50mbit ceil 50mbit" in c for c in flat)
-    assert any("u32 match u16 0x0000 0xff80 at 2 flowid 1:10" in c for c in flat)
+    ack = "match u16 0x0034 0xffff at 2 match u8 0x80 0xf0 at 32 flowid 1:10"  # 52-byte ACK
+    assert any(ack in c for c in flat)
     assert all("dev d0" in c for c in flat)
 
 
