@@ -63,12 +63,13 @@ HOST_QUEUE_PACKETS = 1000
 
 
 def htb_cmds(dev: str, rate_mbit: float, burst_s: float | None = None,
-             queue_packets: int = 0) -> list[list[str]]:
+             queue_packets: int = 0, fair_to: Sequence[str] = ()) -> list[list[str]]:
     """htb at ``rate_mbit`` with TCP segments that carry no data (ACKs) in a priority class
     ahead of bulk data (``pure_ack_filters``);
     ``burst_s`` (default ``BURST_S``) of tokens at the rate, at least two full frames; the
     bulk queue ``queue_packets`` packets (a host's NIC), or else ``QUEUE_S`` at the rate in
-    bytes (a switch port)."""
+    bytes (a switch port). ``fair_to`` (a host's uplink): one bulk class per destination
+    address, served round robin two frames at a time (``fair_classes``)."""
     rate_Bps = rate_mbit * 1e6 / 8
     burst = str(max(int(rate_Bps * (BURST_S if burst_s is None else burst_s)), MIN_BURST_BYTES))
     limit = str(max(int(rate_Bps * QUEUE_S), 65536))
@@ -81,12 +82,39 @@ def htb_cmds(dev: str, rate_mbit: float, burst_s: float | None = None,
         ["class", "add", "dev", dev, "parent", "1:1", "classid", "1:10", "htb", "rate",
          f"{rate_mbit / 10:g}mbit", "ceil", r, "burst", burst, "cburst", burst, "prio", "0", *q],
         ["class", "add", "dev", dev, "parent", "1:1", "classid", "1:20", "htb", "rate",
-         f"{rate_mbit * 0.9:g}mbit", "ceil", r, "burst", burst, "cburst", burst, "prio", "1",
+         f"{rate_mbit * 0.9 / (len(fair_to) + 1):g}mbit", "ceil", r, "burst", burst, "cburst",
+         burst, "prio", "1",
          *q],
         ["qdisc", "add", "dev", dev, "parent", "1:20", "handle", "20:",
          *(["pfifo", "limit", str(queue_packets)] if queue_packets else ["bfifo", "limit", limit])],
         *pure_ack_filters(dev, "1:10"),
+        *fair_classes(dev, rate_mbit, burst, fair_to, queue_packets or 1000),
     ]
+
+
+def fair_classes(dev: str, rate_mbit: float, burst: str, dests: Sequence[str],
+                 queue_packets: int) -> list[list[str]]:
+    """One htb class (and packet FIFO) per destination address under ``1:1``, each
+    guaranteed an equal share of the bulk rate and allowed all of it, two frames per turn.
+
+    A host's NIC queue is per flow on Linux (fq_codel / fq, absent from this kernel); in one
+    FIFO a small message to one peer (gloo's receive-ready notice) waits behind the megabyte
+    TCP may queue towards another, and gloo's own ring at 1 MiB took 1.9x its wire time.
+    gloo keeps one connection per pair of ranks, so a class per destination is a class per
+    flow for a collective."""
+    out: list[list[str]] = []
+    share = f"{rate_mbit * 0.9 / (len(dests) + 1):g}mbit"
+    for k, addr in enumerate(dests):
+        cls = f"1:{0x100 + k:x}"
+        out += [
+            ["class", "add", "dev", dev, "parent", "1:1", "classid", cls, "htb", "rate", share,
+             "ceil", f"{rate_mbit:g}mbit", "burst", burst, "cburst", burst, "prio", "1",
+             "quantum", str(MIN_BURST_BYTES)],
+            ["qdisc", "add", "dev", dev, "parent", cls, "pfifo", "limit", str(queue_packets)],
+            ["filter", "add", "dev", dev, "parent", "1:", "protocol", "ip", "prio", "2", "u32",
+             "match", "ip", "dst", f"{addr}/32", "flowid", cls],
+        ]
+    return out
 
 
 def pure_ack_filters(dev: str, flowid: str) -> list[list[str]]:
@@ -167,7 +195,9 @@ def _create(scenario: Scenario, state: State) -> None:
                          addr=f"{SUBNET}.{i + 1}", rate_mbit=h.rate_mbit, rack=h.rack)
         _veth(rec.iface, ns, f"{p}{i}s", sw, rec.addr)
         state.hosts.append(rec)
-        _shape(state, ns, rec.iface, h.rate_mbit, HOST_QUEUE_PACKETS)
+        peers = [f"{SUBNET}.{j + 1}" for j in range(len(scenario.hosts)) if j != i]
+        _shape(state, ns, rec.iface, h.rate_mbit, HOST_QUEUE_PACKETS,
+               [*peers, f"{SUBNET}.{SERVICE_OCTET}"])
         _shape(state, sw, f"{p}{i}s", h.rate_mbit)
     for r in scenario.racks[1:]:
         assert scenario.trunk_mbit is not None
@@ -192,11 +222,13 @@ def _veth(a: str, ns_a: str, b: str, ns_b: str, addr_a: str | None) -> None:
     sh(["ip", "-n", ns_b, "link", "set", b, "up"])
 
 
-def _shape(state: State, ns: str, dev: str, rate_mbit: float, queue_packets: int = 0) -> None:
-    for cmd in htb_cmds(dev, rate_mbit, queue_packets=queue_packets):
+def _shape(state: State, ns: str, dev: str, rate_mbit: float, queue_packets: int = 0,
+           fair_to: Sequence[str] = ()) -> None:
+    for cmd in htb_cmds(dev, rate_mbit, queue_packets=queue_packets, fair_to=fair_to):
         sh(["tc", "-n", ns, *cmd])
     state.qdiscs.append({"netns": ns, "dev": dev, "rate_mbit": rate_mbit,
-                         **({"queue_packets": queue_packets} if queue_packets else {})})
+                         **({"queue_packets": queue_packets} if queue_packets else {}),
+                         **({"fair_to": list(fair_to)} if fair_to else {})})
 
 
 def reshape(state: State, host: str, rate_mbit: float) -> None:
@@ -211,7 +243,8 @@ def reshape(state: State, host: str, rate_mbit: float) -> None:
     for q in state.qdiscs:
         if (q["netns"], q["dev"]) in devs:
             sh(["tc", "-n", q["netns"], "qdisc", "del", "dev", q["dev"], "root"])
-            for cmd in htb_cmds(q["dev"], rate_mbit, queue_packets=q.get("queue_packets", 0)):
+            for cmd in htb_cmds(q["dev"], rate_mbit, queue_packets=q.get("queue_packets", 0),
+                                fair_to=q.get("fair_to", ())):
                 sh(["tc", "-n", q["netns"], *cmd])
             q["rate_mbit"] = rate_mbit
     rec.rate_mbit = rate_mbit

@@ -108,11 +108,12 @@ def _class_packets(ns: str, dev: str) -> dict[str, int]:
     return out
 
 
-def test_small_data_segments_queue_with_the_bulk_and_only_pure_acks_go_first(
+def test_data_segments_queue_per_destination_and_only_pure_acks_go_first(
         tmp_path: Path) -> None:
     # The echo server answers each message with one byte of data: a 53-byte segment that
-    # must wait behind its connection's queued data (else it arrives out of order), while
-    # the ACKs of the messages it received, which carry no data, take the priority class.
+    # must wait behind its connection's queued data (else it arrives out of order), so it
+    # goes to the bulk class of its destination (the first peer: 1:100), while the ACKs of
+    # the messages it received, which carry no data, take the priority class.
     state = emulator.up(load_scenario("small"), tmp_path)
     try:
         snd, rcv = state.hosts[0], state.hosts[1]
@@ -120,8 +121,9 @@ def test_small_data_segments_queue_with_the_bulk_and_only_pure_acks_go_first(
         message_times(snd, rcv, [64, 65536], reps=10, gap_s=0.0)
         after = _class_packets(rcv.netns, rcv.iface)
         sent = {c: after[c] - before.get(c, 0) for c in after}
-        assert sent["1:20"] >= 20, sent  # every one-byte answer went through the bulk FIFO
+        assert sent["1:100"] >= 20, sent  # every one-byte answer, in the class towards h0
         assert sent["1:10"] >= 5, sent  # the ACKs of the 64 KiB messages went ahead
+        assert all(sent[c] == 0 for c in ("1:101", "1:102", "1:103")), sent  # other peers'
     finally:
         emulator.down(state)
 

@@ -54,6 +54,15 @@ def test_htb_commands_shape_at_the_rate_and_prioritise_pure_acks() -> None:
     assert all("dev d0" in c for c in flat)
 
 
+def test_host_uplinks_get_one_bulk_class_per_destination() -> None:
+    flat = [" ".join(c) for c in htb_cmds("h0", 100, queue_packets=1000,
+                                          fair_to=["10.77.0.2", "10.77.0.254"])]
+    assert any("classid 1:100 htb rate 30mbit ceil 100mbit" in c for c in flat)
+    assert any("match ip dst 10.77.0.254/32 flowid 1:101" in c for c in flat)
+    assert any("classid 1:20 htb rate 30mbit" in c for c in flat)  # the rest: an equal share
+    assert not any("1:100" in c for c in (" ".join(x) for x in htb_cmds("s0", 100)))
+
+
 def cli(*args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run([sys.executable, "-m", "syncplan", "testbed", *args],
                           capture_output=True, text=True, timeout=120)
