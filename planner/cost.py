@@ -4,12 +4,14 @@ One step's transfers run concurrently. A transfer of ``b`` bytes over path ``P``
 ``sum(lat_e for e in P) + max(load_e / bw_e for e in P)``, where ``load_e`` is the bytes that
 every transfer of the step puts on arc ``e``: transfers sharing an arc share its bandwidth.
 A step lasts as long as its slowest transfer, and at least ``min_step_s`` (the transport's
-per-step cost, which it overlaps with moving data), plus ``message_overhead_s`` (LogP's ``o``)
-times the most messages one rank handles in the step (the transfers it sends plus those it
-receives: a rank handles its messages one after another and does not overlap that with the
-wire). With ``message_cores`` set, the ranks share that many CPU cores (an emulated cluster on
-one machine), so a step also pays at least ``o`` x every message end of the step divided by
-``message_cores``: the overhead is ``o * max(busiest rank's ends, all ends / message_cores)``.
+per-step cost, which it overlaps with moving data); ``message_overhead_s`` (LogP's ``o``) is
+paid for the most message ends ``E`` one rank handles in the step (the transfers it sends
+plus those it receives). The rank handles them one after another, but only two of them stay
+in series with the wire (the receive it waits for and the send it then posts); the others
+overlap the wire time of the rest: a step of wire time ``w`` takes ``max(w + o * min(E, 2),
+o * E)`` (``overlapped``). With ``message_cores`` set, the ranks share that many CPU cores
+(an emulated cluster on one machine), so ``E`` is at least every message end of the step
+divided by ``message_cores``: ``max(busiest rank's ends, all ends / message_cores)``.
 ``exchange_overhead_s`` (0 by default) adds the same count taken over the step's exchanged
 transfers only (those whose pair also sends the other way in the step): on gloo/TCP a rank
 that posts a message on a connection while its peer's message arrives on it costs more than
@@ -73,8 +75,11 @@ class CostModel:
         if not step:
             return 0.0
         wires, lats = self.transfer_wires(ranks, step, bytes_per_unit, weights)
-        return (max(float((wires + lats).max()), self.min_step_s)
-                + self.step_overhead(step))
+        base = max(float((wires + lats).max()), self.min_step_s)
+        o, x = self.message_overhead_s, self.exchange_overhead_s
+        if o:
+            base = overlapped(base, self.message_ends(step), o)
+        return base + x * exchange_ends(step, self.message_cores) if x else base
 
     def transfer_wires(self, ranks: Sequence[str], step: Sequence[Transfer],
                        bytes_per_unit: float, weights: np.ndarray | None = None
@@ -103,15 +108,6 @@ class CostModel:
         """``message_ends(step, message_cores)``: what the step's overhead is paid for."""
         return message_ends(step, self.message_cores)
 
-    def step_overhead(self, step: Sequence[Transfer]) -> float:
-        """``message_overhead_s`` times ``message_ends(step)`` plus ``exchange_overhead_s``
-        times ``exchange_ends(step)`` (0 when both are 0)."""
-        o, x = self.message_overhead_s, self.exchange_overhead_s
-        if not step or not (o or x):
-            return 0.0
-        total = o * self.message_ends(step) if o else 0.0
-        return total + x * exchange_ends(step, self.message_cores) if x else total
-
     def program_time(self, ranks: Sequence[str], program: Program, size_bytes: float) -> float:
         bpu = size_bytes / program.units
         total = sum(self.step_time(ranks, step, bpu) for step in program.steps)
@@ -131,6 +127,13 @@ class CostModel:
                 total += float(wires[np.asarray(mask)].max())
             prev = step
         return self.switch_overhead * total
+
+
+def overlapped(wire_s: float, ends: float, overhead_s: float) -> float:
+    """A step of ``wire_s`` seconds on the wire (at least the step floor) whose busiest rank
+    handles ``ends`` message ends at ``overhead_s`` each: two of them in series with the
+    wire, the rest while it runs, ``max(wire_s + o * min(ends, 2), o * ends)``."""
+    return max(wire_s + overhead_s * min(ends, 2.0), overhead_s * ends)
 
 
 def message_ends(step: Sequence[Transfer], message_cores: int | None = None) -> float:

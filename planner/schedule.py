@@ -103,7 +103,7 @@ class _Prog:
     step_of: np.ndarray  # step index of each entry
     fan: int = 1  # most messages one rank sends or receives in one step
     nsteps: int = 0
-    messages: float = 0.0  # over the steps, the cost model's message ends (CostModel.message_ends)
+    ends: np.ndarray | None = None  # per step index, the cost model's message ends (message_ends)
     largest: float = 0.0  # the largest message, as a share of the buffer
 
     @property
@@ -117,7 +117,8 @@ class _Prog:
            cost: CostModel, ranks: list[str]) -> _Prog:
         lats, slopes, steps = [], [], []
         bw = cost.router.bw
-        fan, messages = 1, 0
+        fan = 1
+        ends = np.zeros(len(program.steps))
         for k, step in enumerate(program.steps):
             if not step:
                 continue
@@ -128,7 +129,7 @@ class _Prog:
                     r = getattr(t, end)
                     count[r] = count.get(r, 0) + 1
                 busiest = max(busiest, max(count.values()))
-            fan, messages = max(fan, busiest), messages + cost.message_ends(step)
+            fan, ends[k] = max(fan, busiest), cost.message_ends(step)
             arcs = [cost._path_arcs(cost.route(ranks, t)) for t in step]
             nbytes = np.array([(t.hi - t.lo) / program.units for t in step])
             loads = np.zeros(len(bw))
@@ -140,13 +141,14 @@ class _Prog:
                 steps.append(k)
         return cls(algorithm, program, shards, np.array(lats), np.array(slopes),
                    np.array(steps, dtype=np.int64), fan, sum(1 for s in program.steps if s),
-                   messages, max(((t.hi - t.lo) / program.units
+                   ends, max(((t.hi - t.lo) / program.units
                                   for step in program.steps for t in step), default=0.0))
 
     def times(self, sizes: np.ndarray, min_step_s: float, message_overhead_s: float = 0.0
               ) -> np.ndarray:
         """Cost-model time of the program at each of ``sizes`` bytes, with
-        ``message_overhead_s`` per message end the cost model charges (``messages``)."""
+        ``message_overhead_s`` per message end the cost model charges (``ends``), two per
+        step in series with the wire and the rest overlapping it (``cost.overlapped``)."""
         if not len(self.lat):
             return np.zeros(len(sizes))
         per = self.lat[:, None] + self.slope[:, None] * sizes[None, :]
@@ -154,8 +156,12 @@ class _Prog:
         step_max = np.full((nsteps, len(sizes)), -np.inf)
         np.maximum.at(step_max, self.step_of, per)
         used = np.isfinite(step_max[:, 0])
-        return (np.maximum(step_max[used], min_step_s).sum(axis=0)
-                + self.messages * message_overhead_s)
+        base = np.maximum(step_max[used], min_step_s)
+        if message_overhead_s and self.ends is not None:
+            e = self.ends[:nsteps][used][:, None]
+            base = np.maximum(base + message_overhead_s * np.minimum(e, 2.0),
+                              message_overhead_s * e)
+        return base.sum(axis=0)
 
 
 class CommCurves:

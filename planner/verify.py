@@ -282,7 +282,8 @@ def _replay(ranks: list[str], units: int, steps: list[list[dict]],
 def step_features(plan: dict[str, Any], topo: Topology, *, size_bytes: float | None = None,
                   message_cores: int | None = None) -> list[tuple[float, float]]:
     """Per non-empty step of ``plan`` on ``topo``: (wire time, message ends charged). The
-    cost model prices the step ``max(wire, min_step_s) + message_overhead_s * ends``; the
+    cost model prices the step ``max(w + o * min(ends, 2), o * ends)`` with ``w = max(wire,
+    min_step_s)`` and ``o = message_overhead_s``; the
     ends are the busiest rank's sends plus receives, or with ``message_cores`` at least all
     the step's message ends over that many cores. For fitting those two settings to measured
     times (syncplan/testbed/calibrate.py); ValueError if the plan is not well formed."""
@@ -329,8 +330,11 @@ def _simulate_time(topo: Topology, ranks: list[str], units: int, steps: list[lis
     for worst, busiest, exchanged, switch in _step_costs(
             topo, ranks, units, steps, table, size,
             bool(message_overhead_s or exchange_overhead_s), message_cores):
-        total += (max(worst, min_step_s) + message_overhead_s * busiest
-                  + exchange_overhead_s * exchanged + switch_overhead * switch)
+        wire = max(worst, min_step_s)
+        if message_overhead_s:  # two ends in series with the wire, the rest overlapping it
+            wire = max(wire + message_overhead_s * min(busiest, 2.0),
+                       message_overhead_s * busiest)
+        total += wire + exchange_overhead_s * exchanged + switch_overhead * switch
     return total
 
 

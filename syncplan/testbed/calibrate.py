@@ -1,8 +1,9 @@
 """Fit the cost model's step floor ``m``, per-message overhead ``o`` and per-exchange
 overhead ``x`` on the live testbed.
 
-The loop's service prices a step of a program as ``max(wire, m) + o * ends`` (docs/cost-model.md:
-``min_step_s``, ``message_overhead_s`` per message end of the step's busiest rank, the ends
+The loop's service prices a step of a program as ``max(w + o * min(ends, 2), o * ends)``
+with ``w = max(wire, m)`` (docs/cost-model.md: ``min_step_s``, ``message_overhead_s`` per
+message end of the step's busiest rank, the ends
 shared over the machine's cores). On this emulator ``o`` is the CPU cost of a gloo message on
 a machine that runs all 8 ranks, and it moves with the machine's load: a constant fitted on
 earlier runs (121 us) mispriced later runs by 0.47-1.7x. So the loop, after the agents have
@@ -17,7 +18,7 @@ fits ``m`` and ``o`` to them:
 - the features: per step the wire time on the service's graph, the charged message ends
   (``planner.verify.step_features``) and the ends of its exchanged transfers (a pair that
   sends both ways in the step: ``step_exchange_ends``), so ``predicted(m, o, x) =
-  sum(max(wire, m) + o * ends + x * exchanged ends)``;
+  sum(overlapped(max(wire, m), ends, o) + x * exchanged ends)``;
 - the fit: ``o`` (1 us apart) and ``x`` (2 us apart) on a grid with the least squared log
   error of the prediction against each program's median, ``m`` fixed (the loop's
   ``min_step_us``, 50 us); ``x`` only when asked (``exchange``; otherwise 0); or ``m`` and
@@ -55,6 +56,8 @@ from typing import Any
 
 import numpy as np
 
+from planner.cost import overlapped
+
 REFERENCE_ALGORITHMS = ("star", "ring", "direct", "recursive-doubling", "halving-doubling")
 REFERENCE_SIZES = (4096, 65536)
 LARGE_ALGORITHMS = ("ring", "halving-doubling")  # fit s: without and with switches
@@ -87,19 +90,25 @@ class Point:
 
     def predict(self, min_step_s: float, overhead_s: float, exchange_s: float = 0.0,
                 switch: float = 0.0) -> float:
-        return (sum(max(w, min_step_s) + overhead_s * e for w, e in self.feats)
+        return (sum(overlapped(max(w, min_step_s), e, overhead_s) for w, e in self.feats)
                 + exchange_s * sum(self.xends) + switch * sum(self.swires))
 
 
 def _log_predictions(points: Sequence[Point], m_grid_us: np.ndarray, o_grid_us: np.ndarray,
                      x_grid_us: np.ndarray) -> np.ndarray:
     """log(predicted seconds), shape (m, point, o, x)."""
-    wire = [np.array([w for w, _ in p.feats]) for p in points]
-    floor = np.array([[np.maximum(w, m * 1e-6).sum() for w in wire] for m in m_grid_us])
-    ends = np.array([sum(e for _, e in p.feats) for p in points])
+    o = o_grid_us * 1e-6
+    steps = np.empty((len(m_grid_us), len(points), len(o)))
+    for j, p in enumerate(points):
+        wire = np.array([w for w, _ in p.feats])
+        ends = np.array([e for _, e in p.feats])
+        serial = o[None, :] * np.minimum(ends, 2.0)[:, None]  # (step, o)
+        busy = o[None, :] * ends[:, None]
+        for i, m in enumerate(m_grid_us):
+            base = np.maximum(wire, m * 1e-6)[:, None]
+            steps[i, j] = np.maximum(base + serial, busy).sum(axis=0)
     xends = np.array([sum(p.xends) for p in points])
-    pred = (floor[:, :, None, None]
-            + ends[None, :, None, None] * (o_grid_us[None, None, :, None] * 1e-6)
+    pred = (steps[:, :, :, None]
             + xends[None, :, None, None] * (x_grid_us[None, None, None, :] * 1e-6))
     return np.log(np.maximum(pred, 1e-12))
 

@@ -34,11 +34,30 @@ def test_a_step_pays_o_per_message_of_its_busiest_rank() -> None:
     gather = [Transfer(i, 0, 0, 1, True) for i in range(1, n)]
     one = [Transfer(0, 1, 0, 1, True)]
     for step, busiest in ((direct, 2 * (n - 1)), (gather, n - 1), (one, 1)):
+        wire = plain.step_time(ranks, step, 1024)
         assert charged.step_time(ranks, step, 1024) == pytest.approx(
-            plain.step_time(ranks, step, 1024) + OH * busiest, rel=1e-12)
+            max(wire + OH * min(busiest, 2), OH * busiest), rel=1e-12)
     assert charged.step_time(ranks, [], 1024) == 0.0
     with pytest.raises(ValueError):
         CostModel(router, message_overhead_s=-1.0)
+
+
+def test_overhead_beyond_two_message_ends_overlaps_the_wire() -> None:
+    """The star's gather into rank 0 (busiest: n - 1 receives): with little on the wire the
+    step is its n - 1 message ends; with a long wire time only two ends stay in series."""
+    topo = load_topology(EXAMPLES / "star-one-slow.json")
+    ranks = topo.endpoints()
+    router = Router(topo)
+    n = len(ranks)
+    gather = [Transfer(i, 0, 0, 1, True) for i in range(1, n)]
+    plain = CostModel(router)
+    short, long_ = plain.step_time(ranks, gather, 1), plain.step_time(ranks, gather, 1 << 24)
+    big = 10 * short / (n - 1)  # o x (n - 1) far above the 1-byte step's wire time
+    small = long_ / (100 * n)  # o x (n - 1) far below the 16 MiB step's
+    assert CostModel(router, message_overhead_s=big).step_time(ranks, gather, 1) == \
+        pytest.approx(big * (n - 1), rel=1e-12)
+    assert CostModel(router, message_overhead_s=small).step_time(ranks, gather, 1 << 24) == \
+        pytest.approx(long_ + 2 * small, rel=1e-12)
 
 
 def _priced_and_verified(ctx: PlanContext, topo: Any
@@ -143,8 +162,9 @@ def test_shared_cores_charge_the_steps_message_ends_over_the_cores() -> None:
     plain = CostModel(router)
     for step, charged in ((direct, 2 * n * (n - 1) / CORES),
                           (gather, max(n - 1, 2 * (n - 1) / CORES)), (one, 1)):
+        wire = plain.step_time(ranks, step, 1024)
         assert shared.step_time(ranks, step, 1024) == pytest.approx(
-            plain.step_time(ranks, step, 1024) + OH * charged, rel=1e-12)
+            max(wire + OH * min(charged, 2), OH * charged), rel=1e-12)
     # unlimited cores (None or 0) is the per-rank model
     for cores in (None, 0):
         assert CostModel(router, message_overhead_s=OH, message_cores=cores).step_time(

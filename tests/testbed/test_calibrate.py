@@ -8,6 +8,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from planner.cost import overlapped
 from syncplan.testbed.calibrate import (
     LARGE_SIZE,
     MIN_POINTS,
@@ -23,9 +24,11 @@ from syncplan.testbed.loop import LoopConfig
 
 RESULTS = Path(__file__).resolve().parents[2] / "bench" / "results"
 # (wire s, message ends) per step: a star (2 steps of 7 ends), a ring (14 steps of 8 ends
-# over 2 cores), a one-step direct exchange per phase (56 ends), at 4 and 64 KiB
+# over 2 cores; 2 ends on cores of their own), a one-step direct exchange per phase (56
+# ends), at 4 and 64 KiB
 STAR = [(2e-5, 7.0)] * 2
 RING = [(1e-5, 8.0)] * 14
+RING2 = [(1e-5, 2.0)] * 14
 DIRECT = [(3e-5, 56.0)] * 2
 STAR64 = [(2.6e-3, 7.0)] * 2
 RING64 = [(3e-4, 8.0)] * 14
@@ -34,8 +37,8 @@ RING64 = [(3e-4, 8.0)] * 14
 def _points(m: float, o: float, noise: list[float] | None = None) -> list[Point]:
     out = []
     for name, feats in (("star", STAR), ("ring", RING), ("direct", DIRECT),
-                        ("star64", STAR64), ("ring64", RING64)):
-        t = sum(max(w, m) + o * e for w, e in feats)
+                        ("star64", STAR64), ("ring64", RING64), ("ring2", RING2)):
+        t = sum(overlapped(max(w, m), e, o) for w, e in feats)
         times = [t * f for f in (noise or [1.0])]
         out.append(Point(name, name, 4096, times, feats))
     return out
@@ -74,7 +77,7 @@ def test_fit_separates_the_exchange_term_from_the_message_term() -> None:
     for name, feats in (("star", STAR), ("ring", RING), ("direct", DIRECT),
                         ("star64", STAR64), ("ring64", RING64)):
         xends = [e if name == "direct" else 0.0 for _, e in feats]
-        t = sum(max(w, 50e-6) + 40e-6 * e for w, e in feats) + 90e-6 * sum(xends)
+        t = sum(overlapped(max(w, 50e-6), e, 40e-6) for w, e in feats) + 90e-6 * sum(xends)
         pts.append(Point(name, name, 4096, [t], feats, xends))
     fit = fit_settings(pts, m_grid_us=np.array([50.0]), x_grid_us=X_GRID_US, bootstrap=5)
     assert fit["fitted"] == ["message_overhead", "exchange_overhead"]
@@ -91,13 +94,13 @@ def test_fit_takes_the_switch_term_from_the_large_programs() -> None:
     pts = []
     for name, feats in (("star", STAR), ("ring", RING), ("direct", DIRECT),
                         ("star64", STAR64), ("ring64", RING64)):
-        t = sum(max(w, 50e-6) + 40e-6 * e for w, e in feats)
+        t = sum(overlapped(max(w, 50e-6), e, 40e-6) for w, e in feats)
         pts.append(Point(name, name, 4096, [t], feats))
     ring = [(5.24e-3, 8.0)] * 14
     hd = [(w, 8.0) for w in (21e-3, 10.5e-3, 5.2e-3, 5.2e-3, 10.5e-3, 21e-3)]
     swires = [0.0, 10.5e-3, 5.2e-3, 0.0, 10.5e-3, 21e-3]
     for name, feats, sw in (("ring", ring, [0.0] * 14), ("hd", hd, swires)):
-        t = sum(max(w, 50e-6) + 40e-6 * e for w, e in feats) + 0.36 * sum(sw)
+        t = sum(overlapped(max(w, 50e-6), e, 40e-6) for w, e in feats) + 0.36 * sum(sw)
         pts.append(Point(name, name, LARGE_SIZE, [t], feats, (), sw))
     fit = fit_settings(pts, m_grid_us=np.array([50.0]), s_grid=S_GRID, bootstrap=5)
     assert fit["fitted"] == ["message_overhead", "switch_overhead"]
