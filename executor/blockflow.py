@@ -14,8 +14,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from executor.dataflow import Flow
 from executor.program import Program
-from executor.schedule import Flow, RankSchedule
+from executor.schedule import RankSchedule
 
 
 @dataclass(frozen=True, slots=True)

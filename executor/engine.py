@@ -5,7 +5,7 @@ step. Sends read the live buffer; a received value that its step could still rea
 must be added) lands in a staging buffer and is applied once the sends reading those
 elements are done. NCCL (CUDA tensors) runs one ``batch_isend_irecv`` per step. gloo (CPU
 tensors) runs a data-flow order of the same messages, cut into segments, so consecutive
-steps overlap wherever the data allows (see ``executor.schedule.dataflow``).
+steps overlap wherever the data allows (see ``executor.dataflow.dataflow``).
 """
 
 from __future__ import annotations
@@ -19,17 +19,9 @@ from typing import Any
 import torch
 import torch.distributed as dist
 
+from executor.dataflow import APPLY, POST_RECV, POST_SEND, WAIT_RECV, dataflow
 from executor.program import PlanError, Program
-from executor.schedule import (
-    APPLY,
-    POST_RECV,
-    POST_SEND,
-    WAIT_RECV,
-    Apply,
-    RankSchedule,
-    build_schedule,
-    dataflow,
-)
+from executor.schedule import Apply, RankSchedule, build_schedule
 
 log = logging.getLogger(__name__)
 
@@ -61,10 +53,10 @@ class ExecutorConfig:
     # docs/executor.md), while the staging stays within this many times the buffer; 0: never.
     eager_recv_factor: float = 4.0
     # gloo: hold a send of step s until this rank's receives of the steps before
-    # s - lookahead_steps are done (None: no limit); see executor.schedule.dataflow.
+    # s - lookahead_steps are done (None: no limit); see executor.dataflow.dataflow.
     lookahead_steps: int | None = 4
     # gloo, every receive staged: hold a send of step s until this rank's sends of the steps
-    # before s - send_window_steps are done (None: no window); see executor.schedule.dataflow
+    # before s - send_window_steps are done (None: no window); see executor.dataflow.dataflow
     send_window_steps: int | None = None
 
     def __post_init__(self) -> None:
@@ -89,7 +81,7 @@ class ExecutorConfig:
 
 
 class _GlooPrepared:
-    """gloo: one rank's data-flow program (executor.schedule.dataflow) for one (element
+    """gloo: one rank's data-flow program (executor.dataflow.dataflow) for one (element
     count, dtype) with its staging buffer. Messages go through the ProcessGroup's own send
     and recv, which is what batch_isend_irecv does on gloo, minus its per-op Python checks."""
 

@@ -13,7 +13,7 @@ program's units map to whole blocks (``boundary(u) = u * nblocks // units``). Ea
    blocks into the union (``index_add_``), a replace copies them and zeroes the blocks the
    sender holds as zero.
 
-gloo runs the dense engine's data-flow order (``executor.schedule.dataflow``) of the same
+gloo runs the dense engine's data-flow order (``executor.dataflow.dataflow``) of the same
 messages with block ranges; NCCL (or ``schedule="steps"``) one ``batch_isend_irecv`` per step.
 A step's reduces into one block are added in rank order, as the dense engine adds them
 (``executor.blockflow.fold_blocks``), so a direct exchange leaves the same bits everywhere.
@@ -32,18 +32,10 @@ import torch
 import torch.distributed as dist
 
 from executor.blockflow import BlockFlow, block_flow, block_ranges
+from executor.dataflow import APPLY, POST_RECV, POST_SEND, WAIT_RECV, Flow, dataflow
 from executor.engine import ExecutorError, PlanExecutor
 from executor.program import PlanError
-from executor.schedule import (
-    APPLY,
-    POST_RECV,
-    POST_SEND,
-    WAIT_RECV,
-    Flow,
-    RankSchedule,
-    build_schedule,
-    dataflow,
-)
+from executor.schedule import RankSchedule, build_schedule
 
 log = logging.getLogger(__name__)
 

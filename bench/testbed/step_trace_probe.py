@@ -32,8 +32,8 @@ OPS = ("post_send", "post_recv", "wait_send", "wait_recv", "apply")
 
 def _traced_run(prep: Any, flat: Any, timeout: timedelta) -> list[tuple[int, int, float]]:
     """``executor.engine._GlooPrepared.run`` with (opcode, index, perf_counter) per op."""
+    from executor.dataflow import APPLY, POST_RECV, POST_SEND, WAIT_RECV
     from executor.engine import _apply
-    from executor.schedule import APPLY, POST_RECV, POST_SEND, WAIT_RECV
 
     send_bufs, recv_bufs, applies = prep.views(flat)
     send, recv = prep.pg.send, prep.pg.recv

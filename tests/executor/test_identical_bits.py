@@ -211,7 +211,7 @@ def simulate_sparse(program: Program, xs: list[np.ndarray], block: int,
     """What executor.sparse does with executor.blockflow's lists, in lockstep on float32
     blocks: each message carries the sender's start-of-step non-zero blocks, packed."""
     from executor.blockflow import block_flow
-    from executor.schedule import dataflow
+    from executor.dataflow import dataflow
 
     n = program.nranks
     bufs = [x.reshape(-1, block).copy() for x in xs]

@@ -204,7 +204,7 @@ def test_messages_of_enough_elements_are_split_into_pieces() -> None:
 
 def _check_flow(sched: Any, lookahead: int | None = None, window: int | None = None) -> None:
     """Every send reads its step's start value; writes land in step order."""
-    from executor.schedule import APPLY, POST_RECV, POST_SEND, WAIT_RECV, WAIT_SEND, dataflow
+    from executor.dataflow import APPLY, POST_RECV, POST_SEND, WAIT_RECV, WAIT_SEND, dataflow
 
     flow = dataflow(sched, lookahead, window)
     send_step = [k for k, st in enumerate(sched.steps) for _ in st.sends]
@@ -253,7 +253,7 @@ def test_send_window_posts_a_step_once_earlier_steps_sends_are_done() -> None:
     """A leaf (rank 0 of a pipelined star over 3 ranks) sends a piece of its own input per
     step, which waits for nothing: with window w the send of step s is posted only after
     the sends of the steps before s - w completed; without a window all at once."""
-    from executor.schedule import POST_SEND, WAIT_SEND, dataflow
+    from executor.dataflow import POST_SEND, WAIT_SEND, dataflow
 
     steps = []
     for t in range(7):
@@ -281,7 +281,7 @@ def test_send_window_posts_a_step_once_earlier_steps_sends_are_done() -> None:
 
 def test_stage_all_posts_every_receive_before_any_send() -> None:
     """With every receive staged, all receiver-ready notices go out first."""
-    from executor.schedule import POST_RECV, POST_SEND, dataflow
+    from executor.dataflow import POST_RECV, POST_SEND, dataflow
 
     sched = build_schedule(_program(ring_plan(4, 4)), 1, 100, segment=10, stage_all=True)
     assert all(r.staged is not None for st in sched.steps for r in st.recvs)
@@ -298,7 +298,7 @@ def test_lookahead_holds_sends_that_depend_on_nothing() -> None:
     """A rank whose sends read only its own input (a leaf that sends a piece per step and
     receives one per step) posts the send of step s only after the receives of the steps
     before s - lookahead; without a limit it posts them all at once."""
-    from executor.schedule import POST_SEND, WAIT_RECV, dataflow
+    from executor.dataflow import POST_SEND, WAIT_RECV, dataflow
 
     steps = [[{"src": 1, "dst": 0, "chunk": [k, k + 1], "reduce": True},
               {"src": 0, "dst": 1, "chunk": [k - 1, k], "reduce": False}] if k else
@@ -321,7 +321,7 @@ def test_lookahead_holds_sends_that_depend_on_nothing() -> None:
 def test_dataflow_pipelines_a_ring() -> None:
     """A reduce-scatter segment is forwarded as soon as it is added, before the rest of
     its step arrived."""
-    from executor.schedule import APPLY, POST_SEND, WAIT_RECV, dataflow
+    from executor.dataflow import APPLY, POST_SEND, WAIT_RECV, dataflow
 
     flow = dataflow(build_schedule(_program(ring_plan(4, 4)), 0, 100, segment=10))
     code = flow.instructions
