@@ -13,8 +13,6 @@ from executor.schedule import Apply, RankSchedule
 def _last_recv_below(done_before: list[tuple[int, int]], limit: int) -> int:
     """The last receive of the steps whose program index is below ``limit`` (-1: none);
     ``done_before`` lists (step index, last receive before that step) in step order."""
-    import bisect
-
     k = bisect.bisect_left(done_before, (limit, -2))
     return done_before[k][1] if k < len(done_before) else done_before[-1][1]
 
@@ -38,8 +36,7 @@ class Flow:
     staging_numel: int
 
 
-def dataflow(sched: RankSchedule, lookahead: int | None = None,
-             window: int | None = None) -> Flow:
+def dataflow(sched: RankSchedule, lookahead: int | None = None) -> Flow:
     """Order this rank's operations so that steps overlap wherever the data allows, which
     pipelines a ring segment by segment as native implementations do, while every transfer
     still carries the value its source held at the start of its step.
@@ -55,12 +52,6 @@ def dataflow(sched: RankSchedule, lookahead: int | None = None,
     writes to its elements are done and the sends that read them before completed; a staged
     value is applied once the sends reading those elements (same step included) completed.
     Tags number the messages between each pair, so matching never depends on posting order.
-
-    ``window`` (None: off; only where every receive is staged, so a send completes without
-    its receiver's program moving on): a send of step ``s`` is also held until this rank's
-    sends of the steps before ``s - window`` are done, which keeps the program's order on a
-    host that queues each destination separately (docs/executor.md). A send that a write
-    must wait for is posted then, window or not.
     """
     sends: list[tuple[int, int, int, int]] = []
     recvs: list[tuple[int, int, int, int]] = []
@@ -157,57 +148,17 @@ def dataflow(sched: RankSchedule, lookahead: int | None = None,
     code: list[tuple[int, int]] = [(POST_RECV, j) for j in range(len(recvs))
                                    if staged[j] is not None]
     waited: set[int] = set()
-    posted: set[int] = set()
-    held: list[int] = []  # sends the window holds, by step
-    if window is not None and window < 0:
-        raise ValueError(f"window must be >= 0, got {window}")
-    # the window: send i waits for the sends by_step[:need[i]] (the steps before its own
-    # minus ``window``); out = how many of by_step, from the first, are posted
-    by_step: list[int] = []
-    need: list[int] = []
-    out = waited_out = 0
-    if window is not None and all(x is not None for x in staged):
-        steps_of = [sched.steps[step_of_send[i]].index for i in range(len(sends))]
-        by_step = sorted(range(len(sends)), key=steps_of.__getitem__)
-        keys = [steps_of[j] for j in by_step]
-        need = [bisect.bisect_left(keys, steps_of[i] - window) for i in range(len(sends))]
-
-    def post_send(i: int) -> None:
-        nonlocal out, waited_out
-        if need:
-            while waited_out < len(by_step) and by_step[waited_out] in waited:
-                waited_out += 1
-            wait_sends([j for j in by_step[waited_out:need[i]] if j in posted])
-        code.append((POST_SEND, i))
-        posted.add(i)
-        while out < len(by_step) and by_step[out] in posted:
-            out += 1
-
-    def send(i: int) -> None:
-        if need and need[i] > out:
-            held.append(i)
-            return
-        post_send(i)
-        while held:  # release the held sends whose earlier steps' sends are all out
-            ready = next((h for h in held if need[h] <= out), None)
-            if ready is None:
-                break
-            held.remove(ready)
-            post_send(ready)
 
     def wait_sends(items: list[int]) -> None:
         for i in items:
             if i not in waited:
-                if i in held:  # a write waits for it: out now, window or not
-                    held.remove(i)
-                    post_send(i)
                 waited.add(i)
                 code.append((WAIT_SEND, i))
 
     def post(after: int) -> None:
         for _, kind, idx in sorted(triggered.get(after, ())):  # by step, sends first
             if kind == 0:
-                send(idx)
+                code.append((POST_SEND, idx))
             else:
                 wait_sends(recv_readers[idx])
                 code.append((POST_RECV, idx))
@@ -219,7 +170,5 @@ def dataflow(sched: RankSchedule, lookahead: int | None = None,
             wait_sends(recv_readers[j])
             code.append((APPLY, j))
         post(j)
-    while held:
-        post_send(held.pop(0))
     wait_sends(list(range(len(sends))))
     return Flow(tuple(sends), tuple(recvs), tuple(staged), tuple(applies), tuple(code), offset)

@@ -55,9 +55,6 @@ class ExecutorConfig:
     # gloo: hold a send of step s until this rank's receives of the steps before
     # s - lookahead_steps are done (None: no limit); see executor.dataflow.dataflow.
     lookahead_steps: int | None = 4
-    # gloo, every receive staged: hold a send of step s until this rank's sends of the steps
-    # before s - send_window_steps are done (None: no window); see executor.dataflow.dataflow
-    send_window_steps: int | None = None
 
     def __post_init__(self) -> None:
         if self.schedule not in ("auto", "steps"):
@@ -73,9 +70,6 @@ class ExecutorConfig:
             raise ValueError(f"eager_recv_factor must be >= 0, got {self.eager_recv_factor}")
         if self.lookahead_steps is not None and self.lookahead_steps < 0:
             raise ValueError(f"lookahead_steps must be >= 0 or None, got {self.lookahead_steps}")
-        if self.send_window_steps is not None and self.send_window_steps < 0:
-            raise ValueError("send_window_steps must be >= 0 or None, got "
-                             f"{self.send_window_steps}")
         if self.max_prepared < 1:
             raise ValueError(f"max_prepared must be >= 1, got {self.max_prepared}")
 
@@ -86,8 +80,8 @@ class _GlooPrepared:
     and recv, which is what batch_isend_irecv does on gloo, minus its per-op Python checks."""
 
     def __init__(self, sched: RankSchedule, rank_map: Sequence[int], dtype: torch.dtype,
-                 group: Any, lookahead: int | None = None, window: int | None = None) -> None:
-        flow = dataflow(sched, lookahead, window)
+                 group: Any, lookahead: int | None = None) -> None:
+        flow = dataflow(sched, lookahead)
         self.flow = flow
         self.staging = torch.empty(flow.staging_numel, dtype=dtype)
         self.pg = group if group is not None else dist.group.WORLD
@@ -242,7 +236,7 @@ class PlanExecutor:
             if eager and sched.total_recv_numel > self.config.eager_recv_factor * numel:
                 sched = build_schedule(self.program, self.plan_rank, numel, **cut)
             prep = _GlooPrepared(sched, self.rank_map, dtype, self.group,
-                                 self.config.lookahead_steps, self.config.send_window_steps)
+                                 self.config.lookahead_steps)
         else:
             sched = build_schedule(self.program, self.plan_rank, numel)
             prep = _StepPrepared(sched, self.rank_map, dtype, device, self.group)

@@ -18,7 +18,6 @@ from tests.executor.plans import ring_plan
 @pytest.mark.parametrize(("make", "message"), [
     (lambda: ExecutorConfig(timeout_s=0), "timeout_s"),
     (lambda: ExecutorConfig(max_prepared=0), "max_prepared"),
-    (lambda: ExecutorConfig(send_window_steps=-1), "send_window_steps"),
     (lambda: ExecutorConfig(segment_bytes=-1), "segment_bytes"),
     (lambda: ExecutorConfig(schedule="fast"), "schedule"),
     (lambda: LocalRunConfig(nprocs=0), "nprocs"),

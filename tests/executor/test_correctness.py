@@ -31,9 +31,6 @@ def cases_for(nranks: int) -> list[Case]:
         (ring, 100_003, "float16", list(reversed(range(nranks))), steps),
         (butterfly_plan(nranks), 10_001, "float32", None, steps),
         (plans_for(nranks)[-1], 100_003, "bfloat16", None, steps),
-        (plans_for(nranks)[-1], 100_003, "float32", None, {"send_window_steps": 0}),
-        (butterfly_plan(nranks), 10_001, "float32", None,
-         {"send_window_steps": 1, "segment_bytes": 1000}),
     ]
     if nranks == 4:
         cases += [(crossing_plan(), 10_001, "float32", None, None),

@@ -169,8 +169,7 @@ def test_gloo_ranks_end_with_identical_bits(nranks: int) -> None:
 
     settings: list[dict[str, Any] | None] = [
         None, {"segment_bytes": 400}, {"schedule": "steps"}, {"eager_recv_factor": 0},
-        {"split_pieces": 3, "split_min_bytes": 4},
-        {"send_window_steps": 0, "segment_bytes": 400}]
+        {"split_pieces": 3, "split_min_bytes": 4}]
     cases = [(d, numel, cfg) for d in programs(nranks).values() for numel in (7, 10_001)
              for cfg in settings]
     results = run_local(bits_cases, (cases,), LocalRunConfig(nranks, timeout_s=150))

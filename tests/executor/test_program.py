@@ -202,11 +202,11 @@ def test_messages_of_enough_elements_are_split_into_pieces() -> None:
         build_schedule(p, 1, 10, pieces=0)
 
 
-def _check_flow(sched: Any, lookahead: int | None = None, window: int | None = None) -> None:
+def _check_flow(sched: Any, lookahead: int | None = None) -> None:
     """Every send reads its step's start value; writes land in step order."""
     from executor.dataflow import APPLY, POST_RECV, POST_SEND, WAIT_RECV, WAIT_SEND, dataflow
 
-    flow = dataflow(sched, lookahead, window)
+    flow = dataflow(sched, lookahead)
     send_step = [k for k, st in enumerate(sched.steps) for _ in st.sends]
     recv_step = [k for k, st in enumerate(sched.steps) for _ in st.recvs]
     at: dict[tuple[int, int], int] = {}
@@ -234,49 +234,16 @@ def _check_flow(sched: Any, lookahead: int | None = None, window: int | None = N
                 assert w1 < v0
 
 
-@pytest.mark.parametrize(("stage_all", "lookahead", "window"),
-                         [(False, None, None), (True, None, None), (False, 0, None),
-                          (True, 1, None), (True, 4, None), (True, 4, 0), (True, None, 1),
-                          (False, 4, 0)])
+@pytest.mark.parametrize(("stage_all", "lookahead"), [(False, None), (True, None),
+                                                      (False, 0), (True, 1), (True, 4)])
 @pytest.mark.parametrize("segment", [None, 7, 1000])
 def test_dataflow_orders_reads_and_writes_like_the_steps(segment: int | None, stage_all: bool,
-                                                         lookahead: int | None,
-                                                         window: int | None) -> None:
+                                                         lookahead: int | None) -> None:
     for doc in (ring_plan(4, 4096), ring_plan(3, 5), butterfly_plan(8), crossing_plan()):
         p = _program(doc)
         for r in range(p.nranks):
             _check_flow(build_schedule(p, r, 2_003, segment=segment, stage_all=stage_all),
-                        lookahead, window)
-
-
-def test_send_window_posts_a_step_once_earlier_steps_sends_are_done() -> None:
-    """A leaf (rank 0 of a pipelined star over 3 ranks) sends a piece of its own input per
-    step, which waits for nothing: with window w the send of step s is posted only after
-    the sends of the steps before s - w completed; without a window all at once."""
-    from executor.dataflow import POST_SEND, WAIT_SEND, dataflow
-
-    steps = []
-    for t in range(7):
-        step = [{"src": r, "dst": 1, "chunk": [t, t + 1], "reduce": True}
-                for r in (0, 2) if t < 6]
-        step += [{"src": 1, "dst": r, "chunk": [t - 1, t], "reduce": False}
-                 for r in (0, 2) if t >= 1]
-        steps.append(step)
-    doc = {"plan_id": "fan", "ranks": ["a", "b", "c"], "size_bytes": 24,
-           "program": {"units": 6, "steps": steps}}
-    sched = build_schedule(_program(doc), 0, 6, stage_all=True)
-    free = dataflow(sched).instructions
-    assert max(free.index((POST_SEND, s)) for s in range(6)) < free.index((WAIT_SEND, 0))
-    for window in (0, 1, 2):
-        code = dataflow(sched, window=window).instructions
-        for s in range(6):  # send s is step s's
-            for e in range(s - window):
-                assert code.index((WAIT_SEND, e)) < code.index((POST_SEND, s)), (window, s)
-            if s - window < 6 and s >= window:  # posted before the next one is waited for
-                assert code.index((POST_SEND, s)) < code.index((WAIT_SEND, s - window))
-        _check_flow(sched, None, window)
-    with pytest.raises(ValueError, match="window"):
-        dataflow(sched, window=-1)
+                        lookahead)
 
 
 def test_stage_all_posts_every_receive_before_any_send() -> None:
