@@ -168,13 +168,17 @@ def hierarchical(ctx: PlanContext) -> Candidate:
                    for p in sizes]
         for methods in itertools.product(*choices):
             stages = list(zip(groups_per_stage, methods, strict=True))
-            if ctx.size_bytes >= n:
+            whole = ctx.size_bytes < n or ctx.cost.switch_overhead
+            if whole and 2 * n * sum(p - 1 for p in sizes) <= PRICE_BUDGET:
+                # fewer bytes than ranks (units would be finer than a byte), or a switch
+                # term (it depends on consecutive steps): priced on the whole program
+                prog = _Schedule(n, stages, n).program()
+                if ctx.size_bytes < n:
+                    prog = coarsen(prog, ctx.size_bytes)
+                t, build = price(ctx, prog), partial(_same, prog)
+            elif ctx.size_bytes >= n:  # above the budget the switch term is left out
                 t = _predict(ctx, stages, n)
                 build = partial(_build, n, stages)
-            elif 2 * n * sum(p - 1 for p in sizes) <= PRICE_BUDGET:
-                # fewer bytes than ranks: units would be finer than a byte
-                prog = coarsen(_Schedule(n, stages, n).program(), ctx.size_bytes)
-                t, build = price(ctx, prog), partial(_same, prog)
             else:
                 continue
             if best is None or t < best.predicted_time_s:

@@ -216,6 +216,12 @@ def _search(ctx: PlanContext, budget: float) -> Candidate | None:
                         for segs, m in zip(history, methods, strict=True))
             except _TooCostly:
                 continue
+            if ctx.cost.switch_overhead and (best is None or t < best.predicted_time_s):
+                # the switch term depends on consecutive steps: the program itself is priced
+                # (within the pricing budget; above it the term is left out)
+                prog = build(history, list(methods), units)
+                if sum(len(step) for step in prog.steps) <= budget:
+                    t = ctx.cost.program_time(ctx.ranks, prog, ctx.size_bytes)
             if best is None or t < best.predicted_time_s:
                 desc = [{"groups": len(lv), "largest_group": max(len(g) for g in lv),
                          "method": m} for lv, m in zip(levels, methods, strict=True)]
