@@ -4,7 +4,8 @@ Every rank holds float32 buffers ``x_r = (i mod 251) + r`` (exact integers, so a
 order gives the same result); after an all-reduce each element must equal
 ``n * (i mod 251) + n(n-1)/2`` exactly. For each size it times gloo's ``all_reduce`` and then
 each plan document of that size through the executor (when the executor is importable).
-A timing is the slowest rank's wall time for one collective, started after a barrier.
+A timing is the slowest rank's wall time for one collective, from a start instant common
+to every rank (``_time_collective``).
 Rank 0 prints progress lines and writes the results JSON.
 """
 
@@ -48,11 +49,24 @@ def _mib(size: int) -> str:
     return f"{size / 2**20:g} MiB"
 
 
+START_AHEAD_S = 0.02  # the common start: this long after rank 0 leaves the barrier
+
+
 def _time_collective(dist: Any, torch: Any, op: Callable[[Any], Any], buf: Any) -> float:
+    """Seconds from a common start to the last rank's end of ``op(buf)``.
+
+    Every rank of the testbed runs on one machine, so ``time.perf_counter`` is one clock:
+    rank 0 sends a start instant ``START_AHEAD_S`` ahead and every rank sleeps until it. A
+    barrier alone lets the ranks leave it up to 9 ms apart on 2 shared cores (a 4 KiB star
+    then measured 1.8-12 ms, its wait for the last rank included; docs/testbed.md "Issue
+    18, session 11"), and the first rank's clock would count that wait."""
     dist.barrier()
-    t0 = time.perf_counter()
+    at = torch.tensor([time.perf_counter() + START_AHEAD_S], dtype=torch.float64)
+    dist.broadcast(at, src=0)
+    start = float(at.item())
+    time.sleep(max(start - time.perf_counter(), 0.0))
     op(buf)
-    elapsed = torch.tensor([time.perf_counter() - t0], dtype=torch.float64)
+    elapsed = torch.tensor([time.perf_counter() - start], dtype=torch.float64)
     dist.all_reduce(elapsed, op=dist.ReduceOp.MAX)
     return float(elapsed.item())
 
