@@ -10,16 +10,16 @@ from pathlib import Path
 
 import pytest
 
-from planner.algorithms import ALGORITHMS
 from planner.algorithms.base import PlanContext
 from planner.cost import CostModel, exchange_ends
-from planner.errors import InfeasibleError, RequestError
-from planner.plan import compare, make_plan, with_routes
-from planner.program import Transfer, program_to_doc
+from planner.errors import RequestError
+from planner.plan import compare, make_plan
+from planner.program import Transfer
 from planner.routing import Router
 from planner.topology import Topology, load_topology
 from planner.verify import step_exchange_ends, step_features, verify_plan
 from tests.planner.conftest import EXAMPLES
+from tests.planner.priced import priced_and_verified
 
 X = 7e-6  # seconds per exchanged message end
 OH = 5e-6
@@ -69,18 +69,7 @@ def test_every_candidate_prices_it_on_its_own_program_and_the_verifier_agrees(
     without = PlanContext.create(topo, ranks, size, message_overhead_s=OH,
                                  message_cores=CORES)
     exchanging = 0
-    for algorithm, make in ALGORITHMS.items():
-        try:
-            cand = make(ctx)
-        except InfeasibleError:
-            continue
-        prog = with_routes(cand.build(), ranks, ctx.router)
-        cost = ctx.cost.program_time(ranks, prog, size)
-        assert cand.predicted_time_s == pytest.approx(cost, rel=1e-9), algorithm
-        doc = {"ranks": ranks, "size_bytes": size, "program": program_to_doc(prog)}
-        rep = verify_plan(doc, topo, message_overhead_s=OH, message_cores=CORES,
-                          exchange_overhead_s=X)
-        assert rep.ok and rep.simulated_time_s == pytest.approx(cost, rel=1e-9), algorithm
+    for algorithm, _, prog, cost, doc in priced_and_verified(ctx, topo):
         extra = X * sum(step_exchange_ends(doc, topo, message_cores=CORES))
         assert len(step_exchange_ends(doc, topo)) == len(step_features(doc, topo))
         assert cost == pytest.approx(without.cost.program_time(ranks, prog, size) + extra,

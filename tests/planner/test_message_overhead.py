@@ -4,22 +4,20 @@ program it builds, the verifier simulates it, and 0 (the default) changes nothin
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 
-from planner.algorithms import ALGORITHMS
 from planner.algorithms.base import PlanContext
 from planner.cost import CostModel
-from planner.errors import InfeasibleError, RequestError
-from planner.plan import compare, make_plan, with_routes
-from planner.program import Program, Transfer, program_to_doc
+from planner.errors import RequestError
+from planner.plan import compare, make_plan
+from planner.program import Program, Transfer
 from planner.routing import Router
 from planner.topology import load_topology
 from planner.verify import verify_plan
 from tests.planner.conftest import EXAMPLES
+from tests.planner.priced import priced_and_verified
 
 OH = 5e-6  # seconds per message
 
@@ -60,27 +58,6 @@ def test_overhead_beyond_two_message_ends_overlaps_the_wire() -> None:
         pytest.approx(long_ + 2 * small, rel=1e-12)
 
 
-def _priced_and_verified(ctx: PlanContext, topo: Any
-                         ) -> Iterator[tuple[str, Program, float, dict[str, Any]]]:
-    """Per feasible algorithm: (name, routed program, cost-model time, plan document), after
-    checking that the candidate's prediction and the verifier's time (under ``ctx``'s
-    overhead and cores) both equal the cost model on the program it builds."""
-    ranks, size, cost_model = ctx.ranks, ctx.size_bytes, ctx.cost
-    for algorithm, make in ALGORITHMS.items():
-        try:
-            cand = make(ctx)
-        except InfeasibleError:
-            continue
-        prog = with_routes(cand.build(), ranks, ctx.router)
-        cost = cost_model.program_time(ranks, prog, size)
-        assert cand.predicted_time_s == pytest.approx(cost, rel=1e-9), algorithm
-        doc = {"ranks": ranks, "size_bytes": size, "program": program_to_doc(prog)}
-        rep = verify_plan(doc, topo, message_overhead_s=cost_model.message_overhead_s,
-                          message_cores=cost_model.message_cores)
-        assert rep.ok and rep.simulated_time_s == pytest.approx(cost, rel=1e-9), algorithm
-        yield algorithm, prog, cost, doc
-
-
 @pytest.mark.parametrize("name,size", [("demo", 1024), ("star-one-slow", 1),
                                        ("dgx-2x8-1nic", 1 << 20), ("demo", 64 << 20)])
 def test_every_candidate_prices_the_overhead_on_its_own_program(name: str, size: int) -> None:
@@ -88,7 +65,7 @@ def test_every_candidate_prices_the_overhead_on_its_own_program(name: str, size:
     ranks = topo.endpoints()
     ctx = PlanContext.create(topo, ranks, size, message_overhead_s=OH)
     plain = PlanContext.create(topo, ranks, size)
-    for algorithm, prog, cost, doc in _priced_and_verified(ctx, topo):
+    for algorithm, _, prog, cost, doc in priced_and_verified(ctx, topo):
         zero = verify_plan(doc, topo).simulated_time_s
         assert zero == pytest.approx(plain.cost.program_time(ranks, prog, size),
                                      rel=1e-9), algorithm
@@ -185,7 +162,7 @@ def test_every_candidate_prices_the_shared_cores_on_its_own_program(name: str,
     ranks = topo.endpoints()
     ctx = PlanContext.create(topo, ranks, size, message_overhead_s=OH, message_cores=CORES)
     per_rank = PlanContext.create(topo, ranks, size, message_overhead_s=OH)
-    for algorithm, prog, cost, _ in _priced_and_verified(ctx, topo):
+    for algorithm, _, prog, cost, _ in priced_and_verified(ctx, topo):
         assert cost >= per_rank.cost.program_time(ranks, prog, size) - 1e-15, algorithm
 
 

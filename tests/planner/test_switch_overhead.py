@@ -107,32 +107,20 @@ def test_zero_changes_nothing_and_the_plan_records_the_term() -> None:
         c["predicted_time_s"], rel=1e-9)
 
 
-@pytest.mark.parametrize("name", ["demo", "random-two-switch-1", "dgx-2x8-1nic"])
-def test_every_candidate_prices_the_term_on_its_own_program(name: str) -> None:
+@pytest.mark.parametrize(("name", "uneven"), [("demo", False), ("random-two-switch-1", True),
+                                             ("dgx-2x8-1nic", False)])
+def test_every_candidate_prices_the_term_on_its_own_program(name: str, uneven: bool) -> None:
     """hierarchical (equal and uneven hosts) included: its prediction is the cost model on the
     program it builds, switch term and all, and the verifier's simulation agrees."""
-    from planner.algorithms import ALGORITHMS
     from planner.algorithms.base import PlanContext
-    from planner.errors import InfeasibleError
-    from planner.plan import with_routes
-    from planner.program import program_to_doc
     from planner.topology import load_topology
     from tests.planner.conftest import EXAMPLES
+    from tests.planner.priced import priced_and_verified
 
     topo = load_topology(EXAMPLES / f"{name}.json")
     ranks = topo.endpoints()
     ctx = PlanContext.create(topo, ranks, MIB, message_overhead_s=20e-6, switch_overhead=0.5)
     seen = set()
-    for algorithm, make in ALGORITHMS.items():
-        try:
-            cand = make(ctx)
-        except InfeasibleError:
-            continue
-        prog = with_routes(cand.build(), ranks, ctx.router)
-        cost = ctx.cost.program_time(ranks, prog, MIB)
-        assert cand.predicted_time_s == pytest.approx(cost, rel=1e-9), algorithm
-        doc = {"ranks": ranks, "size_bytes": MIB, "program": program_to_doc(prog)}
-        rep = verify_plan(doc, topo, message_overhead_s=20e-6, switch_overhead=0.5)
-        assert rep.ok and rep.simulated_time_s == pytest.approx(cost, rel=1e-9), algorithm
+    for algorithm, cand, _, _, _ in priced_and_verified(ctx, topo):
         seen.add(cand.details.get("uneven", False) if algorithm == "hierarchical" else algorithm)
-    assert "ring" in seen and (False in seen or True in seen)
+    assert "ring" in seen and uneven in seen  # hierarchical, on equal or uneven hosts
