@@ -16,6 +16,7 @@ from __future__ import annotations
 import itertools
 import math
 from dataclasses import dataclass
+from functools import partial
 
 from planner.algorithms.base import Candidate, PlanContext
 from planner.program import Program, Step, Transfer, split_range
@@ -216,16 +217,17 @@ def _search(ctx: PlanContext, budget: float) -> Candidate | None:
                         for segs, m in zip(history, methods, strict=True))
             except _TooCostly:
                 continue
+            make = partial(build, history, list(methods), units)
             if ctx.cost.switch_overhead and (best is None or t < best.predicted_time_s):
                 # the switch term depends on consecutive steps: the program itself is priced
-                # (within the pricing budget; above it the term is left out)
-                prog = build(history, list(methods), units)
+                # (within the pricing budget; above it the term is left out) and kept
+                prog = make()
                 if sum(len(step) for step in prog.steps) <= budget:
                     t = ctx.cost.program_time(ctx.ranks, prog, ctx.size_bytes)
+                    make = lambda p=prog: p  # noqa: E731
             if best is None or t < best.predicted_time_s:
                 desc = [{"groups": len(lv), "largest_group": max(len(g) for g in lv),
                          "method": m} for lv, m in zip(levels, methods, strict=True)]
-                best = Candidate("hierarchical", t,
-                                 lambda h=history, ms=list(methods), u=units: build(h, ms, u),
+                best = Candidate("hierarchical", t, make,
                                  {"levels": desc, "hierarchy": name, "uneven": True})
     return best
