@@ -5,8 +5,8 @@ from ``root`` has every other node reached by exactly one edge from its parent; 
 towards ``root`` is an out-tree of the transposed matrix. Trees are returned as parent
 arrays (``parent[root] == -1``).
 
-- ``min_arborescence``: the exact minimum (Chu-Liu/Edmonds, contracting cycles), used for
-  the packing's lower bound and its unrestricted pricing.
+- ``min_arborescence``: the exact minimum (Chu-Liu/Edmonds, contracting every cycle of a
+  level at once), used for the packing's lower bound and its unrestricted pricing.
 - ``shallow_trees``: for every root at once, a greedy (Prim-like) cheap tree whose depth is
   at most a per-root limit; shallow trees keep the pipeline's fill short.
 - ``layered_trees``: the same greedy where an edge's price depends on the depth it puts its
@@ -32,69 +32,84 @@ def min_arborescence(cost: np.ndarray, root: int) -> np.ndarray:
 
 
 def _edmonds(cost: np.ndarray, root: int) -> np.ndarray | None:
-    n = cost.shape[0]
-    c = cost.copy()
+    """Chu-Liu/Edmonds by levels: at each level every node takes its cheapest incoming edge,
+    and every cycle those edges form is contracted at once (one contraction per level would
+    take dozens of levels on the near-equal prices of switched clusters)."""
+    c = np.array(cost, dtype=float)
     np.fill_diagonal(c, np.inf)
     c[:, root] = np.inf
-    pick = np.argmin(c, axis=0)
-    best = c[pick, np.arange(n)]
-    best[root] = 0.0
-    pick[root] = -1
-    if not np.isfinite(best).all():
-        return None
-    # find a cycle among the chosen edges
-    color = np.zeros(n, dtype=np.int64)  # 0 new, 1 on stack of walk k+1.., 2 done
-    cycle: list[int] | None = None
-    for start in range(n):
+    levels = []
+    r = root
+    while True:
+        m = c.shape[0]
+        pick = np.argmin(c, axis=0)
+        best = c[pick, np.arange(m)]
+        pick[r] = -1
+        best[r] = 0.0
+        if not np.isfinite(best).all():
+            return None
+        cycles = _cycles(pick.tolist())
+        if not cycles:
+            break
+        in_cycle = np.zeros(m, dtype=bool)
+        for cyc in cycles:
+            in_cycle[cyc] = True
+        rest = np.flatnonzero(~in_cycle)
+        k = len(rest)
+        comp = np.empty(m, dtype=np.int64)
+        comp[rest] = np.arange(k)
+        for j, cyc in enumerate(cycles):
+            comp[cyc] = k + j
+        size = k + len(cycles)
+        # an edge into a cycle costs its price minus the cycle edge it replaces
+        adj = c - np.where(in_cycle, best, 0.0)[None, :]
+        head = np.empty((m, size), dtype=np.int64)  # per row: the cheapest head per component
+        head[:, :k] = rest[None, :]
+        for j, cyc in enumerate(cycles):
+            nodes = np.asarray(cyc)
+            head[:, k + j] = nodes[np.argmin(adj[:, nodes], axis=1)]
+        by_head = adj[np.arange(m)[:, None], head]
+        tail = np.empty((size, size), dtype=np.int64)  # per pair: the cheapest tail
+        tail[:k, :] = rest[:, None]
+        for j, cyc in enumerate(cycles):
+            nodes = np.asarray(cyc)
+            tail[k + j, :] = nodes[np.argmin(by_head[nodes, :], axis=0)]
+        cols = np.arange(size)[None, :]
+        sub = by_head[tail, cols]
+        head = head[tail, cols]
+        np.fill_diagonal(sub, np.inf)
+        r = int(comp[r])
+        sub[:, r] = np.inf
+        levels.append((pick, tail, head))
+        c = sub
+    parent = pick
+    for pick, tail, head in reversed(levels):
+        full = pick.copy()  # cycle nodes keep their cycle edge but where the tree enters
+        for b, a in enumerate(parent.tolist()):
+            if a >= 0:
+                full[head[a, b]] = tail[a, b]
+        parent = full
+    return parent
+
+
+def _cycles(pick: list[int]) -> list[list[int]]:
+    """Every cycle of the functional graph v -> pick[v] (-1 ends a walk)."""
+    color = [0] * len(pick)  # 0 unseen, 1 on the current walk, 2 done
+    out = []
+    for start in range(len(pick)):
         if color[start]:
             continue
         walk = []
         v = start
-        while v != -1 and color[v] == 0:
+        while v >= 0 and color[v] == 0:
             color[v] = 1
             walk.append(v)
-            v = int(pick[v])
-        if v != -1 and color[v] == 1:
-            cycle = walk[walk.index(v):]
+            v = pick[v]
+        if v >= 0 and color[v] == 1:
+            out.append(walk[walk.index(v):])
         for u in walk:
             color[u] = 2
-        if cycle is not None:
-            break
-    if cycle is None:
-        return pick
-    in_cycle = np.zeros(n, dtype=bool)
-    in_cycle[cycle] = True
-    rest = np.nonzero(~in_cycle)[0]
-    k = len(rest)  # contracted node index k stands for the cycle
-    idx = np.full(n, k)
-    idx[rest] = np.arange(k)
-    cyc = np.array(cycle)
-    sub = np.full((k + 1, k + 1), np.inf)
-    sub[:k, :k] = cost[np.ix_(rest, rest)]
-    # edges into the cycle: cost minus the cycle edge they replace
-    into = cost[np.ix_(rest, cyc)] - best[cyc][None, :]
-    enter = np.argmin(into, axis=1)
-    sub[:k, k] = into[np.arange(k), enter]
-    out = cost[np.ix_(cyc, rest)]
-    leave = np.argmin(out, axis=0)
-    sub[k, :k] = out[leave, np.arange(k)]
-    sub_parent = _edmonds(sub, int(idx[root]))
-    if sub_parent is None:
-        return None
-    parent = pick.copy()
-    for j, v in enumerate(rest):
-        p = sub_parent[j]
-        if p == -1:
-            parent[v] = -1
-        elif p == k:
-            parent[v] = cyc[leave[j]]
-        else:
-            parent[v] = rest[p]
-    p = sub_parent[k]
-    entry_from = rest[p]
-    entry_to = cyc[enter[p]]
-    parent[entry_to] = entry_from
-    return parent
+    return out
 
 
 def shallow_trees(cost: np.ndarray, max_depth: np.ndarray) -> np.ndarray:
@@ -143,19 +158,15 @@ def layered_trees(cost: np.ndarray, step_of: np.ndarray, max_depth: np.ndarray) 
 
 
 def tree_depths(parent: np.ndarray) -> np.ndarray:
-    """Depth of every node of a parent array (root 0)."""
+    """Depth of every node of a parent array (roots 0; -1 where following parents never
+    reaches a root: a cycle), by pointer doubling."""
     n = len(parent)
-    depth = np.full(n, -1)
-    for v in range(n):
-        chain = []
-        u = v
-        while depth[u] < 0 and parent[u] >= 0:
-            chain.append(u)
-            u = parent[u]
-        if depth[u] < 0:
-            depth[u] = 0
-        d = depth[u]
-        for w in reversed(chain):
-            d += 1
-            depth[w] = d
-    return depth
+    up = np.where(parent >= 0, parent, np.arange(n))
+    depth = (parent >= 0).astype(np.int64)  # hops from each node to ``up`` of it
+    for _ in range(max(1, n).bit_length() + 1):
+        nxt = up[up]
+        if np.array_equal(nxt, up):
+            return depth
+        depth = depth + depth[up]
+        up = nxt
+    return np.where(parent[up] < 0, depth, -1)

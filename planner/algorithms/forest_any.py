@@ -248,13 +248,12 @@ def forest_any(ctx: PlanContext, beat: float | None = None) -> Candidate:
             if mine["time"] < best.get("time", math.inf):
                 best = mine
                 best["packing"] = f"{key[0]}/{key[1]}"
-    # shares for the pipeline (fill and drain) on the best packings, at their piece counts;
-    # not where fewer trees won (the plan size limits bind: the balanced shares spread over
-    # at least as many trees, so they get no more pieces; above UNLIMITED_MAX_RANKS, where
-    # this LP takes seconds)
-    for _, pieces, key, full in sorted(ranked, key=lambda r: r[:2])[:BALANCE_PACKINGS]:
-        if not full and n > UNLIMITED_MAX_RANKS:
-            continue
+    # shares for the pipeline (fill and drain) on the best packings, at their piece counts,
+    # up to UNLIMITED_MAX_RANKS (above, this LP takes up to a second and lowered no 64-rank
+    # member's time: docs/planner.md, session 12)
+    for _, pieces, key, _ in sorted(ranked, key=lambda r: r[:2])[:BALANCE_PACKINGS]:
+        if n > UNLIMITED_MAX_RANKS:
+            break
         packing = packings(ctx)[key]
         balanced = balanced_packing(ctx, packing, packing.pool, max(pieces, 8))
         if balanced is None:

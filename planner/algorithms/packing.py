@@ -301,8 +301,10 @@ class PackingLP:
         return cols
 
     def _add(self, col: TreeColumn) -> bool:
+        # the arcs, in rank order, fix the paths: each is a simple path from a rank to its
+        # tree neighbour, so it ends where it first reaches that neighbour
         key = (col.inward, col.root.to_bytes(4, "little") + col.parent.tobytes()
-               + b"".join("|".join(p).encode() for p in col.paths))
+               + col.arcs.tobytes())
         if key in self._seen:
             return False
         self._seen.add(key)
