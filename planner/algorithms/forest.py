@@ -118,7 +118,8 @@ def build_program(plan: _Plan, fracs: np.ndarray, units: int, group: int = 1) ->
                     off, src, dst, red, path = key
                     at = ends.get(key)
                     if at is not None and steps[at[0]][at[1]].hi == a:
-                        steps[at[0]][at[1]] = steps[at[0]][at[1]]._replace(hi=b)
+                        lo = steps[at[0]][at[1]].lo  # the same transfer, now up to b
+                        steps[at[0]][at[1]] = Transfer(src, dst, lo, b, red, path)
                     else:
                         ends[key] = (p + off, len(steps[p + off]))
                         steps[p + off].append(Transfer(src, dst, a, b, red, path))

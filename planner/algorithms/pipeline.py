@@ -22,7 +22,7 @@ def piece_fractions(pieces: int, ramp: int) -> np.ndarray:
 
 
 def _placements(columns: int, pieces: int, group: int,
-                intra: bool) -> tuple[int, list[np.ndarray]]:
+                intra: bool) -> tuple[int, list[np.ndarray], list[np.ndarray]]:
     """Steps, and per profile column a 0/1 (pieces x steps) matrix: where that column's
     bytes of each piece run. Offset o runs piece p at step p + o; with ``intra`` the last two
     columns are the merged intra-host gather, at the first step of the piece's group of
@@ -42,7 +42,7 @@ def _placements(columns: int, pieces: int, group: int,
             m = np.zeros((pieces, nsteps))
             m[p, steps] = 1
             mats.append(m)
-    return nsteps, mats
+    return nsteps, mats, [m.any(axis=0) for m in mats]
 
 
 def model_time(load: np.ndarray, lat: np.ndarray, size: float, fracs: np.ndarray,
@@ -52,10 +52,21 @@ def model_time(load: np.ndarray, lat: np.ndarray, size: float, fracs: np.ndarray
     by ``group`` pieces; ``min_step``: the least time of a step)."""
     if not intra:
         return _pipeline_time(load, lat, size, fracs, min_step)
-    nsteps, mats = _placements(load.shape[1], len(fracs), group, intra)
+    pieces, no = len(fracs), load.shape[1] - 2
+    nsteps = pieces + no - 1
     step_load = np.zeros((load.shape[0], nsteps))
     step_lat = np.full((load.shape[0], nsteps), -np.inf)
-    for k, m in enumerate(mats):
+    for k in range(no):  # offset k runs piece p at step p + k
+        row = np.zeros(nsteps)
+        row[k:k + pieces] = fracs
+        step_load += load[:, k:k + 1] * row[None, :]
+        np.maximum(step_lat[:, k:k + pieces], lat[:, k:k + 1], out=step_lat[:, k:k + pieces])
+    p = np.arange(pieces)
+    first = p // group * group
+    last = np.minimum(first + group, pieces) - 1 + no - 1
+    for k, at in ((no, first), (no + 1, last)):  # the merged intra-host columns
+        m = np.zeros((pieces, nsteps))
+        m[p, at] = 1
         step_load += load[:, k:k + 1] * (fracs @ m)[None, :]
         present = m.any(axis=0)
         step_lat[:, present] = np.maximum(step_lat[:, present], lat[:, k:k + 1])
@@ -91,10 +102,9 @@ def lp_fractions(load: np.ndarray, lat: np.ndarray, size: float, pieces: int,
     from scipy.sparse import coo_matrix
 
     na = load.shape[0]
-    nsteps, mats = _placements(load.shape[1], pieces, group, intra)
+    nsteps, mats, busy_steps = _placements(load.shape[1], pieces, group, intra)
     step_lat = np.full((na, nsteps), -np.inf)
-    for k, m in enumerate(mats):
-        present = m.any(axis=0)
+    for k, present in enumerate(busy_steps):
         step_lat[:, present] = np.maximum(step_lat[:, present], lat[:, k:k + 1])
     live = np.isfinite(step_lat)
     row_of = np.full((na, nsteps), -1, dtype=np.int64)
