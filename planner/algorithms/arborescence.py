@@ -166,7 +166,7 @@ def tree_depths(parent: np.ndarray) -> np.ndarray:
     for _ in range(max(1, n).bit_length() + 1):
         nxt = up[up]
         if np.array_equal(nxt, up):
-            return depth
+            break
         depth = depth + depth[up]
         up = nxt
-    return np.where(parent[up] < 0, depth, -1)
+    return np.where(parent[up] < 0, depth, -1)  # a cycle's nodes end on a non-root

@@ -167,3 +167,30 @@ def test_unlimited_packing_prices_exact_trees_where_the_greedy_stops() -> None:
     for tree in packing.trees:
         limit = (limit_in if tree.inward else limit_out)[tree.root]
         assert (tree.depth <= limit).all()
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_min_arborescence_with_ties_matches_networkx(seed: int) -> None:
+    """Integer prices (many ties, so contracted cycles at several levels) up to 24 nodes."""
+    rng = np.random.default_rng(100 + seed)
+    n = int(rng.integers(8, 25))
+    cost = rng.integers(1, 4, size=(n, n)).astype(float)
+    cost[rng.random((n, n)) < 0.4] = np.inf
+    np.fill_diagonal(cost, np.inf)
+    root = int(rng.integers(n))
+    cost[root, :] = np.where(np.arange(n) == root, np.inf, 5.0)  # the root reaches everyone
+    g = nx.DiGraph()
+    g.add_weighted_edges_from((u, v, cost[u, v]) for u in range(n) for v in range(n)
+                              if v != root and u != v and np.isfinite(cost[u, v]))
+    ref = sum(d["weight"] for *_, d in nx.minimum_spanning_arborescence(g).edges(data=True))
+    parent = min_arborescence(cost, root)
+    assert parent[root] == -1 and (tree_depths(parent) >= 0).all()
+    assert sum(cost[parent[v], v] for v in range(n) if v != root) == pytest.approx(ref)
+
+
+def test_tree_depths_of_paths_stars_and_cycles() -> None:
+    assert tree_depths(np.array([-1, 0, 1, 2, 3])).tolist() == [0, 1, 2, 3, 4]
+    assert tree_depths(np.array([2, 2, -1, 2])).tolist() == [1, 1, 0, 1]
+    assert tree_depths(np.array([-1])).tolist() == [0]
+    # a cycle never reaches a root: -1 there, the tree part keeps its depths
+    assert tree_depths(np.array([-1, 0, 3, 2])).tolist() == [0, 1, -1, -1]
