@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import math
 import time
+from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
@@ -70,33 +71,49 @@ LP_MAX_ROWS = 20_000  # arcs x steps of the piece-size LP (pipeline.lp_fractions
 
 def packings(ctx: PlanContext) -> dict[tuple[str, int | None], Packing]:
     """The packing of every route set and depth slack (memoised on the context): any routes
-    whose inner nodes only forward, and the short routes of ``QuickRoutes``."""
+    whose inner nodes only forward, and the short routes of ``QuickRoutes``. The two route
+    sets' LPs depend only on their own set's earlier LPs, so the short routes' run in a
+    second thread (HiGHS releases the GIL while it solves; the result is the same as one
+    after the other)."""
     memo = ctx.memo.get("packings")
     if memo is not None:
         return memo
-    out: dict[tuple[str, int | None], Packing] = {}
     every, short = RankRoutes(ctx), QuickRoutes(ctx)
     route_sets = [("any", every)] + ([] if _same_routes(ctx, short) else [("short", short)])
     ctx.memo["packing_routes"] = dict(route_sets)
     # the cut floor ends an optimal LP early; on few ranks the rounds after the optimum cost
     # milliseconds and the trees they add pipeline better, so it applies above FLOOR_ABOVE
     floor = fluid_floor(ctx) if len(ctx.ranks) > FLOOR_ABOVE else 0.0
-    for name, routes in route_sets:
-        start: list = []
-        large = len(ctx.ranks) > UNLIMITED_MAX_RANKS
-        for slack in SLACKS_LARGE if large else SLACKS:
-            if slack is None and name == "short":
-                continue
-            if (slack is None and large and start
-                    and min(out[k].theta for k in out) <= floor * (1 + UNLIMITED_GAP)):
-                continue  # deep trees fill for longer than the little they could gain
-            lp = PackingLP(ctx, slack, routes, start, floor)
-            stall = STALL_ROUNDS if large else STALL_MID if len(ctx.ranks) > FLOOR_ABOVE else None
-            out[name, slack] = lp.solve(ROUNDS_LARGE if large else None, stall)
-            start = out[name, slack].trees
-            if large and out[name, slack].theta <= floor * (1 + FLOOR_GAP):
-                break  # optimal (on fewer ranks deeper packings still pipeline better)
+    if len(route_sets) == 1:
+        out = _route_set_packings(ctx, *route_sets[0], floor)
+    else:
+        with ThreadPoolExecutor(max_workers=1, thread_name_prefix="packing") as pool:
+            later = pool.submit(_route_set_packings, ctx, *route_sets[1], floor)
+            out = _route_set_packings(ctx, *route_sets[0], floor)
+            out.update(later.result())
     ctx.memo["packings"] = out
+    return out
+
+
+def _route_set_packings(ctx: PlanContext, name: str, routes: RankRoutes | QuickRoutes,
+                        floor: float) -> dict[tuple[str, int | None], Packing]:
+    """The packings of one route set, each depth slack's LP starting from the trees of the
+    one before."""
+    out: dict[tuple[str, int | None], Packing] = {}
+    start: list = []
+    large = len(ctx.ranks) > UNLIMITED_MAX_RANKS
+    for slack in SLACKS_LARGE if large else SLACKS:
+        if slack is None and name == "short":
+            continue
+        if (slack is None and large and start
+                and min(p.theta for p in out.values()) <= floor * (1 + UNLIMITED_GAP)):
+            continue  # deep trees fill for longer than the little they could gain
+        lp = PackingLP(ctx, slack, routes, start, floor)
+        stall = STALL_ROUNDS if large else STALL_MID if len(ctx.ranks) > FLOOR_ABOVE else None
+        out[name, slack] = lp.solve(ROUNDS_LARGE if large else None, stall)
+        start = out[name, slack].trees
+        if large and out[name, slack].theta <= floor * (1 + FLOOR_GAP):
+            break  # optimal (on fewer ranks deeper packings still pipeline better)
     return out
 
 
