@@ -184,12 +184,25 @@ def _price_windows(ctx: PlanContext, size: float, units: int, best: dict,
     elif ("any", None) in table and ("any", None) not in keys:
         keys.append(("any", None))
     tried = []
-    budget = Budget(WINDOW_BUDGET if n > WINDOW_PIECED_MAX_RANKS else math.inf)
-    for key in keys:
-        packing = table[key]
-        slack = len(ctx.ranks) if key[1] is None else key[1]
-        lp = WindowLP(ctx, ctx.memo["packing_routes"][key[0]], slack, packing.pool)
-        found = lp.solve(beat=min(best.get("time", math.inf), cap) / size, budget=budget)
+    slacks = [len(ctx.ranks) if key[1] is None else key[1] for key in keys]
+    lps = [WindowLP(ctx, ctx.memo["packing_routes"][key[0]], slack, table[key].pool)
+           for key, slack in zip(keys, slacks, strict=True)]
+    first = min(best.get("time", math.inf), cap) / size
+    if n > WINDOW_PIECED_MAX_RANKS:  # one budget, spent in order: one LP after the other
+        budget = Budget(WINDOW_BUDGET)
+        solved = None
+    else:
+        # without a budget an LP depends on the others only through ``beat``, which only
+        # falls and only ends an LP early (``WindowLP.abandoned``): they solve side by side
+        # with the first beat, and each is then judged against the beat of its turn
+        with ThreadPoolExecutor(max_workers=len(lps), thread_name_prefix="window") as pool:
+            solved = list(pool.map(lambda lp: lp.solve(beat=first), lps))
+    for k, (key, slack, lp) in enumerate(zip(keys, slacks, lps, strict=True)):
+        beat = min(best.get("time", math.inf), cap) / size
+        if solved is None:
+            found = lp.solve(beat=beat, budget=budget)
+        else:
+            found = None if solved[k] is None or lp.abandoned(beat) else solved[k]
         if found is None:
             continue
         pairs = pair_trees(found)

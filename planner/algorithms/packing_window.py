@@ -88,6 +88,7 @@ class WindowLP:
         self.keys: list[bytes] = []
         self.idle: list[int] = []
         self.live_offsets = np.zeros(0, dtype=np.int64)  # piece of each tree of the solution
+        self.values: list[float] = []
         self._seen: set[bytes] = set()
         self.master = Master(self.bw, self.n * pieces, primal=True, steps=self.steps)
         every = list(range(pieces))
@@ -204,10 +205,17 @@ class WindowLP:
         except InfeasibleError:  # HiGHS stopped without an optimum (seen on 16 pieces)
             return None
 
+    def abandoned(self, beat: float) -> bool:
+        """Whether the last ``solve`` would have returned None with ``beat`` at most the one
+        it ran with (the rounds before the abandon rule fires do not depend on ``beat``)."""
+        return any(theta > beat * ABANDON_ABOVE for theta in self.values[ABANDON_AFTER:])
+
     def _generate(self, rounds: int, beat: float, floor: float, max_columns: int,
                   budget: Budget) -> Packing | None:
         theta, obj, share, prices, duals = self._solve(budget)
+        self.values = []  # the LP's value at the start of every round (``abandoned``)
         for k in range(rounds):
+            self.values.append(theta)
             if k >= ABANDON_AFTER and theta > beat * ABANDON_ABOVE:
                 return None
             if theta <= floor or len(self.trees) > max_columns or budget.left <= 0:

@@ -10,7 +10,14 @@ from planner.algorithms.arborescence import layered_trees, shallow_trees, tree_d
 from planner.algorithms.base import PlanContext
 from planner.algorithms.forest_any import packings
 from planner.algorithms.packing_schedule import PairSchedule, pair_trees
-from planner.algorithms.packing_window import Budget, WindowLP, pieced_window, window_program
+from planner.algorithms.packing_window import (
+    ABANDON_ABOVE,
+    ABANDON_AFTER,
+    Budget,
+    WindowLP,
+    pieced_window,
+    window_program,
+)
 from planner.algorithms.pipeline import model_time, piece_fractions
 from planner.bound import lower_bound
 from planner.families import FAMILY_EXAMPLES, full_mesh, host_ring, hybrid_cube_mesh, torus
@@ -157,3 +164,26 @@ def test_one_piece_step_priced_packings_up_to_32_ranks() -> None:
     assert verify_plan(doc, t).ok
     assert "step-priced" in doc["details"]["packing"]
     assert doc["predicted_time_s"] <= doc["lower_bound_time_s"] * 1.01
+
+
+def test_abandoned_tells_what_a_solve_with_a_lower_beat_returns() -> None:
+    """Side by side, forest's one-piece LPs solve with the first beat and are judged later
+    against the beat of their turn: ``abandoned`` must agree with solving again."""
+    t = Topology.from_dict(torus(3, 3, degraded=0))
+    ctx = PlanContext.create(t, t.endpoints(), 256 << 20)
+    table = packings(ctx)
+    routes = ctx.memo["packing_routes"]["any"]
+
+    def fresh() -> WindowLP:
+        return WindowLP(ctx, routes, 1, table["any", 1].pool)
+
+    first = fresh()
+    found = first.solve()
+    assert found is not None and len(first.values) > ABANDON_AFTER + 2
+    worst = max(first.values[ABANDON_AFTER:]) / ABANDON_ABOVE  # a beat below ends the LP
+    for beat, gone in ((worst * 0.999, True), (worst * 1.001, False)):
+        assert first.abandoned(beat) is gone
+        again = fresh().solve(beat=beat)
+        assert (again is None) is gone
+        if again is not None:
+            assert again.theta == found.theta and len(again.trees) == len(found.trees)
