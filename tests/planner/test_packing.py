@@ -10,7 +10,7 @@ import pytest
 from planner.algorithms.arborescence import min_arborescence, shallow_trees, tree_depths
 from planner.algorithms.base import PlanContext
 from planner.algorithms.forest_any import forest_any
-from planner.algorithms.packing import PackingLP, fluid_lower_bound
+from planner.algorithms.packing import PackingLP, QuickRoutes, RankRoutes, fluid_lower_bound
 from planner.bound import lower_bound
 from planner.families import directed_cluster, hybrid_cube_mesh, torus
 from planner.plan import make_plan, with_routes
@@ -194,3 +194,23 @@ def test_tree_depths_of_paths_stars_and_cycles() -> None:
     assert tree_depths(np.array([-1])).tolist() == [0]
     # a cycle never reaches a root: -1 there, the tree part keeps its depths
     assert tree_depths(np.array([-1, 0, 3, 2])).tolist() == [0, 1, -1, -1]
+
+
+def test_packings_in_two_threads_equal_one_route_set_after_the_other() -> None:
+    """forest_any.packings solves the short-route set in a second thread; the packings must
+    be those of solving each set alone (same fluid times, trees and shares)."""
+    from planner.algorithms import forest_any
+
+    t = Topology.from_dict(hybrid_cube_mesh())  # PCIe beside NVLink: two route sets
+    ctx = PlanContext.create(t, t.endpoints(), SIZE)
+    both = forest_any.packings(ctx)
+    assert {name for name, _ in both} == {"any", "short"}
+    alone = PlanContext.create(t, t.endpoints(), SIZE)
+    assert len(alone.ranks) <= forest_any.FLOOR_ABOVE  # no floor stop on these LPs
+    for name, routes in (("any", RankRoutes(alone)), ("short", QuickRoutes(alone))):
+        mine = forest_any._route_set_packings(alone, name, routes, 0.0)
+        for key, packing in mine.items():
+            assert both[key].theta == packing.theta
+            assert np.array_equal(both[key].share, packing.share)
+            assert [c.parent.tolist() for c in both[key].trees] == \
+                [c.parent.tolist() for c in packing.trees]
