@@ -207,10 +207,13 @@ def test_packings_in_two_threads_equal_one_route_set_after_the_other() -> None:
     assert {name for name, _ in both} == {"any", "short"}
     alone = PlanContext.create(t, t.endpoints(), SIZE)
     assert len(alone.ranks) <= forest_any.FLOOR_ABOVE  # no floor stop on these LPs
+    order = []  # the keys' order matters: sorting by fluid time keeps it among ties
     for name, routes in (("any", RankRoutes(alone)), ("short", QuickRoutes(alone))):
         mine = forest_any._route_set_packings(alone, name, routes, 0.0)
+        order.extend(mine)
         for key, packing in mine.items():
             assert both[key].theta == packing.theta
             assert np.array_equal(both[key].share, packing.share)
             assert [c.parent.tolist() for c in both[key].trees] == \
                 [c.parent.tolist() for c in packing.trees]
+    assert list(both) == order
