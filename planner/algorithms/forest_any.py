@@ -195,7 +195,8 @@ def _price_windows(ctx: PlanContext, size: float, units: int, best: dict,
         # without a budget an LP depends on the others only through ``beat``, which only
         # falls and only ends an LP early (``WindowLP.abandoned``): they solve side by side
         # with the first beat, and each is then judged against the beat of its turn
-        with ThreadPoolExecutor(max_workers=len(lps), thread_name_prefix="window") as pool:
+        with ThreadPoolExecutor(max_workers=max(1, len(lps)),
+                                thread_name_prefix="window") as pool:
             solved = list(pool.map(lambda lp: lp.solve(beat=first), lps))
     for k, (key, slack, lp) in enumerate(zip(keys, slacks, lps, strict=True)):
         beat = min(best.get("time", math.inf), cap) / size
@@ -273,15 +274,14 @@ def forest_any(ctx: PlanContext, beat: float | None = None) -> Candidate:
             if theta * size < min(best.get("time", math.inf), mine.get("time", math.inf)):
                 _price(sched, shares, size, units, mine)
         if mine:
-            ranked.append((mine["time"], len(mine["fracs"]), key,
-                           mine["sched"].pairs is variants[0]))
+            ranked.append((mine["time"], len(mine["fracs"]), key))
             if mine["time"] < best.get("time", math.inf):
                 best = mine
                 best["packing"] = f"{key[0]}/{key[1]}"
     # shares for the pipeline (fill and drain) on the best packings, at their piece counts,
     # up to UNLIMITED_MAX_RANKS (above, this LP takes up to a second and lowered no 64-rank
     # member's time: docs/planner.md, session 12)
-    for _, pieces, key, _ in sorted(ranked, key=lambda r: r[:2])[:BALANCE_PACKINGS]:
+    for _, pieces, key in sorted(ranked, key=lambda r: r[:2])[:BALANCE_PACKINGS]:
         if n > UNLIMITED_MAX_RANKS:
             break
         packing = packings(ctx)[key]
