@@ -146,21 +146,19 @@ class CostModel:
         path_start = np.concatenate(([0], np.cumsum(per_path)[:-1]))
         path_arcs = np.concatenate(arc_lists)
         n_arcs = per_path[pid]  # per transfer
-        first = np.repeat(path_start[pid], n_arcs)
-        within = np.arange(int(n_arcs.sum())) - np.repeat(np.cumsum(n_arcs) - n_arcs, n_arcs)
-        arc = path_arcs[first + within]  # per crossing, transfers in program order
+        starts = np.cumsum(n_arcs) - n_arcs  # each transfer's first crossing
+        within = np.arange(int(n_arcs.sum())) - np.repeat(starts, n_arcs)
+        arc = path_arcs[np.repeat(path_start[pid], n_arcs) + within]  # per crossing
         step_of = np.repeat(np.arange(len(steps)), counts)
         nbytes = np.asarray(sizes, dtype=np.float64) * bytes_per_unit
         narcs = len(self.router.bw)
         key = np.repeat(step_of, n_arcs) * narcs + arc
-        loads = np.bincount(key, weights=np.repeat(nbytes, n_arcs),
-                            minlength=len(steps) * narcs)
+        loads = np.bincount(key, weights=np.repeat(nbytes, n_arcs))
         ratio = loads[key] / self.router.bw[arc]
-        starts = np.concatenate(([0], np.cumsum(n_arcs)[:-1]))
         finish = np.maximum.reduceat(ratio, starts) + path_lat[pid]
         out = np.zeros(len(steps))
         live = counts > 0
-        step_start = np.concatenate(([0], np.cumsum(counts)[:-1]))[live]
+        step_start = (np.cumsum(counts) - counts)[live]
         out[live] = np.maximum(np.maximum.reduceat(finish, step_start), self.min_step_s)
         return out
 

@@ -1,8 +1,9 @@
 """Whether a planner change moved any plan: `auto`'s pick, predicted time, bound and plan_id
-at 256 MiB on fixed member sets, written as JSON by one checkout and compared with another's.
+at one size (256 MiB unless --size) on fixed member sets, written as JSON by one checkout
+and compared with another's.
 
     python3 bench/planner_quality/plan_diff.py run OUT.json [--sets ex,big,rand64,rand]
-        [--checkout DIR]
+        [--checkout DIR] [--size 1KiB]
     python3 bench/planner_quality/plan_diff.py diff BEFORE.json AFTER.json
 
 ``--checkout`` plans with another checkout's planner (e.g. a `git worktree` of the commit
@@ -24,7 +25,6 @@ from collections.abc import Callable
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
-SIZE = 256 << 20
 SETS = ("ex", "big", "rand64", "rand")
 
 
@@ -50,8 +50,8 @@ def member_sets(root: Path) -> dict[str, dict[str, Callable[[], dict]]]:
     return {"ex": examples, "big": big, "rand64": rand64, "rand": rand}
 
 
-def run(out_path: str, sets: list[str], root: Path) -> None:
-    sys.path.insert(0, str(root))
+def run(out_path: str, sets: list[str], root: Path, size: int) -> None:
+    """Plan every member of ``sets`` (``root``'s planner, first on sys.path) to OUT.json."""
     from planner.plan import make_plan
     from planner.topology import Topology
 
@@ -64,7 +64,7 @@ def run(out_path: str, sets: list[str], root: Path) -> None:
             if len(ranks) > 64:
                 continue
             t0 = time.perf_counter()
-            doc = make_plan(topo, ranks, SIZE)
+            doc = make_plan(topo, ranks, size)
             row = {"algorithm": doc["algorithm"], "plan_id": doc["plan_id"],
                    "predicted_time_s": float(doc["predicted_time_s"]),
                    "lower_bound_time_s": float(doc["lower_bound_time_s"]),
@@ -75,8 +75,7 @@ def run(out_path: str, sets: list[str], root: Path) -> None:
 
 
 def diff(before_path: str, after_path: str) -> int:
-    before = json.loads(Path(before_path).read_text())
-    after = json.loads(Path(after_path).read_text())
+    before, after = (json.loads(Path(p).read_text()) for p in (before_path, after_path))
     moved = 0
     for key in sorted(before.keys() & after.keys()):
         a, b = before[key], after[key]
@@ -104,6 +103,7 @@ def main() -> int:
     r.add_argument("out")
     r.add_argument("--sets", default=",".join(SETS))
     r.add_argument("--checkout", default=str(ROOT), help="the checkout whose planner runs")
+    r.add_argument("--size", default="256MiB", help="buffer size (default 256MiB)")
     d = sub.add_parser("diff", help="compare two files written by run")
     d.add_argument("before")
     d.add_argument("after")
@@ -116,9 +116,22 @@ def main() -> int:
         root = Path(args.checkout).resolve()
         if not (root / "planner" / "plan.py").is_file():
             ap.error(f"--checkout {root}: no planner/plan.py there")
-        run(args.out, sets, root)
+        sys.path.insert(0, str(root))
+        from planner.errors import RequestError
+        from planner.sizes import parse_size
+
+        try:
+            size = parse_size(args.size)
+        except (RequestError, ValueError) as exc:
+            ap.error(f"--size: {exc}")
+        run(args.out, sets, root, size)
         return 0
-    return diff(args.before, args.after)
+    try:
+        return diff(args.before, args.after)
+    except (OSError, ValueError, KeyError) as exc:  # missing, not JSON, or not run's rows
+        print(f"plan_diff: cannot compare {args.before} and {args.after}: {exc!r}",
+              file=sys.stderr)
+        return 2
 
 
 if __name__ == "__main__":

@@ -21,12 +21,19 @@ def piece_fractions(pieces: int, ramp: int) -> np.ndarray:
     return sizes / sizes.sum()
 
 
+def _intra_steps(pieces: int, group: int, offsets: int) -> tuple[np.ndarray, np.ndarray]:
+    """Per piece, the steps of the merged intra-host gather (the first step of its group of
+    ``group`` pieces) and hand-back (the last offset of the group's last piece)."""
+    first = np.arange(pieces) // group * group
+    last = np.minimum(first + group, pieces) - 1 + offsets - 1
+    return first, last
+
+
 def _placements(columns: int, pieces: int, group: int,
-                intra: bool) -> tuple[int, list[np.ndarray], list[np.ndarray]]:
+                intra: bool) -> tuple[int, list[np.ndarray]]:
     """Steps, and per profile column a 0/1 (pieces x steps) matrix: where that column's
     bytes of each piece run. Offset o runs piece p at step p + o; with ``intra`` the last two
-    columns are the merged intra-host gather, at the first step of the piece's group of
-    ``group`` pieces, and hand-back, at the last offset of the group's last piece."""
+    columns are the merged intra-host transfers (``_intra_steps``)."""
     no = columns - 2 if intra else columns
     nsteps = pieces + no - 1
     p = np.arange(pieces)
@@ -36,13 +43,11 @@ def _placements(columns: int, pieces: int, group: int,
         m[p, p + o] = 1
         mats.append(m)
     if intra:
-        first = p // group * group
-        lastp = np.minimum(first + group, pieces) - 1
-        for steps in (first, lastp + no - 1):
+        for steps in _intra_steps(pieces, group, no):
             m = np.zeros((pieces, nsteps))
             m[p, steps] = 1
             mats.append(m)
-    return nsteps, mats, [m.any(axis=0) for m in mats]
+    return nsteps, mats
 
 
 def model_time(load: np.ndarray, lat: np.ndarray, size: float, fracs: np.ndarray,
@@ -57,15 +62,11 @@ def model_time(load: np.ndarray, lat: np.ndarray, size: float, fracs: np.ndarray
     step_load = np.zeros((load.shape[0], nsteps))
     step_lat = np.full((load.shape[0], nsteps), -np.inf)
     for k in range(no):  # offset k runs piece p at step p + k
-        row = np.zeros(nsteps)
-        row[k:k + pieces] = fracs
-        step_load += load[:, k:k + 1] * row[None, :]
+        step_load[:, k:k + pieces] += load[:, k:k + 1] * fracs[None, :]
         np.maximum(step_lat[:, k:k + pieces], lat[:, k:k + 1], out=step_lat[:, k:k + pieces])
     p = np.arange(pieces)
-    first = p // group * group
-    last = np.minimum(first + group, pieces) - 1 + no - 1
-    for k, at in ((no, first), (no + 1, last)):  # the merged intra-host columns
-        m = np.zeros((pieces, nsteps))
+    for k, at in zip((no, no + 1), _intra_steps(pieces, group, no), strict=True):
+        m = np.zeros((pieces, nsteps))  # the merged intra-host columns
         m[p, at] = 1
         step_load += load[:, k:k + 1] * (fracs @ m)[None, :]
         present = m.any(axis=0)
@@ -102,9 +103,10 @@ def lp_fractions(load: np.ndarray, lat: np.ndarray, size: float, pieces: int,
     from scipy.sparse import coo_matrix
 
     na = load.shape[0]
-    nsteps, mats, busy_steps = _placements(load.shape[1], pieces, group, intra)
+    nsteps, mats = _placements(load.shape[1], pieces, group, intra)
     step_lat = np.full((na, nsteps), -np.inf)
-    for k, present in enumerate(busy_steps):
+    for k, m in enumerate(mats):
+        present = m.any(axis=0)
         step_lat[:, present] = np.maximum(step_lat[:, present], lat[:, k:k + 1])
     live = np.isfinite(step_lat)
     row_of = np.full((na, nsteps), -1, dtype=np.int64)

@@ -48,4 +48,8 @@ def test_bad_arguments_are_one_line(tmp_path: Path) -> None:
     assert bad.returncode == 2 and "unknown set(s) nope" in bad.stderr
     bad = _run("run", str(tmp_path / "x.json"), "--checkout", str(tmp_path))
     assert bad.returncode == 2 and "no planner/plan.py there" in bad.stderr
+    bad = _run("run", str(tmp_path / "x.json"), "--size", "12QQ")
+    assert bad.returncode == 2 and "--size: size '12QQ'" in bad.stderr
+    bad = _run("diff", str(tmp_path / "missing.json"), str(tmp_path / "x.json"))
+    assert bad.returncode == 2 and "cannot compare" in bad.stderr
     assert "Traceback" not in bad.stderr
