@@ -47,6 +47,7 @@ from scipy.sparse import csr_matrix
 from scipy.sparse.csgraph import maximum_flow
 
 from planner.algorithms.base import PlanContext
+from planner.bound_fill import fill_bound
 
 FAMILY = "reduce-then-broadcast, no in-network reduction"
 EXACT_MAX_RANKS = 64
@@ -83,6 +84,11 @@ def lower_bound(ctx: PlanContext) -> Bound:
     else:
         bw_time, method, cross = cut_time, cut_method, rank_lat
     boundary = max(bw_time + 2 * cross, 2 * max(cross, ctx.cost.min_step_s))
+    fill = fill_bound(ctx, boundary)
+    if fill > boundary:
+        boundary = fill
+        method = (f"{method}; partition over hosts with aggregation fill and per-step "
+                  "latency binds")
     lat = _latency_floor(ctx)
     if lat >= boundary:
         return Bound(lat, cut, lat, method + "; latency floor binds", partition_s=part_time,
