@@ -38,7 +38,8 @@ from scipy.sparse import csc_matrix
 if TYPE_CHECKING:
     from planner.algorithms.base import PlanContext
 
-MAX_HOSTS = 16  # above: the plain partition bound (the LP grows with hosts x steps)
+MAX_CLASSES = 8  # classes of alike hosts above which the LP is not solved (it grows with
+# classes x steps); the number of hosts only costs the capacities' sums
 MAX_CELLS = 48  # host classes x steps of the largest LP solved (16 ms to 0.2 s of HiGHS at
 # 48); past it every K is bounded by the partition bound plus its latency alone
 TOLERANCE = 1e-4  # relative: ranges of K whose bound is this close to the best stop splitting
@@ -255,9 +256,9 @@ def _least(lp, charge, first: int, part: float, most: int) -> float:
 
 def fill_bound(ctx: PlanContext, beat: float = 0.0) -> float:
     """Seconds no reduce-then-broadcast program beats on ``ctx``'s hosts, latency included
-    (0.0 where the LP does not apply: one host, every host one rank, or more than
-    MAX_HOSTS hosts, or where it cannot be more than GAIN above ``beat``: one step count's
-    LP and latency already cost no more). Memoised on the context."""
+    (0.0 where the LP does not apply: one host, every host one rank, more than MAX_CLASSES
+    classes of alike hosts, or where it cannot be more than GAIN above ``beat``: one step
+    count's LP and latency already cost no more). Memoised on the context."""
     from planner.bound import (
         _caps,
         _cross_host_latency,
@@ -267,7 +268,7 @@ def fill_bound(ctx: PlanContext, beat: float = 0.0) -> float:
     )
 
     groups = ctx.host_groups
-    if not 2 <= len(groups) <= MAX_HOSTS or max(len(g) for g in groups) < 2:
+    if len(groups) < 2 or max(len(g) for g in groups) < 2:
         return 0.0
     memo = ctx.memo.get("bound_fill", {}).get(beat)
     if memo is not None:
@@ -297,6 +298,8 @@ def fill_bound(ctx: PlanContext, beat: float = 0.0) -> float:
     for group, o, i, a in zip(groups, out, inn, intra, strict=True):
         key = (len(group), round(o, 12), round(i, 12), round(a, 12))
         kinds[key] = kinds.get(key, 0) + 1
+    if len(kinds) > MAX_CLASSES:
+        return _remember(ctx, beat, 0.0)
     sizes = [k[0] for k in kinds]
     count = list(kinds.values())
     out, inn, intra = ([k[j] for k in kinds] for j in (1, 2, 3))

@@ -34,7 +34,7 @@ def _example(name: str) -> Topology:
 def _plain(topo: Topology, ranks: list[str], size: int, monkeypatch) -> float:
     """The bound without the fill LP."""
     with monkeypatch.context() as m:
-        m.setattr(bound_fill, "MAX_HOSTS", 0)
+        m.setattr(bound_fill, "MAX_CLASSES", 0)
         return lower_bound(PlanContext.create(topo, ranks, size)).time_s
 
 
