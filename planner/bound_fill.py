@@ -278,6 +278,7 @@ def fill_bound(ctx: PlanContext, beat: float = 0.0) -> float:
     if part_s <= 0 or not np.isfinite(part_s):
         return 0.0
     cross_s, step_s = _cross_host_latency(ctx), _rank_to_rank_latency(ctx)
+    step_s = min(step_s, cross_s)  # so a crossing step is charged at least a quiet one
     graph = ctx.topo.graph
     scale = part_s / float(ctx.size_bytes)  # capacities in buffers per part_s
     caps = [_caps(ctx, p) for p in parts]
@@ -310,18 +311,20 @@ def fill_bound(ctx: PlanContext, beat: float = 0.0) -> float:
     if _lp(most, True, True, sizes, count, out, inn, intra, total) * part_s + charge(
             most, 2) <= beat * (1 + GAIN):
         return _remember(ctx, beat, 0.0)
-    best = float("inf")
-    for first_intra in (False, True):
-        for last_intra in (False, True):
-            quiet = int(first_intra) + int(last_intra)
+    # the pattern whose first and last steps do not cross, exactly; then one LP without that
+    # restriction (below every pattern's LP) charged the latency of one quiet step (below
+    # the other patterns' latency), which bounds the other three together and, where it
+    # stays above the first (large buffers), saves solving them one by one
+    def lp(k: int, first: bool, last: bool) -> float:
+        return _lp(k, first, last, sizes, count, out, inn, intra, total) * part_s
 
-            def lp(k: int, a: bool = first_intra, b: bool = last_intra) -> float:
-                return _lp(k, a, b, sizes, count, out, inn, intra, total) * part_s
-
-            def charge_q(k: int, q: int = quiet) -> float:
-                return charge(k, q)
-
-            best = min(best, _least(lp, charge_q, 2 + quiet, floor, most))
+    best = _least(lambda k: lp(k, True, True), lambda k: charge(k, 2), 4, floor, most)
+    others = _least(lambda k: lp(k, False, False), lambda k: charge(k, 1), 2, floor, most)
+    if others < best:
+        for first, last in ((False, False), (True, False), (False, True)):
+            quiet = int(first) + int(last)
+            best = min(best, _least(lambda k, a=first, b=last: lp(k, a, b),
+                                    lambda k, q=quiet: charge(k, q), 2 + quiet, floor, most))
     return _remember(ctx, beat, best)
 
 
