@@ -45,6 +45,8 @@ from planner.algorithms.forest_lanes import (
     detour_lanes,
     exit_detour_lanes,
 )
+from planner.algorithms.forest_mix import BUDGET as MIX_BUDGET
+from planner.algorithms.forest_mix import build_mix, mix_lp, mix_transfers, tree_profiles
 from planner.algorithms.forest_plan import _Plan
 from planner.algorithms.forest_trees import (
     _hub_trees,
@@ -74,6 +76,8 @@ SPREAD_ROUNDS = 3  # re-spreads of routes with the LP's shares (see _solve)
 GIVE_UP = 1.5  # host trees' least fluid time over the floor at which they stop (forest)
 LP_PIECES_BELOW = 3  # piece counts below the best equal/ramped one to try with LP sizes
 LP_MAX_ROWS = 10_000  # arcs x steps of a piece-size LP in _refine; above: not refined
+MIX_CONFIGS = 2  # best configurations (merged intra-host transfers per piece) given mixes
+MIX_PIECES = 2  # piece counts per configuration: the largest up to its own, down to half
 
 
 # ---- program ------------------------------------------------------------------------------
@@ -394,4 +398,52 @@ def forest_hosts(ctx: PlanContext, give_up: float | None = None) -> Candidate:
                "smallest_piece": round(float(fracs.min() / fracs.max()), 4),
                "stagger": width, "intra_group": group, "host_tree_height": plan.hmax,
                "fluid_time_s": fluid}
+    mixed = _mixed(ctx, ranked, max_units)
+    if mixed is not None and mixed[0] < predicted * (1 - 1e-6):
+        t, mplan, mwidth, mprog, mpieces = mixed
+        if m > HUB_MAX_HOSTS:
+            calmer = max_fan_in(mplan) <= max_fan_in(plan)
+        else:
+            calmer = host_fan_in(ctx, mprog) <= host_fan_in(ctx, program)
+        if calmer or t < predicted * (1 - FAN_IN_TOLERANCE):
+            program, predicted = mprog, t
+            details = {"trees": int((mplan.w > 0).sum()), "lanes": len(lanes),
+                       "pieces": mpieces, "mixed": True,
+                       "stagger": mwidth, "intra_group": 1, "host_tree_height": mplan.hmax,
+                       "fluid_time_s": fluid}
     return Candidate("forest", predicted, lambda: program, details)
+
+
+def _mixed(ctx: PlanContext, ranked: list[tuple], max_units: int
+           ) -> tuple[float, _Plan, int, Program, int] | None:
+    """The fastest program with per-piece tree mixes (forest_mix) over the MIX_CONFIGS best
+    configurations whose merged intra-host transfers cover one piece, at the MIX_PIECES
+    largest piece counts from half the configuration's up to it, within the mix LPs' budget
+    (forest_mix.BUDGET): (cost-model time, plan, stagger, program, pieces); None where none
+    fit."""
+    best = None
+    size = float(ctx.size_bytes)
+    done = spent = 0
+    for _, plan, width, group, fracs, *_ in ranked:
+        if done >= MIX_CONFIGS:
+            break
+        if group != 1:
+            continue
+        done += 1
+        plan.set_stagger(width)
+        trees = [j for j in range(len(plan.trees)) if plan.w[j] > 0]
+        profiles = tree_profiles(plan, trees)
+        entries = sum(len(p[0]) for p in profiles)
+        counts = [p for p in PIECE_CHOICES if len(fracs) / 2 <= p <= len(fracs)][-MIX_PIECES:]
+        for pieces in counts:
+            if spent + entries * pieces > MIX_BUDGET:
+                continue
+            spent += entries * pieces
+            x = mix_lp(plan, trees, pieces, size, ctx.cost.min_step_s, profiles)
+            if x is None or mix_transfers(plan, trees, x, max_units) > MAX_TRANSFERS:
+                continue
+            prog = build_mix(plan, trees, x, max_units)
+            t = ctx.cost.program_time(ctx.ranks, prog, size)
+            if best is None or t < best[0]:
+                best = (t, plan, width, prog, pieces)
+    return best

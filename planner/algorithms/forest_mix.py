@@ -1,0 +1,198 @@
+"""Per-piece tree mixes for the host-structured forest.
+
+The host forest cuts every tree's share into pieces of the same fractions, so piece p of
+every tree starts at step p and the pipeline's first and last steps load the arcs in the
+shape of the trees' first and last offsets: a host whose NIC the ramp leaves idle cannot
+catch up later. Here each piece gets trees of its own mix: the amount ``x[p, j]`` of piece
+p that tree j carries is free, so the first pieces can lean on trees that load the ramp's
+idle arcs (a star rooted at the slow host receives in the steps where its NIC would
+otherwise only send). One linear program sets every ``x[p, j]`` to minimise the program's
+time exactly as the cost model counts it: each step lasts at least every arc's load plus
+the largest latency of a path through it (taken over all trees that could use the arc in
+that step, so the LP's time is never below the built program's). The program built from
+``x`` is then priced by the cost model itself; the forest keeps it only where it is faster.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+
+import highspy
+import numpy as np
+
+from planner.algorithms.forest_plan import _Plan
+from planner.algorithms.pipeline import round_to_total
+from planner.program import Program, Step, Transfer
+
+BUDGET = 250_000  # LP nonzeros (profile entries x pieces) of one plan's mix LPs together
+LIGHT = 0.5  # arcs below this x the busiest load start outside the LP (mix_lp)
+ROW_ROUNDS = 6  # LP solves with broken rows added before giving up
+IPM_ITERATIONS = 400  # of one mix LP solve (deterministic; they take 20-80 here)
+
+
+def tree_profiles(plan: _Plan, trees: list[int]) -> list[tuple[np.ndarray, ...]]:
+    """Per tree of ``trees`` (indices into plan.trees), at the plan's stagger: the arcs its
+    piece crosses, at which offset, seconds per byte of buffer, and the largest path latency
+    through the arc at that offset, one entry per (arc, offset); its lane's merged intra-host
+    transfers are included (they carry the lane's bytes)."""
+    nt, no = len(plan.trees), plan.offsets
+    bw = plan.ctx.router.bw
+    arc, col, off, plat, last = plan._entries()
+    by_lane: dict[int, list[int]] = defaultdict(list)
+    for k in np.nonzero(col >= nt)[0]:
+        by_lane[int(col[k]) - nt].append(int(k))
+    out = []
+    for j in trees:
+        own = np.nonzero(col == j)[0]
+        intra = np.asarray(by_lane.get(plan.trees[j].lane, []), dtype=np.int64)
+        arcs = np.concatenate([arc[own], arc[intra]])
+        offs = np.concatenate([off[own] + plan.shift[j], np.where(last[intra], no - 1, 0)])
+        out.append(_merged(arcs, offs.astype(np.int64), 1.0 / bw[arcs],
+                           np.concatenate([plat[own], plat[intra]])))
+    return out
+
+
+def mix_lp(plan: _Plan, trees: list[int], pieces: int, size: float, min_step: float = 0.0,
+           profiles: list[tuple[np.ndarray, ...]] | None = None) -> np.ndarray | None:
+    """Fractions ``x[p, k]`` of the buffer (summing to 1) that piece p sends by tree
+    ``trees[k]`` (whose ``tree_profiles`` may be given), minimising the lockstep program's
+    time; None where the solver fails.
+
+    Rows are (arc, step) pairs. Only arcs loaded at least LIGHT x the busiest under the
+    plan's shares start in the LP (the others only set each step's latency floor); any arc
+    whose row the solution breaks is added and the LP solved again, so the result is that
+    of the full LP."""
+    from scipy.sparse import coo_matrix
+
+    nsteps = pieces + plan.offsets - 1
+    narcs = len(plan.ctx.router.bw)
+    if profiles is None:
+        profiles = tree_profiles(plan, trees)
+    lat = np.full(narcs * nsteps, -np.inf)
+    cells, cols, vals = [], [], []
+    for k, (arcs, offs, coef, plat) in enumerate(profiles):
+        for p in range(pieces):
+            cell = arcs * nsteps + offs + p
+            np.maximum.at(lat, cell, plat)
+            cells.append(cell)
+            cols.append(np.full(len(cell), p * len(trees) + k))
+            vals.append(coef * size)
+    present = np.nonzero(np.isfinite(lat))[0]
+    row_of = np.full(narcs * nsteps, -1, dtype=np.int64)
+    row_of[present] = np.arange(len(present))
+    nx, nrows = pieces * len(trees), len(present)
+    full = coo_matrix((np.concatenate(vals), (row_of[np.concatenate(cells)],
+                                              np.concatenate(cols))),
+                      shape=(nrows, nx)).tocsr()
+    step = present % nsteps
+    floor = np.full(nsteps, min_step)
+    np.maximum.at(floor, step, lat[present])
+    w = plan.w[trees] / plan.w[trees].sum()
+    arc_load = np.zeros(narcs)
+    for k, (arcs, _, coef, _) in enumerate(profiles):
+        np.add.at(arc_load, arcs, coef * w[k])
+    keep = arc_load >= LIGHT * arc_load.max()
+    scale = max(float(floor.max()), 1e-12)  # HiGHS wants entries near 1
+    for _ in range(ROW_ROUNDS):
+        rows = np.nonzero(keep[present // nsteps])[0]
+        sol = _solve_ipm(full[rows] / scale, step[rows], -lat[present][rows] / scale,
+                         floor / scale)
+        if sol is None:
+            return None
+        x, t = sol[0], sol[1] * scale
+        broken = full @ x + lat[present] > t[step] * (1 + 1e-6) + 1e-12
+        broken &= ~keep[present // nsteps]
+        if not broken.any():
+            break
+        keep[np.unique(present[broken] // nsteps)] = True
+    else:
+        return None
+    x = x.reshape(pieces, len(trees))
+    x[x < x.max() * 1e-7] = 0.0
+    return x / x.sum()
+
+
+def _solve_ipm(loads, steps: np.ndarray, rhs: np.ndarray, floor: np.ndarray
+               ) -> tuple[np.ndarray, np.ndarray] | None:
+    """min sum(t) s.t. loads @ x - t[steps] <= rhs, sum(x) = 1, x >= 0, t >= floor, by
+    HiGHS' interior point without crossover (its vertex can take 10^5 simplex iterations
+    where the interior point takes a few dozen) within IPM_ITERATIONS: (x, t) or None."""
+    from scipy.sparse import coo_matrix, hstack, vstack
+
+    from planner.algorithms.packing_master import _highs
+
+    nx, nt, nr = loads.shape[1], len(floor), loads.shape[0]
+    tau = coo_matrix((-np.ones(nr), (np.arange(nr), steps)), shape=(nr, nt))
+    total = coo_matrix(np.concatenate([np.ones(nx), np.zeros(nt)])[None, :])
+    a = vstack([hstack([loads, tau]), total]).tocsc()
+    lp = highspy.HighsLp()
+    lp.num_col_, lp.num_row_ = nx + nt, nr + 1
+    lp.col_cost_ = np.concatenate([np.zeros(nx), np.ones(nt)])
+    lp.col_lower_ = np.concatenate([np.zeros(nx), floor])
+    lp.col_upper_ = np.full(nx + nt, highspy.kHighsInf)
+    lp.row_lower_ = np.concatenate([np.full(nr, -highspy.kHighsInf), [1.0]])
+    lp.row_upper_ = np.concatenate([rhs, [1.0]])
+    lp.a_matrix_.format_ = highspy.MatrixFormat.kColwise
+    lp.a_matrix_.start_, lp.a_matrix_.index_, lp.a_matrix_.value_ = a.indptr, a.indices, a.data
+    h = _highs()
+    h.setOptionValue("solver", "ipm")
+    h.setOptionValue("run_crossover", "off")
+    h.setOptionValue("ipm_iteration_limit", IPM_ITERATIONS)
+    h.passModel(lp)
+    h.run()
+    if h.getModelStatus() != highspy.HighsModelStatus.kOptimal:
+        return None
+    col = np.asarray(h.getSolution().col_value)
+    return np.maximum(col[:nx], 0.0), col[nx:]
+
+
+def _merged(arcs: np.ndarray, offs: np.ndarray, coef: np.ndarray, plat: np.ndarray
+            ) -> tuple[np.ndarray, ...]:
+    """One entry per (arc, offset): coefficients summed, the largest latency."""
+    key = arcs * (int(offs.max(initial=0)) + 1) + offs
+    uniq, inv = np.unique(key, return_inverse=True)
+    c = np.bincount(inv, weights=coef, minlength=len(uniq))
+    lt = np.full(len(uniq), -np.inf)
+    np.maximum.at(lt, inv, plat)
+    first = np.zeros(len(uniq), dtype=np.int64)
+    first[inv[::-1]] = np.arange(len(inv))[::-1]
+    return arcs[first], offs[first], c, lt
+
+
+def mix_transfers(plan: _Plan, trees: list[int], x: np.ndarray, units: int) -> int:
+    """Transfers of ``build_mix`` for these fractions (before building it)."""
+    u = round_to_total(x.ravel() * units, units).reshape(x.shape)
+    per_tree = np.array([len(plan.phases(j)) + len(plan.tree_intra(j)) for j in trees])
+    intra = {li: len(plan.intra(li)) for li in {plan.trees[j].lane for j in trees}}
+    lane = np.array([plan.trees[j].lane for j in trees])
+    lanes_used = sum(intra[li] * int((u[:, lane == li].sum(axis=1) > 0).sum()) for li in intra)
+    return int(((u > 0) * per_tree[None, :]).sum()) + lanes_used
+
+
+def build_mix(plan: _Plan, trees: list[int], x: np.ndarray, units: int) -> Program:
+    """The program: per lane, per piece, per tree of the lane a contiguous range of units
+    (``x[p, k]`` of them, rounded to whole units) on the tree's schedule at piece p; the
+    lane's merged intra-host transfers cover the lane's units of the piece."""
+    pieces = x.shape[0]
+    u = round_to_total(x.ravel() * units, units).reshape(x.shape)
+    steps: list[Step] = [[] for _ in range(pieces + plan.offsets - 1)]
+    by_lane: dict[int, list[tuple[int, int]]] = defaultdict(list)
+    for k, j in enumerate(trees):
+        by_lane[plan.trees[j].lane].append((k, j))
+    base = 0
+    for li in sorted(by_lane):
+        members = by_lane[li]
+        intra = plan.intra(li)
+        moves = {j: plan.phases(j) + plan.tree_intra(j) for _, j in members}
+        for p in range(pieces):
+            start = base
+            for k, j in members:
+                lo, base = base, base + int(u[p, k])
+                if lo == base:
+                    continue
+                for off, src, dst, red, path in moves[j]:
+                    steps[p + off].append(Transfer(src, dst, lo, base, red, path))
+            if base > start:
+                for off, src, dst, red, path in intra:
+                    steps[p + off].append(Transfer(src, dst, start, base, red, path))
+    return Program(units, [s for s in steps if s])

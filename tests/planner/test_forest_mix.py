@@ -1,0 +1,97 @@
+"""Per-piece tree mixes of the host forest (planner/algorithms/forest_mix.py)."""
+
+from __future__ import annotations
+
+import sys
+
+import numpy as np
+import pytest
+
+from planner.algorithms import forest_mix as mix_mod
+from planner.algorithms.base import PlanContext
+from planner.builders import star
+from planner.plan import make_plan
+from planner.topology import Topology
+from planner.verify import verify_plan
+
+F = sys.modules["planner.algorithms.forest"]
+SIZE = 256 << 20
+SLOW_STAR = star([12.5, 12.5, 12.5, 3.125])  # examples/star-one-slow.json
+
+
+def _configs(topo: Topology) -> tuple[PlanContext, list[tuple]]:
+    """The host forest's priced configurations, best first (forest_hosts' ``ranked``)."""
+    ctx = PlanContext.create(topo, topo.endpoints(), SIZE)
+    seen: dict[str, list[tuple]] = {}
+
+    def grab(_ctx: PlanContext, ranked: list[tuple], _units: int) -> None:
+        seen["ranked"] = ranked
+
+    saved = F._mixed
+    F._mixed = grab
+    try:
+        F.forest_hosts(ctx)
+    finally:
+        F._mixed = saved
+    return ctx, [c for c in seen["ranked"] if c[3] == 1]
+
+
+def test_a_mix_of_the_pipelines_own_shares_is_its_program() -> None:
+    """Every piece mixing the trees in the plan's shares (x = fracs w) builds the pipelined
+    program of build_program: same transfers per step, same cost-model time."""
+    ctx, ranked = _configs(Topology.from_dict(SLOW_STAR))
+    _, plan, width, group, fracs, *_ = ranked[0]
+    plan.set_stagger(width)
+    trees = [j for j in range(len(plan.trees)) if plan.w[j] > 0]
+    units = 1 << 20
+    x = np.outer(fracs, plan.w[trees])
+    mixed = mix_mod.build_mix(plan, trees, x / x.sum(), units)
+    piped = F.build_program(plan, fracs, units, group)
+    assert [len(s) for s in mixed.steps] == [len(s) for s in piped.steps]
+    assert ctx.cost.program_time(ctx.ranks, mixed, SIZE) == pytest.approx(
+        ctx.cost.program_time(ctx.ranks, piped, SIZE), rel=1e-4)
+    assert mix_mod.mix_transfers(plan, trees, x / x.sum(), units) == mixed.transfer_count
+
+
+@pytest.mark.parametrize("name", ["star-one-slow", "degraded-rail"])
+def test_the_mix_lp_never_loses_to_the_pipelines_own_shares(name: str) -> None:
+    """The LP's mix, built and priced by the cost model, is no slower than the pipelined
+    program of the same trees and piece count (the LP counts every arc's latency in every
+    step it could be used, so the built program is never above the LP's time)."""
+    from planner.topology import load_topology
+
+    topo = (Topology.from_dict(SLOW_STAR) if name == "star-one-slow"
+            else load_topology(f"examples/{name}.json"))
+    ctx, ranked = _configs(topo)
+    _, plan, width, group, fracs, *_ = ranked[0]
+    plan.set_stagger(width)
+    trees = [j for j in range(len(plan.trees)) if plan.w[j] > 0]
+    units = 1 << 20
+    x = mix_mod.mix_lp(plan, trees, len(fracs), SIZE)
+    assert x is not None and x.shape == (len(fracs), len(trees))
+    assert x.min() >= 0 and x.sum() == pytest.approx(1.0)
+    lp = ctx.cost.program_time(ctx.ranks, mix_mod.build_mix(plan, trees, x, units), SIZE)
+    piped = ctx.cost.program_time(ctx.ranks, F.build_program(plan, fracs, units, group), SIZE)
+    assert lp <= piped * (1 + 1e-4)
+    if name == "degraded-rail":  # the ramp's idle NICs are what the mix fills
+        assert lp < piped * 0.99
+
+
+def test_forest_takes_the_mix_where_it_is_faster_and_it_verifies() -> None:
+    topo = Topology.from_dict(SLOW_STAR)
+    doc = make_plan(topo, topo.endpoints(), SIZE, "forest")
+    assert doc["details"].get("mixed") is True
+    rep = verify_plan(doc, topo)
+    assert rep.ok, rep.error
+    assert rep.simulated_time_s == pytest.approx(doc["predicted_time_s"], rel=1e-9)
+    assert doc["lower_bound_time_s"] <= doc["predicted_time_s"] <= 1.005 * doc[
+        "lower_bound_time_s"]
+
+
+def test_no_mix_outside_the_budget(monkeypatch: pytest.MonkeyPatch) -> None:
+    topo = Topology.from_dict(SLOW_STAR)
+    before = make_plan(topo, topo.endpoints(), SIZE, "forest")
+    monkeypatch.setattr(F, "MIX_BUDGET", 0)
+    after = make_plan(topo, topo.endpoints(), SIZE, "forest")
+    assert "mixed" not in after["details"]
+    assert after["predicted_time_s"] > before["predicted_time_s"]
