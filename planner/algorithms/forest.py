@@ -46,7 +46,14 @@ from planner.algorithms.forest_lanes import (
     exit_detour_lanes,
 )
 from planner.algorithms.forest_mix import BUDGET as MIX_BUDGET
-from planner.algorithms.forest_mix import build_mix, mix_lp, mix_transfers, tree_profiles
+from planner.algorithms.forest_mix import (
+    build_mix,
+    host_moves,
+    mix_cost,
+    mix_lp,
+    mix_transfers,
+    tree_profiles,
+)
 from planner.algorithms.forest_plan import _Plan
 from planner.algorithms.forest_trees import (
     _hub_trees,
@@ -418,9 +425,9 @@ def _mixed(ctx: PlanContext, ranked: list[tuple], max_units: int
            ) -> tuple[float, _Plan, int, Program, int] | None:
     """The fastest program with per-piece tree mixes (forest_mix) over the MIX_CONFIGS best
     configurations whose merged intra-host transfers cover one piece, at the MIX_PIECES
-    largest piece counts from half the configuration's up to it, within the mix LPs' budget
-    (forest_mix.BUDGET): (cost-model time, plan, stagger, program, pieces); None where none
-    fit."""
+    largest piece counts from half the configuration's up to it (smallest first), within the
+    mix LPs' budget (forest_mix.BUDGET): (cost-model time, plan, stagger, program, pieces);
+    None where none fit."""
     best = None
     size = float(ctx.size_bytes)
     done = spent = 0
@@ -430,19 +437,24 @@ def _mixed(ctx: PlanContext, ranked: list[tuple], max_units: int
         if group != 1:
             continue
         done += 1
-        plan.set_stagger(width)
         trees = [j for j in range(len(plan.trees)) if plan.w[j] > 0]
-        profiles = tree_profiles(plan, trees)
-        entries = sum(len(p[0]) for p in profiles)
         counts = [p for p in PIECE_CHOICES if len(fracs) / 2 <= p <= len(fracs)][-MIX_PIECES:]
+        fit = []
         for pieces in counts:
-            if spent + entries * pieces > MIX_BUDGET:
+            if spent + mix_cost(pieces, len(trees)) <= MIX_BUDGET:
+                spent += mix_cost(pieces, len(trees))
+                fit.append(pieces)
+        if not fit:
+            continue
+        plan.set_stagger(width)
+        profiles = tree_profiles(plan, trees)
+        moves, groups = host_moves(plan, trees)
+        for pieces in fit:
+            x = mix_lp(profiles, plan.w[trees], plan.offsets, len(ctx.router.bw), pieces, size,
+                       ctx.cost.min_step_s)
+            if x is None or mix_transfers(moves, groups, x, max_units) > MAX_TRANSFERS:
                 continue
-            spent += entries * pieces
-            x = mix_lp(plan, trees, pieces, size, ctx.cost.min_step_s, profiles)
-            if x is None or mix_transfers(plan, trees, x, max_units) > MAX_TRANSFERS:
-                continue
-            prog = build_mix(plan, trees, x, max_units)
+            prog = build_mix(moves, groups, x, max_units, plan.offsets)
             t = ctx.cost.program_time(ctx.ranks, prog, size)
             if best is None or t < best[0]:
                 best = (t, plan, width, prog, pieces)

@@ -16,6 +16,14 @@ from concurrent.futures import ThreadPoolExecutor
 import numpy as np
 
 from planner.algorithms.base import Candidate, PlanContext
+from planner.algorithms.forest_mix import BUDGET as MIX_BUDGET
+from planner.algorithms.forest_mix import (
+    build_mix,
+    mix_cost,
+    mix_lp,
+    mix_transfers,
+    pair_profiles,
+)
 from planner.algorithms.packing import FLOOR_GAP, Packing, PackingLP, QuickRoutes, RankRoutes
 from planner.algorithms.packing_balance import balanced_packing
 from planner.algorithms.packing_schedule import MIN_SHARE, Pair, PairSchedule, pair_trees
@@ -66,6 +74,9 @@ RAMPS = (0, 1, 2, 3)
 MAX_TRANSFERS = 800_000
 MAX_UNITS = 1 << 20
 SLOWER = "forest (any topology): slower than the host-structured forest"
+MIX_SHARE = 2 / 3  # mixes at up to this share of the pipelined program's piece count
+MIX_ENDS = 2  # pieces that mix freely at each end of the pipeline, per phase offset
+MIX_REACH = 1.1  # mixes only where the pipelined program is within this of what must be beaten
 LP_MAX_ROWS = 20_000  # arcs x steps of the piece-size LP (pipeline.lp_fractions); above: none
 
 
@@ -242,6 +253,38 @@ def _price_pieced(ctx: PlanContext, tried: list[tuple], units: int, best_s: floa
     return out
 
 
+def _mixed(ctx: PlanContext, best: dict, units: int, cap: float
+           ) -> tuple[float, Program, int] | None:
+    """The best pipelined packing's pairs with per-piece mixes (forest_mix): at the largest
+    piece count up to MIX_SHARE of its own and the one below it (smallest first) within the
+    mix budget, where the pipelined time is within MIX_REACH of ``cap``; the first and last
+    MIX_ENDS x (phase offsets) pieces mix freely, the steady middle keeps the packing's
+    shares: (cost-model time, program, pieces) of the fastest, or None."""
+    if best["time"] > cap * MIX_REACH:
+        return None
+    sched, shares, size = best["sched"], best["shares"], float(ctx.size_bytes)
+    pairs = [j for j in range(len(shares)) if shares[j] > 0]
+    counts = [p for p in PIECES if p <= len(best["fracs"]) * MIX_SHARE][-2:]
+    out, spent = None, 0
+    ends = MIX_ENDS * sched.columns
+    for pieces in counts:
+        cost = mix_cost(pieces, len(pairs), ends)
+        if spent + cost > MIX_BUDGET or pieces * len(pairs) > units:
+            continue
+        spent += cost
+        x = mix_lp(pair_profiles(sched, pairs), shares[pairs], sched.columns,
+                   len(ctx.router.bw), pieces, size, ctx.cost.min_step_s, ends)
+        moves = [sched.transfers[j] for j in pairs]
+        groups = [(list(range(len(pairs))), [])]
+        if x is None or mix_transfers(moves, groups, x, units) > MAX_TRANSFERS:
+            continue
+        program = build_mix(moves, groups, x, units, sched.columns)
+        t = ctx.cost.program_time(ctx.ranks, program, size)
+        if out is None or t < out[0]:
+            out = (t, program, pieces)
+    return out
+
+
 def forest_any(ctx: PlanContext, beat: float | None = None) -> Candidate:
     """The fastest pipelined tree packing under the cost model (any topology); with ``beat``,
     InfeasibleError before building a program whose estimated time is above it."""
@@ -317,8 +360,21 @@ def forest_any(ctx: PlanContext, beat: float | None = None) -> Candidate:
                              min_step=ctx.cost.min_step_s)
             if est < best["time"]:
                 best.update(time=est, fracs=fracs)
-    pieced = _price_pieced(ctx, tried, units, min(best["time"], cap))
+    mixed = _mixed(ctx, best, units, cap)
+    pieced = _price_pieced(ctx, tried, units, min(best["time"], cap,
+                                                  mixed[0] if mixed else math.inf))
     fluid = min(p.theta for k, p in packings(ctx).items() if k[0] == "any") * size
+    if pieced is None and mixed is not None and mixed[0] < best["time"]:
+        if beat is not None and mixed[0] > beat:
+            raise InfeasibleError(SLOWER)
+        t, program, pieces = mixed
+        sched = best["sched"]
+        details = {"path": "any-topology packing", "packing": best["packing"] + ", mixed",
+                   "trees": int((best["shares"] > 0).sum()), "fluid_time_s": fluid,
+                   "pieces": pieces, "reduce_height": sched.h_in,
+                   "broadcast_height": sched.h_out,
+                   "solve_s": round(time.perf_counter() - t0, 3)}
+        return Candidate("forest", t, lambda: program, details)
     if pieced is not None:  # built and timed already
         found, name = pieced
         if beat is not None and found.time_s > beat:

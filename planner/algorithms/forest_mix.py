@@ -1,6 +1,6 @@
-"""Per-piece tree mixes for the host-structured forest.
+"""Per-piece tree mixes for pipelined forests (the host forest's trees, a packing's pairs).
 
-The host forest cuts every tree's share into pieces of the same fractions, so piece p of
+A pipelined forest cuts every tree's share into pieces of the same fractions, so piece p of
 every tree starts at step p and the pipeline's first and last steps load the arcs in the
 shape of the trees' first and last offsets: a host whose NIC the ramp leaves idle cannot
 catch up later. Here each piece gets trees of its own mix: the amount ``x[p, j]`` of piece
@@ -11,6 +11,10 @@ time exactly as the cost model counts it: each step lasts at least every arc's l
 the largest latency of a path through it (taken over all trees that could use the arc in
 that step, so the LP's time is never below the built program's). The program built from
 ``x`` is then priced by the cost model itself; the forest keeps it only where it is faster.
+
+A *column* is one tree (or reduce/broadcast pair) with its moves at their phase offsets;
+columns may share a *group*'s moves per piece (a host-forest lane's merged intra-host
+transfers, which carry the bytes of all its trees in the piece).
 """
 
 from __future__ import annotations
@@ -21,10 +25,16 @@ import highspy
 import numpy as np
 
 from planner.algorithms.forest_plan import _Plan
+from planner.algorithms.packing_schedule import PairSchedule
 from planner.algorithms.pipeline import round_to_total
 from planner.program import Program, Step, Transfer
 
-BUDGET = 250_000  # LP nonzeros (profile entries x pieces) of one plan's mix LPs together
+Move = tuple[int, int, int, bool, tuple[str, ...]]  # (offset, src, dst, reduce, path)
+Profile = tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]
+
+# interior-point work of one plan's mix LPs together, counted as the sum of each LP's columns
+# (pieces x trees) squared: 1,200 columns took 1.1 s here, 1,600 1.7 s, 2,100 2.8 s, 4,100 15 s
+BUDGET = 6_000_000
 LIGHT = 0.5  # arcs below this x the busiest load start outside the LP (mix_lp)
 ROW_ROUNDS = 6  # LP solves with broken rows added before giving up
 IPM_ITERATIONS = 400  # of one mix LP solve (deterministic; they take 20-80 here)
@@ -52,11 +62,43 @@ def tree_profiles(plan: _Plan, trees: list[int]) -> list[tuple[np.ndarray, ...]]
     return out
 
 
-def mix_lp(plan: _Plan, trees: list[int], pieces: int, size: float, min_step: float = 0.0,
-           profiles: list[tuple[np.ndarray, ...]] | None = None) -> np.ndarray | None:
-    """Fractions ``x[p, k]`` of the buffer (summing to 1) that piece p sends by tree
-    ``trees[k]`` (whose ``tree_profiles`` may be given), minimising the lockstep program's
-    time; None where the solver fails.
+def pair_profiles(sched: PairSchedule, pairs: list[int]) -> list[Profile]:
+    """``tree_profiles`` of a packing's pairs (indices into sched.pairs)."""
+    arc, col, off, plat = sched._flat
+    bw = sched.ctx.router.bw
+    out = []
+    for j in pairs:
+        own = np.nonzero(col == j)[0]
+        out.append(_merged(arc[own], off[own].astype(np.int64), 1.0 / bw[arc[own]],
+                           plat[own]))
+    return out
+
+
+def mix_cost(pieces: int, columns: int, ends: int | None = None) -> int:
+    """What one mix LP (``mix_lp``'s arguments) takes from BUDGET."""
+    if ends is None or 2 * ends >= pieces:
+        return (pieces * columns) ** 2
+    return (2 * ends * columns + pieces - 2 * ends) ** 2
+
+
+def host_moves(plan: _Plan, trees: list[int]
+               ) -> tuple[list[list[Move]], list[tuple[list[int], list[Move]]]]:
+    """The columns' moves and the lanes' groups of a host-forest mix over ``trees``."""
+    moves = [plan.phases(j) + plan.tree_intra(j) for j in trees]
+    lanes: dict[int, list[int]] = defaultdict(list)
+    for k, j in enumerate(trees):
+        lanes[plan.trees[j].lane].append(k)
+    return moves, [(lanes[li], plan.intra(li)) for li in sorted(lanes)]
+
+
+def mix_lp(profiles: list[Profile], w: np.ndarray, offsets: int, narcs: int, pieces: int,
+           size: float, min_step: float = 0.0, ends: int | None = None) -> np.ndarray | None:
+    """Fractions ``x[p, k]`` of the buffer (summing to 1) that piece p sends by column k
+    (of ``profiles``; ``w`` are the columns' pipelined shares; the phase offsets run
+    0..``offsets`` - 1; ``narcs`` arcs), minimising the lockstep program's time; None where
+    the solver fails. With ``ends``, only the first and last ``ends`` pieces mix freely
+    (the fill and the drain); the others keep the shares ``w`` and only their sizes are
+    free (far fewer columns: a long pipeline's middle is steady anyway).
 
     Rows are (arc, step) pairs. Only arcs loaded at least LIGHT x the busiest under the
     plan's shares start in the LP (the others only set each step's latency floor); any arc
@@ -64,30 +106,37 @@ def mix_lp(plan: _Plan, trees: list[int], pieces: int, size: float, min_step: fl
     of the full LP."""
     from scipy.sparse import coo_matrix
 
-    nsteps = pieces + plan.offsets - 1
-    narcs = len(plan.ctx.router.bw)
-    if profiles is None:
-        profiles = tree_profiles(plan, trees)
+    nsteps = pieces + offsets - 1
+    ncols = len(profiles)
     lat = np.full(narcs * nsteps, -np.inf)
     cells, cols, vals = [], [], []
+    p = np.arange(pieces)[:, None]
     for k, (arcs, offs, coef, plat) in enumerate(profiles):
-        for p in range(pieces):
-            cell = arcs * nsteps + offs + p
-            np.maximum.at(lat, cell, plat)
-            cells.append(cell)
-            cols.append(np.full(len(cell), p * len(trees) + k))
-            vals.append(coef * size)
+        cell = (arcs * nsteps + offs)[None, :] + p  # pieces x entries
+        np.maximum.at(lat, cell.ravel(), np.tile(plat, pieces))
+        cells.append(cell.ravel())
+        cols.append(np.repeat(p[:, 0] * ncols + k, len(arcs)))
+        vals.append(np.tile(coef * size, pieces))
     present = np.nonzero(np.isfinite(lat))[0]
     row_of = np.full(narcs * nsteps, -1, dtype=np.int64)
     row_of[present] = np.arange(len(present))
-    nx, nrows = pieces * len(trees), len(present)
-    full = coo_matrix((np.concatenate(vals), (row_of[np.concatenate(cells)],
-                                              np.concatenate(cols))),
-                      shape=(nrows, nx)).tocsr()
+    nrows = len(present)
+    w = w / w.sum()
+    # LP columns: (piece, column) where the piece mixes freely, else one per piece (w)
+    free = np.ones(pieces, dtype=bool)
+    if ends is not None and 2 * ends < pieces:
+        free[ends:pieces - ends] = False
+    pick = np.repeat(free, ncols)
+    var = np.cumsum(np.where(pick, 1, np.tile(np.arange(ncols) == 0, pieces))) - 1
+    spread = coo_matrix((np.where(pick, 1.0, np.tile(w, pieces)),
+                         (np.arange(pieces * ncols), var)),
+                        shape=(pieces * ncols, int(var[-1]) + 1)).tocsr()
+    full = (coo_matrix((np.concatenate(vals), (row_of[np.concatenate(cells)],
+                                               np.concatenate(cols))),
+                       shape=(nrows, pieces * ncols)).tocsr() @ spread).tocsr()
     step = present % nsteps
     floor = np.full(nsteps, min_step)
     np.maximum.at(floor, step, lat[present])
-    w = plan.w[trees] / plan.w[trees].sum()
     arc_load = np.zeros(narcs)
     for k, (arcs, _, coef, _) in enumerate(profiles):
         np.add.at(arc_load, arcs, coef * w[k])
@@ -99,15 +148,15 @@ def mix_lp(plan: _Plan, trees: list[int], pieces: int, size: float, min_step: fl
                          floor / scale)
         if sol is None:
             return None
-        x, t = sol[0], sol[1] * scale
-        broken = full @ x + lat[present] > t[step] * (1 + 1e-6) + 1e-12
+        y, t = sol[0], sol[1] * scale
+        broken = full @ y + lat[present] > t[step] * (1 + 1e-6) + 1e-12
         broken &= ~keep[present // nsteps]
         if not broken.any():
             break
         keep[np.unique(present[broken] // nsteps)] = True
     else:
         return None
-    x = x.reshape(pieces, len(trees))
+    x = (spread @ y).reshape(pieces, ncols)
     x[x < x.max() * 1e-7] = 0.0
     return x / x.sum()
 
@@ -159,40 +208,34 @@ def _merged(arcs: np.ndarray, offs: np.ndarray, coef: np.ndarray, plat: np.ndarr
     return arcs[first], offs[first], c, lt
 
 
-def mix_transfers(plan: _Plan, trees: list[int], x: np.ndarray, units: int) -> int:
+def mix_transfers(moves: list[list[Move]], groups: list[tuple[list[int], list[Move]]],
+                  x: np.ndarray, units: int) -> int:
     """Transfers of ``build_mix`` for these fractions (before building it)."""
     u = round_to_total(x.ravel() * units, units).reshape(x.shape)
-    per_tree = np.array([len(plan.phases(j)) + len(plan.tree_intra(j)) for j in trees])
-    intra = {li: len(plan.intra(li)) for li in {plan.trees[j].lane for j in trees}}
-    lane = np.array([plan.trees[j].lane for j in trees])
-    lanes_used = sum(intra[li] * int((u[:, lane == li].sum(axis=1) > 0).sum()) for li in intra)
-    return int(((u > 0) * per_tree[None, :]).sum()) + lanes_used
+    per_col = np.array([len(m) for m in moves])
+    shared = sum(len(g) * int((u[:, cols].sum(axis=1) > 0).sum()) for cols, g in groups if g)
+    return int(((u > 0) * per_col[None, :]).sum()) + shared
 
 
-def build_mix(plan: _Plan, trees: list[int], x: np.ndarray, units: int) -> Program:
-    """The program: per lane, per piece, per tree of the lane a contiguous range of units
-    (``x[p, k]`` of them, rounded to whole units) on the tree's schedule at piece p; the
-    lane's merged intra-host transfers cover the lane's units of the piece."""
+def build_mix(moves: list[list[Move]], groups: list[tuple[list[int], list[Move]]],
+              x: np.ndarray, units: int, offsets: int) -> Program:
+    """The program: per group, per piece, per column of the group a contiguous range of
+    units (``x[p, k]`` of them, rounded to whole units) moved at piece p plus each move's
+    offset; the group's shared moves cover the group's units of the piece."""
     pieces = x.shape[0]
     u = round_to_total(x.ravel() * units, units).reshape(x.shape)
-    steps: list[Step] = [[] for _ in range(pieces + plan.offsets - 1)]
-    by_lane: dict[int, list[tuple[int, int]]] = defaultdict(list)
-    for k, j in enumerate(trees):
-        by_lane[plan.trees[j].lane].append((k, j))
+    steps: list[Step] = [[] for _ in range(pieces + offsets - 1)]
     base = 0
-    for li in sorted(by_lane):
-        members = by_lane[li]
-        intra = plan.intra(li)
-        moves = {j: plan.phases(j) + plan.tree_intra(j) for _, j in members}
+    for cols, shared in groups:
         for p in range(pieces):
             start = base
-            for k, j in members:
+            for k in cols:
                 lo, base = base, base + int(u[p, k])
                 if lo == base:
                     continue
-                for off, src, dst, red, path in moves[j]:
+                for off, src, dst, red, path in moves[k]:
                     steps[p + off].append(Transfer(src, dst, lo, base, red, path))
             if base > start:
-                for off, src, dst, red, path in intra:
+                for off, src, dst, red, path in shared:
                     steps[p + off].append(Transfer(src, dst, start, base, red, path))
     return Program(units, [s for s in steps if s])

@@ -45,12 +45,13 @@ def test_a_mix_of_the_pipelines_own_shares_is_its_program() -> None:
     trees = [j for j in range(len(plan.trees)) if plan.w[j] > 0]
     units = 1 << 20
     x = np.outer(fracs, plan.w[trees])
-    mixed = mix_mod.build_mix(plan, trees, x / x.sum(), units)
+    moves, groups = mix_mod.host_moves(plan, trees)
+    mixed = mix_mod.build_mix(moves, groups, x / x.sum(), units, plan.offsets)
     piped = F.build_program(plan, fracs, units, group)
     assert [len(s) for s in mixed.steps] == [len(s) for s in piped.steps]
     assert ctx.cost.program_time(ctx.ranks, mixed, SIZE) == pytest.approx(
         ctx.cost.program_time(ctx.ranks, piped, SIZE), rel=1e-4)
-    assert mix_mod.mix_transfers(plan, trees, x / x.sum(), units) == mixed.transfer_count
+    assert mix_mod.mix_transfers(moves, groups, x / x.sum(), units) == mixed.transfer_count
 
 
 @pytest.mark.parametrize("name", ["star-one-slow", "degraded-rail"])
@@ -67,10 +68,13 @@ def test_the_mix_lp_never_loses_to_the_pipelines_own_shares(name: str) -> None:
     plan.set_stagger(width)
     trees = [j for j in range(len(plan.trees)) if plan.w[j] > 0]
     units = 1 << 20
-    x = mix_mod.mix_lp(plan, trees, len(fracs), SIZE)
+    x = mix_mod.mix_lp(mix_mod.tree_profiles(plan, trees), plan.w[trees], plan.offsets,
+                       len(ctx.router.bw), len(fracs), SIZE)
     assert x is not None and x.shape == (len(fracs), len(trees))
     assert x.min() >= 0 and x.sum() == pytest.approx(1.0)
-    lp = ctx.cost.program_time(ctx.ranks, mix_mod.build_mix(plan, trees, x, units), SIZE)
+    moves, groups = mix_mod.host_moves(plan, trees)
+    lp = ctx.cost.program_time(ctx.ranks, mix_mod.build_mix(moves, groups, x, units,
+                                                            plan.offsets), SIZE)
     piped = ctx.cost.program_time(ctx.ranks, F.build_program(plan, fracs, units, group), SIZE)
     assert lp <= piped * (1 + 1e-4)
     if name == "degraded-rail":  # the ramp's idle NICs are what the mix fills
@@ -95,3 +99,44 @@ def test_no_mix_outside_the_budget(monkeypatch: pytest.MonkeyPatch) -> None:
     after = make_plan(topo, topo.endpoints(), SIZE, "forest")
     assert "mixed" not in after["details"]
     assert after["predicted_time_s"] > before["predicted_time_s"]
+
+
+def test_packing_mixes_keep_the_middle_and_never_lose_to_the_pipeline() -> None:
+    """On a packing's pairs (any-topology path), a mix whose ends alone mix freely keeps the
+    packing's shares in the middle pieces, verifies, and is no slower than the pipelined
+    program of the same piece sizes."""
+    from planner.algorithms.packing_schedule import PairSchedule, pair_trees
+    from planner.families import torus
+    from planner.program import program_to_doc
+
+    fa = sys.modules["planner.algorithms.forest_any"]
+    topo = Topology.from_dict(torus(2, 3, gpus_per_host=2, degraded=1))
+    ctx = PlanContext.create(topo, topo.endpoints(), SIZE)
+    table = fa.packings(ctx)
+    key = min(table, key=lambda k: (table[k].theta, str(k)))
+    sched = PairSchedule(ctx, pair_trees(table[key]))
+    shares, _ = sched.fluid_shares()
+    best: dict = {}
+    units = 1 << 20
+    fa._price(sched, shares, SIZE, units, best)
+    fracs, pairs = best["fracs"], [j for j in range(len(shares)) if shares[j] > 0]
+    ends = 2
+    assert len(fracs) > 2 * ends + 2
+    x = mix_mod.mix_lp(mix_mod.pair_profiles(sched, pairs), shares[pairs], sched.columns,
+                       len(ctx.router.bw), len(fracs), SIZE, ends=ends)
+    assert x is not None
+    w = shares[pairs] / shares[pairs].sum()
+    for row in x[ends:len(fracs) - ends]:
+        assert row == pytest.approx(row.sum() * w, abs=1e-12)
+    moves = [sched.transfers[j] for j in pairs]
+    groups = [(list(range(len(pairs))), [])]
+    prog = mix_mod.build_mix(moves, groups, x, units, sched.columns)
+    doc = {"ranks": ctx.ranks, "size_bytes": SIZE, "program": program_to_doc(prog)}
+    rep = verify_plan(doc, topo)
+    assert rep.ok, rep.error
+    mixed = ctx.cost.program_time(ctx.ranks, prog, SIZE)
+    assert rep.simulated_time_s == pytest.approx(mixed, rel=1e-9)
+    piped = ctx.cost.program_time(ctx.ranks, sched.build(shares, fracs, units), SIZE)
+    assert mixed <= piped * (1 + 1e-4)
+    assert mix_mod.mix_cost(len(fracs), len(pairs), ends) < mix_mod.mix_cost(len(fracs),
+                                                                             len(pairs))
