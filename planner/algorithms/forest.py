@@ -46,6 +46,7 @@ from planner.algorithms.forest_lanes import (
     exit_detour_lanes,
 )
 from planner.algorithms.forest_mix import BUDGET as MIX_BUDGET
+from planner.algorithms.forest_mix import MAX_RANKS as MIX_MAX_RANKS
 from planner.algorithms.forest_mix import (
     build_mix,
     host_moves,
@@ -426,9 +427,11 @@ def _mixed(ctx: PlanContext, ranked: list[tuple], max_units: int
     """The fastest program with per-piece tree mixes (forest_mix) over the MIX_CONFIGS best
     configurations whose merged intra-host transfers cover one piece, at the MIX_PIECES
     largest piece counts from half the configuration's up to it (smallest first), within the
-    mix LPs' budget (forest_mix.BUDGET): (cost-model time, plan, stagger, program, pieces);
-    None where none fit."""
+    mix LPs' budget (forest_mix.BUDGET), up to forest_mix.MAX_RANKS ranks: (cost-model time,
+    plan, stagger, program, pieces); None where none fit."""
     best = None
+    if len(ctx.ranks) > MIX_MAX_RANKS:
+        return best
     size = float(ctx.size_bytes)
     done = spent = 0
     for _, plan, width, group, fracs, *_ in ranked:

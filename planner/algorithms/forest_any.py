@@ -17,6 +17,7 @@ import numpy as np
 
 from planner.algorithms.base import Candidate, PlanContext
 from planner.algorithms.forest_mix import BUDGET as MIX_BUDGET
+from planner.algorithms.forest_mix import MAX_RANKS as MIX_MAX_RANKS
 from planner.algorithms.forest_mix import (
     build_mix,
     mix_cost,
@@ -257,10 +258,11 @@ def _mixed(ctx: PlanContext, best: dict, units: int, cap: float
            ) -> tuple[float, Program, int] | None:
     """The best pipelined packing's pairs with per-piece mixes (forest_mix): at the largest
     piece count up to MIX_SHARE of its own and the one below it (smallest first) within the
-    mix budget, where the pipelined time is within MIX_REACH of ``cap``; the first and last
-    MIX_ENDS x (phase offsets) pieces mix freely, the steady middle keeps the packing's
-    shares: (cost-model time, program, pieces) of the fastest, or None."""
-    if best["time"] > cap * MIX_REACH:
+    mix budget, up to forest_mix.MAX_RANKS ranks, where the pipelined time is within
+    MIX_REACH of ``cap``; the first and last MIX_ENDS x (phase offsets) pieces mix freely,
+    the steady middle keeps the packing's shares: (cost-model time, program, pieces) of the
+    fastest, or None."""
+    if best["time"] > cap * MIX_REACH or len(ctx.ranks) > MIX_MAX_RANKS:
         return None
     sched, shares, size = best["sched"], best["shares"], float(ctx.size_bytes)
     pairs = [j for j in range(len(shares)) if shares[j] > 0]

@@ -35,6 +35,10 @@ Profile = tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]
 # interior-point work of one plan's mix LPs together, counted as the sum of each LP's columns
 # (pieces x trees) squared: 1,200 columns took 1.1 s here, 1,600 1.7 s, 2,100 2.8 s, 4,100 15 s
 BUDGET = 6_000_000
+# above this many ranks no mixes: their LPs' steps hold hundreds of arcs each, and the interior
+# point's normal equations couple every pair of rows of a step (a 64-rank fat tree: 1,536
+# columns took 28 s, 2,400 on another 123 s)
+MAX_RANKS = 32
 LIGHT = 0.5  # arcs below this x the busiest load start outside the LP (mix_lp)
 ROW_ROUNDS = 6  # LP solves with broken rows added before giving up
 IPM_ITERATIONS = 400  # of one mix LP solve (deterministic; they take 20-80 here)
