@@ -77,6 +77,7 @@ MAX_UNITS = 1 << 20
 SLOWER = "forest (any topology): slower than the host-structured forest"
 MIX_SHARE = 2 / 3  # mixes at up to this share of the pipelined program's piece count
 MIX_ENDS = 2  # pieces that mix freely at each end of the pipeline, per phase offset
+BUILD_CHECK = 0.01  # a mix this close to the pipelined estimate is checked on the built program
 MIX_REACH = 1.1  # mixes only where the pipelined program is within this of what must be beaten
 LP_MAX_ROWS = 20_000  # arcs x steps of the piece-size LP (pipeline.lp_fractions); above: none
 
@@ -363,20 +364,10 @@ def forest_any(ctx: PlanContext, beat: float | None = None) -> Candidate:
             if est < best["time"]:
                 best.update(time=est, fracs=fracs)
     mixed = _mixed(ctx, best, units, cap)
-    pieced = _price_pieced(ctx, tried, units, min(best["time"], cap,
-                                                  mixed[0] if mixed else math.inf))
+    pieced = _price_pieced(ctx, tried, units, min(best["time"], cap))
     fluid = min(p.theta for k, p in packings(ctx).items() if k[0] == "any") * size
-    if pieced is None and mixed is not None and mixed[0] < best["time"]:
-        if beat is not None and mixed[0] > beat:
-            raise InfeasibleError(SLOWER)
-        t, program, pieces = mixed
-        sched = best["sched"]
-        details = {"path": "any-topology packing", "packing": best["packing"] + ", mixed",
-                   "trees": int((best["shares"] > 0).sum()), "fluid_time_s": fluid,
-                   "pieces": pieces, "reduce_height": sched.h_in,
-                   "broadcast_height": sched.h_out,
-                   "solve_s": round(time.perf_counter() - t0, 3)}
-        return Candidate("forest", t, lambda: program, details)
+    if pieced is not None and mixed is not None and mixed[0] < pieced[0].time_s:
+        pieced = None
     if pieced is not None:  # built and timed already
         found, name = pieced
         if beat is not None and found.time_s > beat:
@@ -387,11 +378,28 @@ def forest_any(ctx: PlanContext, beat: float | None = None) -> Candidate:
                    "reduce_height": found.height, "broadcast_height": found.height,
                    "solve_s": round(time.perf_counter() - t0, 3)}
         return Candidate("forest", found.time_s, lambda: found.program, details)
+    sched = best["sched"]
+    fracs = best["fracs"]
+    program = predicted = None
+    if mixed is not None and mixed[0] < best["time"] * (1 + BUILD_CHECK):
+        # the pipelined estimate is the cost model's time up to the rounding of units
+        program = sched.build(shares, fracs, units)
+        predicted = ctx.cost.program_time(ctx.ranks, program, size)
+        if mixed[0] < predicted:
+            if beat is not None and mixed[0] > beat:
+                raise InfeasibleError(SLOWER)
+            t, program, pieces = mixed
+            details = {"path": "any-topology packing", "packing": best["packing"] + ", mixed",
+                       "trees": int((shares > 0).sum()), "fluid_time_s": fluid,
+                       "pieces": pieces, "reduce_height": sched.h_in,
+                       "broadcast_height": sched.h_out,
+                       "solve_s": round(time.perf_counter() - t0, 3)}
+            return Candidate("forest", t, lambda: program, details)
     if beat is not None and best["time"] > beat:
         raise InfeasibleError(SLOWER)
-    fracs = best["fracs"]
-    program = sched.build(shares, fracs, units)
-    predicted = ctx.cost.program_time(ctx.ranks, program, size)
+    if program is None:
+        program = sched.build(shares, fracs, units)
+        predicted = ctx.cost.program_time(ctx.ranks, program, size)
     details = {"path": "any-topology packing", "packing": best["packing"],
                "trees": int((shares > 0).sum()),
                "fluid_time_s": fluid,

@@ -140,3 +140,13 @@ def test_packing_mixes_keep_the_middle_and_never_lose_to_the_pipeline() -> None:
     assert mixed <= piped * (1 + 1e-4)
     assert mix_mod.mix_cost(len(fracs), len(pairs), ends) < mix_mod.mix_cost(len(fracs),
                                                                              len(pairs))
+
+
+def test_mixed_plans_repeat() -> None:
+    """The interior point is deterministic: the same request gives the same program."""
+    topo = Topology.from_dict(SLOW_STAR)
+    a = make_plan(topo, topo.endpoints(), SIZE, "forest")
+    b = make_plan(topo, topo.endpoints(), SIZE, "forest")
+    assert a["details"].get("mixed") is True
+    assert a["program"] == b["program"]
+    assert a["predicted_time_s"] == b["predicted_time_s"]
