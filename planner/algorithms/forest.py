@@ -238,8 +238,9 @@ class _GaveUp(InfeasibleError):
 
 def forest(ctx: PlanContext) -> Candidate:
     """The host-structured forest, or the any-topology packing where that is faster by more
-    than FAN_IN_TOLERANCE (the host-structured programs' fan-in is tuned for real transports:
-    see forest_hosts); both are priced by the cost model on the program they emit.
+    than FAN_IN_TOLERANCE, or faster with no more host fan-in (the host-structured programs'
+    fan-in is tuned for real transports: see forest_hosts); both are priced by the cost model
+    on the program they emit.
 
     Where every host-forest tree set is GIVE_UP x the fluid floor or slower (lanes over
     direct-connect meshes, tori, rings of hosts: 2-14x), the host forest stops before pricing
@@ -268,8 +269,10 @@ def forest(ctx: PlanContext) -> Candidate:
             errors.append(str(exc))
     else:
         # the packing's program is built only where it can be returned (its estimate is the
-        # cost model's time up to the rounding of units: BUILD_MARGIN)
-        beat = (hosts.predicted_time_s * (1 - FAN_IN_TOLERANCE) * (1 + BUILD_MARGIN)
+        # cost model's time up to the rounding of units: BUILD_MARGIN); on one host neither
+        # program has host fan-in, so the packing wins wherever it is faster
+        tolerance = FAN_IN_TOLERANCE if len(ctx.host_groups) > 1 else 0.0
+        beat = (hosts.predicted_time_s * (1 - tolerance) * (1 + BUILD_MARGIN)
                 if hosts is not None else None)
         try:
             packing = forest_any(ctx, beat)
@@ -280,6 +283,11 @@ def forest(ctx: PlanContext) -> Candidate:
             raise InfeasibleError("; ".join(errors))
         return hosts if hosts is not None else packing
     if packing.predicted_time_s < hosts.predicted_time_s * (1 - FAN_IN_TOLERANCE):
+        return packing
+    # within the tolerance the packing still wins where it is faster without more fan-in
+    # (one host: neither has any)
+    if (packing.predicted_time_s < hosts.predicted_time_s
+            and host_fan_in(ctx, packing.build()) <= host_fan_in(ctx, hosts.build())):
         return packing
     return hosts
 

@@ -150,3 +150,16 @@ def test_mixed_plans_repeat() -> None:
     assert a["details"].get("mixed") is True
     assert a["program"] == b["program"]
     assert a["predicted_time_s"] == b["predicted_time_s"]
+
+
+def test_one_host_takes_the_faster_packing_within_the_fan_in_tolerance() -> None:
+    """With one host neither program has host fan-in: the packing, faster than the (mixed)
+    host forest by less than FAN_IN_TOLERANCE, wins (an 8-GPU full mesh)."""
+    from planner.families import random_family
+
+    topo = Topology.from_dict(random_family("full_mesh", 10))
+    hosts = F.forest_hosts(PlanContext.create(topo, topo.endpoints(), SIZE))
+    doc = make_plan(topo, topo.endpoints(), SIZE, "forest")
+    assert doc["details"]["path"] == "any-topology packing"
+    assert doc["predicted_time_s"] < hosts.predicted_time_s
+    assert hosts.predicted_time_s * (1 - F.FAN_IN_TOLERANCE) < doc["predicted_time_s"]
