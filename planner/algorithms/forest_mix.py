@@ -35,6 +35,10 @@ Profile = tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]
 # interior-point work of one plan's mix LPs together, counted as the sum of each LP's columns
 # (pieces x trees) squared: 1,200 columns took 1.1 s here, 1,600 1.7 s, 2,100 2.8 s, 4,100 15 s
 BUDGET = 6_000_000
+# columns of one LP at most: the interior point's time per LP is not predictable from its
+# size (1,600 columns took 1.0-1.7 s on a torus, a cube mesh and a rail cluster here, but
+# 9.7 s on a fat tree; 1,900 on a directed cluster 16 s), so large ones are not solved
+MAX_COLUMNS = 1_600
 # above this many ranks no mixes: their LPs' steps hold hundreds of arcs each, and the interior
 # point's normal equations couple every pair of rows of a step (a 64-rank fat tree: 1,536
 # columns took 28 s, 2,400 on another 123 s)
@@ -96,13 +100,15 @@ def host_moves(plan: _Plan, trees: list[int]
 
 
 def mix_lp(profiles: list[Profile], w: np.ndarray, offsets: int, narcs: int, pieces: int,
-           size: float, min_step: float = 0.0, ends: int | None = None) -> np.ndarray | None:
+           size: float, min_step: float = 0.0, ends: int | None = None,
+           max_columns: int = MAX_COLUMNS) -> np.ndarray | None:
     """Fractions ``x[p, k]`` of the buffer (summing to 1) that piece p sends by column k
     (of ``profiles``; ``w`` are the columns' pipelined shares; the phase offsets run
     0..``offsets`` - 1; ``narcs`` arcs), minimising the lockstep program's time; None where
-    the solver fails. With ``ends``, only the first and last ``ends`` pieces mix freely
-    (the fill and the drain); the others keep the shares ``w`` and only their sizes are
-    free (far fewer columns: a long pipeline's middle is steady anyway).
+    the solver fails or the LP has more than ``max_columns`` columns. With
+    ``ends``, only the first and last ``ends`` pieces mix freely (the fill and the drain);
+    the others keep the shares ``w`` and only their sizes are free (far fewer columns: a
+    long pipeline's middle is steady anyway).
 
     Rows are (arc, step) pairs. Only arcs loaded at least LIGHT x the busiest under the
     plan's shares start in the LP (the others only set each step's latency floor); any arc
@@ -146,6 +152,8 @@ def mix_lp(profiles: list[Profile], w: np.ndarray, offsets: int, narcs: int, pie
         np.add.at(arc_load, arcs, coef * w[k])
     keep = arc_load >= LIGHT * arc_load.max()
     scale = max(float(floor.max()), 1e-12)  # HiGHS wants entries near 1
+    if full.shape[1] > max_columns:
+        return None
     for _ in range(ROW_ROUNDS):
         rows = np.nonzero(keep[present // nsteps])[0]
         sol = _solve_ipm(full[rows] / scale, step[rows], -lat[present][rows] / scale,
