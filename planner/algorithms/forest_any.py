@@ -17,6 +17,7 @@ import numpy as np
 
 from planner.algorithms.base import Candidate, PlanContext
 from planner.algorithms.forest_mix import BUDGET as MIX_BUDGET
+from planner.algorithms.forest_mix import MAX_COLUMNS as MIX_MAX_COLUMNS
 from planner.algorithms.forest_mix import MAX_RANKS as MIX_MAX_RANKS
 from planner.algorithms.forest_mix import (
     build_mix,
@@ -260,8 +261,9 @@ def _mixed(ctx: PlanContext, best: dict, units: int, cap: float
     """The best pipelined packing's pairs with per-piece mixes (forest_mix): at the largest
     piece count up to MIX_SHARE of its own and the one below it (smallest first) within the
     mix budget, up to forest_mix.MAX_RANKS ranks, where the pipelined time is within
-    MIX_REACH of ``cap``; the first and last MIX_ENDS x (phase offsets) pieces mix freely,
-    the steady middle keeps the packing's shares: (cost-model time, program, pieces) of the
+    MIX_REACH of ``cap``; the first and last MIX_ENDS x (phase offsets) pieces mix freely
+    (fewer where the LP would have more than forest_mix.MAX_COLUMNS columns), the steady
+    middle keeps the packing's shares: (cost-model time, program, pieces) of the
     fastest, or None."""
     if best["time"] > cap * MIX_REACH or len(ctx.ranks) > MIX_MAX_RANKS:
         return None
@@ -269,8 +271,12 @@ def _mixed(ctx: PlanContext, best: dict, units: int, cap: float
     pairs = [j for j in range(len(shares)) if shares[j] > 0]
     counts = [p for p in PIECES if p <= len(best["fracs"]) * MIX_SHARE][-2:]
     out, spent = None, 0
-    ends = MIX_ENDS * sched.columns
     for pieces in counts:
+        # free ends as long as the LP stays within forest_mix.MAX_COLUMNS
+        k = len(pairs)
+        ends = min(MIX_ENDS * sched.columns, (MIX_MAX_COLUMNS - pieces) // max(1, 2 * (k - 1)))
+        if ends < 1:
+            continue
         cost = mix_cost(pieces, len(pairs), ends)
         if spent + cost > MIX_BUDGET or pieces * len(pairs) > units:
             continue
