@@ -270,21 +270,24 @@ def _mixed(ctx: PlanContext, best: dict, units: int, cap: float
     sched, shares, size = best["sched"], best["shares"], float(ctx.size_bytes)
     pairs = [j for j in range(len(shares)) if shares[j] > 0]
     counts = [p for p in PIECES if p <= len(best["fracs"]) * MIX_SHARE][-2:]
+    k = len(pairs)
+    profiles = moves = groups = None
     out, spent = None, 0
     for pieces in counts:
         # free ends as long as the LP stays within forest_mix.MAX_COLUMNS
-        k = len(pairs)
         ends = min(MIX_ENDS * sched.columns, (MIX_MAX_COLUMNS - pieces) // max(1, 2 * (k - 1)))
         if ends < 1:
             continue
-        cost = mix_cost(pieces, len(pairs), ends)
-        if spent + cost > MIX_BUDGET or pieces * len(pairs) > units:
+        cost = mix_cost(pieces, k, ends)
+        if spent + cost > MIX_BUDGET or pieces * k > units:
             continue
         spent += cost
-        x = mix_lp(pair_profiles(sched, pairs), shares[pairs], sched.columns,
-                   len(ctx.router.bw), pieces, size, ctx.cost.min_step_s, ends)
-        moves = [sched.transfers[j] for j in pairs]
-        groups = [(list(range(len(pairs))), [])]
+        if profiles is None:  # once per packing, for every piece count
+            profiles = pair_profiles(sched, pairs)
+            moves = [sched.transfers[j] for j in pairs]
+            groups = [(list(range(k)), [])]
+        x = mix_lp(profiles, shares[pairs], sched.columns, len(ctx.router.bw), pieces, size,
+                   ctx.cost.min_step_s, ends)
         if x is None or mix_transfers(moves, groups, x, units) > MAX_TRANSFERS:
             continue
         program = build_mix(moves, groups, x, units, sched.columns)
