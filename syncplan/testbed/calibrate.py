@@ -50,7 +50,7 @@ from __future__ import annotations
 import math
 import statistics
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -260,7 +260,9 @@ def calibrate(run: Callable[[Sequence[Path], Path], dict[str, Any]], plan_paths:
         doc = json.loads(Path(path).read_text())
         plans[(doc["label"], int(doc["size_bytes"]))] = doc
     result = run(plan_paths, out_path)
-    points = points_from_run(result, plans, topology, cores)
+    # fit the times as the record keeps them (0.1 us), so the record reproduces the fit
+    points = [replace(p, times_s=[round(t, 7) for t in p.times_s])
+              for p in points_from_run(result, plans, topology, cores)]
     fit = fit_settings(points, **({} if min_step_us is None
                                   else {"m_grid_us": np.array([float(min_step_us)])}),
                        x_grid_us=X_GRID_US if exchange and min_step_us is not None else None,

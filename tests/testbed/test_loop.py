@@ -87,7 +87,7 @@ def test_full_loop_on_small_scenario(tmp_path: Path) -> None:
     refit = fit_settings(points_from_record(cal), m_grid_us=np.array([MIN_STEP_US]),
                          x_grid_us=X_GRID_US, s_grid=S_GRID,
                          bootstrap=cal["fit"]["bootstrap"]["n"])
-    # the record keeps the times to 0.1 us, which can move a ratio's or the error's last digit
+    # the fit used the times as recorded (0.1 us); the record rounds the ratios and the error
     ratios = refit.pop("predicted_over_measured")
     assert ratios == pytest.approx(cal["fit"]["predicted_over_measured"], abs=2e-3)
     assert refit.pop("rms_log_error") == pytest.approx(cal["fit"]["rms_log_error"], abs=2e-3)
