@@ -14,6 +14,16 @@ SLOW_LIST = Path(__file__).with_name("slow_tests.txt")
 # rest (128-rank and family examples, ~700 cases, an hour on 2 cores) run with -m heavy.
 HEAVY_SWEEPS = ("tests/planner/test_algorithms.py::test_every_algorithm_on_every_example",
                 "tests/export/test_msccl.py::test_every_example_and_algorithm")
+# The per-example sweeps of auto against every algorithm and of the bound's bandwidth term:
+# their cases of 9 s and more (2 cores) run with -m heavy too; every family keeps a case in
+# the default run. Saves ~4 min of CI.
+_AUTO = "tests/planner/test_algorithms.py::test_auto_is_never_slower_than_the_best_named"
+_TERM = "tests/planner/test_bound.py::test_the_bandwidth_term_is_the_familys_fluid_optimum"
+HEAVY_CASES = {f"{_AUTO}[{e}]" for e in (
+    "cube-mesh-dgx1v-degraded", "degraded-rail", "dgx-16x8-rail", "dgx-16x8-1nic",
+    "dgx-4x8-rail", "directed-ring-4x2-slow", "host-ring-4x2-slow", "mesh-4x4-degraded",
+    "torus-2x4x2gpu", "two-tier-oversubscribed")} | {f"{_TERM}[{e}]" for e in (
+    "degraded-rail", "dgx-4x8-rail", "torus-2x4x2gpu", "one-slow-nic", "demo")}
 
 
 def slow_ids() -> set[str]:
@@ -32,5 +42,6 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     for item in items:
         if item.nodeid in slow:
             item.add_marker(pytest.mark.slow)
-        if item.nodeid.startswith(HEAVY_SWEEPS) and item.get_closest_marker("slow"):
+        if ((item.nodeid.startswith(HEAVY_SWEEPS) and item.get_closest_marker("slow"))
+                or item.nodeid in HEAVY_CASES):
             item.add_marker(pytest.mark.heavy)

@@ -32,7 +32,8 @@ def test_diff_passes_equal_files_and_names_a_moved_plan(tmp_path: Path) -> None:
     assert "ex/mesh: forest 2.00000 -> forest 2.20000" in moved.stdout
 
 
-@pytest.mark.slow  # plans every example: about a minute
+@pytest.mark.slow
+@pytest.mark.heavy  # plans every example: 1-2 min on 2 cores (-m heavy runs it)
 def test_run_plans_every_member_of_a_set(tmp_path: Path) -> None:
     out = tmp_path / "plans.json"
     done = _run("run", str(out), "--sets", "ex")
