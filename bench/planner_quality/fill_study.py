@@ -1,0 +1,270 @@
+"""How far the pipeline fill of a tree packing can fall when every piece has trees of its own.
+
+A study, not a planner path: on a graph whose packing pipelines with a large fill (a 2D mesh:
+`forest` is 1.043x its bound on examples/mesh-4x4.json at 256 MiB, 1.049x on the degraded
+one), it solves the pieced step-priced LP of ``planner.algorithms.packing_window`` with every
+piece free and many pieces, which the planner cannot afford. Each piece starts from one
+*composite* column (the best packing's pairs at their fluid shares) and gets in- and
+out-trees priced at its own steps (``layered_trees`` on the duals of the (step, arc) rows),
+at most --topk per piece and direction a round; columns without share for two rounds go; the
+master is HiGHS' interior point without crossover (its central duals price these degenerate
+LPs in far fewer rounds than a simplex vertex). The program is built, priced by the cost model
+and checked by the verifier. Writes bench/results/planner_fill_study.{json,png}: the LP's
+value per round and the piece sizes (of the buffer) of the solution.
+
+    python3 bench/planner_quality/fill_study.py [--topology examples/mesh-4x4.json]
+        [--size 256MiB] [--pieces 64] [--rounds 14] [--topk 16] [--out-dir DIR]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+
+import highspy
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT))
+
+from planner.algorithms import forest_any  # noqa: E402
+from planner.algorithms import packing_window as pw  # noqa: E402
+from planner.algorithms.arborescence import layered_trees  # noqa: E402
+from planner.algorithms.base import PlanContext  # noqa: E402
+from planner.algorithms.packing import Packing, QuickRoutes, TreeColumn, _column  # noqa: E402
+from planner.algorithms.packing_schedule import Pair, PairSchedule, pair_trees  # noqa: E402
+from planner.algorithms.pipeline import round_to_total  # noqa: E402
+from planner.bound import lower_bound  # noqa: E402
+from planner.plan import with_routes  # noqa: E402
+from planner.program import Program, Step, Transfer, program_to_doc  # noqa: E402
+from planner.sizes import parse_size  # noqa: E402
+from planner.topology import load_topology  # noqa: E402
+from planner.verify import verify_plan  # noqa: E402
+
+OUT = ROOT / "bench" / "results"
+IDLE_SHARE = 1e-4  # of the largest tree share: below it a column counts as idle
+IDLE_ROUNDS = 2  # idle rounds after which a column goes
+
+
+class FreePieces(pw.WindowLP):
+    """The pieced step-priced LP with one composite column per piece and priced trees."""
+
+    def __init__(self, ctx: PlanContext, routes, slack: int, pairs: list[Pair],
+                 shares: np.ndarray, pieces: int, topk: int) -> None:
+        super().__init__(ctx, routes, slack, [], pieces)
+        fit = [pair for pair in pairs
+               if max(pair.reduce.height, pair.broadcast.height) <= self.height]
+        if len(fit) < len(pairs):  # deeper than this LP's steps: the rest, at their fluid shares
+            pairs, shares = fit, PairSchedule(ctx, fit).fluid_shares()[0]
+        self.pairs, self.shares, self.topk = pairs, shares, topk
+        self.master.go_interior()
+        for p in range(pieces):  # the composites are the first ``pieces`` columns
+            rows, vals = [], []
+            for pair, x in zip(pairs, shares, strict=True):
+                for col in (pair.reduce, pair.broadcast):
+                    rows.append(self._steps(col, p) * self.master.narcs + col.arcs)
+                    vals.append(np.full(len(col.arcs), x))
+            self._composite(np.concatenate(rows), np.concatenate(vals))
+
+    def _composite(self, rows: np.ndarray, weights: np.ndarray) -> None:
+        """A column of crossings (rows, weighted) with +1 in the total row and no root row
+        (its in- and out-trees balance every root)."""
+        m = self.master
+        ids, inv = np.unique(rows, return_inverse=True)
+        vals = np.bincount(inv, weights=weights) * (m.scale / m.bw[ids % m.narcs])
+        idx = np.concatenate([ids, [m.load_rows + m.n]]).astype(np.int32)
+        status = m.h.addCol(0.0, 0.0, highspy.kHighsInf, len(idx), idx,
+                            np.concatenate([vals, [1.0]]))
+        if status != highspy.HighsStatus.kOk:
+            raise RuntimeError(f"HiGHS refused a composite column: {status}")
+        m.cols += 1
+        m.col_nnz.append(len(idx))
+
+    def _price(self, prices: np.ndarray, duals: np.ndarray, threshold: float
+               ) -> list[tuple[TreeColumn, int]]:
+        """Per piece and direction the ``topk`` trees of least negative reduced cost."""
+        n, h = self.n, self.height
+        costs, preds = zip(*(self.routes.solve(w) for w in prices), strict=True)
+        cost = np.stack(costs)
+        total = duals[n * self.pieces]
+        out: list[tuple[TreeColumn, int]] = []
+        cache: dict = {}
+        for p in range(self.pieces):
+            step_in = p + np.concatenate([[0], h - np.arange(1, h + 1)])
+            step_out = p + np.concatenate([[0], h + np.arange(1, h + 1) - 1])
+            for inward, parents, steps in (
+                    (True, layered_trees(cost.transpose(0, 2, 1), step_in, self.limits[0]),
+                     step_in),
+                    (False, layered_trees(cost, step_out, self.limits[1]), step_out)):
+                found = []
+                for r in range(n):
+                    if isinstance(self.routes, QuickRoutes):
+                        col = _column(self.routes, self.ctx.router, None, parents[r], r, inward,
+                                      cache)
+                    else:
+                        col = pw._layered_column(self.routes, self.ctx.router, preds,
+                                                 parents[r], r, inward, steps)
+                    red = float(prices[self._steps(col, p), col.arcs].sum())
+                    red += -duals[p * n + r] - total if inward else duals[p * n + r]
+                    if red < -threshold:
+                        found.append((red, r, col))
+                out += [(col, p) for _, _, col in sorted(found, key=lambda f: f[:2])[:self.topk]]
+        return out
+
+    def _drop_idle(self, share: np.ndarray) -> None:
+        trees = share[self.pieces:]
+        if not len(trees):
+            return
+        self.idle = [0 if x > IDLE_SHARE * trees.max() else k + 1
+                     for x, k in zip(trees, self.idle, strict=True)]
+        drop = [j for j, k in enumerate(self.idle) if k >= IDLE_ROUNDS]
+        if drop:
+            gone = set(drop)
+            self._seen.difference_update(self.keys[j] for j in drop)
+            self.master.delete([self.pieces + j for j in drop])
+            for name in ("trees", "offsets", "keys", "idle"):
+                setattr(self, name, [x for j, x in enumerate(getattr(self, name)) if j not in gone])
+
+    def run(self, rounds: int, say, size: float) -> tuple[np.ndarray, list[float]]:
+        """Column generation: (shares of every column, the LP's s/byte after each solve)."""
+        t0 = time.perf_counter()
+        theta, obj, share, prices, duals = self._solve(pw.Budget(np.inf))
+        values = [theta]
+        for k in range(rounds):
+            cols = self._price(prices, duals, pw.TOLERANCE * obj)
+            if not cols:
+                break
+            self._drop_idle(share)
+            if not sum(self._add(c, p) for c, p in cols):
+                break
+            theta, obj, share, prices, duals = self._solve(pw.Budget(np.inf))
+            values.append(theta)
+            say(f"round {k + 1}: {len(self.trees)} trees, LP bandwidth time "
+                f"{theta * size * 1e3:.4f} ms, {time.perf_counter() - t0:.1f} s")
+        return share, values
+
+    def program(self, share: np.ndarray, units: int) -> tuple[Program, np.ndarray]:
+        """The lockstep program of the solution, and each piece's part of the buffer."""
+        comp, trees = share[:self.pieces], share[self.pieces:]
+        trees = np.where(trees > IDLE_SHARE * trees.max(initial=0.0), trees, 0.0)
+        offsets = np.asarray(self.offsets)
+        items: list[tuple[int, Pair, float]] = []
+        for p in range(self.pieces):
+            if comp[p] > 1e-12:
+                items += [(p, pair, comp[p] * x) for pair, x in zip(self.pairs, self.shares,
+                                                                    strict=True) if x > 0]
+            mine = (offsets == p) & (trees > 0)
+            if mine.any():
+                cols = [t for t, m in zip(self.trees, mine, strict=True) if m]
+                weight = float(sum(x for t, x in zip(cols, trees[mine], strict=True)
+                                   if t.inward))
+                items += [(p, pair, pair.share * weight)
+                          for pair in pair_trees(Packing(cols, trees[mine], 0.0, None))]
+        weights = np.array([x for _, _, x in items])
+        per = round_to_total(weights * units / weights.sum(), units)
+        sizes = np.zeros(self.pieces)
+        h = self.height
+        steps: list[Step] = [[] for _ in range(self.pieces + 2 * h)]
+        base = 0
+        for (p, pair, _), u in zip(items, per, strict=True):
+            a, b = base, base + int(u)
+            base = b
+            sizes[p] += (b - a) / units
+            if a == b:
+                continue
+            for v, q in enumerate(pair.reduce.parent):
+                if q >= 0:
+                    steps[p + h - int(pair.reduce.depth[v])].append(
+                        Transfer(v, int(q), a, b, True, pair.reduce.paths[v]))
+            for v, q in enumerate(pair.broadcast.parent):
+                if q >= 0:
+                    steps[p + h + int(pair.broadcast.depth[v]) - 1].append(
+                        Transfer(int(q), v, a, b, False, pair.broadcast.paths[v]))
+        return Program(units, [s for s in steps if s]), sizes
+
+
+def study(path: Path, size: int, pieces: int, rounds: int, topk: int) -> dict:
+    topo = load_topology(path)
+    ranks = topo.endpoints()
+    ctx = PlanContext.create(topo, ranks, size)
+
+    def say(line: str) -> None:
+        print(f"  {path.stem}: {line}", flush=True)
+
+    t0 = time.perf_counter()
+    forest = forest_any.forest_any(ctx)
+    say(f"forest (any topology) {forest.predicted_time_s * 1e3:.4f} ms "
+        f"({forest.details.get('packing')})")
+    table = forest_any.packings(ctx)
+    key = min(table, key=lambda k: (table[k].theta, str(k)))
+    pairs = pair_trees(table[key])
+    shares, _ = PairSchedule(ctx, pairs).fluid_shares()
+    lp = FreePieces(ctx, ctx.memo["packing_routes"][key[0]], key[1] or 0, pairs, shares,
+                    pieces, topk)
+    share, values = lp.run(rounds, say, float(size))
+    program, sizes = lp.program(share, min(1 << 20, size))
+    t = ctx.cost.program_time(ranks, program, float(size))
+    doc = {"ranks": ranks, "size_bytes": size,
+           "program": program_to_doc(with_routes(program, ranks, ctx.router))}
+    rep = verify_plan(doc, topo)
+    if not rep.ok:
+        raise SystemExit(f"{path.stem}: verifier: {rep.error}")
+    bound = lower_bound(ctx).time_s
+    say(f"free pieces {t * 1e3:.4f} ms = {t / bound:.4f}x the bound "
+        f"(forest {forest.predicted_time_s / bound:.4f}x), {time.perf_counter() - t0:.0f} s")
+    return {"topology": path.stem, "size_bytes": size, "pieces": pieces, "topk": topk,
+            "bound_s": bound, "forest_s": forest.predicted_time_s,
+            "free_pieces_s": t, "simulated_s": rep.simulated_time_s,
+            "lp_s_per_round": [v * size for v in values], "trees": len(lp.trees),
+            "piece_sizes": sizes.tolist(), "seconds": time.perf_counter() - t0}
+
+
+def plot(rows: list[dict], path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, (a, b) = plt.subplots(1, 2, figsize=(11, 4))
+    for r in rows:
+        a.plot(np.array(r["lp_s_per_round"]) / r["bound_s"], marker=".", label=r["topology"])
+        b.plot(np.array(r["piece_sizes"]) * 100, label=r["topology"])
+    a.axhline(1.03, color="grey", lw=0.8, ls="--")
+    a.set(xlabel="column-generation round", ylabel="LP bandwidth time / bound (no latency)",
+          title="free-pieces LP")
+    b.set(xlabel="piece", ylabel="% of the buffer", title="piece sizes of the solution")
+    a.legend()
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--topology", action="append", type=Path,
+                    help="topology file (repeatable; default the two 4x4 meshes)")
+    ap.add_argument("--size", type=parse_size, default=256 << 20)
+    ap.add_argument("--pieces", type=int, default=64)
+    ap.add_argument("--rounds", type=int, default=14)
+    ap.add_argument("--topk", type=int, default=16)
+    ap.add_argument("--out", default="planner_fill_study")
+    ap.add_argument("--out-dir", type=Path, default=OUT)
+    args = ap.parse_args()
+    if args.pieces < 2 or args.rounds < 0 or args.topk < 1:
+        ap.error("--pieces must be >= 2, --rounds >= 0, --topk >= 1")
+    paths = args.topology or [ROOT / "examples" / "mesh-4x4.json",
+                              ROOT / "examples" / "mesh-4x4-degraded.json"]
+    rows = [study(p, args.size, args.pieces, args.rounds, args.topk) for p in paths]
+    args.out_dir.mkdir(parents=True, exist_ok=True)
+    (args.out_dir / f"{args.out}.json").write_text(json.dumps(rows, indent=1) + "\n")
+    plot(rows, args.out_dir / f"{args.out}.png")
+    print(f"{'topology':24s} {'forest/bound':>12s} {'free/bound':>10s} {'seconds':>8s}")
+    for r in rows:
+        print(f"{r['topology']:24s} {r['forest_s'] / r['bound_s']:12.4f} "
+              f"{r['free_pieces_s'] / r['bound_s']:10.4f} {r['seconds']:8.0f}")
+
+
+if __name__ == "__main__":
+    main()
