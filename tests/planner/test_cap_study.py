@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import pytest
 
-from tests.planner.conftest import load_scale_script
+from tests.planner.conftest import load_bench_script
 
 
 @pytest.fixture(scope="module")
 def study():
-    return load_scale_script("cap_study")
+    return load_bench_script("cap_study")
 
 
 def test_the_study_never_beats_forest_under_forests_own_limit(study) -> None:

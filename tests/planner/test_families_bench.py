@@ -3,7 +3,6 @@ arguments give one error line."""
 
 from __future__ import annotations
 
-import importlib.util
 import subprocess
 import sys
 from pathlib import Path
@@ -13,16 +12,13 @@ import pytest
 
 from planner.families import full_mesh
 from planner.plan import TIE_TOLERANCE
+from tests.planner.conftest import QUALITY_BENCH, load_bench_script
 
 SCRIPT = Path(__file__).resolve().parents[2] / "bench" / "planner_quality" / "families.py"
 
 
 def _load() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("families_bench", SCRIPT)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_bench_script("families", QUALITY_BENCH)
 
 
 @pytest.mark.slow

@@ -3,7 +3,6 @@ the bound, and its pieces cover the buffer; bad arguments give one error line.""
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import subprocess
 import sys
@@ -13,23 +12,21 @@ from types import ModuleType
 import pytest
 
 from planner.families import mesh2d
+from tests.planner.conftest import QUALITY_BENCH, load_bench_script
 
 SCRIPT = Path(__file__).resolve().parents[2] / "bench" / "planner_quality" / "fill_study.py"
 
 
 def _load() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("fill_study", SCRIPT)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_bench_script("fill_study", QUALITY_BENCH)
 
 
 @pytest.mark.slow
-def test_free_pieces_on_a_small_mesh(tmp_path: Path) -> None:
+@pytest.mark.parametrize("hat_count", [0, 3])
+def test_free_pieces_on_a_small_mesh(tmp_path: Path, hat_count: int) -> None:
     topo = tmp_path / "mesh-3x3.json"
     topo.write_text(json.dumps(mesh2d(3, 3)))
-    row = _load().study(topo, 64 << 20, pieces=8, rounds=3, topk=4)
+    row = _load().study(topo, 64 << 20, pieces=8, rounds=3, topk=4, hat_count=hat_count)
     # verified inside study(); the cost model's time is the simulator's, and no lower
     assert row["free_pieces_s"] == pytest.approx(row["simulated_s"], rel=1e-9)
     assert row["free_pieces_s"] >= row["bound_s"] * (1 - 1e-9)
@@ -42,4 +39,7 @@ def test_bad_arguments_are_one_line() -> None:
     bad = subprocess.run([sys.executable, str(SCRIPT), "--pieces", "1"], capture_output=True,
                          text=True, timeout=60)
     assert bad.returncode == 2 and "--pieces must be >= 2" in bad.stderr
+    bad = subprocess.run([sys.executable, str(SCRIPT), "--hats", "1"], capture_output=True,
+                         text=True, timeout=60)
+    assert bad.returncode == 2 and "--hats 0 or 2..pieces" in bad.stderr
     assert "Traceback" not in bad.stderr

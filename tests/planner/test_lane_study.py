@@ -5,12 +5,12 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from tests.planner.conftest import load_scale_script
+from tests.planner.conftest import load_bench_script
 
 
 @pytest.fixture(scope="module")
 def study():
-    return load_scale_script("lane_study")
+    return load_bench_script("lane_study")
 
 
 def test_stars_on_equal_hosts_take_two_loaded_steps(study) -> None:
