@@ -42,7 +42,7 @@ def test_every_algorithm_on_every_example(example: Topology, algorithm: str, siz
     check_plan(example, ranks, size, algorithm)
 
 
-@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(seed=st.integers(0, 10**6), size=st.sampled_from([1000, 1 << 20, 300 << 20]),
        data=st.data())
 def test_random_topologies(seed: int, size: int, data: st.DataObject) -> None:
