@@ -9,8 +9,10 @@ out-trees priced at its own steps (``layered_trees`` on the duals of the (step, 
 at most --topk per piece and direction a round; columns without share for two rounds go; the
 master is HiGHS' interior point without crossover (its central duals price these degenerate
 LPs in far fewer rounds than a simplex vertex). The program is built, priced by the cost model
-and checked by the verifier. Writes bench/results/planner_fill_study.{json,png}: the LP's
-value per round and the piece sizes (of the buffer) of the solution.
+and checked by the verifier. With --hats K each tree's share is piecewise linear over the
+pieces instead (K hat functions: K columns per tree, not one per piece). Writes
+bench/results/planner_fill_study.{json,png} (--out, --out-dir): the LP's value per round and
+the piece sizes (of the buffer) of the solution.
 
     python3 bench/planner_quality/fill_study.py [--topology examples/mesh-4x4.json]
         [--size 256MiB] [--pieces 64] [--rounds 14] [--topk 16] [--hats K] [--out-dir DIR]
