@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import subprocess
 import sys
-from pathlib import Path
 from types import ModuleType
 
 import pytest
@@ -14,7 +13,7 @@ from planner.families import full_mesh
 from planner.plan import TIE_TOLERANCE
 from tests.planner.conftest import QUALITY_BENCH, load_bench_script
 
-SCRIPT = Path(__file__).resolve().parents[2] / "bench" / "planner_quality" / "families.py"
+SCRIPT = QUALITY_BENCH / "families.py"
 
 
 def _load() -> ModuleType:

@@ -14,7 +14,7 @@ import pytest
 from planner.families import mesh2d
 from tests.planner.conftest import QUALITY_BENCH, load_bench_script
 
-SCRIPT = Path(__file__).resolve().parents[2] / "bench" / "planner_quality" / "fill_study.py"
+SCRIPT = QUALITY_BENCH / "fill_study.py"
 
 
 def _load() -> ModuleType:
