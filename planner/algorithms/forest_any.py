@@ -67,6 +67,11 @@ WINDOW_MAX_RANKS = 32  # ...up to this many ranks (its master takes seconds abov
 WINDOW_PIECED_MAX_RANKS = 16  # pieced LPs up to this many ranks; above, the one-piece LPs of
 WINDOW_BUDGET = 3e8  # a plan share this budget (``packing_window.Budget``): ~2 s of HiGHS
 WINDOW_UNLIMITED_MAX_RANKS = 16  # the unlimited one up to this many (2 (n - 1) steps of rows)
+WINDOW_LARGE_MAX_RANKS = 64  # above WINDOW_MAX_RANKS, only the unlimited packing seeds one, where
+# it was solved (the depth limits stayed UNLIMITED_GAP from the floor): its deep trees fill a
+# pipeline slowly, and one piece with step-priced shares does not fill at all (a 64-rank
+# directed ring of hosts 1.23x -> 1.02x; the depth-limited ones' LPs spent the budget for
+# nothing on every 64-rank member measured)
 WINDOW_MIN_BYTES = 1 << 20  # and from 1 MiB: below, fewer and shallower trees win (latency)
 WINDOW_PIECED = 2  # best step-priced packings (by their one-piece time) given pieces
 WINDOW_MARGIN = 0.005  # a step-priced program must beat the best estimate by this much: the
@@ -189,11 +194,13 @@ def _price_windows(ctx: PlanContext, size: float, units: int, best: dict,
     full meshes, NVLink cube meshes: 2-6 % faster than the pipelined packings at 256 MiB).
     Returns (one-piece time, key, slack, trees) of every LP solved, for ``_price_pieced``."""
     n = len(ctx.ranks)
-    if n > WINDOW_MAX_RANKS or size < WINDOW_MIN_BYTES:
+    if n > WINDOW_LARGE_MAX_RANKS or size < WINDOW_MIN_BYTES:
         return []
     table = packings(ctx)
     keys = sorted(table, key=lambda k: (table[k].theta, str(k)))[:WINDOW_PACKINGS]
-    if n > WINDOW_UNLIMITED_MAX_RANKS:
+    if n > WINDOW_MAX_RANKS:
+        keys = [("any", None)] if ("any", None) in table else []
+    elif n > WINDOW_UNLIMITED_MAX_RANKS:
         keys = [k for k in keys if k[1] is not None]
     elif ("any", None) in table and ("any", None) not in keys:
         keys.append(("any", None))

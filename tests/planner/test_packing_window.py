@@ -20,7 +20,14 @@ from planner.algorithms.packing_window import (
 )
 from planner.algorithms.pipeline import model_time, piece_fractions
 from planner.bound import lower_bound
-from planner.families import FAMILY_EXAMPLES, full_mesh, host_ring, hybrid_cube_mesh, torus
+from planner.families import (
+    FAMILY_EXAMPLES,
+    directed_cluster,
+    full_mesh,
+    host_ring,
+    hybrid_cube_mesh,
+    torus,
+)
 from planner.plan import make_plan, with_routes
 from planner.program import program_to_doc
 from planner.topology import Topology
@@ -187,3 +194,42 @@ def test_abandoned_tells_what_a_solve_with_a_lower_beat_returns() -> None:
         assert (again is None) is gone
         if again is not None:
             assert again.theta == found.theta and len(again.trees) == len(found.trees)
+
+
+def test_a_budget_spent_mid_way_keeps_the_last_optimum() -> None:
+    """Where the budget ends a re-solve, the LP returns the optimum it had before it (not
+    None): the first solve's shares are a step-priced packing already."""
+    t = Topology.from_dict(torus(3, 3, degraded=0))
+    ctx = PlanContext.create(t, t.endpoints(), SIZE)
+    table = packings(ctx)
+    routes = ctx.memo["packing_routes"]["any"]
+    start = 1e15
+    once = Budget(start)
+    first = WindowLP(ctx, routes, 1, table["any", 1].pool)
+    found = first.solve(rounds=0, budget=once)
+    assert found is not None and len(first.values) == 0
+    full = WindowLP(ctx, routes, 1, table["any", 1].pool).solve()
+    assert full is not None and full.theta < found.theta  # later rounds do lower it
+    # the first solve and one more simplex iteration
+    budget = Budget(start - once.left + first.master.nonzeros())
+    lp = WindowLP(ctx, routes, 1, table["any", 1].pool)
+    kept = lp.solve(budget=budget)
+    assert kept is not None and budget.left <= 0
+    assert kept.theta == pytest.approx(found.theta, rel=1e-9)
+    assert len(lp.live_offsets) == len(kept.trees)
+    doc = {"ranks": ctx.ranks, "size_bytes": SIZE,
+           "program": program_to_doc(with_routes(
+               window_program(kept, lp.live_offsets, lp.height, 1 << 20), ctx.ranks,
+               ctx.router))}
+    assert verify_plan(doc, t).ok
+
+
+def test_a_64_rank_directed_ring_runs_its_unlimited_trees_as_one_step_priced_piece() -> None:
+    """Above 32 ranks the unlimited packing (solved where the depth limits stay far from the
+    floor) seeds a one-piece step-priced LP: a directed ring of 32 hosts of 2 GPUs, whose
+    pipelined deep trees were 1.23x the bound, within 3 %."""
+    t = Topology.from_dict(directed_cluster(32, 2))
+    doc = make_plan(t, t.endpoints(), SIZE, algorithm="forest")
+    assert verify_plan(doc, t).ok
+    assert doc["details"]["packing"] == "any/None step-priced"
+    assert doc["predicted_time_s"] <= doc["lower_bound_time_s"] * 1.03
