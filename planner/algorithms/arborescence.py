@@ -127,8 +127,16 @@ def layered_trees(cost: np.ndarray, step_of: np.ndarray, max_depth: np.ndarray) 
     and the edge u -> v that puts v at depth k costs ``cost[step_of[k], u, v]``: grow from
     the root, each time attaching the cheapest node an attached node can take. Rows hold
     parent arrays (``arborescence.shallow_trees`` with prices that depend on the depth)."""
+    return layered_trees_costed(cost, step_of, max_depth)[0]
+
+
+def layered_trees_costed(cost: np.ndarray, step_of: np.ndarray, max_depth: np.ndarray
+                         ) -> tuple[np.ndarray, np.ndarray]:
+    """``layered_trees`` and each root's tree cost (the sum of its edges' costs at the
+    depths they join at), so a caller can skip the trees that cannot price in."""
     n = cost.shape[1]
     roots = np.arange(n)
+    total = np.zeros(n)
     parent = np.full((n, n), -1)
     depth = np.zeros((n, n), dtype=np.int64)
     attached = np.zeros((n, n), dtype=bool)
@@ -143,6 +151,7 @@ def layered_trees(cost: np.ndarray, step_of: np.ndarray, max_depth: np.ndarray) 
         if not np.isfinite(val).all():
             raise InfeasibleError("no spanning tree within the depth limit: some rank is "
                                   "unreachable")
+        total += val
         u = arg[roots, v]
         parent[roots, v] = u
         depth[roots, v] = depth[roots, u] + 1
@@ -154,7 +163,7 @@ def layered_trees(cost: np.ndarray, step_of: np.ndarray, max_depth: np.ndarray) 
         best = np.where(better, cand, best)
         arg = np.where(better, v[:, None], arg)
         best[attached] = np.inf
-    return parent
+    return parent, total
 
 
 def tree_depths(parent: np.ndarray) -> np.ndarray:

@@ -29,9 +29,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from planner.algorithms.arborescence import layered_trees, tree_depths
+from planner.algorithms.arborescence import layered_trees_costed, tree_depths
 from planner.algorithms.base import PlanContext
 from planner.algorithms.packing import (
+    TIE,
     Packing,
     QuickRoutes,
     RankRoutes,
@@ -170,16 +171,30 @@ class WindowLP:
         out = []
         cache: dict = {}
         total = duals[n * self.pieces]
+        # the most the routes' tie-breaks (``RankRoutes.solve``) can add to a tree's cost:
+        # n - 1 routes of at most every arc, each weighted TIE x physical cost x scale
+        phys = self.routes.physical
+        scale = max(float(prices.max()), 1.0 / float(phys.max()))
+        ties = 2 * TIE * scale * float(phys.sum()) * (n - 1) + 1e-12 * (abs(threshold) + 1)
         for p in range(self.pieces):
             # an in-tree's edge into depth k is sent at step p + h - k; an out-tree's at
             # p + h + k - 1
             step_in = p + np.concatenate([[0], h - np.arange(1, h + 1)])
             step_out = p + np.concatenate([[0], h + np.arange(1, h + 1) - 1])
-            parents_in = layered_trees(cost.transpose(0, 2, 1), step_in, self.limits[0])
-            parents_out = layered_trees(cost, step_out, self.limits[1])
+            parents_in, cost_in = layered_trees_costed(cost.transpose(0, 2, 1), step_in,
+                                                       self.limits[0])
+            parents_out, cost_out = layered_trees_costed(cost, step_out, self.limits[1])
+            duals_p = duals[p * n:(p + 1) * n]
+            # the trees' costs as layered_trees summed them, over the routes' prices plus
+            # their tie-breaks: a column is built (and its reduced cost summed over its arcs,
+            # as before) only where this one, less at most ``ties``, prices in
+            near_in = cost_in - duals_p - total < -threshold + ties
+            near_out = cost_out + duals_p < -threshold + ties
             for r in range(n):
-                for inward, parents, steps in ((True, parents_in, step_in),
-                                               (False, parents_out, step_out)):
+                for inward, parents, steps, near in ((True, parents_in, step_in, near_in),
+                                                     (False, parents_out, step_out, near_out)):
+                    if not near[r]:
+                        continue
                     par = parents[r]
                     if isinstance(self.routes, QuickRoutes):  # one route per pair, any step
                         col = _column(self.routes, self.ctx.router, None, par, r, inward, cache)

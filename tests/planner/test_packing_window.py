@@ -6,7 +6,13 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from planner.algorithms.arborescence import layered_trees, shallow_trees, tree_depths
+from planner.algorithms import packing_window
+from planner.algorithms.arborescence import (
+    layered_trees,
+    layered_trees_costed,
+    shallow_trees,
+    tree_depths,
+)
 from planner.algorithms.base import PlanContext
 from planner.algorithms.forest_any import packings
 from planner.algorithms.packing_schedule import PairSchedule, pair_trees
@@ -49,6 +55,42 @@ def test_layered_trees_respect_depth_limits_and_match_flat_prices() -> None:
         depth = tree_depths(parent)
         assert parent[r] == -1 and depth[r] == 0 and depth.max() <= 3
         assert sorted(np.nonzero(parent < 0)[0]) == [r]
+
+
+def test_layered_trees_report_what_their_edges_cost() -> None:
+    rng = np.random.default_rng(12)
+    n = 9
+    deep = rng.random((5, n, n))
+    steps = np.array([0, 3, 1, 4, 2])
+    parents, costs = layered_trees_costed(deep, steps, np.full((n, n), 4))
+    for r, (parent, cost) in enumerate(zip(parents, costs, strict=True)):
+        depth = tree_depths(parent)
+        edges = [deep[steps[depth[v]], parent[v], v] for v in range(n) if v != r]
+        assert cost == pytest.approx(sum(edges), rel=1e-12)
+
+
+def test_window_pricing_builds_only_trees_that_can_price_in() -> None:
+    """The pricing skips trees whose layered cost (an upper bound on the reduced cost by at
+    most the routes' tie-breaks) cannot price in: it returns the same trees as building and
+    pricing every root's trees of every piece."""
+    t = Topology.from_dict(hybrid_cube_mesh(degraded=(0, 3), factor=0.5))
+    ctx = PlanContext.create(t, t.endpoints(), SIZE)
+    table = packings(ctx)
+    key = min((k for k in table if k[1] is not None), key=lambda k: table[k].theta)
+    lp = WindowLP(ctx, ctx.memo["packing_routes"][key[0]], key[1], table[key].trees, 4)
+    _, obj, _, prices, duals = lp._solve(Budget(np.inf))
+    threshold = packing_window.TOLERANCE * obj
+    fast = lp._price(prices, duals, threshold)
+    saved = packing_window.TIE
+    packing_window.TIE = 1e30  # every tree passes the filter: each is built and priced
+    try:
+        every = lp._price(prices, duals, threshold)
+    finally:
+        packing_window.TIE = saved
+    assert fast, "the first round prices trees in"
+    def keys(cols: list) -> list:
+        return [(p, c.inward, c.root, c.parent.tobytes()) for c, p in cols]
+    assert keys(fast) == keys(every)
 
 
 def test_depth_prices_change_the_tree() -> None:
