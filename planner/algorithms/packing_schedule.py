@@ -76,6 +76,7 @@ class PairSchedule:
         router = ctx.router
         self.transfers: list[list[tuple[int, int, int, bool, Path]]] = []
         arc_l, meta = [], []
+        seen: dict[Path, tuple[np.ndarray, float]] = {}  # per path: its arcs and latency
         for j, pair in enumerate(pairs):
             items = []
             red, bc = pair.reduce, pair.broadcast
@@ -88,9 +89,12 @@ class PairSchedule:
                                   bc.paths[v]))
             self.transfers.append(items)
             for off, _, _, _, path in items:
-                ids = router.arcs(path)
-                arc_l.append(np.asarray(ids, dtype=np.int64))
-                meta.append((j, off, float(router.lat[ids].sum())))
+                hit = seen.get(path)
+                if hit is None:
+                    ids = np.asarray(router.arcs(path), dtype=np.int64)
+                    hit = seen[path] = (ids, float(router.lat[ids].sum()))
+                arc_l.append(hit[0])
+                meta.append((j, off, hit[1]))
         counts = np.fromiter((len(a) for a in arc_l), dtype=np.int64, count=len(arc_l))
         cols, offs, lats = (np.repeat(np.asarray(x), counts) for x in zip(*meta, strict=True))
         self._flat = (np.concatenate(arc_l), cols, offs, lats)

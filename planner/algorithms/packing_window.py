@@ -84,6 +84,7 @@ class WindowLP:
         self.height = int(min(self.limits[1].max(), self.n - 1))
         self.pieces = pieces
         self.steps = 2 * self.height + pieces - 1
+        self.price_roots = range(self.n)  # the roots whose trees are priced
         self.trees: list[TreeColumn] = []
         self.offsets: list[int] = []
         self.keys: list[bytes] = []
@@ -190,7 +191,7 @@ class WindowLP:
             # as before) only where this one, less at most ``ties``, prices in
             near_in = cost_in - duals_p - total < -threshold + ties
             near_out = cost_out + duals_p < -threshold + ties
-            for r in range(n):
+            for r in self.price_roots:
                 for inward, parents, steps, near in ((True, parents_in, step_in, near_in),
                                                      (False, parents_out, step_out, near_out)):
                     if not near[r]:

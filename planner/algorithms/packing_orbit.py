@@ -1,0 +1,160 @@
+"""The one-piece step-priced packing LP (``packing_window``) reduced by a group of automorphisms.
+
+The LP is convex and every automorphism of the topology (``symmetry``) maps its feasible
+points to feasible points of the same value, so averaging an optimum over a group G gives an
+optimum that G leaves unchanged: each tree T and its images g(T) carry equal shares. Such a
+solution is an LP over orbits: a tree column is priced at one root per rank orbit, its load
+on a (step, arc orbit O) row is its crossings of O's arcs at that step divided by |O|, and
+the root rows are per rank orbit. On a 64-rank torus (its 64 translations: one rank orbit,
+four arc orbits) the master has 16 x 4 load rows instead of 16 x 256, and the column
+generation that took minutes takes a fraction of a second. The program gives every element
+of G a copy of each tree, with 1/|G| of its share.
+"""
+
+from __future__ import annotations
+
+import highspy
+import numpy as np
+
+from planner.algorithms.base import PlanContext
+from planner.algorithms.packing import Packing, QuickRoutes, RankRoutes, TreeColumn
+from planner.algorithms.packing_master import Master
+from planner.algorithms.packing_window import Budget, WindowLP
+from planner.algorithms.symmetry import Group, automorphisms
+
+ORBIT_SHARE = 8  # rank orbits at most 1/this of the ranks: the LP is that much smaller
+ROUNDS = 40  # column-generation rounds (a 64-rank torus: its pool's trees, mapped to one
+# root, meet the floor in the first solve)
+MAX_TRANSFERS = 800_000  # of the expanded packing's trees, one piece (forest_any's cap)
+
+
+class OrbitWindowLP(WindowLP):
+    """``WindowLP`` with one piece over the orbits of ``group``."""
+
+    def __init__(self, ctx: PlanContext, routes: RankRoutes | QuickRoutes, slack: int,
+                 start: list[TreeColumn], group: Group) -> None:
+        super().__init__(ctx, routes, slack, [], 1)
+        self.group = group
+        _, self.arc_orbit, arc_size = np.unique(group.arc_orbits(), return_inverse=True,
+                                                return_counts=True)
+        self.arc_weight = 1.0 / arc_size[self.arc_orbit]  # per arc: 1 / |its orbit|
+        reps, self.root_orbit = np.unique(group.rank_orbits(), return_inverse=True)
+        self.reps = {int(r) for r in reps}
+        # every root is priced (the greedy trees of the roots of an orbit differ where prices
+        # tie), and its trees are taken to its orbit's first root by an element that maps it
+        # there: more columns a round than the first root's alone (a 64-rank torus: 1.034x
+        # -> 1.00x the floor)
+        orbit_of = group.rank_orbits()
+        self.to_rep = [int(np.nonzero(group.ranks[:, r] == orbit_of[r])[0][0])
+                       for r in range(self.n)]
+        bw = np.zeros(len(arc_size))
+        bw[self.arc_orbit] = self.bw
+        self.master = Master(bw, len(reps), steps=self.steps)
+        self.master.go_interior()
+        for col in start:
+            if col.height <= self.height:
+                self._add(col)
+
+    def _add(self, col: TreeColumn, piece: int = 0) -> bool:
+        if col.root not in self.reps:
+            col = image(col, self.group, self.to_rep[col.root], self.ctx)
+        key = (b"i" if col.inward else b"o") + col.parent.tobytes() + \
+            b"".join("|".join(p).encode() for p in col.paths)
+        if key in self._seen:
+            return False
+        self._seen.add(key)
+        for name, x in (("trees", col), ("offsets", piece), ("keys", key), ("idle", 0)):
+            getattr(self, name).append(x)
+        m = self.master
+        rows = self._steps(col, piece) * m.narcs + self.arc_orbit[col.arcs]
+        ids, inv = np.unique(rows, return_inverse=True)
+        vals = np.bincount(inv, weights=self.arc_weight[col.arcs]) * (m.scale / m.bw[ids % m.narcs])
+        idx = [*ids.tolist(), m.load_rows + int(self.root_orbit[col.root])]
+        val = [*vals.tolist(), 1.0 if col.inward else -1.0]
+        if col.inward:
+            idx.append(m.load_rows + m.n)
+            val.append(1.0)
+        m.h.addCol(0.0, 0.0, highspy.kHighsInf, len(idx), np.asarray(idx, dtype=np.int32),
+                   np.asarray(val, dtype=float))
+        m.cols += 1
+        m.col_nnz.append(len(idx))
+        return True
+
+    def solve_basic(self, rounds: int) -> Packing | None:
+        """``solve`` (no budget), then the master once more by the simplex method: a basic
+        optimum, on few trees (each is copied |G| times into the program)."""
+        if self.solve(rounds=rounds) is None:
+            return None
+        theta, _, share, prices, _ = self._expanded(*self.master.vertex())
+        return self._packing(self.trees, self.offsets, theta, share, prices)
+
+    def _solve(self, budget: Budget) -> tuple[float, float, np.ndarray, np.ndarray, np.ndarray]:
+        """The master's solution with prices per (step, arc) and duals per root: an arc's
+        price is its orbit's over |orbit| (what a crossing of it adds to an orbit column's
+        reduced cost), a root's dual its orbit's."""
+        return self._expanded(*super()._solve(budget))
+
+    def _expanded(self, theta: float, obj: float, share: np.ndarray, prices: np.ndarray,
+                  duals: np.ndarray) -> tuple[float, float, np.ndarray, np.ndarray, np.ndarray]:
+        per_arc = prices[:, self.arc_orbit] * self.arc_weight[None, :]
+        per_root = np.concatenate([duals[self.root_orbit], duals[-1:]])
+        return theta, obj, share, per_arc, per_root
+
+
+def image(col: TreeColumn, group: Group, k: int, ctx: PlanContext) -> TreeColumn:
+    """``col`` mapped by element k of ``group``."""
+    index = ctx.memo.setdefault("node_index", {v: i for i, v in enumerate(group.nodes)})
+    perm, rmap = group.perms[k], group.ranks[k]
+    parent = np.full(len(col.parent), -1)
+    depth = np.zeros(len(col.parent), dtype=col.depth.dtype)
+    paths: list[tuple[str, ...]] = [()] * len(col.parent)
+    for v, p in enumerate(col.parent):
+        depth[rmap[v]] = col.depth[v]
+        if p >= 0:
+            parent[rmap[v]] = rmap[p]
+            paths[rmap[v]] = tuple(group.nodes[perm[index[u]]] for u in col.paths[v])
+    arcs = [a for path in paths if path for a in ctx.router.arcs(path)]
+    return TreeColumn(col.inward, int(rmap[col.root]), parent, paths,
+                      np.asarray(arcs, dtype=np.int64), depth)
+
+
+def expand(found: Packing, group: Group, ctx: PlanContext) -> Packing:
+    """Every tree of ``found`` copied by every element of ``group``, each with 1/|G| of its
+    share (the copies of a tree some elements fix merge)."""
+    trees: dict[tuple, TreeColumn] = {}
+    shares: dict[tuple, float] = {}
+    for col, x in zip(found.trees, found.share, strict=True):
+        for k in range(group.order):
+            mapped = image(col, group, k, ctx)
+            key = (mapped.inward, mapped.parent.tobytes(), tuple(mapped.paths))
+            trees.setdefault(key, mapped)
+            shares[key] = shares.get(key, 0.0) + x / group.order
+    keys = list(trees)
+    return Packing([trees[k] for k in keys], np.array([shares[k] for k in keys]),
+                   found.theta, found.prices)
+
+
+def best_orbit_packing(ctx: PlanContext, table: dict, count: int
+                       ) -> tuple[tuple, Packing] | None:
+    """The orbit LP of the ``count`` packings of least fluid time in ``table`` (forest_any's
+    packings; their trees start it), solved where the topology's automorphisms leave at most
+    1/ORBIT_SHARE as many rank orbits as ranks: (key, the packing of least one-piece
+    bandwidth time, expanded over the group), or None. Only the best is expanded: the copies
+    number |G| x its trees."""
+    n = len(ctx.ranks)
+    group = automorphisms(ctx)
+    if group is None or len(set(group.rank_orbits().tolist())) * ORBIT_SHARE > n:
+        return None
+    best: tuple[float, tuple, Packing] | None = None
+    for key in sorted(table, key=lambda k: (table[k].theta, str(k)))[:count]:
+        slack = n if key[1] is None else key[1]
+        lp = OrbitWindowLP(ctx, ctx.memo["packing_routes"][key[0]], slack, table[key].pool,
+                           group)
+        found = lp.solve_basic(ROUNDS)
+        if found is None or len(found.trees) * group.order * (n - 1) > MAX_TRANSFERS:
+            continue
+        if best is None or found.theta < best[0]:
+            best = (found.theta, key, found)
+    if best is None:
+        return None
+    return best[1], expand(best[2], group, ctx)

@@ -1,0 +1,114 @@
+"""Automorphism groups of topologies and the step-priced packing LP reduced by them."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from planner.algorithms.base import PlanContext
+from planner.algorithms.forest_any import packings
+from planner.algorithms.packing_orbit import OrbitWindowLP, expand
+from planner.algorithms.packing_window import WindowLP
+from planner.algorithms.symmetry import automorphisms
+from planner.bound import lower_bound
+from planner.families import host_ring, mesh2d, random_family, torus
+from planner.plan import make_plan
+from planner.topology import Topology
+from planner.verify import verify_plan
+
+SIZE = 256 << 20
+
+
+def _context(topo: dict) -> PlanContext:
+    t = Topology.from_dict(topo)
+    return PlanContext.create(t, t.endpoints(), SIZE)
+
+
+def _check_group(ctx: PlanContext) -> None:
+    """Every element keeps every arc with its bandwidth and latency and maps ranks to ranks;
+    the elements are distinct and closed under composition."""
+    group = automorphisms(ctx)
+    assert group is not None
+    g = ctx.topo.graph
+    names = group.nodes
+    seen = {p.tobytes() for p in group.perms}
+    assert len(seen) == group.order
+    for k, perm in enumerate(group.perms):
+        for u, v, d in g.edges(data=True):
+            a, b = names[perm[names.index(u)]], names[perm[names.index(v)]]
+            assert g.has_edge(a, b), (u, v)
+            assert (g[a][b]["bw"], g[a][b]["lat"]) == (d["bw"], d["lat"])
+            assert group.arcs[k, ctx.router.arc_id[u, v]] == ctx.router.arc_id[a, b]
+        for i, r in enumerate(ctx.ranks):
+            assert ctx.ranks[group.ranks[k, i]] == names[perm[names.index(r)]]
+    for p in group.perms[:8]:
+        for q in group.perms[:8]:
+            assert p[q].tobytes() in seen
+
+
+@pytest.mark.parametrize("topo, orbits", [
+    (torus(8, 8), 1), (torus(4, 8, gpus_per_host=2), 1), (host_ring(32), 1),
+    (mesh2d(3, 3), 3)], ids=["torus-8x8", "torus-4x8x2gpu", "host-ring-32x2", "mesh-3x3"])
+def test_groups_are_automorphisms(topo: dict, orbits: int) -> None:
+    """A torus's translations, a ring of hosts' rotations: one rank orbit; a 3x3 mesh's
+    corners, edges and centre: three (its 8 symmetries)."""
+    ctx = _context(topo)
+    _check_group(ctx)
+    assert len(set(automorphisms(ctx).rank_orbits().tolist())) == orbits
+
+
+def test_a_degraded_link_breaks_the_symmetry_it_touches() -> None:
+    whole = automorphisms(_context(torus(8, 8)))
+    broken = automorphisms(_context(torus(8, 8, degraded=3)))
+    ctx = _context(torus(8, 8, degraded=3))
+    _check_group(ctx)
+    assert broken.order < whole.order
+    assert len(set(broken.rank_orbits().tolist())) > 1
+
+
+def test_no_group_where_nothing_is_alike() -> None:
+    """A random cluster whose links all differ has only the identity: None."""
+    ctx = _context(random_family("random_two_switch", 3, 12))
+    group = automorphisms(ctx)
+    assert group is None or len(set(group.rank_orbits().tolist())) > 1
+
+
+def test_the_orbit_lp_is_the_full_lp_on_a_torus() -> None:
+    """Averaged over the group, the one-piece step-priced LP loses nothing: on a 4x4 torus
+    the orbit LP's value is the full LP's (both at the floor), and its expanded packing's
+    loads equal what the orbit LP says (the verifier's simulated time is the cost model's)."""
+    ctx = _context(torus(4, 4))
+    group = automorphisms(ctx)
+    table = packings(ctx)
+    key = min((k for k in table if k[1] is not None), key=lambda k: table[k].theta)
+    routes = ctx.memo["packing_routes"][key[0]]
+    full = WindowLP(ctx, routes, key[1], table[key].pool).solve()
+    lp = OrbitWindowLP(ctx, routes, key[1], table[key].pool, group)
+    found = lp.solve_basic(40)
+    assert found is not None and full is not None
+    assert found.theta == pytest.approx(full.theta, rel=2e-3)
+    assert found.theta * SIZE >= lower_bound(ctx).bandwidth_s * (1 - 1e-6)
+    copies = expand(found, group, ctx)
+    for inward in (True, False):  # shares sum to one per direction, per root alike
+        share = np.array([x for t, x in zip(copies.trees, copies.share, strict=True)
+                          if t.inward == inward])
+        assert share.sum() == pytest.approx(1.0)
+        roots = np.zeros(len(ctx.ranks))
+        for t, x in zip(copies.trees, copies.share, strict=True):
+            if t.inward == inward:
+                roots[t.root] += x
+        assert np.allclose(roots, roots[0])
+
+
+@pytest.mark.parametrize("a, b", [(6, 6), (4, 9)])
+def test_a_36_rank_torus_runs_one_step_priced_piece_by_symmetry(a: int, b: int) -> None:
+    """Above 32 ranks the full step-priced LP is not solved; reduced by the torus's
+    translations it is small, and its one piece is within 0.5 % of the bound, a correct
+    all-reduce whose simulated time is the predicted one."""
+    t = Topology.from_dict(torus(a, b))
+    doc = make_plan(t, t.endpoints(), SIZE, algorithm="forest")
+    assert doc["details"]["packing"].endswith("step-priced by symmetry")
+    report = verify_plan(doc, t)
+    assert report.ok, report.error
+    assert report.simulated_time_s == pytest.approx(doc["predicted_time_s"], rel=1e-9)
+    assert doc["predicted_time_s"] <= doc["lower_bound_time_s"] * 1.005
