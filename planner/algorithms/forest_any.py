@@ -266,16 +266,21 @@ def _build(ctx: PlanContext, best: dict, units: int) -> tuple[Program, float]:
     return program, ctx.cost.program_time(ctx.ranks, program, float(ctx.size_bytes))
 
 
-def _price_orbits(ctx: PlanContext, size: float, units: int, best: dict) -> None:
-    """Above WINDOW_MAX_RANKS, where the full step-priced LP is too large, the same LP
-    reduced by the topology's automorphisms (``packing_orbit``): a 64-rank torus's
-    translations make it 64x smaller, and its one-piece program 1.14x -> 1.003x the bound."""
-    if len(ctx.ranks) <= WINDOW_MAX_RANKS or size < WINDOW_MIN_BYTES:
-        return
+def _price_orbits(ctx: PlanContext, size: float, units: int, best: dict) -> bool:
+    """Above WINDOW_PIECED_MAX_RANKS, the step-priced LP reduced by the topology's
+    automorphisms (``packing_orbit``): a 64-rank torus's translations make it 64x smaller
+    (its one-piece program 1.14x -> 1.003x the bound; the full LP is not solved above
+    WINDOW_MAX_RANKS), a 32-rank one's 1.029x in 16 s -> 1.002x in 2 s. Whether its
+    program is now the best."""
+    if len(ctx.ranks) <= WINDOW_PIECED_MAX_RANKS or size < WINDOW_MIN_BYTES:
+        return False
     found = best_orbit_packing(ctx, packings(ctx), WINDOW_PACKINGS)
-    if found is not None:
-        key, packing = found
-        _offer(ctx, packing, f"{key[0]}/{key[1]} step-priced by symmetry", size, units, best)
+    if found is None:
+        return False
+    key, packing = found
+    label = f"{key[0]}/{key[1]} step-priced by symmetry"
+    _offer(ctx, packing, label, size, units, best)
+    return best.get("packing") == label
 
 
 def _price_pieced(ctx: PlanContext, tried: list[tuple], units: int, best_s: float
@@ -393,8 +398,10 @@ def forest_any(ctx: PlanContext, beat: float | None = None) -> Candidate:
             best["packing"] = f"{key[0]}/{key[1]} balanced"
     if not best and pruned:  # every packing's fluid time is above ``beat``
         raise InfeasibleError(SLOWER)
-    tried = _price_windows(ctx, size, units, best, cap)
-    _price_orbits(ctx, size, units, best)
+    # above 16 ranks the orbit LP first: where it wins, the full step-priced LPs (seconds on
+    # 17-32 ranks, a budget they often spend for nothing) are not solved
+    tried = [] if _price_orbits(ctx, size, units, best) else _price_windows(ctx, size, units,
+                                                                          best, cap)
     if not best:
         raise InfeasibleError("forest (any topology): no tree set fits the plan size limits")
     sched, shares = best["sched"], best["shares"]
