@@ -69,10 +69,11 @@ WINDOW_PIECED_MAX_RANKS = 16  # pieced LPs up to this many ranks; above, the one
 WINDOW_BUDGET = 3e8  # a plan share this budget (``packing_window.Budget``): ~2 s of HiGHS
 WINDOW_UNLIMITED_MAX_RANKS = 16  # the unlimited one up to this many (2 (n - 1) steps of rows)
 WINDOW_LARGE_MAX_RANKS = 64  # above WINDOW_MAX_RANKS, only the unlimited packing seeds one, where
-# it was solved (the depth limits stayed UNLIMITED_GAP from the floor): its deep trees fill a
-# pipeline slowly, and one piece with step-priced shares does not fill at all (a 64-rank
-# directed ring of hosts 1.23x -> 1.02x; the depth-limited ones' LPs spent the budget for
-# nothing on every 64-rank member measured)
+# it was solved (the depth limits stayed UNLIMITED_GAP from the floor) and pipelines best so
+# far: its deep trees fill a pipeline slowly, and one piece with step-priced shares does not
+# fill at all (a 64-rank directed ring of hosts 1.23x -> 1.02x; the depth-limited ones' LPs
+# spent the budget for nothing on every 64-rank member measured, and the unlimited one's
+# 2.5 s on a degraded torus whose depth-limited packings pipeline better)
 WINDOW_MIN_BYTES = 1 << 20  # and from 1 MiB: below, fewer and shallower trees win (latency)
 WINDOW_PIECED = 2  # best step-priced packings (by their one-piece time) given pieces
 WINDOW_MARGIN = 0.005  # a step-priced program must beat the best estimate by this much: the
@@ -199,8 +200,9 @@ def _price_windows(ctx: PlanContext, size: float, units: int, best: dict,
         return []
     table = packings(ctx)
     keys = sorted(table, key=lambda k: (table[k].theta, str(k)))[:WINDOW_PACKINGS]
-    if n > WINDOW_MAX_RANKS:
-        keys = [("any", None)] if ("any", None) in table else []
+    if n > WINDOW_MAX_RANKS:  # where the unlimited trees pipeline best so far
+        unlimited = ("any", None) in table and best.get("packing", "").startswith("any/None")
+        keys = [("any", None)] if unlimited else []
     elif n > WINDOW_UNLIMITED_MAX_RANKS:
         keys = [k for k in keys if k[1] is not None]
     elif ("any", None) in table and ("any", None) not in keys:
@@ -274,7 +276,8 @@ def _price_orbits(ctx: PlanContext, size: float, units: int, best: dict) -> bool
     program is now the best."""
     if len(ctx.ranks) <= WINDOW_PIECED_MAX_RANKS or size < WINDOW_MIN_BYTES:
         return False
-    found = best_orbit_packing(ctx, packings(ctx), WINDOW_PACKINGS)
+    found = best_orbit_packing(ctx, packings(ctx), WINDOW_PACKINGS,
+                               best.get("time", math.inf) / size * (1 - WINDOW_MARGIN))
     if found is None:
         return False
     key, packing = found

@@ -80,10 +80,11 @@ class OrbitWindowLP(WindowLP):
         m.col_nnz.append(len(idx))
         return True
 
-    def solve_basic(self, rounds: int) -> Packing | None:
-        """``solve`` (no budget), then the master once more by the simplex method: a basic
-        optimum, on few trees (each is copied |G| times into the program)."""
-        if self.solve(rounds=rounds) is None:
+    def solve_basic(self, rounds: int, beat: float = np.inf) -> Packing | None:
+        """``solve`` (no budget; abandoned as ``WindowLP.solve`` is against ``beat``), then
+        the master once more by the simplex method: a basic optimum, on few trees (each is
+        copied |G| times into the program)."""
+        if self.solve(rounds=rounds, beat=beat) is None:
             return None
         theta, _, share, prices, _ = self._expanded(*self.master.vertex())
         return self._packing(self.trees, self.offsets, theta, share, prices)
@@ -134,12 +135,13 @@ def expand(found: Packing, group: Group, ctx: PlanContext) -> Packing:
                    found.theta, found.prices)
 
 
-def best_orbit_packing(ctx: PlanContext, table: dict, count: int
+def best_orbit_packing(ctx: PlanContext, table: dict, count: int, beat: float = np.inf
                        ) -> tuple[tuple, Packing] | None:
     """The orbit LP of the ``count`` packings of least fluid time in ``table`` (forest_any's
     packings; their trees start it), solved where the topology's automorphisms leave at most
     1/ORBIT_SHARE as many rank orbits as ranks: (key, the packing of least one-piece
-    bandwidth time, expanded over the group), or None. Only the best is expanded: the copies
+    bandwidth time, expanded over the group), or None, also where that time per byte is not
+    below ``beat`` (the program only adds latency). Only the best is expanded: the copies
     number |G| x its trees."""
     n = len(ctx.ranks)
     group = automorphisms(ctx)
@@ -150,11 +152,11 @@ def best_orbit_packing(ctx: PlanContext, table: dict, count: int
         slack = n if key[1] is None else key[1]
         lp = OrbitWindowLP(ctx, ctx.memo["packing_routes"][key[0]], slack, table[key].pool,
                            group)
-        found = lp.solve_basic(ROUNDS)
+        found = lp.solve_basic(ROUNDS, beat)
         if found is None or len(found.trees) * group.order * (n - 1) > MAX_TRANSFERS:
             continue
         if best is None or found.theta < best[0]:
             best = (found.theta, key, found)
-    if best is None:
+    if best is None or best[0] >= beat:
         return None
     return best[1], expand(best[2], group, ctx)
