@@ -68,12 +68,6 @@ WINDOW_MAX_RANKS = 32  # ...up to this many ranks (its master takes seconds abov
 WINDOW_PIECED_MAX_RANKS = 16  # pieced LPs up to this many ranks; above, the one-piece LPs of
 WINDOW_BUDGET = 3e8  # a plan share this budget (``packing_window.Budget``): ~2 s of HiGHS
 WINDOW_UNLIMITED_MAX_RANKS = 16  # the unlimited one up to this many (2 (n - 1) steps of rows)
-WINDOW_LARGE_MAX_RANKS = 64  # above WINDOW_MAX_RANKS, only the unlimited packing seeds one, where
-# it was solved (the depth limits stayed UNLIMITED_GAP from the floor) and pipelines best so
-# far: its deep trees fill a pipeline slowly, and one piece with step-priced shares does not
-# fill at all (a 64-rank directed ring of hosts 1.23x -> 1.02x; the depth-limited ones' LPs
-# spent the budget for nothing on every 64-rank member measured, and the unlimited one's
-# 2.5 s on a degraded torus whose depth-limited packings pipeline better)
 WINDOW_MIN_BYTES = 1 << 20  # and from 1 MiB: below, fewer and shallower trees win (latency)
 WINDOW_PIECED = 2  # best step-priced packings (by their one-piece time) given pieces
 WINDOW_MARGIN = 0.005  # a step-priced program must beat the best estimate by this much: the
@@ -196,11 +190,17 @@ def _price_windows(ctx: PlanContext, size: float, units: int, best: dict,
     full meshes, NVLink cube meshes: 2-6 % faster than the pipelined packings at 256 MiB).
     Returns (one-piece time, key, slack, trees) of every LP solved, for ``_price_pieced``."""
     n = len(ctx.ranks)
-    if n > WINDOW_LARGE_MAX_RANKS or size < WINDOW_MIN_BYTES:
+    if size < WINDOW_MIN_BYTES:
         return []
     table = packings(ctx)
     keys = sorted(table, key=lambda k: (table[k].theta, str(k)))[:WINDOW_PACKINGS]
-    if n > WINDOW_MAX_RANKS:  # where the unlimited trees pipeline best so far
+    if n > WINDOW_MAX_RANKS:
+        # only the unlimited packing, where it was solved (the depth limits stayed
+        # UNLIMITED_GAP from the floor) and pipelines best so far: its deep trees fill a
+        # pipeline slowly, one piece with step-priced shares not at all (a 64-rank directed
+        # ring of hosts 1.23x -> 1.02x); the depth-limited LPs spent the budget for nothing on
+        # every 64-rank member measured, the unlimited one 2.5 s on a degraded torus whose
+        # depth-limited packings pipeline better
         unlimited = ("any", None) in table and best.get("packing", "").startswith("any/None")
         keys = [("any", None)] if unlimited else []
     elif n > WINDOW_UNLIMITED_MAX_RANKS:
@@ -251,7 +251,7 @@ def _offer(ctx: PlanContext, found: Packing, label: str, size: float, units: int
     # built program's cost-model time is what competes
     program = mine["sched"].build(mine["shares"], mine["fracs"], units)
     mine["time"] = ctx.cost.program_time(ctx.ranks, program, size)
-    mine["built"] = (mine["fracs"], program, mine["time"])  # kept while its pieces are
+    mine["built"] = (mine["fracs"], program, mine["time"])  # reused while best keeps fracs
     if mine["time"] < best.get("time", math.inf) * (1 - WINDOW_MARGIN):
         best.clear()
         best.update(mine, packing=label)

@@ -83,12 +83,13 @@ class Master:
         self.col_nnz: list[int] = []  # nonzeros of every tree column
 
     def add(self, arcs: np.ndarray, root: int, inward: bool,
-            steps: np.ndarray | None = None) -> None:
+            steps: np.ndarray | None = None, weights: np.ndarray | None = None) -> None:
         """One tree column: its arc crossings (at ``steps``, one per crossing, when the LP
-        has steps), +1 in its root's row (-1 for an out-tree), +1 in the total row for an
-        in-tree."""
+        has steps; each counting ``weights`` of a crossing, default one), +1 in its root's
+        row (-1 for an out-tree), +1 in the total row for an in-tree."""
         rows = arcs if steps is None else steps * self.narcs + arcs
-        ids, counts = np.unique(rows, return_counts=True)
+        ids, inv = np.unique(rows, return_inverse=True)
+        counts = np.bincount(inv, weights=weights, minlength=len(ids))
         vals = counts * (self.scale / self.bw[ids % self.narcs])
         base = self.load_rows
         idx = list(ids) + [base + root] + ([base + self.n] if inward else [])
@@ -118,6 +119,10 @@ class Master:
     def iterations(self) -> int:
         """Simplex iterations of the last solve."""
         return int(self.h.getInfo().simplex_iteration_count)
+
+    def at_limit(self) -> bool:
+        """Whether the last solve stopped at the iteration limit (``limit_iterations``)."""
+        return self.h.getModelStatus() == highspy.HighsModelStatus.kIterationLimit
 
     def go_interior(self) -> None:
         """Solve by the interior-point method from now on (see ``solve``)."""

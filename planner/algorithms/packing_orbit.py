@@ -13,7 +13,6 @@ of G a copy of each tree, with 1/|G| of its share.
 
 from __future__ import annotations
 
-import highspy
 import numpy as np
 
 from planner.algorithms.base import PlanContext
@@ -38,13 +37,13 @@ class OrbitWindowLP(WindowLP):
         _, self.arc_orbit, arc_size = np.unique(group.arc_orbits(), return_inverse=True,
                                                 return_counts=True)
         self.arc_weight = 1.0 / arc_size[self.arc_orbit]  # per arc: 1 / |its orbit|
-        reps, self.root_orbit = np.unique(group.rank_orbits(), return_inverse=True)
+        orbit_of = group.rank_orbits()
+        reps, self.root_orbit = np.unique(orbit_of, return_inverse=True)
         self.reps = {int(r) for r in reps}
         # every root is priced (the greedy trees of the roots of an orbit differ where prices
         # tie), and its trees are taken to its orbit's first root by an element that maps it
         # there: more columns a round than the first root's alone (a 64-rank torus: 1.034x
         # -> 1.00x the floor)
-        orbit_of = group.rank_orbits()
         self.to_rep = [int(np.nonzero(group.ranks[:, r] == orbit_of[r])[0][0])
                        for r in range(self.n)]
         bw = np.zeros(len(arc_size))
@@ -58,27 +57,12 @@ class OrbitWindowLP(WindowLP):
     def _add(self, col: TreeColumn, piece: int = 0) -> bool:
         if col.root not in self.reps:
             col = image(col, self.group, self.to_rep[col.root], self.ctx)
-        key = (b"i" if col.inward else b"o") + col.parent.tobytes() + \
-            b"".join("|".join(p).encode() for p in col.paths)
-        if key in self._seen:
-            return False
-        self._seen.add(key)
-        for name, x in (("trees", col), ("offsets", piece), ("keys", key), ("idle", 0)):
-            getattr(self, name).append(x)
-        m = self.master
-        rows = self._steps(col, piece) * m.narcs + self.arc_orbit[col.arcs]
-        ids, inv = np.unique(rows, return_inverse=True)
-        vals = np.bincount(inv, weights=self.arc_weight[col.arcs]) * (m.scale / m.bw[ids % m.narcs])
-        idx = [*ids.tolist(), m.load_rows + int(self.root_orbit[col.root])]
-        val = [*vals.tolist(), 1.0 if col.inward else -1.0]
-        if col.inward:
-            idx.append(m.load_rows + m.n)
-            val.append(1.0)
-        m.h.addCol(0.0, 0.0, highspy.kHighsInf, len(idx), np.asarray(idx, dtype=np.int32),
-                   np.asarray(val, dtype=float))
-        m.cols += 1
-        m.col_nnz.append(len(idx))
-        return True
+        return super()._add(col, piece)
+
+    def _add_column(self, col: TreeColumn, piece: int) -> None:
+        """``col`` on the rows of its arcs' orbits, each crossing 1 / |orbit|."""
+        self.master.add(self.arc_orbit[col.arcs], int(self.root_orbit[col.root]), col.inward,
+                        self._steps(col, piece), self.arc_weight[col.arcs])
 
     def solve_basic(self, rounds: int, beat: float = np.inf) -> Packing | None:
         """``solve`` (no budget; abandoned as ``WindowLP.solve`` is against ``beat``), then
@@ -104,7 +88,7 @@ class OrbitWindowLP(WindowLP):
 
 def image(col: TreeColumn, group: Group, k: int, ctx: PlanContext) -> TreeColumn:
     """``col`` mapped by element k of ``group``."""
-    index = ctx.memo.setdefault("node_index", {v: i for i, v in enumerate(group.nodes)})
+    index = group.index
     perm, rmap = group.perms[k], group.ranks[k]
     parent = np.full(len(col.parent), -1)
     depth = np.zeros(len(col.parent), dtype=col.depth.dtype)

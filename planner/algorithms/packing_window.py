@@ -109,9 +109,13 @@ class WindowLP:
         self.offsets.append(piece)
         self.keys.append(key)
         self.idle.append(0)
+        self._add_column(col, piece)
+        return True
+
+    def _add_column(self, col: TreeColumn, piece: int) -> None:
+        """``col`` run as ``piece``, into the master."""
         self.master.add(col.arcs, piece * self.n + col.root, col.inward,
                         self._steps(col, piece))
-        return True
 
     def _steps(self, col: TreeColumn, piece: int = 0) -> np.ndarray:
         """The step of every crossing of ``col`` run as ``piece`` (aligned with
@@ -148,19 +152,14 @@ class WindowLP:
         units, shares, prices per (step, arc) crossing, root and total duals);
         InfeasibleError where HiGHS gives up or the solve would exceed the budget."""
         nonzeros = self.master.nonzeros()
-        limit = None
         if np.isfinite(budget.left):
-            limit = max(1, int(budget.left // nonzeros))
-            self.master.limit_iterations(limit)
+            self.master.limit_iterations(max(1, int(budget.left // nonzeros)))
         try:
-            out = self.master.solve()
-        except InfeasibleError:
-            if limit is not None and self.master.iterations() >= limit:
-                budget.left = 0.0  # spent: the solve stopped at the iteration limit
-            raise
+            return self.master.solve()
         finally:
             budget.left -= self.master.iterations() * nonzeros
-        return out
+            if self.master.at_limit():
+                budget.left = min(budget.left, 0.0)  # spent: the solve stopped at the limit
 
     def _price(self, prices: np.ndarray, duals: np.ndarray, threshold: float
                ) -> list[tuple[TreeColumn, int]]:
