@@ -293,12 +293,13 @@ def forest(ctx: PlanContext) -> Candidate:
 
 
 def _solve(plan: _Plan) -> list[tuple[_Plan, float]]:
-    """Shares of ``plan`` (``_Plan.solve_shares``) on spread routes where edges between switches
-    have a choice of route: spread with equal shares, then again with the LP's shares while
-    that lowers the fluid time; the router's routes where those are faster in the fluid limit.
-    Returns [(plan, fluid time)]."""
-    if not plan.spread_routes():
-        return [(plan, plan.solve_shares())]
+    """Shares of ``plan`` (a new plan: the router's routes; ``_Plan.solve_shares``), then on
+    spread routes where edges between switches have a choice of route: spread with equal
+    shares, then again with the LP's shares while that lowers the fluid time; the router's
+    routes where those are faster in the fluid limit. Returns [(plan, fluid time)]."""
+    plain = plan.solve_shares()
+    if not plan.spread_routes():  # no choice: spread_routes leaves the router's routes
+        return [(plan, plain)]
     fluid = plan.solve_shares()
     for _ in range(SPREAD_ROUNDS):
         routes, w, busy = plan.routes, plan.w, plan.busy_arcs
@@ -308,11 +309,9 @@ def _solve(plan: _Plan) -> list[tuple[_Plan, float]]:
             plan.routes, plan.w, plan.busy_arcs, plan._flat = routes, w, busy, None
             break
         fluid = again
-    # a twin on the router's routes, priced too where it ties, costs a second pricing of the
-    # plan (~1 s at 64 ranks) for ~0.01 % (fat-tree3-64-slow): only a faster one is taken
-    plain = _Plan(plan.ctx, plan.lanes, plan.trees, plan.arcs, split_intra=plan.split_intra,
-                  late=plan.late)
-    if plain.solve_shares() < fluid * (1 - 1e-6):
+    # the router's routes where they are faster (a second pricing of the plan costs ~1 s at
+    # 64 ranks for ~0.01 % where they tie, fat-tree3-64-slow: only a faster one is taken)
+    if plain < fluid * (1 - 1e-6):
         plan.routes, plan._flat = {}, None
         fluid = plan.solve_shares()
     return [(plan, fluid)]

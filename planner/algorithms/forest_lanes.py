@@ -168,22 +168,32 @@ def _path_cost(g, path: Path) -> float:
     return sum(_weight(g.edges[a, b]) for a, b in itertools.pairwise(path))
 
 
-def _detour(ctx: PlanContext, inside: set[str], path: Path) -> Path | None:
-    """Shortest path with ``path``'s endpoints inside ``inside`` sharing no arc with it."""
-    g = ctx.topo.graph
-    banned = set(itertools.pairwise(path))
+def _inside_adjacency(g, inside: set[str]) -> dict[str, list[tuple[str, float]]]:
+    """Each node of ``inside``: its successors inside, in the graph's order, with weights."""
+    return {u: [(v, _weight(data)) for v, data in g.succ[u].items() if v in inside]
+            for u in inside}
+
+
+def _detour(adj: dict[str, list[tuple[str, float]]], path: Path) -> Path | None:
+    """Shortest path with ``path``'s endpoints over ``adj`` (``_inside_adjacency``) sharing
+    no arc with ``path``."""
+    banned: dict[str, set[str]] = {}
+    for a, b in itertools.pairwise(path):
+        banned.setdefault(a, set()).add(b)
     src, dst = path[0], path[-1]
     dist, prev, heap = {src: 0.0}, {}, [(0.0, src)]
+    none: set[str] = set()
     while heap:
         d, u = heapq.heappop(heap)
         if u == dst:
             break
         if d > dist[u]:
             continue
-        for v, data in g.succ[u].items():
-            if v not in inside or (u, v) in banned:
+        skip = banned.get(u, none)
+        for v, w in adj.get(u, ()):
+            if v in skip:
                 continue
-            nd = d + _weight(data)
+            nd = d + w
             if nd < dist.get(v, math.inf) - 1e-18:
                 dist[v], prev[v] = nd, u
                 heapq.heappush(heap, (nd, v))
@@ -208,9 +218,10 @@ def detour_lanes(ctx: PlanContext, lanes: list[_Lane]) -> list[_Lane]:
             host = topo.host_of(ctx.ranks[port])
             inside = {n for n, node in topo.nodes.items() if node.host == host}
             inside |= {ctx.ranks[i] for i in ctx.host_groups[h]}
+            adj = _inside_adjacency(g, inside)
             alt = {}
             for (r, p_in), (_, p_out) in zip(lane.leaves_in[h], lane.leaves_out[h], strict=True):
-                a_in, a_out = _detour(ctx, inside, p_in), _detour(ctx, inside, p_out)
+                a_in, a_out = _detour(adj, p_in), _detour(adj, p_out)
                 if a_in is not None and a_out is not None:
                     alt[r] = (a_in, a_out, _path_cost(g, a_in) + _path_cost(g, a_out))
             best = min((c for *_, c in alt.values()), default=math.inf)

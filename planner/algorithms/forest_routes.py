@@ -96,12 +96,17 @@ class RouteDag:
         return float(self.router.path_latency(path)) + HOP_S * (len(path) - 1)
 
     def alternatives(self, src: str, dst: str) -> bool:
-        """Whether the DAG from ``src`` to ``dst`` holds more than one route."""
+        """Whether the DAG from ``src`` to ``dst`` holds more than one route, all through
+        nodes that hold no rank (switches: on direct-wired meshes and tori, whose GPUs
+        forward, the host trees are 4-14x the floor and spreading was most of their time)."""
         key = (src, dst)
         hit = self._alt.get(key)
         if hit is None:
             on, out = self.dag(src, dst)
-            hit = self._alt[key] = any(len(out[u]) > 1 for u in on)
+            nodes = self.router.topo.nodes
+            hit = self._alt[key] = (any(len(out[u]) > 1 for u in on)
+                                    and not any(nodes[self._names[u]].can_hold_rank
+                                                for u in on[1:-1]))
         return hit
 
     def least_loaded(self, src: str, dst: str, load: list[float], add: float) -> Path:
