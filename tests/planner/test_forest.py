@@ -364,6 +364,26 @@ def test_route_dag_keeps_a_degraded_uplink_and_no_longer_routes() -> None:
     assert max(router.path_latency(a), router.path_latency(b)) <= limit
 
 
+def test_routes_through_gpus_are_not_spread() -> None:
+    """Between two hosts of a torus the routes of equal latency pass through other hosts'
+    GPUs: the DAG holds several, but the host forest spreads only routes through switches
+    (its host trees are many times the floor there and lose to the packing), so no tree
+    set spreads and the plan's routes stay the router's."""
+    from planner.algorithms.forest_routes import RouteDag
+    from planner.families import torus
+    from planner.routing import Router
+
+    topo = Topology.from_dict(torus(3, 3))
+    router = Router(topo)
+    dag = RouteDag(router)
+    src, dst = "h0x0/gpu0", "h1x1/gpu0"
+    on, out = dag.dag(src, dst)
+    assert any(len(out[u]) > 1 for u in on)  # two ways round, each through a GPU
+    assert not dag.alternatives(src, dst)
+    _, _ctx, plan = _plan_for(torus(3, 3), 9, False)
+    assert not plan.spread_routes() and not plan.routes
+
+
 def _ctx(topo_dict: dict):
     from planner.algorithms.base import PlanContext
 
