@@ -32,7 +32,7 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
-from planner.algorithms import forest_any  # noqa: E402
+from planner.algorithms import forest_any, packing_sets  # noqa: E402
 from planner.algorithms import packing_window as pw  # noqa: E402
 from planner.algorithms.arborescence import layered_trees  # noqa: E402
 from planner.algorithms.base import PlanContext  # noqa: E402
@@ -247,7 +247,7 @@ def study(path: Path, size: int, pieces: int, rounds: int, topk: int,
     forest = forest_any.forest_any(ctx)
     say(f"forest (any topology) {forest.predicted_time_s * 1e3:.4f} ms "
         f"({forest.details.get('packing')})")
-    table = forest_any.packings(ctx)
+    table = packing_sets.packings(ctx)
     key = min(table, key=lambda k: (table[k].theta, str(k)))
     pairs = pair_trees(table[key])
     shares, _ = PairSchedule(ctx, pairs).fluid_shares()

@@ -1,10 +1,11 @@
 """Forest on any topology: tree packings of several depth limits, pipelined and priced.
 
-For each depth slack the packing LP (``packing``) gives trees and shares; the pairs are
-pipelined (``packing_schedule``) with every piece count that fits the plan's size limits,
-equal or ramped pieces, and LP-sized pieces near the best count. At small sizes fewer, shallower
-trees win (the fill and each step's latency dominate), so the few largest pairs of each packing
-and the shallowest single pair are priced too. The fastest program under the cost model wins.
+For each route set and depth slack the packing LP (``packing_sets``) gives trees and shares;
+the pairs are pipelined (``packing_schedule``) with every piece count that fits the plan's
+size limits, equal or ramped pieces, and LP-sized pieces near the best count. At small sizes
+fewer, shallower trees win (the fill and each step's latency dominate), so the few largest
+pairs of each packing and the shallowest single pair are priced too. The fastest program
+under the cost model wins.
 """
 
 from __future__ import annotations
@@ -26,10 +27,11 @@ from planner.algorithms.forest_mix import (
     mix_transfers,
     pair_profiles,
 )
-from planner.algorithms.packing import FLOOR_GAP, Packing, PackingLP, QuickRoutes, RankRoutes
+from planner.algorithms.packing import Packing
 from planner.algorithms.packing_balance import balanced_packing
 from planner.algorithms.packing_orbit import best_orbit_packing
 from planner.algorithms.packing_schedule import MIN_SHARE, Pair, PairSchedule, pair_trees
+from planner.algorithms.packing_sets import UNLIMITED_MAX_RANKS, packings
 from planner.algorithms.packing_window import (
     PIECES_BUDGET,
     Budget,
@@ -43,23 +45,6 @@ from planner.errors import InfeasibleError
 from planner.program import Program
 
 GENERAL_MAX_RANKS = 64  # above: the host-structured forest alone (see docs/planner.md)
-SLACKS = (0, 1, 2, None)  # depth over each rank's hop distance from the root; None: any
-UNLIMITED_MAX_RANKS = 32  # above: fewer rounds, a stall rule, no unlimited short routes
-SLACKS_LARGE = (0, 1, 2, None)  # above UNLIMITED_MAX_RANKS, in order until one meets the
-# floor: the unlimited packing last (deep trees fill slowly, but where the depth limits keep
-# the packing far from the floor, as on two switches joined by a slow trunk or a directed
-# ring of hosts, it is 1.3-1.8x faster)
-FLOOR_ABOVE = 16
-UNLIMITED_GAP = 0.03  # above UNLIMITED_MAX_RANKS the unlimited packing is solved only where
-# the depth-limited ones stay this far above the floor (a 64-rank torus: 1.8 s for a packing
-# 1 % closer to the floor whose 2x deeper trees lose it in the pipeline's fill)
-ROUNDS_LARGE = 15  # column-generation rounds per packing above UNLIMITED_MAX_RANKS
-STALL_ROUNDS = 6  # above UNLIMITED_MAX_RANKS: column generation stops after this many rounds
-# in a row that lower the fluid time by less than packing.TOLERANCE (full meshes: 40 flat
-# rounds per packing at 24 ranks; not below: a 4x6 mesh's LP left a 10-round flat for the
-# optimum, and an 8-GPU mesh an 18-round one)
-STALL_MID = 12  # from FLOOR_ABOVE to UNLIMITED_MAX_RANKS ranks: the same after this many
-# (a 32-rank full mesh's deeper short-route packings sat 40 rounds on their first value)
 FEW_PAIRS = (1, 2, 4, 8, 16, 32, 64)  # the largest pairs: fewer transfers, more pieces
 BALANCE_PACKINGS = 2  # best packings whose shares are re-solved for the pipeline
 WINDOW_PACKINGS = 3  # best packings (and the unlimited one) that seed a step-priced packing...
@@ -82,67 +67,6 @@ MIX_ENDS = 2  # pieces that mix freely at each end of the pipeline, per phase of
 BUILD_CHECK = 0.01  # a mix this close to the pipelined estimate is checked on the built program
 MIX_REACH = 1.1  # mixes only where the pipelined program is within this of what must be beaten
 LP_MAX_ROWS = 20_000  # arcs x steps of the piece-size LP (pipeline.lp_fractions); above: none
-
-
-def packings(ctx: PlanContext) -> dict[tuple[str, int | None], Packing]:
-    """The packing of every route set and depth slack (memoised on the context): any routes
-    whose inner nodes only forward, and the short routes of ``QuickRoutes``. The two route
-    sets' LPs depend only on their own set's earlier LPs, so the short routes' run in a
-    second thread (HiGHS releases the GIL while it solves; the result is the same as one
-    after the other)."""
-    memo = ctx.memo.get("packings")
-    if memo is not None:
-        return memo
-    every, short = RankRoutes(ctx), QuickRoutes(ctx)
-    route_sets = [("any", every)] + ([] if _same_routes(ctx, short) else [("short", short)])
-    ctx.memo["packing_routes"] = dict(route_sets)
-    # the cut floor ends an optimal LP early; on few ranks the rounds after the optimum cost
-    # milliseconds and the trees they add pipeline better, so it applies above FLOOR_ABOVE
-    floor = fluid_floor(ctx) if len(ctx.ranks) > FLOOR_ABOVE else 0.0
-    if len(route_sets) == 1:
-        out = _route_set_packings(ctx, *route_sets[0], floor)
-    else:
-        with ThreadPoolExecutor(max_workers=1, thread_name_prefix="packing") as pool:
-            later = pool.submit(_route_set_packings, ctx, *route_sets[1], floor)
-            out = _route_set_packings(ctx, *route_sets[0], floor)
-            out.update(later.result())
-    ctx.memo["packings"] = out
-    return out
-
-
-def _route_set_packings(ctx: PlanContext, name: str, routes: RankRoutes | QuickRoutes,
-                        floor: float) -> dict[tuple[str, int | None], Packing]:
-    """The packings of one route set, each depth slack's LP starting from the trees of the
-    one before."""
-    out: dict[tuple[str, int | None], Packing] = {}
-    start: list = []
-    large = len(ctx.ranks) > UNLIMITED_MAX_RANKS
-    for slack in SLACKS_LARGE if large else SLACKS:
-        if slack is None and name == "short":
-            continue
-        if (slack is None and large and start
-                and min(p.theta for p in out.values()) <= floor * (1 + UNLIMITED_GAP)):
-            continue  # deep trees fill for longer than the little they could gain
-        lp = PackingLP(ctx, slack, routes, start, floor)
-        stall = STALL_ROUNDS if large else STALL_MID if len(ctx.ranks) > FLOOR_ABOVE else None
-        out[name, slack] = lp.solve(ROUNDS_LARGE if large else None, stall)
-        start = out[name, slack].trees
-        if large and out[name, slack].theta <= floor * (1 + FLOOR_GAP):
-            break  # optimal (on fewer ranks deeper packings still pipeline better)
-    return out
-
-
-def _same_routes(ctx: PlanContext, short: QuickRoutes) -> bool:
-    """Whether the short routes are all the routes (direct-wired ranks: every rank's links
-    lead to ranks, and the short routes are those links), so their packings are the same."""
-    index = {r: i for i, r in enumerate(ctx.ranks)}
-    direct = set()
-    for u, v in ctx.router.arc_id:
-        if u in index:
-            if v not in index:
-                return False
-            direct.add((index[u], index[v]))
-    return set(short.pairs) == direct and all(len(short.paths[p]) == 2 for p in short.pairs)
 
 
 def _variants(pairs: list[Pair]) -> list[list[Pair]]:

@@ -105,6 +105,7 @@ def test_packing_mixes_keep_the_middle_and_never_lose_to_the_pipeline() -> None:
     """On a packing's pairs (any-topology path), a mix whose ends alone mix freely keeps the
     packing's shares in the middle pieces, verifies, and is no slower than the pipelined
     program of the same piece sizes."""
+    from planner.algorithms import packing_sets
     from planner.algorithms.packing_schedule import PairSchedule, pair_trees
     from planner.families import torus
     from planner.program import program_to_doc
@@ -112,7 +113,7 @@ def test_packing_mixes_keep_the_middle_and_never_lose_to_the_pipeline() -> None:
     fa = sys.modules["planner.algorithms.forest_any"]
     topo = Topology.from_dict(torus(2, 3, gpus_per_host=2, degraded=1))
     ctx = PlanContext.create(topo, topo.endpoints(), SIZE)
-    table = fa.packings(ctx)
+    table = packing_sets.packings(ctx)
     key = min(table, key=lambda k: (table[k].theta, str(k)))
     sched = PairSchedule(ctx, pair_trees(table[key]))
     shares, _ = sched.fluid_shares()

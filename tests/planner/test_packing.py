@@ -154,7 +154,7 @@ def test_unlimited_packing_prices_exact_trees_where_the_greedy_stops() -> None:
     unlimited LP, started from the depth-limited packings' trees, is still 1.26x the cut;
     the exact cheapest arborescences take it to the cut, and the depth-limited packings'
     trees keep to their limits."""
-    from planner.algorithms.forest_any import packings
+    from planner.algorithms.packing_sets import packings
     from planner.bound import fluid_floor
     from planner.families import random_family
 
@@ -197,19 +197,19 @@ def test_tree_depths_of_paths_stars_and_cycles() -> None:
 
 
 def test_packings_in_two_threads_equal_one_route_set_after_the_other() -> None:
-    """forest_any.packings solves the short-route set in a second thread; the packings must
+    """packing_sets.packings solves the short-route set in a second thread; the packings must
     be those of solving each set alone (same fluid times, trees and shares)."""
-    from planner.algorithms import forest_any
+    from planner.algorithms import packing_sets
 
     t = Topology.from_dict(hybrid_cube_mesh())  # PCIe beside NVLink: two route sets
     ctx = PlanContext.create(t, t.endpoints(), SIZE)
-    both = forest_any.packings(ctx)
+    both = packing_sets.packings(ctx)
     assert {name for name, _ in both} == {"any", "short"}
     alone = PlanContext.create(t, t.endpoints(), SIZE)
-    assert len(alone.ranks) <= forest_any.FLOOR_ABOVE  # no floor stop on these LPs
+    assert len(alone.ranks) <= packing_sets.FLOOR_ABOVE  # no floor stop on these LPs
     order = []  # the keys' order matters: sorting by fluid time keeps it among ties
     for name, routes in (("any", RankRoutes(alone)), ("short", QuickRoutes(alone))):
-        mine = forest_any._route_set_packings(alone, name, routes, 0.0)
+        mine = packing_sets._route_set_packings(alone, name, routes, 0.0)
         order.extend(mine)
         for key, packing in mine.items():
             assert both[key].theta == packing.theta

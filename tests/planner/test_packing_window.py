@@ -14,8 +14,8 @@ from planner.algorithms.arborescence import (
     tree_depths,
 )
 from planner.algorithms.base import PlanContext
-from planner.algorithms.forest_any import packings
 from planner.algorithms.packing_schedule import PairSchedule, pair_trees
+from planner.algorithms.packing_sets import packings
 from planner.algorithms.packing_window import (
     ABANDON_ABOVE,
     ABANDON_AFTER,

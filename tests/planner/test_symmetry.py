@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 
 from planner.algorithms.base import PlanContext
-from planner.algorithms.forest_any import packings
 from planner.algorithms.packing_orbit import OrbitWindowLP, expand
+from planner.algorithms.packing_sets import packings
 from planner.algorithms.packing_window import WindowLP
 from planner.algorithms.symmetry import automorphisms
 from planner.bound import lower_bound
