@@ -38,6 +38,7 @@ import numpy as np
 
 from planner.algorithms.base import Candidate, PlanContext
 from planner.algorithms.forest_any import GENERAL_MAX_RANKS, forest_any
+from planner.algorithms.forest_build import build_program, host_fan_in, max_fan_in
 from planner.algorithms.forest_lanes import (
     MAX_LANES,
     _Arcs,
@@ -62,10 +63,10 @@ from planner.algorithms.forest_trees import (
     _trees,
     tree_counts,
 )
-from planner.algorithms.pipeline import lp_fractions, model_time, piece_fractions, round_to_total
+from planner.algorithms.pipeline import lp_fractions, model_time, piece_fractions
 from planner.bound import fluid_floor
 from planner.errors import InfeasibleError
-from planner.program import Program, Step, Transfer
+from planner.program import Program
 
 INTRA_GROUPS = (1, 2, 4)  # pieces one merged intra-host transfer may cover
 HUB_MAX_HOSTS = 8  # stars plus hub trees (see _hub_trees) up to this many hosts
@@ -86,84 +87,6 @@ LP_PIECES_BELOW = 3  # piece counts below the best equal/ramped one to try with 
 LP_MAX_ROWS = 10_000  # arcs x steps of a piece-size LP in _refine; above: not refined
 MIX_CONFIGS = 2  # best configurations (merged intra-host transfers per piece) given mixes
 MIX_PIECES = 2  # piece counts per configuration: the largest up to its own, down to half
-
-
-# ---- program ------------------------------------------------------------------------------
-
-def _units_per_tree(w: np.ndarray, total: int) -> np.ndarray:
-    return round_to_total(w * total / w.sum(), total)
-
-
-def build_program(plan: _Plan, fracs: np.ndarray, units: int, group: int = 1) -> Program:
-    """The program: per lane, per piece, per tree a contiguous range of units; merged
-    intra-host transfers cover ``group`` consecutive pieces of a lane."""
-    trees, w = plan.trees, plan.w
-    pieces = len(fracs)
-    cum = np.concatenate([[0.0], np.cumsum(fracs)])
-    cum[-1] = 1.0
-    live = [j for j in range(len(trees)) if w[j] > 0]
-    per_tree = dict(zip(live, _units_per_tree(w[live], units), strict=True))
-    nsteps = pieces + plan.offsets - 1
-    steps: list[Step] = [[] for _ in range(nsteps)]
-    by_lane: dict[int, list[int]] = defaultdict(list)
-    for j in live:
-        by_lane[trees[j].lane].append(j)
-    base = 0
-    for li in sorted(by_lane):
-        js = by_lane[li]
-        intra = plan.intra(li)
-        nets = {j: plan.phases(j) for j in js}
-        split = {j: plan.tree_intra(j) for j in js}
-        for p in range(pieces):
-            if p % group == 0:
-                start = base
-            ends: dict[tuple, tuple[int, int]] = {}  # split transfer -> (step, index)
-            for j in js:
-                u = int(per_tree[j])
-                a, b = base, base + (round(u * cum[p + 1]) - round(u * cum[p]))
-                base = b
-                if a == b:
-                    continue
-                for off, src, dst, red, path in nets[j]:
-                    steps[p + off].append(Transfer(src, dst, a, b, red, path))
-                for key in split[j]:
-                    off, src, dst, red, path = key
-                    at = ends.get(key)
-                    if at is not None and steps[at[0]][at[1]].hi == a:
-                        lo = steps[at[0]][at[1]].lo  # the same transfer, now up to b
-                        steps[at[0]][at[1]] = Transfer(src, dst, lo, b, red, path)
-                    else:
-                        ends[key] = (p + off, len(steps[p + off]))
-                        steps[p + off].append(Transfer(src, dst, a, b, red, path))
-            if (p % group == group - 1 or p == pieces - 1) and base > start:
-                first = p // group * group
-                for off, src, dst, red, path in intra:
-                    at = first if off == 0 else p + off
-                    steps[at].append(Transfer(src, dst, start, base, red, path))
-    return Program(units, [s for s in steps if s])
-
-
-def host_fan_in(ctx: PlanContext, program: Program) -> int:
-    """The most hosts that send to one host in one step."""
-    host = [ctx.topo.host_of(r) for r in ctx.ranks]
-    worst = 0
-    for step in program.steps:
-        into: dict[str, set[str]] = defaultdict(set)
-        for t in step:
-            if host[t.src] != host[t.dst]:
-                into[host[t.dst]].add(host[t.src])
-        worst = max(worst, max((len(v) for v in into.values()), default=0))
-    return worst
-
-
-def max_fan_in(plan: _Plan) -> int:
-    """The most children any host has in any tree that carries data."""
-    fan = 0
-    for tree, w in zip(plan.trees, plan.w, strict=True):
-        if w > 0:
-            kids = Counter(p for p in tree.parent if p >= 0)
-            fan = max(fan, max(kids.values(), default=0))
-    return fan
 
 
 def _price(plan: _Plan, fluid: float, size: float, max_units: int,
