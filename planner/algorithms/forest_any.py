@@ -337,8 +337,11 @@ def forest_any(ctx: PlanContext, beat: float | None = None) -> Candidate:
         if k < 2 or k * len(sched.pairs) > units or k * sched.transfers_per_piece > MAX_TRANSFERS:
             continue
         tries = [piece_fractions(k, ramp) for ramp in RAMPS if 2 * ramp <= k]
-        # the LP takes seconds of HiGHS on many pieces, for < 0.1 % over ramped pieces
-        if len(best["load"]) * (k + sched.columns - 1) <= LP_MAX_ROWS:
+        # the LP takes seconds of HiGHS on many pieces, for < 0.1 % over ramped pieces; above
+        # UNLIMITED_MAX_RANKS none (0.2-1.8 s a 64-rank plan; 8 of 9 members' plans the same
+        # without it, directed-32x2 1.01611 -> 1.01624: docs/status.md, session 17)
+        if (n <= UNLIMITED_MAX_RANKS
+                and len(best["load"]) * (k + sched.columns - 1) <= LP_MAX_ROWS):
             tries.append(lp_fractions(best["load"], best["lat"], size, k,
                                       min_step=ctx.cost.min_step_s))
         for fracs in tries:
