@@ -232,8 +232,8 @@ def _solve(plan: _Plan) -> list[tuple[_Plan, float]]:
             plan.routes, plan.w, plan.busy_arcs, plan._flat = routes, w, busy, None
             break
         fluid = again
-    # the router's routes where they are faster (a second pricing of the plan costs ~1 s at
-    # 64 ranks for ~0.01 % where they tie, fat-tree3-64-slow: only a faster one is taken)
+    # back to the router's routes only where they are faster (on a tie, pricing both costs
+    # ~1 s more at 64 ranks for ~0.01 %, fat-tree3-64-slow)
     if plain < fluid * (1 - 1e-6):
         plan.routes, plan._flat = {}, None
         fluid = plan.solve_shares()

@@ -338,7 +338,7 @@ def forest_any(ctx: PlanContext, beat: float | None = None) -> Candidate:
             continue
         tries = [piece_fractions(k, ramp) for ramp in RAMPS if 2 * ramp <= k]
         # the LP takes seconds of HiGHS on many pieces, for < 0.1 % over ramped pieces; above
-        # UNLIMITED_MAX_RANKS none (0.2-1.8 s a 64-rank plan; 8 of 9 members' plans the same
+        # UNLIMITED_MAX_RANKS none (0.2-1.8 s a 64-rank plan; 14 of 15 members' plans the same
         # without it, directed-32x2 1.01611 -> 1.01624: docs/status.md, session 17)
         if (n <= UNLIMITED_MAX_RANKS
                 and len(best["load"]) * (k + sched.columns - 1) <= LP_MAX_ROWS):

@@ -147,20 +147,19 @@ def mix_lp(profiles: list[Profile], w: np.ndarray, offsets: int, narcs: int, pie
     scale = max(float(floor.max()), 1e-12)  # HiGHS wants entries near 1
     if full.shape[1] > max_columns:
         return None
-    sol = _solve_ipm(full / scale, step, -lat[present] / scale, floor / scale)
-    if sol is None:
+    y = _solve_ipm(full / scale, step, -lat[present] / scale, floor / scale)
+    if y is None:
         return None
-    y = sol[0]
     x = (spread @ y).reshape(pieces, ncols)
     x[x < x.max() * 1e-7] = 0.0
     return x / x.sum()
 
 
 def _solve_ipm(loads, steps: np.ndarray, rhs: np.ndarray, floor: np.ndarray
-               ) -> tuple[np.ndarray, np.ndarray] | None:
+               ) -> np.ndarray | None:
     """min sum(t) s.t. loads @ x - t[steps] <= rhs, sum(x) = 1, x >= 0, t >= floor, by
     HiGHS' interior point without crossover (its vertex can take 10^5 simplex iterations
-    where the interior point takes a few dozen) within IPM_ITERATIONS: (x, t) or None."""
+    where the interior point takes a few dozen) within IPM_ITERATIONS: x, or None."""
     from scipy.sparse import coo_matrix, hstack, vstack
 
     from planner.algorithms.packing_master import _highs
@@ -187,7 +186,7 @@ def _solve_ipm(loads, steps: np.ndarray, rhs: np.ndarray, floor: np.ndarray
     if h.getModelStatus() != highspy.HighsModelStatus.kOptimal:
         return None
     col = np.asarray(h.getSolution().col_value)
-    return np.maximum(col[:nx], 0.0), col[nx:]
+    return np.maximum(col[:nx], 0.0)
 
 
 def _merged(arcs: np.ndarray, offs: np.ndarray, coef: np.ndarray, plat: np.ndarray

@@ -222,7 +222,7 @@ def test_packings_in_two_threads_equal_one_route_set_after_the_other() -> None:
 def test_piece_size_lps_only_up_to_32_ranks(monkeypatch) -> None:
     """The piece-size LP refines the best pipelined packing up to UNLIMITED_MAX_RANKS ranks;
     above, the ramped piece sizes alone (the LP cost 0.2-1.8 s a 64-rank plan and changed 1
-    of 9 members' plans, by 0.01 %)."""
+    of 15 members' plans, by 0.01 %)."""
     import sys
 
     from planner.algorithms import pipeline
