@@ -67,6 +67,9 @@ MIX_ENDS = 2  # pieces that mix freely at each end of the pipeline, per phase of
 BUILD_CHECK = 0.01  # a mix this close to the pipelined estimate is checked on the built program
 MIX_REACH = 1.1  # mixes only where the pipelined program is within this of what must be beaten
 LP_MAX_ROWS = 20_000  # arcs x steps of the piece-size LP (pipeline.lp_fractions); above: none
+LP_MAX_ROWS_LARGE = 10_000  # the same above UNLIMITED_MAX_RANKS: 64-rank plans at 256 MiB
+# spent 0.2-1.8 s on 12-18k-row LPs and 14 of 15 planned the same without them; at 1 MiB
+# their LPs have 4-9k rows, take 0.04-0.2 s and gain up to 0.4 % (docs/status.md, session 17)
 
 
 def _variants(pairs: list[Pair]) -> list[list[Pair]]:
@@ -337,11 +340,9 @@ def forest_any(ctx: PlanContext, beat: float | None = None) -> Candidate:
         if k < 2 or k * len(sched.pairs) > units or k * sched.transfers_per_piece > MAX_TRANSFERS:
             continue
         tries = [piece_fractions(k, ramp) for ramp in RAMPS if 2 * ramp <= k]
-        # the LP takes seconds of HiGHS on many pieces, for < 0.1 % over ramped pieces; above
-        # UNLIMITED_MAX_RANKS none (0.2-1.8 s a 64-rank plan; 14 of 15 members' plans the same
-        # without it, directed-32x2 1.01611 -> 1.01624: docs/status.md, session 17)
-        if (n <= UNLIMITED_MAX_RANKS
-                and len(best["load"]) * (k + sched.columns - 1) <= LP_MAX_ROWS):
+        # the LP takes seconds of HiGHS on many pieces, for < 0.1 % over ramped pieces
+        limit = LP_MAX_ROWS if n <= UNLIMITED_MAX_RANKS else LP_MAX_ROWS_LARGE
+        if len(best["load"]) * (k + sched.columns - 1) <= limit:
             tries.append(lp_fractions(best["load"], best["lat"], size, k,
                                       min_step=ctx.cost.min_step_s))
         for fracs in tries:
