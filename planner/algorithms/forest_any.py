@@ -10,8 +10,10 @@ under the cost model wins.
 
 from __future__ import annotations
 
+import functools
 import math
 import time
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
@@ -176,23 +178,37 @@ def _offer(ctx: PlanContext, found: Packing, label: str, size: float, units: int
         return est
     # hundreds of trees with small shares: the rounding of units moves the balance, so the
     # built program's cost-model time is what competes
-    program = mine["sched"].build(mine["shares"], mine["fracs"], units)
-    mine["time"] = ctx.cost.program_time(ctx.ranks, program, size)
-    mine["built"] = (mine["fracs"], program, mine["time"])  # reused while best keeps fracs
+    mine["time"] = _timed(ctx, mine, units)
     if mine["time"] < best.get("time", math.inf) * (1 - WINDOW_MARGIN):
         best.clear()
         best.update(mine, packing=label)
     return est
 
 
-def _build(ctx: PlanContext, best: dict, units: int) -> tuple[Program, float]:
-    """The best pipelined program and its cost-model time (``_offer``'s where its pieces are
-    still the best's: a one-piece program of 350,000 transfers takes seconds to build)."""
+def _timed(ctx: PlanContext, best: dict, units: int) -> float:
+    """The cost-model time of the program ``best`` builds (``PairSchedule.program_time``:
+    0.03 s where building and pricing 700,000 transfers takes a second), remembered for its
+    pieces; where the cost model has overhead terms, the built program's."""
+    timed = best.get("timed")
+    if timed is not None and timed[0] is best["fracs"]:
+        return timed[1]
+    size = float(ctx.size_bytes)
+    t = best["sched"].program_time(best["shares"], best["fracs"], units, size)
+    if t is None:
+        t = ctx.cost.program_time(ctx.ranks, _program(best, units)(), size)
+    best["timed"] = (best["fracs"], t)
+    return t
+
+
+def _program(best: dict, units: int) -> Callable[[], Program]:
+    """A builder of ``best``'s program that builds it once, when first asked."""
+    sched, shares, fracs = best["sched"], best["shares"], best["fracs"]
     built = best.get("built")
-    if built is not None and built[0] is best["fracs"]:
-        return built[1], built[2]
-    program = best["sched"].build(best["shares"], best["fracs"], units)
-    return program, ctx.cost.program_time(ctx.ranks, program, float(ctx.size_bytes))
+    if built is not None and built[0] is fracs:
+        return built[1]
+    build = functools.cache(lambda: sched.build(shares, fracs, units))
+    best["built"] = (fracs, build)
+    return build
 
 
 def _price_orbits(ctx: PlanContext, size: float, units: int, best: dict) -> bool:
@@ -369,27 +385,24 @@ def forest_any(ctx: PlanContext, beat: float | None = None) -> Candidate:
         return Candidate("forest", found.time_s, lambda: found.program, details)
     sched = best["sched"]
     fracs = best["fracs"]
-    program = predicted = None
-    if mixed is not None and mixed[0] < best["time"] * (1 + BUILD_CHECK):
-        # the pipelined estimate is the cost model's time up to the rounding of units
-        program, predicted = _build(ctx, best, units)
-        if mixed[0] < predicted:
-            if beat is not None and mixed[0] > beat:
-                raise InfeasibleError(SLOWER)
-            t, program, pieces = mixed
-            details = {"path": "any-topology packing", "packing": best["packing"] + ", mixed",
-                       "trees": int((shares > 0).sum()), "fluid_time_s": fluid,
-                       "pieces": pieces, "reduce_height": sched.h_in,
-                       "broadcast_height": sched.h_out,
-                       "solve_s": round(time.perf_counter() - t0, 3)}
-            return Candidate("forest", t, lambda: program, details)
+    # the pipelined estimate is the cost model's time up to the rounding of units
+    if (mixed is not None and mixed[0] < best["time"] * (1 + BUILD_CHECK)
+            and mixed[0] < _timed(ctx, best, units)):
+        if beat is not None and mixed[0] > beat:
+            raise InfeasibleError(SLOWER)
+        t, program, pieces = mixed
+        details = {"path": "any-topology packing", "packing": best["packing"] + ", mixed",
+                   "trees": int((shares > 0).sum()), "fluid_time_s": fluid,
+                   "pieces": pieces, "reduce_height": sched.h_in,
+                   "broadcast_height": sched.h_out,
+                   "solve_s": round(time.perf_counter() - t0, 3)}
+        return Candidate("forest", t, lambda: program, details)
     if beat is not None and best["time"] > beat:
         raise InfeasibleError(SLOWER)
-    if program is None:
-        program, predicted = _build(ctx, best, units)
+    predicted = _timed(ctx, best, units)
     details = {"path": "any-topology packing", "packing": best["packing"],
                "trees": int((shares > 0).sum()),
                "fluid_time_s": fluid,
                "pieces": len(fracs), "reduce_height": sched.h_in,
                "broadcast_height": sched.h_out, "solve_s": round(time.perf_counter() - t0, 3)}
-    return Candidate("forest", predicted, lambda: program, details)
+    return Candidate("forest", predicted, _program(best, units), details)

@@ -249,3 +249,36 @@ def test_piece_size_lps_above_32_ranks_stay_small(monkeypatch) -> None:
     monkeypatch.setattr(fa, "LP_MAX_ROWS_LARGE", 0)
     assert solved(large) == []
     assert solved(small)  # the large limit does not apply up to 32 ranks
+
+
+@pytest.mark.parametrize("family", ["mesh2d", "fat_tree3", "directed_cluster", "host_ring"])
+def test_schedule_time_without_building_is_the_built_programs(family: str) -> None:
+    """``PairSchedule.program_time`` is the cost model's time of ``build`` (to the order of
+    its sums) at every piece count and ramp, with pairs left out; None with overheads."""
+    from planner.algorithms.packing_schedule import PairSchedule, pair_trees
+    from planner.algorithms.packing_sets import packings
+    from planner.algorithms.pipeline import piece_fractions
+    from planner.families import random_family
+
+    topo = Topology.from_dict(random_family(family, 1))
+    ranks = topo.endpoints()
+    for size in (4096, 3 << 20):
+        ctx = PlanContext.create(topo, ranks, size)
+        units = min(1 << 20, size)
+        for packing in packings(ctx).values():
+            pairs = pair_trees(packing)
+            sched = PairSchedule(ctx, pairs)
+            shares = np.array([p.share for p in pairs])
+            shares[::3] = 0.0  # pairs without units are skipped by both
+            if not shares.any():
+                shares[-1] = 1.0
+            for pieces, ramp in ((1, 0), (5, 1), (24, 3)):
+                fracs = piece_fractions(pieces, ramp)
+                built = sched.build(shares, fracs, units)
+                want = ctx.cost.program_time(ranks, built, float(size))
+                got = sched.program_time(shares, fracs, units, float(size))
+                assert got == pytest.approx(want, rel=1e-12), (size, pieces, ramp)
+    slow = PlanContext.create(topo, ranks, 4096, message_overhead_s=1e-6)
+    sched = PairSchedule(slow, pair_trees(next(iter(packings(slow).values()))))
+    assert sched.program_time(np.ones(len(sched.pairs)), piece_fractions(2, 0), 4096,
+                              4096.0) is None
