@@ -108,13 +108,16 @@ class RankRoutes:
         self.size = nv + len(rank_ix)
         self.sources = np.asarray([copy[ix] for ix in rank_ix])
         self.targets = np.asarray(rank_ix)
+        self._ends = ([copy[ix] for ix in rank_ix], rank_ix)  # the same, as ints for ``path``
         self.rank_names = list(ctx.ranks)
         self.physical = router.lat + REF_BYTES / router.bw
 
-    def solve(self, price: np.ndarray, tie: bool = True) -> tuple[np.ndarray, np.ndarray]:
+    def solve(self, price: np.ndarray, tie: bool = True) -> tuple[np.ndarray, list[list[int]]]:
         """(cost, predecessors): cost[i, j] of the cheapest route from rank i to rank j under
-        ``price`` per arc (inf where none; 0 on the diagonal). ``tie`` adds a tiny share of
-        each arc's physical cost, so equal prices go to short routes (and no weight is 0)."""
+        ``price`` per arc (inf where none; 0 on the diagonal), and per rank i each node's
+        predecessor on those routes (a list: ``path`` walks it item by item). ``tie`` adds a
+        tiny share of each arc's physical cost, so equal prices go to short routes (and no
+        weight is 0)."""
         phys = self.physical
         w = price[self.arc]
         if tie:
@@ -126,20 +129,23 @@ class RankRoutes:
                               return_predecessors=True)
         cost = dist[:, self.targets]
         np.fill_diagonal(cost, 0.0)
-        return cost, pred
+        return cost, pred.tolist()
 
-    def path(self, pred: np.ndarray, i: int, j: int) -> Path:
+    def path(self, pred: list[list[int]], i: int, j: int) -> Path:
         """Nodes from rank i to rank j along the predecessors of ``solve``."""
-        src, node = self.sources[i], self.targets[j]
+        sources, targets = self._ends
+        src, node = sources[i], targets[j]
+        row = pred[i]
         out = [node]
         while node != src:
-            node = pred[i, node]
+            node = row[node]
             if node < 0:
                 raise InfeasibleError(f"no route from {self.rank_names[i]!r} to "
                                       f"{self.rank_names[j]!r}")
             out.append(node)
-        out[-1] = self.targets[i]
-        return tuple(self.names[k] for k in reversed(out))
+        out[-1] = targets[i]
+        names = self.names
+        return tuple([names[k] for k in reversed(out)])
 
 
 class QuickRoutes:
@@ -191,22 +197,25 @@ class QuickRoutes:
         return self.paths[i, j]
 
 
-def _column(routes: RankRoutes | QuickRoutes, router, pred: np.ndarray | None, parent: np.ndarray,
-            root: int,
-            inward: bool, cache: dict) -> TreeColumn:
-    paths: list[Path] = []
+def _column(routes: RankRoutes | QuickRoutes, router, pred: list[list[int]] | None,
+            parent: np.ndarray, root: int, inward: bool, cache: dict) -> TreeColumn:
+    """The tree of ``parent`` with its edges routed along ``pred`` (``cache``: one dict per
+    set of routes, shared by the trees built on it)."""
+    n = len(parent)
+    kids = np.flatnonzero(parent >= 0)
+    ends = parent[kids]
+    tails, heads = (kids, ends) if inward else (ends, kids)
+    paths: list[Path] = [()] * n
     arcs: list[int] = []
-    for v, p in enumerate(parent):
-        if p < 0:
-            paths.append(())
-            continue
-        a, b = (v, int(p)) if inward else (int(p), v)
-        hit = cache.get((a, b))
+    extend = arcs.extend
+    get = cache.get
+    for v, a, b in zip(kids.tolist(), tails.tolist(), heads.tolist(), strict=True):
+        hit = get(a * n + b)
         if hit is None:
             path = routes.path(pred, a, b)
-            hit = cache[a, b] = (path, router.arcs(path))
-        paths.append(hit[0])
-        arcs.extend(hit[1])
+            hit = cache[a * n + b] = (path, router.arcs(path))
+        paths[v] = hit[0]
+        extend(hit[1])
     return TreeColumn(inward, root, parent, paths, np.asarray(arcs, dtype=np.int64),
                       tree_depths(parent))
 
@@ -253,8 +262,7 @@ class PackingLP:
         self.idle: list[int] = []  # per column: rounds in a row without share
         self.keys: list[tuple[bool, bytes]] = []
         self.master = Master(self.bw, self.n, primal=self.n > PRIMAL_ABOVE)
-        for col in start or ():  # trees of a smaller slack fit this one's limits too
-            self._add(col)
+        self._add(list(start or ()))  # trees of a smaller slack fit this one's limits too
 
     def _price(self, price: np.ndarray, duals: np.ndarray | None = None,
                threshold: float = 0.0) -> list[TreeColumn]:
@@ -300,19 +308,23 @@ class PackingLP:
                                     cache))
         return cols
 
-    def _add(self, col: TreeColumn) -> bool:
-        # the arcs, in rank order, fix the paths: each is a simple path from a rank to its
-        # tree neighbour, so it ends where it first reaches that neighbour
-        key = (col.inward, col.root.to_bytes(4, "little") + col.parent.tobytes()
-               + col.arcs.tobytes())
-        if key in self._seen:
-            return False
-        self._seen.add(key)
-        self.trees.append(col)
-        self.master.add(col.arcs, col.root, col.inward)
-        self.keys.append(key)
-        self.idle.append(0)
-        return True
+    def _add(self, cols: list[TreeColumn]) -> int:
+        """Add the trees not in the LP yet (to the master in one call); how many."""
+        new = []
+        for col in cols:
+            # the arcs, in rank order, fix the paths: each is a simple path from a rank to
+            # its tree neighbour, so it ends where it first reaches that neighbour
+            key = (col.inward, col.root.to_bytes(4, "little") + col.parent.tobytes()
+                   + col.arcs.tobytes())
+            if key in self._seen:
+                continue
+            self._seen.add(key)
+            self.trees.append(col)
+            self.keys.append(key)
+            self.idle.append(0)
+            new.append((col.arcs, col.root, col.inward))
+        self.master.add_trees(new)
+        return len(new)
 
     def _prune(self, share: np.ndarray) -> None:
         """Drop columns that carried no share for KEEP_IDLE_ROUNDS solves (they may come back
@@ -340,8 +352,7 @@ class PackingLP:
         ``stall``, no more once that many rounds in a row improved the fluid time by less
         than TOLERANCE (a heuristic: degenerate LPs sometimes improve after long flats)."""
         rounds = MAX_ROUNDS if rounds is None else rounds
-        for c in self._price(1.0 / self.bw):
-            self._add(c)
+        self._add(self._price(1.0 / self.bw))
         theta, share, y, duals = self._master()
         history = [theta]
         for k in range(rounds):
@@ -356,7 +367,7 @@ class PackingLP:
             if not cols:
                 break
             self._prune(share)
-            if not sum(self._add(c) for c in cols):
+            if not self._add(cols):
                 break
             theta, share, y, duals = self._master()
             history.append(theta)

@@ -99,6 +99,39 @@ class Master:
         self.cols += 1
         self.col_nnz.append(len(idx))
 
+    def add_trees(self, trees: list[tuple[np.ndarray, int, bool]]) -> None:
+        """``add`` for many (arcs, root, inward) columns of a one-step LP, in one call to
+        HiGHS (the same columns and coefficients as one ``add`` each)."""
+        if not trees:
+            return
+        assert self.steps == 1
+        lengths = np.fromiter((len(t[0]) for t in trees), dtype=np.int64, count=len(trees))
+        owner = np.repeat(np.arange(len(trees)), lengths)
+        keys, counts = np.unique(owner * self.narcs + np.concatenate([t[0] for t in trees]),
+                                 return_counts=True)
+        ids = keys % self.narcs
+        vals = counts * (self.scale / self.bw[ids])
+        cuts = np.searchsorted(keys // self.narcs, np.arange(len(trees) + 1)).tolist()
+        base = self.load_rows
+        index: list[np.ndarray] = []
+        value: list[np.ndarray] = []
+        starts = np.zeros(len(trees), dtype=np.int32)
+        size = 0
+        for k, (_, root, inward) in enumerate(trees):
+            lo, hi = cuts[k], cuts[k + 1]
+            extra = [base + root, base + self.n] if inward else [base + root]
+            index += [ids[lo:hi], np.asarray(extra)]
+            value += [vals[lo:hi], np.asarray([1.0, 1.0] if inward else [-1.0])]
+            starts[k] = size
+            size += hi - lo + len(extra)
+            self.col_nnz.append(hi - lo + len(extra))
+        inf = highspy.kHighsInf
+        k = len(trees)
+        self.h.addCols(k, np.zeros(k), np.zeros(k), np.full(k, inf), size, starts,
+                       np.concatenate(index).astype(np.int32),
+                       np.concatenate(value).astype(float))
+        self.cols += k
+
     def delete(self, columns: list[int]) -> None:
         """Drop tree columns by their index among the trees (0-based, theta excluded)."""
         if columns:
