@@ -98,6 +98,7 @@ class PairSchedule:
         counts = np.fromiter((len(a) for a in arc_l), dtype=np.int64, count=len(arc_l))
         cols, offs, lats = (np.repeat(np.asarray(x), counts) for x in zip(*meta, strict=True))
         self._flat = (np.concatenate(arc_l), cols, offs, lats)
+        self._grouped: tuple[np.ndarray, ...] | None = None  # see _groups
 
     @property
     def transfers_per_piece(self) -> int:
@@ -167,21 +168,45 @@ class PairSchedule:
         cost = self.ctx.cost
         if cost.message_overhead_s or cost.exchange_overhead_s or cost.switch_overhead:
             return None
-        arc, col, off, plat = self._flat
-        sizes = self.piece_units(shares, fracs, units)[:, col]  # pieces x crossings
-        piece, cross = np.nonzero(sizes > 0)
-        if not len(piece):
-            return 0.0
-        bw = self.ctx.router.bw
-        narcs = len(bw)
-        step = piece + off[cross]
-        key = step * narcs + arc[cross]
-        loads = np.bincount(key, weights=sizes[piece, cross] * (size / units))
-        finish = loads[key] / bw[arc[cross]] + plat[cross]
-        per_step = np.full(len(fracs) + self.columns - 1, -np.inf)
-        np.maximum.at(per_step, step, finish)
+        arc_of, off_of, count, lat = self._groups()
+        sizes = self.piece_units(shares, fracs, units)  # pieces x pairs
+        units_of = sizes.astype(np.float64) @ count  # per piece and (arc, offset) group
+        # each group's slowest path latency among the pairs a piece carries (pieces differ
+        # only where a pair's share rounds to no units in some of them)
+        patterns, which = np.unique(sizes > 0, axis=0, return_inverse=True)
+        lat_of = np.stack([lat[row].max(axis=0) if row.any()
+                           else np.full(lat.shape[1], -np.inf) for row in patterns])
+        lat_of = lat_of[which.ravel()]
+        pieces, bw = len(fracs), self.ctx.router.bw
+        steps = pieces + self.columns - 1
+        step_units = np.zeros((steps, len(bw)))  # integers: their sums are exact
+        step_lat = np.full((steps, len(bw)), -np.inf)
+        for k in range(self.columns):  # piece p runs offset k at step p + k
+            mine = np.flatnonzero(off_of == k)
+            arcs = arc_of[mine]  # distinct: one group per (arc, offset)
+            step_units[k:k + pieces, arcs] += units_of[:, mine]
+            step_lat[k:k + pieces, arcs] = np.maximum(step_lat[k:k + pieces, arcs],
+                                                      lat_of[:, mine])
+        finish = step_units * (size / units) / bw[None, :] + step_lat
+        per_step = finish.max(axis=1)
         busy = per_step[np.isfinite(per_step)]
-        return float(np.maximum(busy, cost.min_step_s).sum())
+        return float(np.maximum(busy, cost.min_step_s).sum()) if len(busy) else 0.0
+
+    def _groups(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """The crossings grouped by (arc, offset): each group's arc and offset, per pair its
+        crossings in the group (pairs x groups) and their slowest path latency (-inf:
+        none)."""
+        if self._grouped is None:
+            arc, col, off, plat = self._flat
+            keys, group = np.unique(arc * self.columns + off, return_inverse=True)
+            shape = (len(self.pairs), len(keys))
+            flat = col * len(keys) + group
+            count = np.bincount(flat, minlength=shape[0] * shape[1]).reshape(shape)
+            lat = np.full(shape[0] * shape[1], -np.inf)
+            np.maximum.at(lat, flat, plat)
+            self._grouped = (keys // self.columns, keys % self.columns,
+                             count.astype(np.float64), lat.reshape(shape))
+        return self._grouped
 
     def build(self, shares: np.ndarray, fracs: np.ndarray, units: int) -> Program:
         """Per piece, per pair a contiguous range of units; transfers at piece + offset."""
