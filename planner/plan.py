@@ -294,6 +294,8 @@ def _choose_sparse(comp: Comparison, ranks: list[str], size_bytes: int, density:
 
 def with_routes(program: Program, ranks: list[str], router: Router) -> Program:
     """Pin every transfer without a path to the route the cost model priced it on."""
+    if all(t.path is not None for step in program.steps for t in step):
+        return program  # forest programs pin every path already (700,000 transfers at 64)
     steps = [[t if t.path is not None else
               Transfer(t.src, t.dst, t.lo, t.hi, t.reduce, router.path(ranks[t.src], ranks[t.dst]))
               for t in step] for step in program.steps]
