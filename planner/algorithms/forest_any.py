@@ -187,7 +187,7 @@ def _offer(ctx: PlanContext, found: Packing, label: str, size: float, units: int
 
 def _timed(ctx: PlanContext, best: dict, units: int) -> float:
     """The cost-model time of the program ``best`` builds (``PairSchedule.program_time``:
-    0.03 s where building and pricing 700,000 transfers takes a second), remembered for its
+    0.01 s where building and pricing 700,000 transfers takes a second), remembered for its
     pieces; where the cost model has overhead terms, the built program's."""
     timed = best.get("timed")
     if timed is not None and timed[0] is best["fracs"]:
