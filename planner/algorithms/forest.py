@@ -38,7 +38,7 @@ import numpy as np
 
 from planner.algorithms.base import Candidate, PlanContext
 from planner.algorithms.forest_any import GENERAL_MAX_RANKS, forest_any
-from planner.algorithms.forest_build import build_program, host_fan_in, max_fan_in
+from planner.algorithms.forest_build import build_program, host_fan_in, max_fan_in, plan_fan_in
 from planner.algorithms.forest_lanes import (
     MAX_LANES,
     _Arcs,
@@ -319,10 +319,10 @@ def forest_hosts(ctx: PlanContext, give_up: float | None = None) -> Candidate:
     calm = [c for c in ranked if c[0] <= best[0] * (1 + FAN_IN_TOLERANCE)][:FAN_IN_CONFIGS]
 
     def fan_in(plan: _Plan, width: int, group: int, fracs: np.ndarray) -> int:
-        if m > HUB_MAX_HOSTS:  # building every program costs too much: trees' fan-in
+        if m > HUB_MAX_HOSTS:  # many hosts: the trees' fan-in
             return max_fan_in(plan)
         plan.set_stagger(width)
-        return host_fan_in(ctx, build_program(plan, fracs, max_units, group))
+        return plan_fan_in(ctx, plan, fracs, max_units)
 
     pick = min(calm, key=lambda c: (fan_in(c[1], c[2], c[3], c[4]), c[0]), default=None)
     if pick is not None and (fan_in(pick[1], pick[2], pick[3], pick[4])

@@ -434,3 +434,35 @@ def test_host_forest_is_searched_in_full_where_the_packing_is_no_faster(monkeypa
     cand = F.forest(_ctx(mesh2d(3, 3)))
     assert "path" not in cand.details
     assert cand.predicted_time_s == F.forest_hosts(_ctx(mesh2d(3, 3))).predicted_time_s
+
+
+@pytest.mark.parametrize("name", ["degraded-rail", "dgx-4x8-rail", "fat-tree3-slow-host",
+                                  "mixed-100-25"])
+def test_fan_in_without_building_is_the_built_programs(name: str) -> None:
+    """``plan_fan_in`` counts the host fan-in of ``build_program`` without building it, for
+    the near-best configurations the host forest compares, at a large and a small size."""
+    import importlib
+    import json
+    from pathlib import Path
+
+    from planner.algorithms.base import PlanContext
+    from planner.algorithms.forest_build import build_program, host_fan_in, plan_fan_in
+
+    forest_mod = importlib.import_module("planner.algorithms.forest")
+    root = Path(__file__).resolve().parents[2]
+    topo = Topology.from_dict(json.loads((root / "examples" / f"{name}.json").read_text()))
+    ranks = topo.endpoints()
+    seen = set()
+    for size in (256 << 20, 4096):
+        ctx = PlanContext.create(topo, ranks, size)
+        units = min(1 << 20, size)
+        configs: dict = {}
+        for plan, fluid in forest_mod._tree_sets(ctx)[1]:
+            forest_mod._price(plan, fluid, float(size), units, configs)
+        for _, plan, width, group, fracs, *_ in sorted(configs.values(),
+                                                        key=lambda c: c[0])[:4]:
+            plan.set_stagger(width)
+            want = host_fan_in(ctx, build_program(plan, fracs, units, group))
+            assert plan_fan_in(ctx, plan, fracs, units) == want, (size, width, group)
+            seen.add(want)
+    assert max(seen) > 1  # the examples have fan-in to count
