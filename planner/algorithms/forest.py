@@ -318,15 +318,15 @@ def forest_hosts(ctx: PlanContext, give_up: float | None = None) -> Candidate:
     # root): among configurations within FAN_IN_TOLERANCE of the best, take the least fan-in.
     calm = [c for c in ranked if c[0] <= best[0] * (1 + FAN_IN_TOLERANCE)][:FAN_IN_CONFIGS]
 
-    def fan_in(plan: _Plan, width: int, group: int, fracs: np.ndarray) -> int:
+    def fan_in(plan: _Plan, width: int, fracs: np.ndarray) -> int:
         if m > HUB_MAX_HOSTS:  # many hosts: the trees' fan-in
             return max_fan_in(plan)
         plan.set_stagger(width)
         return plan_fan_in(ctx, plan, fracs, max_units)
 
-    pick = min(calm, key=lambda c: (fan_in(c[1], c[2], c[3], c[4]), c[0]), default=None)
-    if pick is not None and (fan_in(pick[1], pick[2], pick[3], pick[4])
-                             < fan_in(best[1], best[2], best[3], best[4])):
+    pick = min(calm, key=lambda c: (fan_in(c[1], c[2], c[4]), c[0]), default=None)
+    if pick is not None and (fan_in(pick[1], pick[2], pick[4])
+                             < fan_in(best[1], best[2], best[4])):
         best = _refine(pick, size)
     _, plan, width, group, fracs, fluid = best
     plan.set_stagger(width)

@@ -9,7 +9,7 @@ import numpy as np
 
 from planner.algorithms.base import PlanContext
 from planner.algorithms.forest_plan import _Plan
-from planner.algorithms.pipeline import round_to_total
+from planner.algorithms.pipeline import piece_starts, piece_units, round_to_total
 from planner.program import Program, Step, Transfer
 
 
@@ -22,8 +22,7 @@ def build_program(plan: _Plan, fracs: np.ndarray, units: int, group: int = 1) ->
     intra-host transfers cover ``group`` consecutive pieces of a lane."""
     trees, w = plan.trees, plan.w
     pieces = len(fracs)
-    cum = np.concatenate([[0.0], np.cumsum(fracs)])
-    cum[-1] = 1.0
+    cum = piece_starts(fracs)
     live = [j for j in range(len(trees)) if w[j] > 0]
     per_tree = dict(zip(live, _units_per_tree(w[live], units), strict=True))
     nsteps = pieces + plan.offsets - 1
@@ -73,11 +72,10 @@ def plan_fan_in(ctx: PlanContext, plan: _Plan, fracs: np.ndarray, units: int) ->
     wherever j's units in p are not zero, whatever the grouping of intra-host transfers."""
     host = [ctx.topo.host_of(r) for r in ctx.ranks]
     live = [j for j in range(len(plan.trees)) if plan.w[j] > 0]
-    cum = np.concatenate([[0.0], np.cumsum(fracs)])
-    cum[-1] = 1.0
+    sizes = piece_units(_units_per_tree(plan.w[live], units), fracs)
     into: dict[tuple[int, str], set[str]] = defaultdict(set)
-    for j, u in zip(live, _units_per_tree(plan.w[live], units), strict=True):
-        pieces = np.flatnonzero(np.round(u * cum[1:]) - np.round(u * cum[:-1]) > 0).tolist()
+    for k, j in enumerate(live):
+        pieces = np.flatnonzero(sizes[:, k] > 0).tolist()
         cross = {(off, host[src], host[dst]) for off, src, dst, *_ in plan.phases(j)
                  if host[src] != host[dst]}
         for off, src, dst in cross:

@@ -84,34 +84,30 @@ class Master:
 
     def add(self, arcs: np.ndarray, root: int, inward: bool,
             steps: np.ndarray | None = None, weights: np.ndarray | None = None) -> None:
-        """One tree column: its arc crossings (at ``steps``, one per crossing, when the LP
-        has steps; each counting ``weights`` of a crossing, default one), +1 in its root's
-        row (-1 for an out-tree), +1 in the total row for an in-tree."""
-        rows = arcs if steps is None else steps * self.narcs + arcs
-        ids, inv = np.unique(rows, return_inverse=True)
-        counts = np.bincount(inv, weights=weights, minlength=len(ids))
-        vals = counts * (self.scale / self.bw[ids % self.narcs])
-        base = self.load_rows
-        idx = list(ids) + [base + root] + ([base + self.n] if inward else [])
-        vals = list(vals) + [1.0 if inward else -1.0] + ([1.0] if inward else [])
-        self.h.addCol(0.0, 0.0, highspy.kHighsInf, len(idx), np.asarray(idx, dtype=np.int32),
-                      np.asarray(vals, dtype=float))
-        self.cols += 1
-        self.col_nnz.append(len(idx))
+        """One tree column (``add_trees`` of one)."""
+        self.add_trees([(arcs, root, inward)], None if steps is None else [steps],
+                       None if weights is None else [weights])
 
-    def add_trees(self, trees: list[tuple[np.ndarray, int, bool]]) -> None:
-        """``add`` for many (arcs, root, inward) columns of a one-step LP, in one call to
-        HiGHS (the same columns and coefficients as one ``add`` each)."""
+    def add_trees(self, trees: list[tuple[np.ndarray, int, bool]],
+                  steps: list[np.ndarray] | None = None,
+                  weights: list[np.ndarray] | None = None) -> None:
+        """Tree columns (arcs, root, inward), in one call to HiGHS: each its arc crossings
+        (at ``steps[k]``, one per crossing, when the LP has steps; each counting
+        ``weights[k]`` of a crossing, default one), +1 in its root's row (-1 for an
+        out-tree), +1 in the total row for an in-tree."""
         if not trees:
             return
-        assert self.steps == 1
-        lengths = np.fromiter((len(t[0]) for t in trees), dtype=np.int64, count=len(trees))
+        rows = [t[0] if steps is None else steps[k] * self.narcs + t[0]
+                for k, t in enumerate(trees)]
+        lengths = np.fromiter(map(len, rows), dtype=np.int64, count=len(rows))
         owner = np.repeat(np.arange(len(trees)), lengths)
-        keys, counts = np.unique(owner * self.narcs + np.concatenate([t[0] for t in trees]),
-                                 return_counts=True)
-        ids = keys % self.narcs
-        vals = counts * (self.scale / self.bw[ids])
-        cuts = np.searchsorted(keys // self.narcs, np.arange(len(trees) + 1)).tolist()
+        keys, inv = np.unique(owner * self.load_rows + np.concatenate(rows),
+                              return_inverse=True)
+        counts = np.bincount(inv, weights=None if weights is None else np.concatenate(weights),
+                             minlength=len(keys))
+        ids = keys % self.load_rows
+        vals = counts * (self.scale / self.bw[ids % self.narcs])
+        cuts = np.searchsorted(keys // self.load_rows, np.arange(len(trees) + 1)).tolist()
         base = self.load_rows
         index: list[np.ndarray] = []
         value: list[np.ndarray] = []

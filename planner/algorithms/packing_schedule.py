@@ -18,7 +18,7 @@ import numpy as np
 
 from planner.algorithms.base import PlanContext
 from planner.algorithms.packing import Packing, TreeColumn
-from planner.algorithms.pipeline import round_to_total
+from planner.algorithms.pipeline import piece_units, round_to_total
 from planner.program import Program, Step, Transfer
 
 MIN_SHARE = 2e-3  # pairs below this share of the buffer are dropped (shares re-solved)
@@ -152,10 +152,8 @@ class PairSchedule:
         """Units of every pair in every piece of ``build`` (pieces x pairs)."""
         live = np.nonzero(shares > 0)[0]
         per_pair = round_to_total(shares[live] * units / shares[live].sum(), units)
-        cum = _cumulative(fracs)
-        u = per_pair.astype(np.float64)[None, :]
         out = np.zeros((len(fracs), len(self.pairs)), dtype=np.int64)
-        out[:, live] = (np.round(u * cum[1:, None]) - np.round(u * cum[:-1, None])).astype(np.int64)
+        out[:, live] = piece_units(per_pair, fracs)
         return out
 
     def program_time(self, shares: np.ndarray, fracs: np.ndarray, units: int,
@@ -226,9 +224,3 @@ class PairSchedule:
                     add[p + off](make(Transfer, (src, dst, a, b, red, path)))
         return Program(units, [s for s in steps if s])
 
-
-def _cumulative(fracs: np.ndarray) -> np.ndarray:
-    """Where each piece starts, as a fraction of a pair's units (the last ends at 1)."""
-    cum = np.concatenate([[0.0], np.cumsum(fracs)])
-    cum[-1] = 1.0
-    return cum

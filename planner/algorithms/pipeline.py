@@ -138,6 +138,21 @@ def lp_fractions(load: np.ndarray, lat: np.ndarray, size: float, pieces: int,
     return f / f.sum()
 
 
+def piece_starts(fracs: np.ndarray) -> np.ndarray:
+    """Where each piece starts as a fraction of the buffer, then 1 (where the last ends)."""
+    cum = np.concatenate([[0.0], np.cumsum(fracs)])
+    cum[-1] = 1.0
+    return cum
+
+
+def piece_units(units: np.ndarray, fracs: np.ndarray) -> np.ndarray:
+    """Each of ``units`` (integers, one per tree or pair) cut into pieces of ``fracs``, as the
+    programs cut them (rounded piece ends): pieces x len(units), summing to ``units``."""
+    cum = piece_starts(fracs)[:, None]
+    u = np.asarray(units, dtype=np.float64)[None, :]
+    return (np.round(u * cum[1:]) - np.round(u * cum[:-1])).astype(np.int64)
+
+
 def round_to_total(x: np.ndarray, total: int) -> np.ndarray:
     base = np.floor(x).astype(np.int64)
     short = total - int(base.sum())
