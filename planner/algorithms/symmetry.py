@@ -66,6 +66,20 @@ def _mix(x: np.ndarray) -> np.ndarray:
     return x ^ (x >> np.uint64(31))
 
 
+def _rank_rows(*keys: np.ndarray) -> tuple[np.ndarray, int]:
+    """Each row's rank among the distinct rows (lexicographic over ``keys``), and how many
+    distinct rows there are: ``np.unique(axis=0, return_inverse=True)``, sorted by lexsort."""
+    order = np.lexsort(keys[::-1])
+    new = np.zeros(len(order), dtype=bool)
+    new[0] = True
+    for k in keys:
+        s = k[order]
+        new[1:] |= s[1:] != s[:-1]
+    ranks = np.empty(len(order), dtype=np.int64)
+    ranks[order] = np.cumsum(new) - 1
+    return ranks, int(new.sum())
+
+
 class _Graph:
     def __init__(self, ctx: PlanContext) -> None:
         g = ctx.topo.graph
@@ -102,10 +116,7 @@ class _Graph:
             inn = np.zeros(n, dtype=np.uint64)
             np.add.at(out, self.tail, _mix(lab | c[self.head]))
             np.add.at(inn, self.head, _mix(lab | c[self.tail] | np.uint64(1 << 31)))
-            rows = np.stack([c, out, inn], axis=1)
-            _, colors = np.unique(rows, axis=0, return_inverse=True)
-            colors = colors.ravel()
-            count = int(colors.max()) + 1
+            colors, count = _rank_rows(c, out, inn)
             if count == classes:
                 return colors
             classes = count

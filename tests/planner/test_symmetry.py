@@ -116,3 +116,19 @@ def test_a_36_rank_torus_runs_one_step_priced_piece_by_symmetry(a: int, b: int) 
     assert report.ok, report.error
     assert report.simulated_time_s == pytest.approx(doc["predicted_time_s"], rel=1e-9)
     assert doc["predicted_time_s"] <= doc["lower_bound_time_s"] * 1.005
+
+
+def test_colour_ranks_are_those_of_sorting_the_rows() -> None:
+    """_rank_rows numbers distinct rows in lexicographic order, as np.unique(axis=0) does
+    (the colours, and so the maps found, must not depend on how they are sorted)."""
+    from planner.algorithms.symmetry import _rank_rows
+
+    rng = np.random.default_rng(0)
+    for n in (1, 7, 200):
+        keys = [rng.integers(0, 4, n).astype(np.uint64),
+                rng.integers(0, 3, n).astype(np.uint64) * np.uint64(2**63 + 5),
+                rng.integers(0, 2**63, n).astype(np.uint64) * np.uint64(rng.integers(0, 2))]
+        ranks, count = _rank_rows(*keys)
+        _, want = np.unique(np.stack(keys, axis=1), axis=0, return_inverse=True)
+        assert ranks.tolist() == want.ravel().tolist()
+        assert count == int(want.max()) + 1
