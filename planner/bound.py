@@ -121,7 +121,9 @@ def _packing_bound(ctx: PlanContext) -> float:
     """The tree-packing LP's dual bound (seconds per byte), when forest has priced a packing
     on this context: its arc prices bound every reduce-then-broadcast program's fluid time
     (planner.algorithms.packing.fluid_lower_bound). It lifts the cut bound where no cut is
-    tight (meshes whose every cut has spare capacity)."""
+    tight (meshes whose every cut has spare capacity). A value that cannot change
+    ``lower_bound`` (below the partition bound, or not above the cut's) may come back lower
+    than the prices prove."""
     from planner.algorithms.packing import fluid_lower_bound
 
     packings = ctx.memo.get("packings") or {}
@@ -133,10 +135,17 @@ def _packing_bound(ctx: PlanContext) -> float:
     # not the unlimited packing's), above only the deepest two (Edmonds per root costs)
     keys = (list(packings) if len(ctx.ranks) <= PACKING_BOUND_ALL_MAX
             else [k for k in (("any", None), ("any", 2)) if k in packings])
+    cold = len(ctx.ranks) <= COLD_BOUND_MAX
+    # below this lower_bound takes the partition or the cut instead; where the cold LP may
+    # run, its test below needs the exact value, unless that is sure to pass it as well
+    useless = max(1.0 / _cut(ctx)[0] * (1 + 1e-9) * (1 - 1e-12),
+                  _partition_bound(ctx)[0] / float(ctx.size_bytes) * (1 - 1e-12))
+    if cold and useless > theta * (1 - 1e-3):
+        useless = 0.0
     best = 0.0
     for key in keys:
-        best = max(best, fluid_lower_bound(ctx, packings[key].prices))
-    if len(ctx.ranks) <= COLD_BOUND_MAX and best < theta * (1 - 1e-3):
+        best = max(best, fluid_lower_bound(ctx, packings[key].prices, useless))
+    if cold and best < theta * (1 - 1e-3):
         # the warm-started packings end on degenerate duals: a cold unlimited LP's final
         # prices often prove the fluid optimum (a 12-rank ring: 10.6 % above the cut);
         # milliseconds up to 16 ranks, seconds on a 32-rank full mesh

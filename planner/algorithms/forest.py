@@ -63,7 +63,7 @@ from planner.algorithms.forest_trees import (
     _trees,
     tree_counts,
 )
-from planner.algorithms.pipeline import lp_fractions, model_time, piece_fractions
+from planner.algorithms.pipeline import lp_fractions, model_time, model_times, piece_fractions
 from planner.bound import fluid_floor
 from planner.errors import InfeasibleError
 from planner.program import Program
@@ -119,12 +119,9 @@ def _price(plan: _Plan, fluid: float, size: float, max_units: int,
             fits = sorted({p for p in PIECE_CHOICES if p <= most} | ({most} if most else set()))
             key = (id(plan), width, group)
             for pieces in fits:
-                for ramp in RAMPS:
-                    if ramp and 2 * ramp > pieces:
-                        break
-                    fracs = piece_fractions(pieces, ramp)
-                    est = model_time(load, lat, size, fracs, group, intra=True,
-                                     min_step=min_step)
+                ramps = [piece_fractions(pieces, r) for r in RAMPS if 2 * r <= pieces or not r]
+                for fracs, est in zip(ramps, model_times(load, lat, size, ramps, group,
+                                                         min_step), strict=True):
                     if est < configs.get(key, (math.inf,))[0]:
                         configs[key] = (est, plan, width, group, fracs, fits, fluid * size)
 

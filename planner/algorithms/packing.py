@@ -378,10 +378,12 @@ class PackingLP:
                        theta, y, list(self.trees))
 
 
-def fluid_lower_bound(ctx: PlanContext, prices: np.ndarray) -> float:
+def fluid_lower_bound(ctx: PlanContext, prices: np.ndarray, useless: float = 0.0) -> float:
     """Time per byte that no reduce-then-broadcast program can beat (any routes, ranks may
     forward): min over roots of the cheapest in-tree plus out-tree under ``prices``, scaled so
-    that the prices sum to one (see the module docstring)."""
+    that the prices sum to one (see the module docstring). Where the caller has no use for a
+    bound below ``useless``, the search stops once it is sure to end there and returns a
+    value below it."""
     total = float((prices * ctx.router.bw).sum())
     if total <= 0 or len(ctx.ranks) < 2:
         return 0.0
@@ -404,4 +406,6 @@ def fluid_lower_bound(ctx: PlanContext, prices: np.ndarray) -> float:
         kids = np.nonzero(p_out >= 0)[0]
         c_out = cost[p_out[kids], kids].sum()
         best = min(best, c_in + c_out)
+        if float(best) * (1 - 1e-9) < useless:
+            break  # the minimum only falls from here
     return max(0.0, float(best) * (1 - 1e-9))

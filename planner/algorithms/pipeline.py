@@ -57,24 +57,37 @@ def model_time(load: np.ndarray, lat: np.ndarray, size: float, fracs: np.ndarray
     by ``group`` pieces; ``min_step``: the least time of a step)."""
     if not intra:
         return _pipeline_time(load, lat, size, fracs, min_step)
-    pieces, no = len(fracs), load.shape[1] - 2
+    return model_times(load, lat, size, [fracs], group, min_step)[0]
+
+
+def model_times(load: np.ndarray, lat: np.ndarray, size: float, choices: list[np.ndarray],
+                group: int = 1, min_step: float = 0.0) -> list[float]:
+    """``model_time`` with intra-host columns of several fraction vectors of one piece
+    count, in one pass: each the same float as its own call (the same operations per
+    entry, in the same order)."""
+    pieces, no = len(choices[0]), load.shape[1] - 2
     nsteps = pieces + no - 1
-    step_load = np.zeros((load.shape[0], nsteps))
+    fracs = np.stack(choices)
+    step_load = np.zeros((len(choices), load.shape[0], nsteps))
     step_lat = np.full((load.shape[0], nsteps), -np.inf)
     for k in range(no):  # offset k runs piece p at step p + k
-        step_load[:, k:k + pieces] += load[:, k:k + 1] * fracs[None, :]
+        step_load[:, :, k:k + pieces] += load[None, :, k:k + 1] * fracs[:, None, :]
         np.maximum(step_lat[:, k:k + pieces], lat[:, k:k + 1], out=step_lat[:, k:k + pieces])
     p = np.arange(pieces)
     for k, at in zip((no, no + 1), _intra_steps(pieces, group, no), strict=True):
         m = np.zeros((pieces, nsteps))  # the merged intra-host columns
         m[p, at] = 1
-        step_load += load[:, k:k + 1] * (fracs @ m)[None, :]
+        for r, f in enumerate(choices):
+            step_load[r] += load[:, k:k + 1] * (f @ m)[None, :]
         present = m.any(axis=0)
         step_lat[:, present] = np.maximum(step_lat[:, present], lat[:, k:k + 1])
-    t = step_lat + step_load * size
-    per_step = np.where(np.isfinite(t), t, -np.inf).max(axis=0)
-    busy = np.isfinite(per_step)
-    return float(np.maximum(per_step[busy], min_step).clip(min=0).sum())
+    t = step_lat[None] + step_load * size
+    per_step = np.where(np.isfinite(t), t, -np.inf).max(axis=1)
+    times = []
+    for row in per_step:
+        busy = np.isfinite(row)
+        times.append(float(np.maximum(row[busy], min_step).clip(min=0).sum()))
+    return times
 
 
 def _pipeline_time(load: np.ndarray, lat: np.ndarray, size: float, fracs: np.ndarray,

@@ -110,6 +110,46 @@ def test_lp_piece_sizes_never_lose_to_equal_pieces(pieces: int) -> None:
             * (1 + 1e-9))
 
 
+def _step_sum(load: np.ndarray, lat: np.ndarray, fracs: np.ndarray, group: int,
+              min_step: float) -> float:
+    """The cost model's time counted transfer by transfer: piece p runs profile column k at
+    step p + k, the last two columns (merged intra-host transfers) at its group's first
+    step and at the group's last piece's last offset."""
+    no = load.shape[1] - 2
+    steps: dict[int, np.ndarray] = {}
+    lats: dict[int, np.ndarray] = {}
+    pieces = len(fracs)
+    for p in range(pieces):
+        first = p // group * group
+        at = [(p + k, k) for k in range(no)]
+        at += [(first, no), (min(first + group, pieces) - 1 + no - 1, no + 1)]
+        for step, col in at:
+            steps[step] = steps.get(step, 0.0) + load[:, col] * fracs[p] * SIZE
+            lats[step] = np.maximum(lats.get(step, np.full(len(load), -np.inf)), lat[:, col])
+    total = 0.0
+    for k, step_load in steps.items():
+        busy = np.isfinite(lats[k])
+        if busy.any():
+            total += max(float((step_load + lats[k])[busy].max()), min_step)
+    return total
+
+
+@pytest.mark.parametrize("group", [1, 2, 4])
+def test_several_piece_choices_priced_at_once_are_each_priced_alone(group: int) -> None:
+    """model_times (every ramp of a piece count in one pass) gives each the float its own
+    call gives, and that is the step sum counted transfer by transfer."""
+    rng = np.random.default_rng(group)
+    for pieces in (1, 5, 16):
+        load = rng.random((9, 6)) * (rng.random((9, 6)) < 0.6) * 1e-11
+        lat = np.where(load > 0, rng.random((9, 6)) * 1e-5, -np.inf)
+        choices = [pipeline.piece_fractions(pieces, r) for r in (0, 1, 2) if 2 * r <= pieces]
+        together = pipeline.model_times(load, lat, float(SIZE), choices, group, 2e-6)
+        for fracs, t in zip(choices, together, strict=True):
+            assert t == pipeline.model_time(load, lat, float(SIZE), fracs, group, intra=True,
+                                            min_step=2e-6)
+            assert t == pytest.approx(_step_sum(load, lat, fracs, group, 2e-6), rel=1e-12)
+
+
 def test_detour_lanes_use_the_pcie_partner_inside_an_nvswitch_host() -> None:
     """One DGX host: NVLink-only lanes stop at 1.084x the bound (which counts every GPU's
     PCIe link too); lanes whose PCIe partner reduces and hears back over PCIe close it."""

@@ -12,7 +12,7 @@ from planner.algorithms.base import PlanContext
 from planner.algorithms.forest_any import forest_any
 from planner.algorithms.packing import PackingLP, QuickRoutes, RankRoutes, fluid_lower_bound
 from planner.bound import lower_bound
-from planner.families import directed_cluster, hybrid_cube_mesh, torus
+from planner.families import directed_cluster, hybrid_cube_mesh, mesh2d, torus
 from planner.plan import make_plan, with_routes
 from planner.program import program_to_doc
 from planner.topology import Topology
@@ -217,6 +217,19 @@ def test_packings_in_two_threads_equal_one_route_set_after_the_other() -> None:
             assert [c.parent.tolist() for c in both[key].trees] == \
                 [c.parent.tolist() for c in packing.trees]
     assert list(both) == order
+
+
+def test_the_dual_bound_stops_early_only_below_what_it_is_told_is_useless() -> None:
+    """fluid_lower_bound with ``useless``: the same value where that is at or above it, and
+    a value below it where the exact one is."""
+    t = Topology.from_dict(mesh2d(3, 3))
+    ctx = PlanContext.create(t, t.endpoints(), SIZE)
+    prices = PackingLP(ctx, None).solve().prices
+    exact = fluid_lower_bound(ctx, prices)
+    assert exact > 0
+    assert fluid_lower_bound(ctx, prices, exact * (1 - 1e-12)) == exact
+    assert fluid_lower_bound(ctx, prices, exact * 0.5) == exact
+    assert fluid_lower_bound(ctx, prices, exact * 2) < exact * 2
 
 
 def test_piece_size_lps_above_32_ranks_stay_small(monkeypatch) -> None:
