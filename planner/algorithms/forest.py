@@ -52,7 +52,7 @@ from planner.algorithms.forest_mix import (
     build_mix,
     host_moves,
     mix_cost,
-    mix_lp,
+    mix_lps,
     mix_transfers,
     tree_profiles,
 )
@@ -63,6 +63,7 @@ from planner.algorithms.forest_trees import (
     _trees,
     tree_counts,
 )
+from planner.algorithms.packing_sets import start_any, stop_any
 from planner.algorithms.pipeline import lp_fractions, model_time, model_times, piece_fractions
 from planner.bound import fluid_floor
 from planner.errors import InfeasibleError
@@ -73,6 +74,11 @@ HUB_MAX_HOSTS = 8  # stars plus hub trees (see _hub_trees) up to this many hosts
 FAN_IN_CONFIGS = 256  # near-best configurations whose per-step fan-in is counted
 FAN_IN_TOLERANCE = 0.02  # model time traded for less fan-in: see forest() and docs/planner.md
 BUILD_MARGIN = 0.005  # the packing's estimate over the host forest's time that skips its build
+SPECULATE_ABOVE = 1.005  # host trees' least fluid time over the floor from which forest_any
+# is expected to run: its any-route packing LPs start then, in a second thread, while the
+# host forest is priced (examples and family members: every one above this ran forest_any,
+# whose packing LPs are then off the critical path; below, they start once pricing has
+# shown the host program too slow, or where there is one host, at once)
 MAX_TRANSFERS = 800_000  # ~60 MB of JSON with the route table (planner.program)
 MAX_UNITS = 1 << 20
 PIECE_CHOICES = (1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64, 96, 128)
@@ -166,6 +172,13 @@ def forest(ctx: PlanContext) -> Candidate:
     direct-connect meshes, tori, rings of hosts: 2-14x), the host forest stops before pricing
     and the packing goes first; the host forest is priced after all (from the same tree sets)
     where the packing is no faster than those trees' fluid time."""
+    try:
+        return _forest(ctx)
+    finally:
+        stop_any(ctx)  # packings started for a forest_any that never ran
+
+
+def _forest(ctx: PlanContext) -> Candidate:
     hosts = packing = stop = None
     errors: list[str] = []
     give_up = (GIVE_UP * fluid_floor(ctx) * ctx.size_bytes
@@ -304,12 +317,18 @@ def forest_hosts(ctx: PlanContext, give_up: float | None = None) -> Candidate:
     if give_up is not None and math.inf > seen > give_up:
         ctx.memo["forest_tree_sets"] = found
         raise _GaveUp(seen)
+    floor = fluid_floor(ctx) * size
+    if 1 < n <= GENERAL_MAX_RANKS and (m == 1 or seen > floor * SPECULATE_ABOVE):
+        start_any(ctx)  # forest will want the packings: see SPECULATE_ABOVE
     for plan, fluid in solved:
         _price(plan, fluid, size, max_units, configs)
     if not configs:
         raise InfeasibleError("forest: no tree set fits the plan size limits")
     # piece sizes from an LP, for the best configurations, near their best piece count
     ranked = sorted(configs.values(), key=lambda c: c[0])
+    if (1 < n <= GENERAL_MAX_RANKS
+            and ranked[0][0] * (1 - FAN_IN_TOLERANCE) * (1 + BUILD_MARGIN) > floor):
+        start_any(ctx)  # more likely than not far enough from the floor (see forest)
     best = min((_refine(c, size) for c in ranked[:LP_CONFIGS]), key=lambda c: c[0])
     # Many-to-one fan-in costs real transports more than the model says (incast at a star's
     # root): among configurations within FAN_IN_TOLERANCE of the best, take the least fan-in.
@@ -361,6 +380,7 @@ def _mixed(ctx: PlanContext, ranked: list[tuple], max_units: int
         return best
     size = float(ctx.size_bytes)
     done = spent = 0
+    jobs, calls = [], []  # every LP is chosen before any is solved: they run side by side
     for _, plan, width, group, fracs, *_ in ranked:
         if done >= MIX_CONFIGS:
             break
@@ -380,12 +400,15 @@ def _mixed(ctx: PlanContext, ranked: list[tuple], max_units: int
         profiles = tree_profiles(plan, trees)
         moves, groups = host_moves(plan, trees)
         for pieces in fit:
-            x = mix_lp(profiles, plan.w[trees], plan.offsets, len(ctx.router.bw), pieces, size,
-                       ctx.cost.min_step_s)
-            if x is None or mix_transfers(moves, groups, x, max_units) > MAX_TRANSFERS:
-                continue
-            prog = build_mix(moves, groups, x, max_units, plan.offsets)
-            t = ctx.cost.program_time(ctx.ranks, prog, size)
-            if best is None or t < best[0]:
-                best = (t, plan, width, prog, pieces)
+            jobs.append((plan, width, plan.offsets, moves, groups, pieces))
+            calls.append(((profiles, plan.w[trees], plan.offsets, len(ctx.router.bw), pieces,
+                           size, ctx.cost.min_step_s), {}))
+    for (plan, width, offsets, moves, groups, pieces), x in zip(jobs, mix_lps(calls),
+                                                                strict=True):
+        if x is None or mix_transfers(moves, groups, x, max_units) > MAX_TRANSFERS:
+            continue
+        prog = build_mix(moves, groups, x, max_units, offsets)
+        t = ctx.cost.program_time(ctx.ranks, prog, size)
+        if best is None or t < best[0]:
+            best = (t, plan, width, prog, pieces)
     return best

@@ -25,7 +25,7 @@ from planner.algorithms.forest_mix import MAX_RANKS as MIX_MAX_RANKS
 from planner.algorithms.forest_mix import (
     build_mix,
     mix_cost,
-    mix_lp,
+    mix_lps,
     mix_transfers,
     pair_profiles,
 )
@@ -263,8 +263,8 @@ def _mixed(ctx: PlanContext, best: dict, units: int, cap: float
     pairs = [j for j in range(len(shares)) if shares[j] > 0]
     counts = [p for p in PIECES if p <= len(best["fracs"]) * MIX_SHARE][-2:]
     k = len(pairs)
-    profiles = moves = groups = None
-    out, spent = None, 0
+    fit = []  # every LP is chosen before any is solved: they run side by side
+    spent = 0
     for pieces in counts:
         # free ends as long as the LP stays within forest_mix.MAX_COLUMNS
         ends = min(MIX_ENDS * sched.columns, (MIX_MAX_COLUMNS - pieces) // max(1, 2 * (k - 1)))
@@ -274,12 +274,16 @@ def _mixed(ctx: PlanContext, best: dict, units: int, cap: float
         if spent + cost > MIX_BUDGET or pieces * k > units:
             continue
         spent += cost
-        if profiles is None:  # once per packing, for every piece count
-            profiles = pair_profiles(sched, pairs)
-            moves = [sched.transfers[j] for j in pairs]
-            groups = [(list(range(k)), [])]
-        x = mix_lp(profiles, shares[pairs], sched.columns, len(ctx.router.bw), pieces, size,
-                   ctx.cost.min_step_s, ends)
+        fit.append((pieces, ends))
+    if not fit:
+        return None
+    profiles = pair_profiles(sched, pairs)
+    moves = [sched.transfers[j] for j in pairs]
+    groups = [(list(range(k)), [])]
+    calls = [((profiles, shares[pairs], sched.columns, len(ctx.router.bw), pieces, size,
+               ctx.cost.min_step_s, ends), {}) for pieces, ends in fit]
+    out = None
+    for (pieces, _), x in zip(fit, mix_lps(calls), strict=True):
         if x is None or mix_transfers(moves, groups, x, units) > MAX_TRANSFERS:
             continue
         program = build_mix(moves, groups, x, units, sched.columns)
@@ -368,8 +372,13 @@ def forest_any(ctx: PlanContext, beat: float | None = None) -> Candidate:
                              min_step=ctx.cost.min_step_s)
             if est < best["time"]:
                 best.update(time=est, fracs=fracs)
-    mixed = _mixed(ctx, best, units, cap)
-    pieced = _price_pieced(ctx, tried, units, min(best["time"], cap))
+    # the mixes (interior point, in HiGHS without the GIL) and the pieced step-priced LPs
+    # depend on nothing the other computes: side by side (every program they build pins
+    # its paths, so no new rank pair is routed), the same outcome as one after the other
+    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="mix") as pool:
+        later = pool.submit(_mixed, ctx, best, units, cap)
+        pieced = _price_pieced(ctx, tried, units, min(best["time"], cap))
+        mixed = later.result()
     fluid = min(p.theta for k, p in packings(ctx).items() if k[0] == "any") * size
     if pieced is not None and mixed is not None and mixed[0] < pieced[0].time_s:
         pieced = None

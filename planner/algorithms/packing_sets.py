@@ -9,6 +9,7 @@ dual bound (``planner.bound``) reads their prices.
 
 from __future__ import annotations
 
+import threading
 from concurrent.futures import ThreadPoolExecutor
 
 from planner.algorithms.base import PlanContext
@@ -34,40 +35,68 @@ STALL_MID = 12  # from FLOOR_ABOVE to UNLIMITED_MAX_RANKS ranks: the same after 
 # (a 32-rank full mesh's deeper short-route packings sat 40 rounds on their first value)
 
 
+def start_any(ctx: PlanContext) -> None:
+    """Start the any-route packings in a background thread, for ``packings`` to collect
+    (the host forest runs meanwhile: these LPs route with their own Dijkstra and change
+    nothing it reads, so the packings are the same). ``stop_any`` abandons them."""
+    if "packings" in ctx.memo or "packings_any" in ctx.memo:
+        return
+    cancel = threading.Event()
+    pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="packing-any")
+    every = RankRoutes(ctx)
+    future = pool.submit(_route_set_packings, ctx, "any", every, _floor(ctx), cancel)
+    pool.shutdown(wait=False)
+    ctx.memo["packings_any"] = (every, future, cancel)
+
+
+def stop_any(ctx: PlanContext) -> None:
+    """Abandon background packings that ``packings`` has not collected (they stop after
+    their current LP; a later ``packings`` solves its own)."""
+    started = ctx.memo.pop("packings_any", None)
+    if started is not None:
+        started[2].set()
+
+
 def packings(ctx: PlanContext) -> dict[tuple[str, int | None], Packing]:
     """The packing of every route set and depth slack (memoised on the context): any routes
     whose inner nodes only forward, and the short routes of ``QuickRoutes``. The two route
-    sets' LPs depend only on their own set's earlier LPs, so the short routes' run in a
+    sets' LPs depend only on their own set's earlier LPs, so the any routes' run in a
     second thread (HiGHS releases the GIL while it solves; the result is the same as one
-    after the other)."""
+    after the other), started early by ``start_any`` where forest expects to need them."""
     memo = ctx.memo.get("packings")
     if memo is not None:
         return memo
-    every, short = RankRoutes(ctx), QuickRoutes(ctx)
+    started = ctx.memo.pop("packings_any", None)
+    if started is None:
+        start_any(ctx)
+        started = ctx.memo.pop("packings_any")
+    every, future, _ = started
+    short = QuickRoutes(ctx)
     route_sets = [("any", every)] + ([] if _same_routes(ctx, short) else [("short", short)])
     ctx.memo["packing_routes"] = dict(route_sets)
-    # the cut floor ends an optimal LP early; on few ranks the rounds after the optimum cost
-    # milliseconds and the trees they add pipeline better, so it applies above FLOOR_ABOVE
-    floor = fluid_floor(ctx) if len(ctx.ranks) > FLOOR_ABOVE else 0.0
-    if len(route_sets) == 1:
-        out = _route_set_packings(ctx, *route_sets[0], floor)
-    else:
-        with ThreadPoolExecutor(max_workers=1, thread_name_prefix="packing") as pool:
-            later = pool.submit(_route_set_packings, ctx, *route_sets[1], floor)
-            out = _route_set_packings(ctx, *route_sets[0], floor)
-            out.update(later.result())
+    out = {} if len(route_sets) == 1 else _route_set_packings(ctx, "short", short, _floor(ctx))
+    out = {**future.result(), **out}  # the any routes' first, as before
     ctx.memo["packings"] = out
     return out
 
 
+def _floor(ctx: PlanContext) -> float:
+    """The cut floor ends an optimal LP early; on few ranks the rounds after the optimum cost
+    milliseconds and the trees they add pipeline better, so it applies above FLOOR_ABOVE."""
+    return fluid_floor(ctx) if len(ctx.ranks) > FLOOR_ABOVE else 0.0
+
+
 def _route_set_packings(ctx: PlanContext, name: str, routes: RankRoutes | QuickRoutes,
-                        floor: float) -> dict[tuple[str, int | None], Packing]:
+                        floor: float, cancel: threading.Event | None = None
+                        ) -> dict[tuple[str, int | None], Packing]:
     """The packings of one route set, each depth slack's LP starting from the trees of the
-    one before."""
+    one before (``cancel``: stop before the next LP; the result is then incomplete)."""
     out: dict[tuple[str, int | None], Packing] = {}
     start: list = []
     large = len(ctx.ranks) > UNLIMITED_MAX_RANKS
     for slack in SLACKS_LARGE if large else SLACKS:
+        if cancel is not None and cancel.is_set():
+            break
         if slack is None and name == "short":
             continue
         if (slack is None and large and start

@@ -197,7 +197,7 @@ def test_tree_depths_of_paths_stars_and_cycles() -> None:
 
 
 def test_packings_in_two_threads_equal_one_route_set_after_the_other() -> None:
-    """packing_sets.packings solves the short-route set in a second thread; the packings must
+    """packing_sets.packings solves the any-route set in a second thread; the packings must
     be those of solving each set alone (same fluid times, trees and shares)."""
     from planner.algorithms import packing_sets
 
@@ -217,6 +217,35 @@ def test_packings_in_two_threads_equal_one_route_set_after_the_other() -> None:
             assert [c.parent.tolist() for c in both[key].trees] == \
                 [c.parent.tolist() for c in packing.trees]
     assert list(both) == order
+
+
+@pytest.mark.parametrize("topo", [hybrid_cube_mesh(), directed_cluster()],
+                         ids=["cube-mesh", "directed"])
+def test_packings_started_early_or_abandoned_are_the_same(topo: dict) -> None:
+    """start_any runs the any-route LPs while the host forest is priced; what packings then
+    returns is what it solves alone, and after stop_any it solves its own (the abandoned
+    thread's stop leaves nothing behind)."""
+    from planner.algorithms import packing_sets
+
+    t = Topology.from_dict(topo)
+
+    def solved(ctx: PlanContext) -> list:
+        return [(k, p.theta, p.share.tolist(), [c.parent.tolist() for c in p.trees])
+                for k, p in packing_sets.packings(ctx).items()]
+
+    alone = solved(PlanContext.create(t, t.endpoints(), SIZE))
+    early = PlanContext.create(t, t.endpoints(), SIZE)
+    packing_sets.start_any(early)
+    assert "packings_any" in early.memo
+    assert solved(early) == alone
+    assert "packings_any" not in early.memo
+    dropped = PlanContext.create(t, t.endpoints(), SIZE)
+    packing_sets.start_any(dropped)
+    _, future, cancel = dropped.memo["packings_any"]
+    packing_sets.stop_any(dropped)
+    assert cancel.is_set() and "packings_any" not in dropped.memo
+    future.result()  # ends at its next LP
+    assert solved(dropped) == alone
 
 
 def test_the_dual_bound_stops_early_only_below_what_it_is_told_is_useless() -> None:
