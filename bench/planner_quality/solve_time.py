@@ -3,11 +3,13 @@
 For each member (explicit builders at 64 ranks, plus --random seeded random_family members of
 up to 64 ranks per family) it times ``make_plan(..., algorithm="auto")`` and ``forest``
 alone at --size, and records predicted time over the lower bound. Writes
-bench/results/planner_solve_time.json (a table per family) and prints the table; progress
-goes to stderr.
+bench/results/planner_solve_time.{json,png} (a table per family; the plot's bars are auto's
+time per member, with --before's run of other code beside them, the 5 s target dotted) and
+prints the table; progress goes to stderr. --replot redraws the plot from the JSON.
 
     flock /tmp/syncplan-bench.lock python3 bench/planner_quality/solve_time.py \\
         [--families torus,fat_tree3] [--random 2] [--size 256MiB] [--repeat 1] [--out STEM]
+        [--before FILE.json] [--replot]
 """
 
 from __future__ import annotations
@@ -82,6 +84,40 @@ def table(res: dict) -> str:
     return "\n".join(lines)
 
 
+TARGET_S = 5.0  # issue 12: any 64-rank member of these families
+
+
+def plot(res: dict, before: dict | None, path: Path) -> None:
+    """Horizontal bars: auto's solve time per member (and ``before``'s, where given)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    rows = [(f"{family}: {name} ({r['ranks']})", r["auto_s"],
+             ((before or {}).get("families", {}).get(family, {}).get(name) or {}).get("auto_s"))
+            for family, members in res["families"].items() for name, r in members.items()]
+    fig, ax = plt.subplots(figsize=(8, 0.28 * len(rows) + 1.2))
+    ys = range(len(rows))
+    if before is not None:
+        ax.barh([y + 0.2 for y in ys], [b or 0 for _, _, b in rows], 0.4, color="#bbbbbb",
+                label=before.get("label", "before"))
+    ax.barh([y - (0.2 if before is not None else 0) for y in ys], [a for _, a, _ in rows],
+            0.4 if before is not None else 0.7, color="#3b75af", label=res.get("label", "auto"))
+    ax.axvline(TARGET_S, color="gray", ls=":", lw=1)
+    ax.set_yticks(list(ys), [name for name, _, _ in rows], fontsize=7)
+    ax.invert_yaxis()
+    ax.set_xlabel("auto solve time (s, best of --repeat; this machine)")
+    ax.set_title(f"planner solve time at {res['size_bytes'] >> 20} MiB (dotted: "
+                 f"{TARGET_S:g} s)", fontsize=10)
+    ax.legend(fontsize=8, loc="lower right")
+    fig.tight_layout()
+    tmp = path.with_suffix(".tmp.png")
+    fig.savefig(tmp, dpi=110)
+    os.replace(tmp, path)
+    plt.close(fig)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--families", default=",".join(fam.FAMILIES))
@@ -90,12 +126,30 @@ def main() -> None:
     ap.add_argument("--repeat", type=int, default=1, help="timings per member (min kept)")
     ap.add_argument("--no-builders", action="store_true", help="random members only")
     ap.add_argument("--out", default="planner_solve_time", help="results file stem")
+    ap.add_argument("--before", type=Path, help="another run's JSON, drawn beside this one")
+    ap.add_argument("--label", default="this code", help="this run's name in the plot")
+    ap.add_argument("--replot", action="store_true", help="only redraw the plot from --out")
     args = ap.parse_args()
-    size = parse_size(args.size)
-    fams = [f.strip() for f in args.families.split(",") if f.strip()]
-    res: dict = {"size_bytes": size, "repeat": args.repeat, "families": {}}
     OUT.mkdir(parents=True, exist_ok=True)
     dst = OUT / f"{args.out}.json"
+    before = None
+    if args.before is not None:
+        try:
+            before = json.loads(args.before.read_text())
+        except (OSError, ValueError) as exc:
+            sys.exit(f"solve_time: cannot read --before {args.before}: {exc}")
+    if args.replot:
+        try:
+            res = json.loads(dst.read_text())
+        except (OSError, ValueError) as exc:
+            sys.exit(f"solve_time: cannot read {dst}: {exc}")
+        plot(res, before, dst.with_suffix(".png"))
+        print(f"wrote {dst.with_suffix('.png')}")
+        return
+    size = parse_size(args.size)
+    fams = [f.strip() for f in args.families.split(",") if f.strip()]
+    res: dict = {"size_bytes": size, "repeat": args.repeat, "label": args.label,
+                 "families": {}}
     for family in fams:
         members = {} if args.no_builders else dict(MEMBERS.get(family, {}))
         for seed in range(args.random):
@@ -112,9 +166,10 @@ def main() -> None:
             tmp = dst.with_suffix(".tmp")
             tmp.write_text(json.dumps(res, indent=1))
             os.replace(tmp, dst)
+    plot(res, before, dst.with_suffix(".png"))
     print(f"solve time (s) and predicted / lower bound at {args.size}")
     print(table(res))
-    print(f"wrote {dst}")
+    print(f"wrote {dst} and {dst.with_suffix('.png')}")
 
 
 if __name__ == "__main__":
