@@ -136,10 +136,9 @@ def _packing_bound(ctx: PlanContext) -> float:
     keys = (list(packings) if len(ctx.ranks) <= PACKING_BOUND_ALL_MAX
             else [k for k in (("any", None), ("any", 2)) if k in packings])
     cold = len(ctx.ranks) <= COLD_BOUND_MAX
-    # below this lower_bound takes the partition or the cut instead; where the cold LP may
-    # run, its test below needs the exact value, unless that is sure to pass it as well
-    useless = max(1.0 / _cut(ctx)[0] * (1 + 1e-9) * (1 - 1e-12),
-                  _partition_bound(ctx)[0] / float(ctx.size_bytes) * (1 - 1e-12))
+    # below the floor lower_bound takes the partition or the cut instead; where the cold LP
+    # may run, its test below needs the exact value, unless that is sure to pass it as well
+    useless = fluid_floor(ctx) * (1 - 1e-12)
     if cold and useless > theta * (1 - 1e-3):
         useless = 0.0
     best = 0.0

@@ -201,12 +201,7 @@ def _forest(ctx: PlanContext) -> Candidate:
         except InfeasibleError as exc:
             errors.append(str(exc))
     else:
-        # the packing's program is built only where it can be returned (its estimate is the
-        # cost model's time up to the rounding of units: BUILD_MARGIN); on one host neither
-        # program has host fan-in, so the packing wins wherever it is faster
-        tolerance = FAN_IN_TOLERANCE if len(ctx.host_groups) > 1 else 0.0
-        beat = (hosts.predicted_time_s * (1 - tolerance) * (1 + BUILD_MARGIN)
-                if hosts is not None else None)
+        beat = _packing_beat(ctx, hosts.predicted_time_s) if hosts is not None else None
         try:
             packing = forest_any(ctx, beat)
         except InfeasibleError as exc:
@@ -223,6 +218,15 @@ def _forest(ctx: PlanContext) -> Candidate:
             and host_fan_in(ctx, packing.build()) <= host_fan_in(ctx, hosts.build())):
         return packing
     return hosts
+
+
+def _packing_beat(ctx: PlanContext, host_s: float) -> float:
+    """What forest_any must beat beside a host program of ``host_s`` seconds: the packing's
+    program is built only where it can be returned (its estimate is the cost model's time
+    up to the rounding of units: BUILD_MARGIN); on one host neither program has host
+    fan-in, so the packing wins wherever it is faster."""
+    tolerance = FAN_IN_TOLERANCE if len(ctx.host_groups) > 1 else 0.0
+    return host_s * (1 - tolerance) * (1 + BUILD_MARGIN)
 
 
 def _solve(plan: _Plan) -> list[tuple[_Plan, float]]:
@@ -326,9 +330,8 @@ def forest_hosts(ctx: PlanContext, give_up: float | None = None) -> Candidate:
         raise InfeasibleError("forest: no tree set fits the plan size limits")
     # piece sizes from an LP, for the best configurations, near their best piece count
     ranked = sorted(configs.values(), key=lambda c: c[0])
-    if (1 < n <= GENERAL_MAX_RANKS
-            and ranked[0][0] * (1 - FAN_IN_TOLERANCE) * (1 + BUILD_MARGIN) > floor):
-        start_any(ctx)  # more likely than not far enough from the floor (see forest)
+    if 1 < n <= GENERAL_MAX_RANKS and _packing_beat(ctx, ranked[0][0]) > floor:
+        start_any(ctx)  # forest_any stops at once only where its beat is at the floor
     best = min((_refine(c, size) for c in ranked[:LP_CONFIGS]), key=lambda c: c[0])
     # Many-to-one fan-in costs real transports more than the model says (incast at a star's
     # root): among configurations within FAN_IN_TOLERANCE of the best, take the least fan-in.
@@ -401,8 +404,8 @@ def _mixed(ctx: PlanContext, ranked: list[tuple], max_units: int
         moves, groups = host_moves(plan, trees)
         for pieces in fit:
             jobs.append((plan, width, plan.offsets, moves, groups, pieces))
-            calls.append(((profiles, plan.w[trees], plan.offsets, len(ctx.router.bw), pieces,
-                           size, ctx.cost.min_step_s), {}))
+            calls.append((profiles, plan.w[trees], plan.offsets, len(ctx.router.bw), pieces,
+                          size, ctx.cost.min_step_s))
     for (plan, width, offsets, moves, groups, pieces), x in zip(jobs, mix_lps(calls),
                                                                 strict=True):
         if x is None or mix_transfers(moves, groups, x, max_units) > MAX_TRANSFERS:

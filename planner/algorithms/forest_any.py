@@ -280,8 +280,8 @@ def _mixed(ctx: PlanContext, best: dict, units: int, cap: float
     profiles = pair_profiles(sched, pairs)
     moves = [sched.transfers[j] for j in pairs]
     groups = [(list(range(k)), [])]
-    calls = [((profiles, shares[pairs], sched.columns, len(ctx.router.bw), pieces, size,
-               ctx.cost.min_step_s, ends), {}) for pieces, ends in fit]
+    calls = [(profiles, shares[pairs], sched.columns, len(ctx.router.bw), pieces, size,
+              ctx.cost.min_step_s, ends) for pieces, ends in fit]
     out = None
     for (pieces, _), x in zip(fit, mix_lps(calls), strict=True):
         if x is None or mix_transfers(moves, groups, x, units) > MAX_TRANSFERS:

@@ -157,15 +157,15 @@ def mix_lp(profiles: list[Profile], w: np.ndarray, offsets: int, narcs: int, pie
     return x / x.sum()
 
 
-def mix_lps(calls: list[tuple[tuple, dict]]) -> list[np.ndarray | None]:
-    """``mix_lp(*args, **kwargs)`` of every call, side by side in threads (the interior
+def mix_lps(calls: list[tuple]) -> list[np.ndarray | None]:
+    """``mix_lp(*args)`` of every tuple of arguments, side by side in threads (the interior
     point runs in HiGHS without the GIL, and each LP is its own): the same fractions, in
     order."""
     if len(calls) < 2:
-        return [mix_lp(*a, **k) for a, k in calls]
+        return [mix_lp(*args) for args in calls]
     workers = min(len(calls), os.cpu_count() or 1)
     with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="mix") as pool:
-        return list(pool.map(lambda call: mix_lp(*call[0], **call[1]), calls))
+        return list(pool.map(lambda args: mix_lp(*args), calls))
 
 
 def _solve_ipm(loads, steps: np.ndarray, rhs: np.ndarray, floor: np.ndarray

@@ -248,17 +248,25 @@ def test_packings_started_early_or_abandoned_are_the_same(topo: dict) -> None:
     assert solved(dropped) == alone
 
 
-def test_the_dual_bound_stops_early_only_below_what_it_is_told_is_useless() -> None:
+def test_the_dual_bound_stops_early_only_below_what_it_is_told_is_useless(monkeypatch) -> None:
     """fluid_lower_bound with ``useless``: the same value where that is at or above it, and
-    a value below it where the exact one is."""
+    where the exact one is below it, a value below it after the first root's trees."""
+    from planner.algorithms import packing
+
     t = Topology.from_dict(mesh2d(3, 3))
     ctx = PlanContext.create(t, t.endpoints(), SIZE)
     prices = PackingLP(ctx, None).solve().prices
+    calls = []
+    counted = packing.min_arborescence
+    monkeypatch.setattr(packing, "min_arborescence",
+                        lambda cost, root: calls.append(root) or counted(cost, root))
     exact = fluid_lower_bound(ctx, prices)
-    assert exact > 0
+    assert exact > 0 and len(calls) > 2  # the roots' trees cost about the same: no pruning
     assert fluid_lower_bound(ctx, prices, exact * (1 - 1e-12)) == exact
     assert fluid_lower_bound(ctx, prices, exact * 0.5) == exact
+    calls.clear()
     assert fluid_lower_bound(ctx, prices, exact * 2) < exact * 2
+    assert len(calls) == 2  # one root's in-tree and out-tree
 
 
 def test_piece_size_lps_above_32_ranks_stay_small(monkeypatch) -> None:
