@@ -133,37 +133,47 @@ def layered_trees(cost: np.ndarray, step_of: np.ndarray, max_depth: np.ndarray) 
 def layered_trees_costed(cost: np.ndarray, step_of: np.ndarray, max_depth: np.ndarray
                          ) -> tuple[np.ndarray, np.ndarray]:
     """``layered_trees`` and each root's tree cost (the sum of its edges' costs at the
-    depths they join at), so a caller can skip the trees that cannot price in."""
-    n = cost.shape[1]
-    roots = np.arange(n)
-    total = np.zeros(n)
-    parent = np.full((n, n), -1)
-    depth = np.zeros((n, n), dtype=np.int64)
-    attached = np.zeros((n, n), dtype=bool)
-    attached[roots, roots] = True
-    best = np.where(max_depth >= 1, cost[step_of[1]][roots], np.inf)  # from each root
-    arg = np.repeat(roots[:, None], n, axis=1)
+    depths they join at), so a caller can skip the trees that cannot price in. With
+    ``step_of`` of shape (B, depths), B such problems at once (batch b's depth k priced by
+    ``cost[step_of[b, k]]``): parents (B, n, n) and costs (B, n), each batch the same as
+    solved alone."""
+    if step_of.ndim == 1:
+        parent, total = layered_trees_costed(cost, step_of[None], max_depth)
+        return parent[0], total[0]
+    batches, n = step_of.shape[0], cost.shape[1]
+    rows = batches * n
+    root = np.tile(np.arange(n), batches)  # every row is one root of one batch
+    batch = np.repeat(np.arange(batches), n)
+    limit = np.tile(np.minimum(max_depth, step_of.shape[1] - 1), (batches, 1))
+    every = np.arange(rows)
+    total = np.zeros(rows)
+    parent = np.full((rows, n), -1)
+    depth = np.zeros((rows, n), dtype=np.int64)
+    attached = np.zeros((rows, n), dtype=bool)
+    attached[every, root] = True
+    best = np.where(limit >= 1, cost[step_of[batch, 1], root], np.inf)  # from each root
+    arg = np.repeat(root[:, None], n, axis=1)
     best[attached] = np.inf
-    kmax = len(step_of) - 1
+    kmax = step_of.shape[1] - 1
     for _ in range(n - 1):
         v = np.argmin(best, axis=1)
-        val = best[roots, v]
+        val = best[every, v]
         if not np.isfinite(val).all():
             raise InfeasibleError("no spanning tree within the depth limit: some rank is "
                                   "unreachable")
         total += val
-        u = arg[roots, v]
-        parent[roots, v] = u
-        depth[roots, v] = depth[roots, u] + 1
-        attached[roots, v] = True
-        nxt = depth[roots, v] + 1
-        rows = cost[step_of[np.minimum(nxt, kmax)], v]  # (roots, n): edges v -> w at nxt
-        cand = np.where(nxt[:, None] <= np.minimum(max_depth, kmax), rows, np.inf)
+        u = arg[every, v]
+        parent[every, v] = u
+        depth[every, v] = depth[every, u] + 1
+        attached[every, v] = True
+        nxt = depth[every, v] + 1
+        edges = cost[step_of[batch, np.minimum(nxt, kmax)], v]  # (rows, n): v -> w at nxt
+        cand = np.where(nxt[:, None] <= limit, edges, np.inf)
         better = cand < best
         best = np.where(better, cand, best)
         arg = np.where(better, v[:, None], arg)
         best[attached] = np.inf
-    return parent, total
+    return parent.reshape(batches, n, n), total.reshape(batches, n)
 
 
 def tree_depths(parent: np.ndarray) -> np.ndarray:

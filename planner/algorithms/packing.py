@@ -111,6 +111,14 @@ class RankRoutes:
         self._ends = ([copy[ix] for ix in rank_ix], rank_ix)  # the same, as ints for ``path``
         self.rank_names = list(ctx.ranks)
         self.physical = router.lat + REF_BYTES / router.bw
+        # the graph's CSR layout, built once: a solve only puts its weights in (slot[k] is
+        # where arc k's weight goes), the same matrix as built from (weights, (tail, head))
+        layout = csr_matrix((np.arange(1.0, len(self.arc) + 1), (self.tail, self.head)),
+                            shape=(self.size, self.size))
+        self._layout = (layout.indices, layout.indptr)
+        self._slot = np.argsort(layout.data.astype(np.int64) - 1)
+        if len(layout.data) != len(self.arc):  # two arcs joining the same two nodes: summed
+            self._layout = None
 
     def solve(self, price: np.ndarray, tie: bool = True) -> tuple[np.ndarray, list[list[int]]]:
         """(cost, predecessors): cost[i, j] of the cheapest route from rank i to rank j under
@@ -124,7 +132,12 @@ class RankRoutes:
             w = w + TIE * phys[self.arc] * max(float(price.max()), 1.0 / phys.max())
         else:
             w = np.maximum(w, 1e-300)  # an explicit 0 would still be an edge, but be safe
-        graph = csr_matrix((w, (self.tail, self.head)), shape=(self.size, self.size))
+        if self._layout is None:
+            graph = csr_matrix((w, (self.tail, self.head)), shape=(self.size, self.size))
+        else:
+            data = np.empty(len(w))
+            data[self._slot] = w
+            graph = csr_matrix((data, *self._layout), shape=(self.size, self.size))
         dist, pred = dijkstra(graph, directed=True, indices=self.sources,
                               return_predecessors=True)
         cost = dist[:, self.targets]

@@ -50,19 +50,19 @@ class OrbitWindowLP(WindowLP):
         bw[self.arc_orbit] = self.bw
         self.master = Master(bw, len(reps), steps=self.steps)
         self.master.go_interior()
-        for col in start:
-            if col.height <= self.height:
-                self._add(col)
+        self._add_all([(col, 0) for col in start if col.height <= self.height])
 
-    def _add(self, col: TreeColumn, piece: int = 0) -> bool:
+    def _canonical(self, col: TreeColumn) -> TreeColumn:
+        """``col`` mapped to its root's orbit's first root."""
         if col.root not in self.reps:
             col = image(col, self.group, self.to_rep[col.root], self.ctx)
-        return super()._add(col, piece)
+        return col
 
-    def _add_column(self, col: TreeColumn, piece: int) -> None:
-        """``col`` on the rows of its arcs' orbits, each crossing 1 / |orbit|."""
-        self.master.add(self.arc_orbit[col.arcs], int(self.root_orbit[col.root]), col.inward,
-                        self._steps(col, piece), self.arc_weight[col.arcs])
+    def _add_columns(self, cols: list[tuple[TreeColumn, int]]) -> None:
+        """The columns on the rows of their arcs' orbits, each crossing 1 / |orbit|."""
+        self.master.add_trees(
+            [(self.arc_orbit[c.arcs], int(self.root_orbit[c.root]), c.inward) for c, _ in cols],
+            [self._steps(c, p) for c, p in cols], [self.arc_weight[c.arcs] for c, _ in cols])
 
     def solve_basic(self, rounds: int, beat: float = np.inf) -> Packing | None:
         """``solve`` (no budget; abandoned as ``WindowLP.solve`` is against ``beat``), then

@@ -94,28 +94,40 @@ class WindowLP:
         self._seen: set[bytes] = set()
         self.master = Master(self.bw, self.n * pieces, primal=True, steps=self.steps)
         every = list(range(pieces))
-        for j, col in enumerate(start):
-            if col.height <= self.height:
-                for p in every if start_pieces is None else start_pieces[j]:
-                    self._add(col, p)
+        self._add_all([(col, p) for j, col in enumerate(start) if col.height <= self.height
+                       for p in (every if start_pieces is None else start_pieces[j])])
 
     def _add(self, col: TreeColumn, piece: int = 0) -> bool:
-        key = (b"i" if col.inward else b"o") + bytes([piece % 256, piece // 256]) + \
-            col.parent.tobytes() + b"".join("|".join(p).encode() for p in col.paths)
-        if key in self._seen:
-            return False
-        self._seen.add(key)
-        self.trees.append(col)
-        self.offsets.append(piece)
-        self.keys.append(key)
-        self.idle.append(0)
-        self._add_column(col, piece)
-        return True
+        """``col`` run as ``piece``, unless the LP has it already; whether it was new."""
+        return self._add_all([(col, piece)]) == 1
 
-    def _add_column(self, col: TreeColumn, piece: int) -> None:
-        """``col`` run as ``piece``, into the master."""
-        self.master.add(col.arcs, piece * self.n + col.root, col.inward,
-                        self._steps(col, piece))
+    def _add_all(self, cols: list[tuple[TreeColumn, int]]) -> int:
+        """The (tree, piece) columns the LP does not have yet, into the master in one call
+        (the same LP as one call each); how many."""
+        new = []
+        for col, piece in cols:
+            col = self._canonical(col)
+            key = (b"i" if col.inward else b"o") + bytes([piece % 256, piece // 256]) + \
+                col.parent.tobytes() + b"".join("|".join(p).encode() for p in col.paths)
+            if key in self._seen:
+                continue
+            self._seen.add(key)
+            self.trees.append(col)
+            self.offsets.append(piece)
+            self.keys.append(key)
+            self.idle.append(0)
+            new.append((col, piece))
+        self._add_columns(new)
+        return len(new)
+
+    def _canonical(self, col: TreeColumn) -> TreeColumn:
+        """The tree the LP keeps for ``col`` (itself)."""
+        return col
+
+    def _add_columns(self, cols: list[tuple[TreeColumn, int]]) -> None:
+        """The (tree, piece) columns, into the master in one call."""
+        self.master.add_trees([(c.arcs, p * self.n + c.root, c.inward) for c, p in cols],
+                              [self._steps(c, p) for c, p in cols])
 
     def _steps(self, col: TreeColumn, piece: int = 0) -> np.ndarray:
         """The step of every crossing of ``col`` run as ``piece`` (aligned with
@@ -176,14 +188,17 @@ class WindowLP:
         phys = self.routes.physical
         scale = max(float(prices.max()), 1.0 / float(phys.max()))
         ties = 2 * TIE * scale * float(phys.sum()) * (n - 1) + 1e-12 * (abs(threshold) + 1)
+        # an in-tree's edge into depth k of piece p is sent at step p + h - k; an
+        # out-tree's at p + h + k - 1 (every piece's trees grown at once)
+        piece = np.arange(self.pieces)[:, None]
+        steps_in = piece + np.concatenate([[0], h - np.arange(1, h + 1)])
+        steps_out = piece + np.concatenate([[0], h + np.arange(1, h + 1) - 1])
+        every_in = layered_trees_costed(cost.transpose(0, 2, 1), steps_in, self.limits[0])
+        every_out = layered_trees_costed(cost, steps_out, self.limits[1])
         for p in range(self.pieces):
-            # an in-tree's edge into depth k is sent at step p + h - k; an out-tree's at
-            # p + h + k - 1
-            step_in = p + np.concatenate([[0], h - np.arange(1, h + 1)])
-            step_out = p + np.concatenate([[0], h + np.arange(1, h + 1) - 1])
-            parents_in, cost_in = layered_trees_costed(cost.transpose(0, 2, 1), step_in,
-                                                       self.limits[0])
-            parents_out, cost_out = layered_trees_costed(cost, step_out, self.limits[1])
+            step_in, step_out = steps_in[p], steps_out[p]
+            parents_in, cost_in = every_in[0][p], every_in[1][p]
+            parents_out, cost_out = every_out[0][p], every_out[1][p]
             duals_p = duals[p * n:(p + 1) * n]
             # the trees' costs as layered_trees summed them, over the routes' prices plus
             # their tie-breaks: a column is built (and its reduced cost summed over its arcs,
@@ -250,7 +265,7 @@ class WindowLP:
             # ring's first solve is 1.01x the floor; its second did not fit the budget)
             last = (list(self.trees), list(self.offsets), theta, share, prices)
             pruned = self._prune(share)
-            added = sum(self._add(c, p) for c, p in cols)
+            added = self._add_all(cols)
             if not added and not pruned:
                 break
             try:

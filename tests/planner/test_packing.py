@@ -188,6 +188,23 @@ def test_min_arborescence_with_ties_matches_networkx(seed: int) -> None:
     assert sum(cost[parent[v], v] for v in range(n) if v != root) == pytest.approx(ref)
 
 
+@pytest.mark.parametrize("through_ranks", [False, True])
+def test_rank_routes_put_prices_in_a_layout_built_once(through_ranks: bool) -> None:
+    """RankRoutes builds its graph's sparse layout once and only writes each solve's
+    weights into it: the same costs and routes as building the graph from its arcs."""
+    rng = np.random.default_rng(5)
+    for topo in (hybrid_cube_mesh(), directed_cluster(), torus(3, 3)):
+        t = Topology.from_dict(topo)
+        routes = RankRoutes(PlanContext.create(t, t.endpoints(), SIZE),
+                            through_ranks=through_ranks)
+        assert routes._layout is not None
+        price = rng.random(len(routes.physical)) * (rng.random(len(routes.physical)) < 0.7)
+        cost, pred = routes.solve(price)
+        routes._layout = None  # the graph built from (weights, (tail, head)) each time
+        again, pred_again = routes.solve(price)
+        assert np.array_equal(cost, again) and pred == pred_again
+
+
 def test_tree_depths_of_paths_stars_and_cycles() -> None:
     assert tree_depths(np.array([-1, 0, 1, 2, 3])).tolist() == [0, 1, 2, 3, 4]
     assert tree_depths(np.array([2, 2, -1, 2])).tolist() == [1, 1, 0, 1]

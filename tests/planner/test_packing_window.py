@@ -69,6 +69,28 @@ def test_layered_trees_report_what_their_edges_cost() -> None:
         assert cost == pytest.approx(sum(edges), rel=1e-12)
 
 
+def test_layered_trees_of_many_step_maps_at_once_are_each_solved_alone() -> None:
+    """The pieced LP grows every piece's trees in one call (one step map per piece): the
+    same parents and the same float costs as one call per piece, ties included."""
+    rng = np.random.default_rng(13)
+    n, steps = 7, 9
+    deep = np.round(rng.random((steps, n, n)), 1)  # coarse prices: many ties
+    limit = rng.integers(1, 5, (n, n))  # per root and rank: its deepest place
+    np.fill_diagonal(limit, 0)
+    maps = np.array([p + np.concatenate([[0], 4 - np.arange(1, 5)]) for p in range(5)])
+    parents, costs = layered_trees_costed(deep, maps, limit)
+    assert parents.shape == (5, n, n) and costs.shape == (5, n)
+    for p, step_of in enumerate(maps):
+        alone_parents, alone_costs = layered_trees_costed(deep, step_of, limit)
+        assert np.array_equal(parents[p], alone_parents)
+        assert np.array_equal(costs[p], alone_costs)  # bit for bit
+        for r, parent in enumerate(alone_parents):  # and what a step map means
+            depth = tree_depths(parent)
+            edges = [deep[step_of[depth[v]], parent[v], v] for v in range(n) if v != r]
+            assert alone_costs[r] == pytest.approx(sum(edges), rel=1e-12)
+            assert (depth <= limit[r]).all()
+
+
 def test_window_pricing_builds_only_trees_that_can_price_in() -> None:
     """The pricing skips trees whose layered cost (an upper bound on the reduced cost by at
     most the routes' tie-breaks) cannot price in: it returns the same trees as building and
