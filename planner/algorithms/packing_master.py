@@ -51,7 +51,7 @@ def _highs() -> highspy.Highs:
 
 
 class Master:
-    """Incremental LP: ``add`` tree columns, ``delete`` some, ``solve`` for shares and duals."""
+    """Incremental LP: ``add_trees`` columns, ``delete`` some, ``solve`` for shares and duals."""
 
     def __init__(self, bw: np.ndarray, n: int, primal: bool = False,
                  interior: bool = False, steps: int = 1) -> None:
@@ -81,12 +81,6 @@ class Master:
         self.load_rows = load_rows
         self.cols = 0
         self.col_nnz: list[int] = []  # nonzeros of every tree column
-
-    def add(self, arcs: np.ndarray, root: int, inward: bool,
-            steps: np.ndarray | None = None, weights: np.ndarray | None = None) -> None:
-        """One tree column (``add_trees`` of one)."""
-        self.add_trees([(arcs, root, inward)], None if steps is None else [steps],
-                       None if weights is None else [weights])
 
     def add_trees(self, trees: list[tuple[np.ndarray, int, bool]],
                   steps: list[np.ndarray] | None = None,

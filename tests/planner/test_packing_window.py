@@ -115,6 +115,29 @@ def test_window_pricing_builds_only_trees_that_can_price_in() -> None:
     assert keys(fast) == keys(every)
 
 
+def test_a_round_of_columns_added_at_once_is_the_lp_of_one_at_a_time() -> None:
+    """WindowLP adds a round's priced columns in one call (a repeat once): the master has
+    the same columns and solves to the same shares and prices as adding them one by one."""
+    t = Topology.from_dict(hybrid_cube_mesh(degraded=(0, 3), factor=0.5))
+    ctx = PlanContext.create(t, t.endpoints(), SIZE)
+    table = packings(ctx)
+    key = min((k for k in table if k[1] is not None), key=lambda k: table[k].theta)
+    routes = ctx.memo["packing_routes"][key[0]]
+    lps = [WindowLP(ctx, routes, key[1], table[key].trees, 4) for _ in range(2)]
+    _, obj, _, prices, duals = lps[0]._solve(Budget(np.inf))
+    lps[1]._solve(Budget(np.inf))  # both warm from the same basis
+    cols = lps[0]._price(prices, duals, packing_window.TOLERANCE * obj)
+    assert len(cols) > 1
+    before = len(lps[0].trees)
+    assert lps[0]._add_all(cols + cols[:1]) == len(cols)  # the repeat is not added
+    assert [lps[1]._add(c, p) for c, p in cols] == [True] * len(cols)
+    assert len(lps[0].trees) == len(lps[1].trees) == before + len(cols)
+    assert lps[0].master.cols == lps[1].master.cols
+    one, other = lps[0]._solve(Budget(np.inf)), lps[1]._solve(Budget(np.inf))
+    assert one[0] == other[0]
+    assert np.array_equal(one[2], other[2]) and np.array_equal(one[3], other[3])
+
+
 def test_depth_prices_change_the_tree() -> None:
     """A path 0 -> 1 -> 2 is cheap at depth 1 and dear at depth 2: the tree goes 0 -> 2."""
     cost = np.full((2, 3, 3), 1.0)
