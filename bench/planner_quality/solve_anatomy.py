@@ -22,6 +22,7 @@ import json
 import statistics
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -37,10 +38,12 @@ OUT = ROOT / "bench" / "results"
 STAGES = {"windows": "_price_windows", "pieced": "_price_pieced", "mixed": "_mixed"}
 
 
-def instrument(spent: dict[str, float]) -> None:
-    """Wrap forest_any's stage functions so each adds its seconds to ``spent``."""
+def instrument(spent: dict[str, float]) -> Callable[[], None]:
+    """Wrap forest_any's stage functions so each adds its seconds to ``spent``; returns the
+    function that puts the originals back."""
+    originals = {attr: getattr(forest_any, attr) for attr in STAGES.values()}
     for name, attr in STAGES.items():
-        inner = getattr(forest_any, attr)
+        inner = originals[attr]
 
         @functools.wraps(inner)
         def timed(*args, _inner=inner, _name=name, **kwargs):
@@ -51,6 +54,12 @@ def instrument(spent: dict[str, float]) -> None:
                 spent[_name] = spent.get(_name, 0.0) + time.perf_counter() - start
 
         setattr(forest_any, attr, timed)
+
+    def restore() -> None:
+        for attr, inner in originals.items():
+            setattr(forest_any, attr, inner)
+
+    return restore
 
 
 def measure(data: dict, size: int, spent: dict[str, float]) -> dict:
@@ -116,9 +125,10 @@ def main() -> None:
     size = parse_size(args.size)
     names = [f for f in args.families.split(",") if f]
     unknown = [f for f in names if f not in fam.FAMILIES]
-    if unknown or args.count < 1:
-        sys.exit(f"solve_anatomy: unknown families {unknown} or --count < 1; "
-                 f"families: {', '.join(fam.FAMILIES)}")
+    if unknown:
+        ap.error(f"unknown families {', '.join(unknown)}; choose from {', '.join(fam.FAMILIES)}")
+    if args.count < 1 or args.max_ranks < 6:
+        ap.error("--count must be >= 1 and --max-ranks >= 6")
     spent: dict[str, float] = {}
     instrument(spent)
     result = {"size_bytes": size, "count": args.count, "max_ranks": args.max_ranks,
