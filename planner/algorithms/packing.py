@@ -115,10 +115,10 @@ class RankRoutes:
         # where arc k's weight goes), the same matrix as built from (weights, (tail, head))
         layout = csr_matrix((np.arange(1.0, len(self.arc) + 1), (self.tail, self.head)),
                             shape=(self.size, self.size))
-        self._layout = (layout.indices, layout.indptr)
-        self._slot = np.argsort(layout.data.astype(np.int64) - 1)
-        if len(layout.data) != len(self.arc):  # two arcs joining the same two nodes: summed
-            self._layout = None
+        self._layout: tuple[np.ndarray, np.ndarray] | None = None
+        if len(layout.data) == len(self.arc):  # else two arcs join the same nodes: summed
+            self._layout = (layout.indices, layout.indptr)
+            self._slot = np.argsort(layout.data.astype(np.int64))
 
     def solve(self, price: np.ndarray, tie: bool = True) -> tuple[np.ndarray, list[list[int]]]:
         """(cost, predecessors): cost[i, j] of the cheapest route from rank i to rank j under

@@ -97,10 +97,6 @@ class WindowLP:
         self._add_all([(col, p) for j, col in enumerate(start) if col.height <= self.height
                        for p in (every if start_pieces is None else start_pieces[j])])
 
-    def _add(self, col: TreeColumn, piece: int = 0) -> bool:
-        """``col`` run as ``piece``, unless the LP has it already; whether it was new."""
-        return self._add_all([(col, piece)]) == 1
-
     def _add_all(self, cols: list[tuple[TreeColumn, int]]) -> int:
         """The (tree, piece) columns the LP does not have yet, into the master in one call
         (the same LP as one call each); how many."""
@@ -193,12 +189,13 @@ class WindowLP:
         piece = np.arange(self.pieces)[:, None]
         steps_in = piece + np.concatenate([[0], h - np.arange(1, h + 1)])
         steps_out = piece + np.concatenate([[0], h + np.arange(1, h + 1) - 1])
-        every_in = layered_trees_costed(cost.transpose(0, 2, 1), steps_in, self.limits[0])
-        every_out = layered_trees_costed(cost, steps_out, self.limits[1])
+        all_in, all_cost_in = layered_trees_costed(cost.transpose(0, 2, 1), steps_in,
+                                                   self.limits[0])
+        all_out, all_cost_out = layered_trees_costed(cost, steps_out, self.limits[1])
         for p in range(self.pieces):
             step_in, step_out = steps_in[p], steps_out[p]
-            parents_in, cost_in = every_in[0][p], every_in[1][p]
-            parents_out, cost_out = every_out[0][p], every_out[1][p]
+            parents_in, cost_in = all_in[p], all_cost_in[p]
+            parents_out, cost_out = all_out[p], all_cost_out[p]
             duals_p = duals[p * n:(p + 1) * n]
             # the trees' costs as layered_trees summed them, over the routes' prices plus
             # their tie-breaks: a column is built (and its reduced cost summed over its arcs,

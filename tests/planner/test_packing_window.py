@@ -130,7 +130,7 @@ def test_a_round_of_columns_added_at_once_is_the_lp_of_one_at_a_time() -> None:
     assert len(cols) > 1
     before = len(lps[0].trees)
     assert lps[0]._add_all(cols + cols[:1]) == len(cols)  # the repeat is not added
-    assert [lps[1]._add(c, p) for c, p in cols] == [True] * len(cols)
+    assert [lps[1]._add_all([(c, p)]) for c, p in cols] == [1] * len(cols)  # one by one
     assert len(lps[0].trees) == len(lps[1].trees) == before + len(cols)
     assert lps[0].master.cols == lps[1].master.cols
     one, other = lps[0]._solve(Budget(np.inf)), lps[1]._solve(Budget(np.inf))
