@@ -19,6 +19,7 @@ from __future__ import annotations
 import argparse
 import functools
 import json
+import os
 import statistics
 import sys
 import time
@@ -110,7 +111,9 @@ def plot(result: dict, path: Path) -> None:
     ax.set_title(f"where forest's plan time goes at {result['size_bytes'] >> 20} MiB")
     ax.legend(loc="lower right", fontsize=8)
     fig.tight_layout()
-    fig.savefig(path, dpi=110)
+    tmp = path.with_suffix(".tmp.png")
+    fig.savefig(tmp, dpi=110)
+    os.replace(tmp, path)
     plt.close(fig)
 
 
@@ -145,7 +148,10 @@ def main() -> None:
                   flush=True)
         result["families"][family] = {"summary": summary(rows), "rows": rows}
     OUT.mkdir(parents=True, exist_ok=True)
-    (OUT / f"{args.out}.json").write_text(json.dumps(result, indent=1))
+    dst = OUT / f"{args.out}.json"
+    tmp = dst.with_suffix(".tmp")
+    tmp.write_text(json.dumps(result, indent=1))
+    os.replace(tmp, dst)  # a reader never sees half a file
     plot(result, OUT / f"{args.out}.png")
     head = ("family", "total s", "median", "max", ">5 s", "windows", "pieced won",
             "pieced lost", "mixed")
