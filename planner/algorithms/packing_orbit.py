@@ -9,6 +9,11 @@ the root rows are per rank orbit. On a 64-rank torus (its 64 translations: one r
 four arc orbits) the master has 16 x 4 load rows instead of 16 x 256, and the column
 generation that took minutes takes a fraction of a second. The program gives every element
 of G a copy of each tree, with 1/|G| of its share.
+
+The pieced LP (``packing_window.pieced_window``) reduces the same way: a column is a tree
+orbit and its piece, the root rows are per (piece, rank orbit). On a 4x4 mesh (its 8
+symmetries: three rank orbits, six arc orbits of 8) the master of 64 pieces is 8x smaller
+and doubling to 64 pieces takes seconds, where the full LP stopped at 32 within its budget.
 """
 
 from __future__ import annotations
@@ -28,11 +33,13 @@ MAX_TRANSFERS = 800_000  # of the expanded packing's trees, one piece (forest_an
 
 
 class OrbitWindowLP(WindowLP):
-    """``WindowLP`` with one piece over the orbits of ``group``."""
+    """``WindowLP`` over the orbits of ``group``: one piece (the interior point's central
+    duals, then ``solve_basic``) or ``pieces`` (primal simplex, as the full pieced LP)."""
 
     def __init__(self, ctx: PlanContext, routes: RankRoutes | QuickRoutes, slack: int,
-                 start: list[TreeColumn], group: Group) -> None:
-        super().__init__(ctx, routes, slack, [], 1)
+                 start: list[TreeColumn], group: Group, pieces: int = 1,
+                 start_pieces: list[list[int]] | None = None) -> None:
+        super().__init__(ctx, routes, slack, [], pieces)
         self.group = group
         _, self.arc_orbit, arc_size = np.unique(group.arc_orbits(), return_inverse=True,
                                                 return_counts=True)
@@ -48,9 +55,15 @@ class OrbitWindowLP(WindowLP):
                        for r in range(self.n)]
         bw = np.zeros(len(arc_size))
         bw[self.arc_orbit] = self.bw
-        self.master = Master(bw, len(reps), steps=self.steps)
-        self.master.go_interior()
-        self._add_all([(col, 0) for col in start if col.height <= self.height])
+        self.orbits = len(reps)
+        if pieces > 1:  # one root per orbit: 64 pieces price 2 x 64 trees per root
+            self.price_roots = sorted(self.reps)
+        self.master = Master(bw, self.orbits * pieces, primal=pieces > 1, steps=self.steps)
+        if pieces == 1:
+            self.master.go_interior()
+        every = list(range(pieces))
+        self._add_all([(col, p) for j, col in enumerate(start) if col.height <= self.height
+                       for p in (every if start_pieces is None else start_pieces[j])])
 
     def _canonical(self, col: TreeColumn) -> TreeColumn:
         """``col`` mapped to its root's orbit's first root."""
@@ -61,7 +74,8 @@ class OrbitWindowLP(WindowLP):
     def _add_columns(self, cols: list[tuple[TreeColumn, int]]) -> None:
         """The columns on the rows of their arcs' orbits, each crossing 1 / |orbit|."""
         self.master.add_trees(
-            [(self.arc_orbit[c.arcs], int(self.root_orbit[c.root]), c.inward) for c, _ in cols],
+            [(self.arc_orbit[c.arcs], p * self.orbits + int(self.root_orbit[c.root]), c.inward)
+             for c, p in cols],
             [self._steps(c, p) for c, p in cols], [self.arc_weight[c.arcs] for c, _ in cols])
 
     def solve_basic(self, rounds: int, beat: float = np.inf) -> Packing | None:
@@ -73,16 +87,21 @@ class OrbitWindowLP(WindowLP):
         theta, _, share, prices, _ = self._expanded(*self.master.vertex())
         return self._packing(self.trees, self.offsets, theta, share, prices)
 
+    def program_trees(self, found: Packing) -> tuple[Packing, np.ndarray]:
+        """Every tree of ``found`` copied by every element of the group, in its piece."""
+        return expand_pieces(found, self.live_offsets, self.group, self.ctx)
+
     def _solve(self, budget: Budget) -> tuple[float, float, np.ndarray, np.ndarray, np.ndarray]:
         """The master's solution with prices per (step, arc) and duals per root: an arc's
         price is its orbit's over |orbit| (what a crossing of it adds to an orbit column's
-        reduced cost), a root's dual its orbit's."""
+        reduced cost), a (piece, root)'s dual its (piece, orbit)'s."""
         return self._expanded(*super()._solve(budget))
 
     def _expanded(self, theta: float, obj: float, share: np.ndarray, prices: np.ndarray,
                   duals: np.ndarray) -> tuple[float, float, np.ndarray, np.ndarray, np.ndarray]:
         per_arc = prices[:, self.arc_orbit] * self.arc_weight[None, :]
-        per_root = np.concatenate([duals[self.root_orbit], duals[-1:]])
+        rows = np.arange(self.pieces)[:, None] * self.orbits + self.root_orbit[None, :]
+        per_root = np.concatenate([duals[rows.ravel()], duals[-1:]])
         return theta, obj, share, per_arc, per_root
 
 
@@ -106,17 +125,25 @@ def image(col: TreeColumn, group: Group, k: int, ctx: PlanContext) -> TreeColumn
 def expand(found: Packing, group: Group, ctx: PlanContext) -> Packing:
     """Every tree of ``found`` copied by every element of ``group``, each with 1/|G| of its
     share (the copies of a tree some elements fix merge)."""
+    return expand_pieces(found, np.zeros(len(found.trees), dtype=np.int64), group, ctx)[0]
+
+
+def expand_pieces(found: Packing, pieces: np.ndarray, group: Group, ctx: PlanContext
+                  ) -> tuple[Packing, np.ndarray]:
+    """``expand`` for trees that run in the pieces ``pieces`` (a copy keeps its tree's
+    piece; copies merge only within a piece): the packing and each copy's piece."""
     trees: dict[tuple, TreeColumn] = {}
     shares: dict[tuple, float] = {}
-    for col, x in zip(found.trees, found.share, strict=True):
+    for col, x, piece in zip(found.trees, found.share, pieces.tolist(), strict=True):
         for k in range(group.order):
             mapped = image(col, group, k, ctx)
-            key = (mapped.inward, mapped.parent.tobytes(), tuple(mapped.paths))
+            key = (piece, mapped.inward, mapped.parent.tobytes(), tuple(mapped.paths))
             trees.setdefault(key, mapped)
             shares[key] = shares.get(key, 0.0) + x / group.order
     keys = list(trees)
-    return Packing([trees[k] for k in keys], np.array([shares[k] for k in keys]),
-                   found.theta, found.prices)
+    return (Packing([trees[k] for k in keys], np.array([shares[k] for k in keys]),
+                    found.theta, found.prices),
+            np.array([k[0] for k in keys], dtype=np.int64))
 
 
 def best_orbit_packing(ctx: PlanContext, table: dict, count: int, beat: float = np.inf

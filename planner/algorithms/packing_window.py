@@ -25,6 +25,7 @@ piece, 1.008x with four).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -275,6 +276,11 @@ class WindowLP:
                 break
         return self._packing(self.trees, self.offsets, theta, share, prices)
 
+    def program_trees(self, found: Packing) -> tuple[Packing, np.ndarray]:
+        """The trees a program of ``found`` (this LP's last solution) runs, and their pieces
+        (``OrbitWindowLP``: every tree's copies)."""
+        return found, self.live_offsets
+
     def _packing(self, trees: list[TreeColumn], offsets: list[int], theta: float,
                  share: np.ndarray, prices: np.ndarray) -> Packing:
         """The solution's trees with share (and their pieces in ``live_offsets``)."""
@@ -354,13 +360,16 @@ class WindowProgram:
 
 def pieced_window(ctx: PlanContext, routes: RankRoutes | QuickRoutes, slack: int,
                   start: list[TreeColumn], units: int, beat_s: float = np.inf,
-                  budget: Budget | None = None
-                  ) -> WindowProgram | None:
+                  budget: Budget | None = None,
+                  lp_of: Callable[..., WindowLP] = WindowLP,
+                  max_transfers: int = 1 << 62) -> WindowProgram | None:
     """The fastest program of the pieced step-priced LP over PIECES piece counts, each LP
     starting from the trees of the one before (each tree in the two pieces its piece splits
     into). The next count is tried while the last one's program gained PIECES_GAIN over the
     one before (2 pieces are often slower than the pipelined programs, 4 or 8 faster), its
-    LP stayed under PIECES_MAX_COLUMNS columns, and ``budget`` is left."""
+    LP stayed under PIECES_MAX_COLUMNS columns, its program under ``max_transfers``
+    transfers, and ``budget`` is left. ``lp_of`` makes each LP (``WindowLP``'s arguments,
+    the pieces by keyword): ``OrbitWindowLP`` with a group where the topology has one."""
     size = float(ctx.size_bytes)
     floor_s = fluid_floor(ctx) * size
     best: WindowProgram | None = None
@@ -370,12 +379,15 @@ def pieced_window(ctx: PlanContext, routes: RankRoutes | QuickRoutes, slack: int
     for pieces in PIECES:
         if budget.left <= 0:
             break
-        lp = WindowLP(ctx, routes, slack, start, pieces, split)
+        lp = lp_of(ctx, routes, slack, start, pieces=pieces, start_pieces=split)
         found = lp.solve(beat=beat_s / size, floor=floor_s / size * (1 + PIECES_FLOOR_GAP),
                          max_columns=PIECES_MAX_COLUMNS, budget=budget)
         if found is None:
             break
-        program = window_program(found, lp.live_offsets, lp.height, units)
+        trees, offsets = lp.program_trees(found)
+        if len(trees.trees) * 2 * (len(ctx.ranks) - 1) > max_transfers:  # pairs <= trees
+            break
+        program = window_program(trees, offsets, lp.height, units)
         mine = WindowProgram(ctx.cost.program_time(ctx.ranks, program, size), program,
                              pieces, lp.height)
         if mine.time_s >= last_s * (1 - PIECES_GAIN) or len(lp.trees) > PIECES_MAX_COLUMNS:
