@@ -31,7 +31,7 @@ from planner.algorithms.forest_mix import (
 )
 from planner.algorithms.packing import Packing
 from planner.algorithms.packing_balance import balanced_packing
-from planner.algorithms.packing_orbit import OrbitWindowLP, best_orbit_packing
+from planner.algorithms.packing_orbit import OrbitWindowLP, best_orbit_packing, strong_group
 from planner.algorithms.packing_schedule import MIN_SHARE, Pair, PairSchedule, pair_trees
 from planner.algorithms.packing_sets import UNLIMITED_MAX_RANKS, packings
 from planner.algorithms.packing_window import (
@@ -53,7 +53,8 @@ BALANCE_PACKINGS = 2  # best packings whose shares are re-solved for the pipelin
 WINDOW_PACKINGS = 3  # best packings (and the unlimited one) that seed a step-priced packing...
 WINDOW_MAX_RANKS = 32  # ...up to this many ranks (its master takes seconds above: a 64-rank
 # torus 10 s with interior duals, 280 s with the simplex; see planner.md)
-WINDOW_PIECED_MAX_RANKS = 16  # pieced LPs up to this many ranks; above, the one-piece LPs of
+WINDOW_PIECED_MAX_RANKS = 16  # full pieced LPs up to this many ranks (above, up to
+# WINDOW_MAX_RANKS, by symmetry only: ``_price_pieced``); above it the one-piece LPs of
 WINDOW_BUDGET = 3e8  # a plan share this budget (``packing_window.Budget``): ~2 s of HiGHS
 WINDOW_UNLIMITED_MAX_RANKS = 16  # the unlimited one up to this many (2 (n - 1) steps of rows)
 WINDOW_MIN_BYTES = 1 << 20  # and from 1 MiB: below, fewer and shallower trees win (latency)
@@ -236,13 +237,26 @@ def _price_pieced(ctx: PlanContext, tried: list[tuple], units: int, best_s: floa
     step-priced packings of least one-piece time: the fastest, where it beats ``best_s``
     (the best pipelined program's time) by WINDOW_MARGIN (a degraded cube mesh 1.083x ->
     1.009x, a full mesh with a slow pair 1.026x -> 1.004x)."""
-    if len(ctx.ranks) > WINDOW_PIECED_MAX_RANKS:
+    n = len(ctx.ranks)
+    if ctx.size_bytes < WINDOW_MIN_BYTES:  # latency: fewer, shallower trees (as one piece)
         return None
+    if best_s * (1 - WINDOW_MARGIN) <= fluid_floor(ctx) * ctx.size_bytes:
+        return None  # no program beats the fluid floor: a torus's one piece at 1.003x
+    # by symmetry where the topology has any: the same LP optimum (the LP is convex and the
+    # group maps its solutions to solutions), a master |G| x smaller; above
+    # WINDOW_PIECED_MAX_RANKS only where the group is strong (a ring of 12 2-GPU hosts, one
+    # rank orbit: 1.017x -> 1.002x), and not above WINDOW_MAX_RANKS (a 64-rank mesh of
+    # 4-GPU hosts: 15 s of pricing for no gain)
+    if n > WINDOW_MAX_RANKS:
+        return None
+    if n > WINDOW_PIECED_MAX_RANKS:
+        group = strong_group(ctx)
+        if group is None:
+            return None
+    else:
+        group = automorphisms(ctx)
     budget = Budget(PIECES_BUDGET)
     out = None
-    # by symmetry where the topology has any: the same LP optimum (the LP is convex and the
-    # group maps its solutions to solutions), a master |G| x smaller
-    group = automorphisms(ctx)
     lp_of = WindowLP if group is None else functools.partial(OrbitWindowLP, group=group)
     if group is not None and not tried:
         # every one-piece LP abandoned (a mesh: 1.47x the bound in one piece, 1.02x in 64):

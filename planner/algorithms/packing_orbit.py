@@ -146,6 +146,15 @@ def expand_pieces(found: Packing, pieces: np.ndarray, group: Group, ctx: PlanCon
             np.array([k[0] for k in keys], dtype=np.int64))
 
 
+def strong_group(ctx: PlanContext) -> Group | None:
+    """The topology's automorphisms where they leave at most 1/ORBIT_SHARE as many rank
+    orbits as ranks (the orbit LPs are then that much smaller), else None."""
+    group = automorphisms(ctx)
+    if group is None or len(set(group.rank_orbits().tolist())) * ORBIT_SHARE > len(ctx.ranks):
+        return None
+    return group
+
+
 def best_orbit_packing(ctx: PlanContext, table: dict, count: int, beat: float = np.inf
                        ) -> tuple[tuple, Packing] | None:
     """The orbit LP of the ``count`` packings of least fluid time in ``table`` (forest_any's
@@ -155,8 +164,8 @@ def best_orbit_packing(ctx: PlanContext, table: dict, count: int, beat: float = 
     below ``beat`` (the program only adds latency). Only the best is expanded: the copies
     number |G| x its trees."""
     n = len(ctx.ranks)
-    group = automorphisms(ctx)
-    if group is None or len(set(group.rank_orbits().tolist())) * ORBIT_SHARE > n:
+    group = strong_group(ctx)
+    if group is None:
         return None
     best: tuple[float, tuple, Packing] | None = None
     for key in sorted(table, key=lambda k: (table[k].theta, str(k)))[:count]:
