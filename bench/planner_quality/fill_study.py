@@ -1,9 +1,10 @@
 """How far the pipeline fill of a tree packing can fall when every piece has trees of its own.
 
 A study, not a planner path: on a graph whose packing pipelines with a large fill (a 2D mesh:
-`forest` is 1.043x its bound on examples/mesh-4x4.json at 256 MiB, 1.049x on the degraded
-one), it solves the pieced step-priced LP of ``planner.algorithms.packing_window`` with every
-piece free and many pieces, which the planner cannot afford. Each piece starts from one
+`forest` was 1.043x its bound on examples/mesh-4x4.json at 256 MiB before session 21, whose
+orbit LP gives it 1.022x; 1.049x on the degraded one, which has no symmetry), it solves the
+pieced step-priced LP of ``planner.algorithms.packing_window`` with every piece free and many
+pieces, which the planner cannot afford without a symmetry group. Each piece starts from one
 *composite* column (the best packing's pairs at their fluid shares) and gets in- and
 out-trees priced at its own steps (``layered_trees`` on the duals of the (step, arc) rows),
 at most --topk per piece and direction a round; columns without share for two rounds go; the

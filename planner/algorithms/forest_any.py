@@ -236,7 +236,8 @@ def _price_pieced(ctx: PlanContext, tried: list[tuple], units: int, best_s: floa
     """Pieced step-priced packings (``packing_window.pieced_window``) from the WINDOW_PIECED
     step-priced packings of least one-piece time: the fastest, where it beats ``best_s``
     (the best pipelined program's time) by WINDOW_MARGIN (a degraded cube mesh 1.083x ->
-    1.009x, a full mesh with a slow pair 1.026x -> 1.004x)."""
+    1.009x, a full mesh with a slow pair 1.026x -> 1.004x), over tree orbits where the
+    topology has automorphisms (a 4x4 mesh 1.043x -> 1.022x)."""
     n = len(ctx.ranks)
     if ctx.size_bytes < WINDOW_MIN_BYTES:  # latency: fewer, shallower trees (as one piece)
         return None
@@ -245,7 +246,7 @@ def _price_pieced(ctx: PlanContext, tried: list[tuple], units: int, best_s: floa
     # by symmetry where the topology has any: the same LP optimum (the LP is convex and the
     # group maps its solutions to solutions), a master |G| x smaller; above
     # WINDOW_PIECED_MAX_RANKS only where the group is strong (a ring of 12 2-GPU hosts, one
-    # rank orbit: 1.017x -> 1.002x), and not above WINDOW_MAX_RANKS (a 64-rank mesh of
+    # rank orbit: 1.017x -> 1.003x), and not above WINDOW_MAX_RANKS (a 64-rank mesh of
     # 4-GPU hosts: 15 s of pricing for no gain)
     if n > WINDOW_MAX_RANKS:
         return None
@@ -262,9 +263,8 @@ def _price_pieced(ctx: PlanContext, tried: list[tuple], units: int, best_s: floa
         # every one-piece LP abandoned (a mesh: 1.47x the bound in one piece, 1.02x in 64):
         # the orbit LPs start from the pools of the packings of least fluid time
         table = packings(ctx)
-        tried = [(table[key].theta, key, len(ctx.ranks) if key[1] is None else key[1],
-                  table[key].pool) for key in sorted(table, key=lambda k: (table[k].theta,
-                                                                            str(k)))]
+        tried = [(table[key].theta, key, n if key[1] is None else key[1], table[key].pool)
+                 for key in sorted(table, key=lambda k: (table[k].theta, str(k)))]
     for _, key, slack, trees in sorted(tried, key=lambda t: (t[0], str(t[1])))[:WINDOW_PIECED]:
         found = pieced_window(ctx, ctx.memo["packing_routes"][key[0]], slack, trees, units,
                               best_s * (1 - WINDOW_MARGIN), budget, lp_of, MAX_TRANSFERS)
