@@ -21,10 +21,7 @@ checked by the verifier. Writes bench/results/planner_reversal_study.{json,png} 
 from __future__ import annotations
 
 import argparse
-import json
-import os
 import sys
-import tempfile
 import time
 from pathlib import Path
 
@@ -33,6 +30,9 @@ import numpy as np
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from atomic import save_figure, write_json  # noqa: E402
 
 from planner.algorithms import packing_window as pw  # noqa: E402
 from planner.algorithms.arborescence import layered_trees_costed  # noqa: E402
@@ -213,14 +213,6 @@ def study(path: Path, size: int, counts: list[int], rounds: int) -> dict:
             "seconds": time.perf_counter() - t0}
 
 
-def _write(path: Path, data: bytes) -> None:
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.name)
-    with os.fdopen(fd, "wb") as f:
-        f.write(data)
-    os.chmod(tmp, 0o644)
-    os.replace(tmp, path)
-
-
 def plot(rows: list[dict], path: Path) -> None:
     import matplotlib
 
@@ -239,10 +231,7 @@ def plot(rows: list[dict], path: Path) -> None:
            title="pieced LP by time reversal, no budget")
     ax.minorticks_off()
     ax.legend()
-    fig.tight_layout()
-    tmp = path.with_suffix(".tmp.png")
-    fig.savefig(tmp, dpi=110)
-    os.replace(tmp, path)
+    save_figure(fig, path)
 
 
 def main() -> None:
@@ -267,7 +256,7 @@ def main() -> None:
             ap.error(f"--topology: no such file: {p}")
     rows = [study(p, args.size, counts, args.rounds) for p in paths]
     args.out_dir.mkdir(parents=True, exist_ok=True)
-    _write(args.out_dir / f"{args.out}.json", (json.dumps(rows, indent=1) + "\n").encode())
+    write_json(args.out_dir / f"{args.out}.json", rows)
     plot(rows, args.out_dir / f"{args.out}.png")
 
 

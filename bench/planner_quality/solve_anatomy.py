@@ -18,8 +18,6 @@ from __future__ import annotations
 
 import argparse
 import functools
-import json
-import os
 import statistics
 import sys
 import time
@@ -28,6 +26,9 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from atomic import save_figure, write_json  # noqa: E402
 
 from planner import families as fam  # noqa: E402
 from planner.algorithms import forest_any  # noqa: E402
@@ -110,11 +111,7 @@ def plot(result: dict, path: Path) -> None:
                   "(mixes run beside the pieced LPs: not stacked)")
     ax.set_title(f"where forest's plan time goes at {result['size_bytes'] >> 20} MiB")
     ax.legend(loc="lower right", fontsize=8)
-    fig.tight_layout()
-    tmp = path.with_suffix(".tmp.png")
-    fig.savefig(tmp, dpi=110)
-    os.replace(tmp, path)
-    plt.close(fig)
+    save_figure(fig, path)
 
 
 def main() -> None:
@@ -149,9 +146,7 @@ def main() -> None:
         result["families"][family] = {"summary": summary(rows), "rows": rows}
     OUT.mkdir(parents=True, exist_ok=True)
     dst = OUT / f"{args.out}.json"
-    tmp = dst.with_suffix(".tmp")
-    tmp.write_text(json.dumps(result, indent=1))
-    os.replace(tmp, dst)  # a reader never sees half a file
+    write_json(dst, result)
     plot(result, OUT / f"{args.out}.png")
     head = ("family", "total s", "median", "max", ">5 s", "windows", "pieced won",
             "pieced lost", "mixed")

@@ -16,13 +16,15 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
 import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from atomic import save_figure, write_json  # noqa: E402
 
 from planner import families as fam  # noqa: E402
 from planner.plan import make_plan  # noqa: E402
@@ -111,11 +113,7 @@ def plot(res: dict, before: dict | None, path: Path) -> None:
     ax.set_title(f"planner solve time at {res['size_bytes'] >> 20} MiB (dotted: "
                  f"{TARGET_S:g} s)", fontsize=10)
     ax.legend(fontsize=8, loc="lower right")
-    fig.tight_layout()
-    tmp = path.with_suffix(".tmp.png")
-    fig.savefig(tmp, dpi=110)
-    os.replace(tmp, path)
-    plt.close(fig)
+    save_figure(fig, path)
 
 
 def main() -> None:
@@ -163,9 +161,7 @@ def main() -> None:
                   f"{row['auto_s']:6.2f} s ({row['auto_ratio']:.3f}), forest "
                   f"{row['forest_s']:6.2f} s ({row['forest_ratio']:.3f})",
                   file=sys.stderr, flush=True)
-            tmp = dst.with_suffix(".tmp")
-            tmp.write_text(json.dumps(res, indent=1))
-            os.replace(tmp, dst)
+            write_json(dst, res)
     plot(res, before, dst.with_suffix(".png"))
     print(f"solve time (s) and predicted / lower bound at {args.size}")
     print(table(res))
