@@ -69,9 +69,7 @@ class ReversedLP(pw.WindowLP):
             self.weight[-1] = 1.0  # the middle step pairs with itself
         for s in range(groups):
             self.master.h.changeColCost(s, float(self.weight[s]))
-        every = list(range(pieces))
-        self._add_all([(c, p) for j, c in enumerate(start) if c.height <= self.height
-                       for p in (every if start_pieces is None else start_pieces[j])])
+        self._add_start(start, start_pieces)
 
     def _reversed(self, col: TreeColumn, inward: bool) -> TreeColumn:
         paths = [tuple(reversed(p)) if p else () for p in col.paths]

@@ -61,9 +61,7 @@ class OrbitWindowLP(WindowLP):
         self.master = Master(bw, self.orbits * pieces, primal=pieces > 1, steps=self.steps)
         if pieces == 1:
             self.master.go_interior()
-        every = list(range(pieces))
-        self._add_all([(col, p) for j, col in enumerate(start) if col.height <= self.height
-                       for p in (every if start_pieces is None else start_pieces[j])])
+        self._add_start(start, start_pieces)
 
     def _canonical(self, col: TreeColumn) -> TreeColumn:
         """``col`` mapped to its root's orbit's first root."""

@@ -94,7 +94,13 @@ class WindowLP:
         self.values: list[float] = []
         self._seen: set[bytes] = set()
         self.master = Master(self.bw, self.n * pieces, primal=True, steps=self.steps)
-        every = list(range(pieces))
+        self._add_start(start, start_pieces)
+
+    def _add_start(self, start: list[TreeColumn], start_pieces: list[list[int]] | None
+                   ) -> None:
+        """The start trees no deeper than the LP's height, each in every piece or in the
+        pieces ``start_pieces`` lists for it."""
+        every = list(range(self.pieces))
         self._add_all([(col, p) for j, col in enumerate(start) if col.height <= self.height
                        for p in (every if start_pieces is None else start_pieces[j])])
 
