@@ -319,6 +319,37 @@ def _mixed(ctx: PlanContext, best: dict, units: int, cap: float
     return out
 
 
+def _refine_pieces(ctx: PlanContext, best: dict, units: int) -> None:
+    """The best pipelined program at half, the same and 1.5x its piece count, with ramped
+    pieces and the piece-size LP's (``pipeline.lp_fractions``): ``best`` takes the fastest.
+    The LPs (up to a second of HiGHS each, which runs without the GIL) solve side by side
+    before any is compared, so the choice is the one made one after the other."""
+    sched, size = best["sched"], float(ctx.size_bytes)
+    pieces = len(best["fracs"])
+    # the LP takes seconds of HiGHS on many pieces, for < 0.1 % over ramped pieces
+    limit = LP_MAX_ROWS if len(ctx.ranks) <= UNLIMITED_MAX_RANKS else LP_MAX_ROWS_LARGE
+    counts = [k for k in (pieces // 2, pieces, pieces * 3 // 2)
+              if k >= 2 and k * len(sched.pairs) <= units
+              and k * sched.transfers_per_piece <= MAX_TRANSFERS]
+    solved = [k for k in counts if len(best["load"]) * (k + sched.columns - 1) <= limit]
+    load, lat, min_step = best["load"], best["lat"], ctx.cost.min_step_s
+    with ThreadPoolExecutor(max_workers=max(1, len(solved)),
+                            thread_name_prefix="fractions") as pool:
+        lps = dict(zip(solved, pool.map(
+            lambda k: lp_fractions(load, lat, size, k, min_step=min_step), solved),
+            strict=True))
+    for k in counts:
+        tries = [piece_fractions(k, ramp) for ramp in RAMPS if 2 * ramp <= k]
+        if k in lps:
+            tries.append(lps[k])
+        for fracs in tries:
+            if fracs is None:
+                continue
+            est = model_time(load, lat, size, fracs, min_step=min_step)
+            if est < best["time"]:
+                best.update(time=est, fracs=fracs)
+
+
 def forest_any(ctx: PlanContext, beat: float | None = None) -> Candidate:
     """The fastest pipelined tree packing under the cost model (any topology); with ``beat``,
     InfeasibleError before building a program whose estimated time is above it."""
@@ -381,23 +412,7 @@ def forest_any(ctx: PlanContext, beat: float | None = None) -> Candidate:
     if not best:
         raise InfeasibleError("forest (any topology): no tree set fits the plan size limits")
     sched, shares = best["sched"], best["shares"]
-    pieces = len(best["fracs"])
-    for k in (pieces // 2, pieces, pieces * 3 // 2):
-        if k < 2 or k * len(sched.pairs) > units or k * sched.transfers_per_piece > MAX_TRANSFERS:
-            continue
-        tries = [piece_fractions(k, ramp) for ramp in RAMPS if 2 * ramp <= k]
-        # the LP takes seconds of HiGHS on many pieces, for < 0.1 % over ramped pieces
-        limit = LP_MAX_ROWS if n <= UNLIMITED_MAX_RANKS else LP_MAX_ROWS_LARGE
-        if len(best["load"]) * (k + sched.columns - 1) <= limit:
-            tries.append(lp_fractions(best["load"], best["lat"], size, k,
-                                      min_step=ctx.cost.min_step_s))
-        for fracs in tries:
-            if fracs is None:
-                continue
-            est = model_time(best["load"], best["lat"], size, fracs,
-                             min_step=ctx.cost.min_step_s)
-            if est < best["time"]:
-                best.update(time=est, fracs=fracs)
+    _refine_pieces(ctx, best, units)
     # the mixes (interior point, in HiGHS without the GIL) and the pieced step-priced LPs
     # depend on nothing the other computes: side by side (every program they build pins
     # its paths, so no new rank pair is routed), the same outcome as one after the other

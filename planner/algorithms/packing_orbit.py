@@ -103,21 +103,28 @@ class OrbitWindowLP(WindowLP):
         return theta, obj, share, per_arc, per_root
 
 
-def image(col: TreeColumn, group: Group, k: int, ctx: PlanContext) -> TreeColumn:
-    """``col`` mapped by element k of ``group``."""
+def image(col: TreeColumn, group: Group, k: int, ctx: PlanContext,
+          memo: dict | None = None) -> TreeColumn:
+    """``col`` mapped by element k of ``group``; ``memo`` keeps each (k, path)'s image and
+    its arcs from call to call (the trees of a packing share most of their paths)."""
     index = group.index
     perm, rmap = group.perms[k], group.ranks[k]
+    memo = {} if memo is None else memo
     parent = np.full(len(col.parent), -1)
     depth = np.zeros(len(col.parent), dtype=col.depth.dtype)
     paths: list[tuple[str, ...]] = [()] * len(col.parent)
+    arcs: list[list[int]] = [[]] * len(col.parent)
     for v, p in enumerate(col.parent):
         depth[rmap[v]] = col.depth[v]
         if p >= 0:
             parent[rmap[v]] = rmap[p]
-            paths[rmap[v]] = tuple(group.nodes[perm[index[u]]] for u in col.paths[v])
-    arcs = [a for path in paths if path for a in ctx.router.arcs(path)]
+            hit = memo.get((k, col.paths[v]))
+            if hit is None:
+                mapped = tuple(group.nodes[perm[index[u]]] for u in col.paths[v])
+                hit = memo[(k, col.paths[v])] = (mapped, ctx.router.arcs(mapped))
+            paths[rmap[v]], arcs[rmap[v]] = hit
     return TreeColumn(col.inward, int(rmap[col.root]), parent, paths,
-                      np.asarray(arcs, dtype=np.int64), depth)
+                      np.asarray([a for a_v in arcs for a in a_v], dtype=np.int64), depth)
 
 
 def expand(found: Packing, group: Group, ctx: PlanContext) -> Packing:
@@ -132,9 +139,13 @@ def expand_pieces(found: Packing, pieces: np.ndarray, group: Group, ctx: PlanCon
     piece; copies merge only within a piece): the packing and each copy's piece."""
     trees: dict[tuple, TreeColumn] = {}
     shares: dict[tuple, float] = {}
+    memo: dict = {}
+    images: dict[tuple[int, int], TreeColumn] = {}  # a tree in several pieces: mapped once
     for col, x, piece in zip(found.trees, found.share, pieces.tolist(), strict=True):
         for k in range(group.order):
-            mapped = image(col, group, k, ctx)
+            mapped = images.get((id(col), k))
+            if mapped is None:
+                mapped = images[(id(col), k)] = image(col, group, k, ctx, memo)
             key = (piece, mapped.inward, mapped.parent.tobytes(), tuple(mapped.paths))
             trees.setdefault(key, mapped)
             shares[key] = shares.get(key, 0.0) + x / group.order

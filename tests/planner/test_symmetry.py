@@ -6,12 +6,12 @@ import numpy as np
 import pytest
 
 from planner.algorithms.base import PlanContext
-from planner.algorithms.packing_orbit import OrbitWindowLP, expand, expand_pieces
+from planner.algorithms.packing_orbit import OrbitWindowLP, expand, expand_pieces, image
 from planner.algorithms.packing_sets import packings
 from planner.algorithms.packing_window import Budget, WindowLP, pieced_window, window_program
 from planner.algorithms.symmetry import automorphisms
 from planner.bound import lower_bound
-from planner.families import host_ring, mesh2d, torus
+from planner.families import full_mesh, host_ring, mesh2d, torus
 from planner.plan import make_plan, with_routes
 from planner.program import program_to_doc
 from planner.topology import Topology
@@ -133,6 +133,28 @@ def test_colour_ranks_are_those_of_sorting_the_rows() -> None:
         _, want = np.unique(np.stack(keys, axis=1), axis=0, return_inverse=True)
         assert ranks.tolist() == want.ravel().tolist()
         assert count == int(want.max()) + 1
+
+
+def test_images_through_a_shared_memo_are_the_images() -> None:
+    """``image`` with one memo for every tree and element (as ``expand_pieces`` maps them)
+    gives each tree's image as mapped alone: paths, and arcs in the order of its paths (the
+    steps of a tree's crossings follow that order)."""
+    ctx = _context(full_mesh(4))  # routes of two hops through the PCIe switch too
+    group = automorphisms(ctx)
+    assert group is not None and group.order > 1
+    trees = [t for p in packings(ctx).values() for t in p.pool]
+    memo: dict = {}
+    assert any(len(path) > 2 for t in trees for path in t.paths)
+    for col in trees:
+        for k in range(group.order):
+            got, want = image(col, group, k, ctx, memo), image(col, group, k, ctx)
+            assert got.root == want.root and got.inward == want.inward
+            assert got.parent.tolist() == want.parent.tolist()
+            assert got.depth.tolist() == want.depth.tolist()
+            assert got.paths == want.paths
+            assert got.arcs.tolist() == want.arcs.tolist()
+            assert got.arcs.tolist() == [a for path in got.paths if path
+                                         for a in ctx.router.arcs(path)]
 
 
 def test_the_pieced_orbit_lp_is_the_full_lp_on_its_copies() -> None:
