@@ -1,11 +1,13 @@
 """Forest on any topology: tree packings of several depth limits, pipelined and priced.
 
 For each route set and depth slack the packing LP (``packing_sets``) gives trees and shares;
-the pairs are pipelined (``packing_schedule``) with every piece count that fits the plan's
-size limits, equal or ramped pieces, and LP-sized pieces near the best count. At small sizes
+the pairs are pipelined (``forest_pipelined``: every piece count that fits the plan's size
+limits, equal or ramped pieces, and LP-sized pieces near the best count). At small sizes
 fewer, shallower trees win (the fill and each step's latency dominate), so the few largest
-pairs of each packing and the shallowest single pair are priced too. The fastest program
-under the cost model wins.
+pairs of each packing and the shallowest single pair are priced too. From 1 MiB the
+step-priced packings (``packing_window``: one piece, by symmetry, in pieces) and the
+per-piece mixes of the best pipeline's pairs (``forest_mix``) compete as well. The fastest
+program under the cost model wins.
 """
 
 from __future__ import annotations
@@ -13,7 +15,6 @@ from __future__ import annotations
 import functools
 import math
 import time
-from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
@@ -29,10 +30,19 @@ from planner.algorithms.forest_mix import (
     mix_transfers,
     pair_profiles,
 )
+from planner.algorithms.forest_pipelined import (
+    MAX_TRANSFERS,
+    PIECES,
+    built_time,
+    pair_variants,
+    price_pipelines,
+    program_builder,
+    refine_pieces,
+)
 from planner.algorithms.packing import Packing
 from planner.algorithms.packing_balance import balanced_packing
 from planner.algorithms.packing_orbit import OrbitWindowLP, best_orbit_packing, strong_group
-from planner.algorithms.packing_schedule import MIN_SHARE, Pair, PairSchedule, pair_trees
+from planner.algorithms.packing_schedule import MIN_SHARE, PairSchedule, pair_trees
 from planner.algorithms.packing_sets import UNLIMITED_MAX_RANKS, packings
 from planner.algorithms.packing_window import (
     PIECES_BUDGET,
@@ -41,14 +51,12 @@ from planner.algorithms.packing_window import (
     WindowProgram,
     pieced_window,
 )
-from planner.algorithms.pipeline import lp_fractions, model_time, piece_fractions
 from planner.algorithms.symmetry import automorphisms
 from planner.bound import fluid_floor
 from planner.errors import InfeasibleError
 from planner.program import Program
 
 GENERAL_MAX_RANKS = 64  # above: the host-structured forest alone (see docs/planner.md)
-FEW_PAIRS = (1, 2, 4, 8, 16, 32, 64)  # the largest pairs: fewer transfers, more pieces
 BALANCE_PACKINGS = 2  # best packings whose shares are re-solved for the pipeline
 WINDOW_PACKINGS = 3  # best packings (and the unlimited one) that seed a step-priced packing...
 WINDOW_MAX_RANKS = 32  # ...up to this many ranks (its master takes seconds above: a 64-rank
@@ -61,57 +69,12 @@ WINDOW_MIN_BYTES = 1 << 20  # and from 1 MiB: below, fewer and shallower trees w
 WINDOW_PIECED = 2  # best step-priced packings (by their one-piece time) given pieces
 WINDOW_MARGIN = 0.005  # a step-priced program must beat the best estimate by this much: the
 # pipelined programs' piece sizes are refined after the choice (up to ~0.3 % measured)
-PIECES = (1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64, 96, 128, 192, 256)
-RAMPS = (0, 1, 2, 3)
-MAX_TRANSFERS = 800_000
 MAX_UNITS = 1 << 20
 SLOWER = "forest (any topology): slower than the host-structured forest"
 MIX_SHARE = 2 / 3  # mixes at up to this share of the pipelined program's piece count
 MIX_ENDS = 2  # pieces that mix freely at each end of the pipeline, per phase offset
 BUILD_CHECK = 0.01  # a mix this close to the pipelined estimate is checked on the built program
 MIX_REACH = 1.1  # mixes only where the pipelined program is within this of what must be beaten
-LP_MAX_ROWS = 20_000  # arcs x steps of the piece-size LP (pipeline.lp_fractions); above: none
-LP_MAX_ROWS_LARGE = 10_000  # the same above UNLIMITED_MAX_RANKS: 64-rank plans at 256 MiB
-# spent 0.2-1.8 s on 12-18k-row LPs and 14 of 15 planned the same without them; at 1 MiB
-# their LPs have 4-9k rows, take 0.04-0.2 s and gain up to 0.4 % (docs/status.md, session 17)
-
-
-def _variants(pairs: list[Pair]) -> list[list[Pair]]:
-    """The pairs above MIN_SHARE, and the few largest (small sizes: less fill per step)."""
-    ranked = sorted(pairs, key=lambda p: -p.share)
-    kept = [p for p in ranked if p.share >= MIN_SHARE] or ranked[:1]
-    out = [kept]
-    for k in FEW_PAIRS:
-        if k < len(kept):
-            out.append(kept[:k])
-    shallow = min(ranked, key=lambda p: (p.reduce.height + p.broadcast.height, -p.share))
-    out.append([shallow])
-    return out
-
-
-def _price(sched: PairSchedule, shares: np.ndarray, size: float, units: int,
-           best: dict) -> None:
-    """Every piece count that fits with equal pieces, then ramps at the best three."""
-    load, lat = sched.profile(shares)
-    min_step = sched.ctx.cost.min_step_s
-    per_piece = sched.transfers_per_piece
-    live = int((shares > 0).sum())
-    fits = [p for p in PIECES if p * live <= units and p * per_piece <= MAX_TRANSFERS]
-    if not fits:
-        return
-    equal = sorted((model_time(load, lat, size, piece_fractions(p, 0), min_step=min_step), p)
-                   for p in fits)
-    tried = [(est, p, 0) for est, p in equal]
-    for _, pieces in equal[:3]:
-        for ramp in RAMPS[1:]:
-            if 2 * ramp > pieces:
-                break
-            est = model_time(load, lat, size, piece_fractions(pieces, ramp), min_step=min_step)
-            tried.append((est, pieces, ramp))
-    est, pieces, ramp = min(tried)
-    if est < best.get("time", math.inf):
-        best.update(time=est, sched=sched, shares=shares, fracs=piece_fractions(pieces, ramp),
-                    load=load, lat=lat)
 
 
 def _price_windows(ctx: PlanContext, size: float, units: int, best: dict,
@@ -174,43 +137,17 @@ def _offer(ctx: PlanContext, found: Packing, label: str, size: float, units: int
     pairs = pair_trees(found)
     shares = np.array([p.share for p in pairs])
     mine: dict = {}
-    _price(PairSchedule(ctx, pairs), shares / shares.sum(), size, units, mine)
+    price_pipelines(PairSchedule(ctx, pairs), shares / shares.sum(), size, units, mine)
     est = mine.get("time", math.inf)
     if est >= best.get("time", math.inf):
         return est
     # hundreds of trees with small shares: the rounding of units moves the balance, so the
     # built program's cost-model time is what competes
-    mine["time"] = _timed(ctx, mine, units)
+    mine["time"] = built_time(ctx, mine, units)
     if mine["time"] < best.get("time", math.inf) * (1 - WINDOW_MARGIN):
         best.clear()
         best.update(mine, packing=label)
     return est
-
-
-def _timed(ctx: PlanContext, best: dict, units: int) -> float:
-    """The cost-model time of the program ``best`` builds (``PairSchedule.program_time``:
-    0.01 s where building and pricing 700,000 transfers takes a second), remembered for its
-    pieces; where the cost model has overhead terms, the built program's."""
-    timed = best.get("timed")
-    if timed is not None and timed[0] is best["fracs"]:
-        return timed[1]
-    size = float(ctx.size_bytes)
-    t = best["sched"].program_time(best["shares"], best["fracs"], units, size)
-    if t is None:
-        t = ctx.cost.program_time(ctx.ranks, _program(best, units)(), size)
-    best["timed"] = (best["fracs"], t)
-    return t
-
-
-def _program(best: dict, units: int) -> Callable[[], Program]:
-    """A builder of ``best``'s program that builds it once, when first asked."""
-    sched, shares, fracs = best["sched"], best["shares"], best["fracs"]
-    built = best.get("built")
-    if built is not None and built[0] is fracs:
-        return built[1]
-    build = functools.cache(lambda: sched.build(shares, fracs, units))
-    best["built"] = (fracs, build)
-    return build
 
 
 def _price_orbits(ctx: PlanContext, size: float, units: int, best: dict) -> bool:
@@ -319,37 +256,6 @@ def _mixed(ctx: PlanContext, best: dict, units: int, cap: float
     return out
 
 
-def _refine_pieces(ctx: PlanContext, best: dict, units: int) -> None:
-    """The best pipelined program at half, the same and 1.5x its piece count, with ramped
-    pieces and the piece-size LP's (``pipeline.lp_fractions``): ``best`` takes the fastest.
-    The LPs (up to a second of HiGHS each, which runs without the GIL) solve side by side
-    before any is compared, so the choice is the one made one after the other."""
-    sched, size = best["sched"], float(ctx.size_bytes)
-    pieces = len(best["fracs"])
-    # the LP takes seconds of HiGHS on many pieces, for < 0.1 % over ramped pieces
-    limit = LP_MAX_ROWS if len(ctx.ranks) <= UNLIMITED_MAX_RANKS else LP_MAX_ROWS_LARGE
-    counts = [k for k in (pieces // 2, pieces, pieces * 3 // 2)
-              if k >= 2 and k * len(sched.pairs) <= units
-              and k * sched.transfers_per_piece <= MAX_TRANSFERS]
-    solved = [k for k in counts if len(best["load"]) * (k + sched.columns - 1) <= limit]
-    load, lat, min_step = best["load"], best["lat"], ctx.cost.min_step_s
-    with ThreadPoolExecutor(max_workers=max(1, len(solved)),
-                            thread_name_prefix="fractions") as pool:
-        lps = dict(zip(solved, pool.map(
-            lambda k: lp_fractions(load, lat, size, k, min_step=min_step), solved),
-            strict=True))
-    for k in counts:
-        tries = [piece_fractions(k, ramp) for ramp in RAMPS if 2 * ramp <= k]
-        if k in lps:
-            tries.append(lps[k])
-        for fracs in tries:
-            if fracs is None:
-                continue
-            est = model_time(load, lat, size, fracs, min_step=min_step)
-            if est < best["time"]:
-                best.update(time=est, fracs=fracs)
-
-
 def forest_any(ctx: PlanContext, beat: float | None = None) -> Candidate:
     """The fastest pipelined tree packing under the cost model (any topology); with ``beat``,
     InfeasibleError before building a program whose estimated time is above it."""
@@ -375,12 +281,12 @@ def forest_any(ctx: PlanContext, beat: float | None = None) -> Candidate:
             pruned = True
             continue
         mine: dict = {}
-        variants = _variants(pair_trees(packing))
+        variants = pair_variants(pair_trees(packing))
         for subset in variants:
             sched = PairSchedule(ctx, subset)
             shares, theta = sched.fluid_shares()
             if theta * size < min(best.get("time", math.inf), mine.get("time", math.inf)):
-                _price(sched, shares, size, units, mine)
+                price_pipelines(sched, shares, size, units, mine)
         if mine:
             ranked.append((mine["time"], len(mine["fracs"]), key))
             if mine["time"] < best.get("time", math.inf):
@@ -400,7 +306,7 @@ def forest_any(ctx: PlanContext, beat: float | None = None) -> Candidate:
         sched = PairSchedule(ctx, pairs)
         shares = np.array([p.share for p in pairs])
         before = best.get("time", math.inf)
-        _price(sched, shares / shares.sum(), size, units, best)
+        price_pipelines(sched, shares / shares.sum(), size, units, best)
         if best["time"] < before:
             best["packing"] = f"{key[0]}/{key[1]} balanced"
     if not best and pruned:  # every packing's fluid time is above ``beat``
@@ -412,7 +318,7 @@ def forest_any(ctx: PlanContext, beat: float | None = None) -> Candidate:
     if not best:
         raise InfeasibleError("forest (any topology): no tree set fits the plan size limits")
     sched, shares = best["sched"], best["shares"]
-    _refine_pieces(ctx, best, units)
+    refine_pieces(ctx, best, units)
     # the mixes (interior point, in HiGHS without the GIL) and the pieced step-priced LPs
     # depend on nothing the other computes: side by side (every program they build pins
     # its paths, so no new rank pair is routed), the same outcome as one after the other
@@ -437,7 +343,7 @@ def forest_any(ctx: PlanContext, beat: float | None = None) -> Candidate:
     fracs = best["fracs"]
     # the pipelined estimate is the cost model's time up to the rounding of units
     if (mixed is not None and mixed[0] < best["time"] * (1 + BUILD_CHECK)
-            and mixed[0] < _timed(ctx, best, units)):
+            and mixed[0] < built_time(ctx, best, units)):
         if beat is not None and mixed[0] > beat:
             raise InfeasibleError(SLOWER)
         t, program, pieces = mixed
@@ -449,10 +355,10 @@ def forest_any(ctx: PlanContext, beat: float | None = None) -> Candidate:
         return Candidate("forest", t, lambda: program, details)
     if beat is not None and best["time"] > beat:
         raise InfeasibleError(SLOWER)
-    predicted = _timed(ctx, best, units)
+    predicted = built_time(ctx, best, units)
     details = {"path": "any-topology packing", "packing": best["packing"],
                "trees": int((shares > 0).sum()),
                "fluid_time_s": fluid,
                "pieces": len(fracs), "reduce_height": sched.h_in,
                "broadcast_height": sched.h_out, "solve_s": round(time.perf_counter() - t0, 3)}
-    return Candidate("forest", predicted, _program(best, units), details)
+    return Candidate("forest", predicted, program_builder(best, units), details)

@@ -105,12 +105,11 @@ def test_packing_mixes_keep_the_middle_and_never_lose_to_the_pipeline() -> None:
     """On a packing's pairs (any-topology path), a mix whose ends alone mix freely keeps the
     packing's shares in the middle pieces, verifies, and is no slower than the pipelined
     program of the same piece sizes."""
+    from planner.algorithms import forest_pipelined as fa
     from planner.algorithms import packing_sets
     from planner.algorithms.packing_schedule import PairSchedule, pair_trees
     from planner.families import torus
     from planner.program import program_to_doc
-
-    fa = sys.modules["planner.algorithms.forest_any"]
     topo = Topology.from_dict(torus(2, 3, gpus_per_host=2, degraded=1))
     ctx = PlanContext.create(topo, topo.endpoints(), SIZE)
     table = packing_sets.packings(ctx)
@@ -119,7 +118,7 @@ def test_packing_mixes_keep_the_middle_and_never_lose_to_the_pipeline() -> None:
     shares, _ = sched.fluid_shares()
     best: dict = {}
     units = 1 << 20
-    fa._price(sched, shares, SIZE, units, best)
+    fa.price_pipelines(sched, shares, SIZE, units, best)
     fracs, pairs = best["fracs"], [j for j in range(len(shares)) if shares[j] > 0]
     ends = 2
     assert len(fracs) > 2 * ends + 2

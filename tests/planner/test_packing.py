@@ -290,12 +290,10 @@ def test_piece_size_lps_above_32_ranks_stay_small(monkeypatch) -> None:
     """The piece-size LP refines the best pipelined packing within LP_MAX_ROWS rows up to
     UNLIMITED_MAX_RANKS ranks and within LP_MAX_ROWS_LARGE above (64-rank plans at 256 MiB
     spent 0.2-1.8 s on larger ones for nothing in 14 of 15 members)."""
-    import sys
-
+    from planner.algorithms import forest_pipelined as fa
     from planner.algorithms import pipeline
     from planner.families import host_ring
 
-    fa = sys.modules["planner.algorithms.forest_any"]
     rows = []
 
     def counted(load, lat, size, k, **kwargs):
