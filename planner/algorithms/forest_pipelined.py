@@ -47,7 +47,7 @@ def pair_variants(pairs: list[Pair]) -> list[list[Pair]]:
 
 
 def price_pipelines(sched: PairSchedule, shares: np.ndarray, size: float, units: int,
-           best: dict) -> None:
+                    best: dict) -> None:
     """Every piece count that fits with equal pieces, then ramps at the best three."""
     load, lat = sched.profile(shares)
     min_step = sched.ctx.cost.min_step_s
