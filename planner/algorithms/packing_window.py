@@ -56,7 +56,7 @@ ABANDON_ABOVE = 1.15  # program stops (those that won were within 1.09x there; l
 PIECES = (2, 4, 8, 16, 32, 64)  # piece counts of the pieced LP, tried in order (see
 # ``pieced_window``; a ring of hosts with a slow host: 1.059x at 16 pieces, 1.009x at 64)
 PIECES_BUDGET = 5e8  # simplex iterations x master nonzeros, summed over the solves of one
-# plan's pieced LPs: 2-12 s of HiGHS on this 2-core machine (8-23 ns a unit, median 15, over
+# plan's pieced LPs: 4-12 s of HiGHS on this 2-core machine (8-23 ns a unit, median 15, over
 # 273 pieced solves of six plans in session 22: large masters' iterations cost more)
 PIECES_GAIN = 3e-3  # a piece count whose program gains less than this stops the doubling
 PIECES_MAX_COLUMNS = 2_000  # a pieced LP stops adding trees above this many (and is not
