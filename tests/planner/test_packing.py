@@ -347,3 +347,38 @@ def test_schedule_time_without_building_is_the_built_programs(family: str) -> No
     sched = PairSchedule(slow, pair_trees(next(iter(packings(slow).values()))))
     assert sched.program_time(np.ones(len(sched.pairs)), piece_fractions(2, 0), 4096,
                               4096.0) is None
+
+
+def test_piece_refinement_is_the_choice_made_one_count_at_a_time() -> None:
+    """``refine_pieces`` solves its piece-size LPs side by side, then chooses as one after
+    the other would: per piece count (half, the same, 1.5x), ramped pieces then the LP's,
+    the first fastest kept. Here an LP's fractions win, at their own piece count."""
+    from planner.algorithms import forest_pipelined as fp
+    from planner.algorithms.packing_schedule import PairSchedule, pair_trees
+    from planner.algorithms.packing_sets import packings
+    from planner.algorithms.pipeline import lp_fractions, model_time, piece_fractions
+
+    t = Topology.from_dict(torus(2, 3, gpus_per_host=2, degraded=1))
+    ctx = PlanContext.create(t, t.endpoints(), SIZE)
+    table = packings(ctx)
+    key = min(table, key=lambda k: (table[k].theta, str(k)))
+    sched = PairSchedule(ctx, pair_trees(table[key]))
+    shares, _ = sched.fluid_shares()
+    best: dict = {}
+    fp.price_pipelines(sched, shares, SIZE, 1 << 20, best)
+    want = dict(best)
+    pieces, step = len(best["fracs"]), ctx.cost.min_step_s
+    lp_won = False
+    for k in (pieces // 2, pieces, pieces * 3 // 2):
+        tries = [piece_fractions(k, r) for r in fp.RAMPS if 2 * r <= k]
+        tries.append(lp_fractions(best["load"], best["lat"], SIZE, k, min_step=step))
+        for j, fracs in enumerate(tries):
+            est = model_time(best["load"], best["lat"], SIZE, fracs, min_step=step)
+            if est < want["time"]:
+                want.update(time=est, fracs=fracs)
+                lp_won = j == len(tries) - 1
+    fp.refine_pieces(ctx, best, 1 << 20)
+    assert lp_won and best["time"] < model_time(best["load"], best["lat"], SIZE,
+                                                piece_fractions(pieces, 0), min_step=step)
+    assert best["time"] == want["time"]
+    assert np.array_equal(best["fracs"], want["fracs"])
