@@ -14,12 +14,12 @@ def write_json(path: Path, data: object) -> None:
     os.replace(tmp, path)
 
 
-def save_figure(fig, path: Path) -> None:
-    """``fig`` laid out and saved as ``path`` (PNG, 110 dpi) via a side file, then closed."""
+def save_figure(fig, path: Path, dpi: int = 110) -> None:
+    """``fig`` laid out and saved as ``path`` (PNG) via a side file, then closed."""
     import matplotlib.pyplot as plt
 
     fig.tight_layout()
     tmp = path.with_suffix(".tmp.png")
-    fig.savefig(tmp, dpi=110)
+    fig.savefig(tmp, dpi=dpi)
     os.replace(tmp, path)
     plt.close(fig)

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import statistics
 import sys
 import time
@@ -25,6 +24,9 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from atomic import save_figure, write_json  # noqa: E402
 
 from planner.families import FAMILIES, FAMILY_EXAMPLES, random_family  # noqa: E402
 from planner.plan import compare, with_routes  # noqa: E402
@@ -75,9 +77,7 @@ def summary(rows: list[dict]) -> dict:
 def save(res: dict, stem: str) -> Path:
     OUT.mkdir(parents=True, exist_ok=True)
     dst = OUT / f"{stem}.json"
-    tmp = dst.with_suffix(".tmp")
-    tmp.write_text(json.dumps(res, indent=1))
-    os.replace(tmp, dst)
+    write_json(dst, res)
     return dst
 
 
@@ -175,10 +175,7 @@ def plot(res: dict, out: Path) -> None:
         bx.legend(fontsize=8)
     else:
         bx.axis("off")
-    fig.tight_layout()
-    tmp = out.with_suffix(".tmp.png")
-    fig.savefig(tmp, dpi=110)
-    os.replace(tmp, out)
+    save_figure(fig, out)
 
 
 def main() -> None:

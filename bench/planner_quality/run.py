@@ -12,14 +12,15 @@ algorithm at 256 MiB) and prints the 256 MiB table.
 from __future__ import annotations
 
 import argparse
-import json
-import os
 import sys
 import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from atomic import save_figure, write_json  # noqa: E402
 
 from planner.algorithms import ALGORITHMS  # noqa: E402
 from planner.plan import compare, with_routes  # noqa: E402
@@ -131,10 +132,7 @@ def plot(results: dict, out: Path) -> None:
     ax.set_ylabel("time / lower bound at 256 MiB")
     ax.set_ylim(0.9, None)
     ax.legend(fontsize=7, ncol=4)
-    fig.tight_layout()
-    tmp = out.with_suffix(".tmp.png")
-    fig.savefig(tmp, dpi=110)
-    os.replace(tmp, out)
+    save_figure(fig, out)
 
 
 def main() -> None:
@@ -150,9 +148,7 @@ def main() -> None:
     results = run(files, sizes, args.verify_max_ranks)
     OUT.mkdir(parents=True, exist_ok=True)
     dst = OUT / "planner_quality.json"
-    tmp = dst.with_suffix(".tmp")
-    tmp.write_text(json.dumps(results, indent=1))
-    os.replace(tmp, dst)
+    write_json(dst, results)
     plot(results, OUT / "planner_quality.png")
     print("time / lower bound at 256 MiB (predicted; simulated equals it, checked)")
     print(table(results))

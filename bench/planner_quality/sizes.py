@@ -18,14 +18,15 @@ against size per algorithm per case (the crossovers), prints the table; progress
 from __future__ import annotations
 
 import argparse
-import json
-import os
 import sys
 import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from atomic import save_figure, write_json  # noqa: E402
 
 from planner.algorithms import ALGORITHMS, Candidate  # noqa: E402
 from planner.families import FAMILIES, random_family  # noqa: E402
@@ -171,10 +172,7 @@ def plot(results: dict, out: Path) -> None:
     axes.flat[0].legend(fontsize=6, ncol=2)
     for ax in list(axes.flat)[len(exs):]:
         ax.axis("off")
-    fig.tight_layout()
-    tmp = out.with_suffix(".tmp.png")
-    fig.savefig(tmp, dpi=100)
-    os.replace(tmp, out)
+    save_figure(fig, out, dpi=100)
 
 
 def main() -> None:
@@ -195,9 +193,7 @@ def main() -> None:
     results = run(todo, sizes, args.verify_max_ranks)
     dst = Path(args.out)
     dst.parent.mkdir(parents=True, exist_ok=True)
-    tmp = dst.with_suffix(".tmp")
-    tmp.write_text(json.dumps(results, indent=1))
-    os.replace(tmp, dst)
+    write_json(dst, results)
     plot(results, dst.with_suffix(".png"))
     print("auto against the best candidate, the flat star and the slower of the two direct "
           f"exchanges (ratios; ties within {TIE_TOLERANCE:.0%} go to the fewest transfers)")
