@@ -77,22 +77,11 @@ class ReversedLP(pw.WindowLP):
         return TreeColumn(inward, col.root, col.parent, paths,
                           np.asarray(arcs, dtype=np.int64), col.depth)
 
-    def _add_all(self, cols: list[tuple[TreeColumn, int]]) -> int:
+    def _canonical(self, col: TreeColumn, piece: int) -> tuple[TreeColumn, int]:
         """Out-trees enter as the in-trees they reverse, in the mirrored piece."""
-        new = []
-        for col, piece in cols:
-            if not col.inward:
-                col, piece = self._reversed(col, True), self.pieces - 1 - piece
-            key = bytes([piece % 256, piece // 256]) + col.parent.tobytes() + \
-                b"".join("|".join(p).encode() for p in col.paths)
-            if key in self._seen:
-                continue
-            self._seen.add(key)
-            for name, x in (("trees", col), ("offsets", piece), ("keys", key), ("idle", 0)):
-                getattr(self, name).append(x)
-            new.append((col, piece))
-        self._add_columns(new)
-        return len(new)
+        if col.inward:
+            return col, piece
+        return self._reversed(col, True), self.pieces - 1 - piece
 
     def _add_columns(self, cols: list[tuple[TreeColumn, int]]) -> None:
         m, last, n = self.master, self.steps - 1, self.n

@@ -63,11 +63,11 @@ class OrbitWindowLP(WindowLP):
             self.master.go_interior()
         self._add_start(start, start_pieces)
 
-    def _canonical(self, col: TreeColumn) -> TreeColumn:
-        """``col`` mapped to its root's orbit's first root."""
+    def _canonical(self, col: TreeColumn, piece: int) -> tuple[TreeColumn, int]:
+        """``col`` mapped to its root's orbit's first root, in its piece."""
         if col.root not in self.reps:
             col = image(col, self.group, self.to_rep[col.root], self.ctx)
-        return col
+        return col, piece
 
     def _add_columns(self, cols: list[tuple[TreeColumn, int]]) -> None:
         """The columns on the rows of their arcs' orbits, each crossing 1 / |orbit|."""

@@ -110,7 +110,7 @@ class WindowLP:
         (the same LP as one call each); how many."""
         new = []
         for col, piece in cols:
-            col = self._canonical(col)
+            col, piece = self._canonical(col, piece)
             key = (b"i" if col.inward else b"o") + bytes([piece % 256, piece // 256]) + \
                 col.parent.tobytes() + b"".join("|".join(p).encode() for p in col.paths)
             if key in self._seen:
@@ -124,9 +124,9 @@ class WindowLP:
         self._add_columns(new)
         return len(new)
 
-    def _canonical(self, col: TreeColumn) -> TreeColumn:
-        """The tree the LP keeps for ``col`` (itself)."""
-        return col
+    def _canonical(self, col: TreeColumn, piece: int) -> tuple[TreeColumn, int]:
+        """The column the LP keeps for ``col`` in ``piece`` (itself)."""
+        return col, piece
 
     def _add_columns(self, cols: list[tuple[TreeColumn, int]]) -> None:
         """The (tree, piece) columns, into the master in one call."""
