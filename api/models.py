@@ -156,6 +156,9 @@ class PlanCreate(_In):
     block_elems: Annotated[StrictInt, Field(ge=1, le=1 << 20)] = 256
     # reduce-scatter / all-gather: equal shards, or any (the planner sizes them, by rate)
     shards: Literal["equal", "any"] = "equal"
+    # all-reduce: how hard forest searches; a thorough solve may outlast the solve timeout
+    # (504 with Retry-After: the solve goes on and the same request later gets its plan)
+    effort: Literal["fast", "thorough"] = "fast"
 
 
 class PlanPublic(BaseModel):

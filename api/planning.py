@@ -43,6 +43,7 @@ class PlanKey:
     message_cores: int = 0
     exchange_overhead_s: float = 0.0  # the service's per-exchange term (set by PlanService)
     switch_overhead: float = 0.0  # the service's switch term (set by PlanService)
+    effort: str = "fast"  # all-reduce: how hard forest searches (planner EFFORTS)
 
     @property
     def request(self) -> dict[str, Any]:
@@ -60,6 +61,8 @@ class PlanKey:
             req["message_cores"] = self.message_cores
         if self.shards != "equal":
             req["shards"] = self.shards
+        if self.effort != "fast":
+            req["effort"] = self.effort
         if self.sparse is not None:
             d, overlap, block = self.sparse
             req.update(density=list(d) if isinstance(d, tuple) else d,
@@ -129,7 +132,7 @@ def solve(snapshot: Snapshot, key: PlanKey) -> dict[str, Any]:
                      message_overhead_s=key.message_overhead_s,
                      message_cores=key.message_cores or None,
                      exchange_overhead_s=key.exchange_overhead_s,
-                     switch_overhead=key.switch_overhead, **sparse)
+                     switch_overhead=key.switch_overhead, effort=key.effort, **sparse)
 
 
 class PlanService:

@@ -76,6 +76,10 @@ def register(sub: argparse._SubParsersAction) -> None:
                       help="all-reduce: added fraction of the wire time of a step's slowest "
                            "transfer whose sender left that connection idle in the previous "
                            "step while sending to others (default 0)")
+    plan.add_argument("--effort", default="fast", choices=("fast", "thorough"),
+                      help="all-reduce: how hard forest searches: fast (seconds, default) or "
+                           "thorough (its pieced LPs may take minutes: an offline plan for a "
+                           "long job; docs/planner.md, \"Effort\")")
     plan.add_argument("-o", "--output",
                       help="write the plan document here (JSON); checked before planning")
     plan.add_argument("--progress", action="store_true",
@@ -219,12 +223,16 @@ class _Progress(logging.Handler):
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._tick, daemon=True)
         self._log = logging.getLogger("planner.plan")
+        self._stages = logging.getLogger("planner.algorithms.forest_effort")
+        self.stage = ""
 
     def __enter__(self) -> _Progress:
-        self._saved = (self._log.level, self._log.propagate)
+        self._saved = (self._log.level, self._log.propagate, self._stages.level)
         self._log.setLevel(logging.DEBUG)
         self._log.propagate = False  # forwarded by emit, below, at the level asked for
         self._log.addHandler(self)
+        self._stages.setLevel(logging.INFO)
+        self._stages.addHandler(self)
         self._thread.start()
         return self
 
@@ -234,11 +242,17 @@ class _Progress(logging.Handler):
         self._log.removeHandler(self)
         self._log.setLevel(self._saved[0])
         self._log.propagate = self._saved[1]
+        self._stages.removeHandler(self)
+        self._stages.setLevel(self._saved[2])
         if self.tty:
             sys.stderr.write("\r\x1b[K")
             sys.stderr.flush()
 
     def emit(self, record: logging.LogRecord) -> None:
+        if record.name == self._stages.name:  # a stage of forest's thorough search
+            self.stage = record.getMessage()
+            self._line()
+            return
         if record.levelno >= logging.INFO or self.verbose:
             logging.getLogger().handle(record)
         if record.msg == "%s priced in %.3f s" and len(record.args or ()) == 2:
@@ -248,7 +262,8 @@ class _Progress(logging.Handler):
 
     def _line(self) -> None:
         text = (f"planning {self.label}: {time.monotonic() - self.t0:.0f} s"
-                + (f" (priced: {', '.join(self.done)})" if self.done else ""))
+                + (f" (priced: {', '.join(self.done)})" if self.done else "")
+                + (f"; {self.stage}" if self.stage else ""))
         sys.stderr.write(f"\r\x1b[K{text}" if self.tty else text + "\n")
         sys.stderr.flush()
 
@@ -297,6 +312,8 @@ def cmd_plan(args: argparse.Namespace) -> int:
         if overhead or cores or exchange or switch:
             raise RequestError("--message-overhead-us, --message-cores, --exchange-overhead-us "
                                "and --switch-overhead are priced for all-reduce plans only")
+        if args.effort != "fast":
+            raise RequestError("--effort applies to all-reduce plans only")
         return _plan_collective(args, topo, ranks, size, min_step)
     output = _Output(args.output) if args.output else None
     show = args.progress or sys.stderr.isatty()
@@ -310,12 +327,13 @@ def cmd_plan(args: argparse.Namespace) -> int:
             doc, comp = plan_and_compare(topo, ranks, size, args.algorithm,
                                          min_step_s=min_step, message_overhead_s=overhead,
                                          message_cores=cores, exchange_overhead_s=exchange,
-                                         switch_overhead=switch)
+                                         switch_overhead=switch, effort=args.effort)
             if args.compare:
                 if args.algorithm != "auto":  # every algorithm, not only the named one
                     comp = compare(topo, ranks, size, min_step_s=min_step,
                                    message_overhead_s=overhead, message_cores=cores,
-                                   exchange_overhead_s=exchange, switch_overhead=switch)
+                                   exchange_overhead_s=exchange, switch_overhead=switch,
+                                   effort=args.effort)
                 infeasible = comp.infeasible
                 for name, cand in sorted(comp.candidates.items(),
                                          key=lambda kv: kv[1].predicted_time_s):

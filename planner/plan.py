@@ -11,6 +11,7 @@ from functools import cached_property, partial
 from typing import Any
 
 from planner.algorithms import ALGORITHMS, OUTSIDE_REDUCE_BROADCAST, Candidate, PlanContext
+from planner.algorithms.base import EFFORTS
 from planner.bound import Bound, lower_bound
 from planner.bound_any import AnyBound, lower_bound_any
 from planner.cost import CostModel
@@ -101,6 +102,11 @@ def exchanged_count(program: Program) -> int:
     return total
 
 
+def _check_effort(effort: Any) -> None:
+    if effort not in EFFORTS:
+        raise RequestError(f"effort must be one of {', '.join(EFFORTS)}, got {effort!r}")
+
+
 def _check_overhead(value: float, name: str = "message_overhead_s") -> None:
     if not (isinstance(value, int | float) and 0 <= value < float("inf")):
         raise RequestError(f"{name} must be a time >= 0, got {value!r}")
@@ -135,9 +141,10 @@ def compare(topo: Topology, ranks: list[str], size_bytes: int, *,
             algorithms: list[str] | None = None, seed: int = 0,
             min_step_s: float = 0.0, message_overhead_s: float = 0.0,
             message_cores: int | None = None, exchange_overhead_s: float = 0.0,
-            switch_overhead: float = 0.0) -> Comparison:
+            switch_overhead: float = 0.0, effort: str = "fast") -> Comparison:
     """Price every named algorithm (default: all) on one request."""
     _check_request(topo, ranks, size_bytes, "auto", "allreduce")
+    _check_effort(effort)
     _check_overhead(message_overhead_s)
     _check_overhead(exchange_overhead_s, "exchange_overhead_s")
     _check_overhead(switch_overhead, "switch_overhead")
@@ -146,7 +153,7 @@ def compare(topo: Topology, ranks: list[str], size_bytes: int, *,
                              message_overhead_s=message_overhead_s,
                              message_cores=message_cores or None,
                              exchange_overhead_s=exchange_overhead_s,
-                             switch_overhead=switch_overhead)
+                             switch_overhead=switch_overhead, effort=effort)
     cands: dict[str, Candidate] = {}
     infeasible: dict[str, str] = {}
     for name in algorithms or list(ALGORITHMS):
@@ -173,19 +180,24 @@ def make_plan(topo: Topology, ranks: list[str], size_bytes: int, algorithm: str 
               message_overhead_s: float = 0.0,
               message_cores: int | None = None,
               exchange_overhead_s: float = 0.0,
-              switch_overhead: float = 0.0) -> dict[str, Any]:
+              switch_overhead: float = 0.0, effort: str = "fast") -> dict[str, Any]:
     """Plan a collective; return the plan document. Raise RequestError / InfeasibleError.
     ``shards`` (``equal`` or ``any``) applies to reduce-scatter and all-gather only; with
     ``density`` the all-reduce is block-sparse (planner.sparse); ``message_overhead_s``
     (the cost model's per-message term, all-reduce only) is priced into every candidate,
     shared by ``message_cores`` CPU cores when that is set (None or 0: one CPU per rank);
     ``exchange_overhead_s`` likewise per message end of the steps' exchanged transfers, and
-    ``switch_overhead`` as a fraction of switched transfers' wire time (planner.cost)."""
+    ``switch_overhead`` as a fraction of switched transfers' wire time (planner.cost).
+    ``effort`` (EFFORTS): ``thorough`` lets forest's pieced LPs run minutes instead of
+    seconds (all-reduce only; docs/planner.md, "Effort")."""
+    _check_effort(effort)
     with gc_paused():
         if collective != "allreduce":
             if message_overhead_s or message_cores or exchange_overhead_s or switch_overhead:
                 raise RequestError("message_overhead_s, message_cores, exchange_overhead_s "
                                    "and switch_overhead are priced for all-reduce plans only")
+            if effort != "fast":
+                raise RequestError(f"effort {effort!r} applies to all-reduce plans only")
             from planner.collectives import make_collective_plan
 
             _check_request(topo, ranks, size_bytes, algorithm, collective)
@@ -198,14 +210,14 @@ def make_plan(topo: Topology, ranks: list[str], size_bytes: int, algorithm: str 
                           message_overhead_s=message_overhead_s,
                           message_cores=message_cores,
                           exchange_overhead_s=exchange_overhead_s,
-                          switch_overhead=switch_overhead)[0]
+                          switch_overhead=switch_overhead, effort=effort)[0]
 
 
 def plan_and_compare(topo: Topology, ranks: list[str], size_bytes: int,
                      algorithm: str = "auto", *, min_step_s: float = 0.0,
                      message_overhead_s: float = 0.0, message_cores: int | None = None,
-                     exchange_overhead_s: float = 0.0, switch_overhead: float = 0.0
-                     ) -> tuple[dict[str, Any], Comparison]:
+                     exchange_overhead_s: float = 0.0, switch_overhead: float = 0.0,
+                     effort: str = "fast") -> tuple[dict[str, Any], Comparison]:
     """An all-reduce plan document and the comparison it was chosen from (every algorithm
     priced once when ``algorithm`` is auto; only the named one otherwise)."""
     with gc_paused():
@@ -213,21 +225,22 @@ def plan_and_compare(topo: Topology, ranks: list[str], size_bytes: int,
                           min_step_s=min_step_s, message_overhead_s=message_overhead_s,
                           message_cores=message_cores,
                           exchange_overhead_s=exchange_overhead_s,
-                          switch_overhead=switch_overhead)
+                          switch_overhead=switch_overhead, effort=effort)
 
 
 def _make_plan(topo: Topology, ranks: list[str], size_bytes: int, algorithm: str,
                collective: str, *, seed: int, min_step_s: float,
                sparse: Density | None = None, message_overhead_s: float = 0.0,
                message_cores: int | None = None, exchange_overhead_s: float = 0.0,
-               switch_overhead: float = 0.0) -> tuple[dict[str, Any], Comparison]:
+               switch_overhead: float = 0.0, effort: str = "fast"
+               ) -> tuple[dict[str, Any], Comparison]:
     _check_request(topo, ranks, size_bytes, algorithm, collective)
     names = list(ALGORITHMS) if algorithm == "auto" else [algorithm]
     t0 = time.perf_counter()
     comp = compare(topo, ranks, size_bytes, algorithms=names, seed=seed,
                    min_step_s=min_step_s, message_overhead_s=message_overhead_s,
                    message_cores=message_cores, exchange_overhead_s=exchange_overhead_s,
-                   switch_overhead=switch_overhead)
+                   switch_overhead=switch_overhead, effort=effort)
     # without an overhead the cores change nothing
     cores = message_cores if message_overhead_s or exchange_overhead_s else None
     chosen = comp.best
@@ -273,6 +286,8 @@ def _make_plan(topo: Topology, ranks: list[str], size_bytes: int, algorithm: str
         doc["switch_overhead"] = switch_overhead  # likewise
     if cores:
         doc["message_cores"] = cores  # likewise: the ranks share this many CPU cores
+    if effort != "fast":
+        doc["effort"] = effort  # how hard forest searched (changes the program)
     if sparse_info is not None:
         doc["sparse"] = sparse_info
     doc["plan_id"] = plan_id(topo, doc)
@@ -318,6 +333,7 @@ def plan_id(topo: Topology, doc: dict[str, Any]) -> str:
                          if doc.get("exchange_overhead_s") else {}),
                       **({"switch_overhead": doc["switch_overhead"]}
                          if doc.get("switch_overhead") else {}),
+                      **({"effort": doc["effort"]} if doc.get("effort") else {}),
                       **({"sparse": {k: doc["sparse"][k] for k in
                                      ("density", "density_overlap", "block_elems")}}
                          if doc.get("sparse") else {})}, sort_keys=True)

@@ -30,7 +30,7 @@ async def create_plan(http: Request, request: PlanCreate, _: JobToken, snapshot:
                                      request.density_overlap, request.block_elems)
     key = PlanKey(snapshot.version, tuple(request.ranks), request.collective,
                   parse_size(request.size_bytes, ["body", "size_bytes"]), request.algorithm,
-                  sparse=sparse, shards=request.shards)
+                  sparse=sparse, shards=request.shards, effort=request.effort)
     plan = await plans.get(snapshot, key, owner=token_owner(http.headers.get("authorization")))
     return respond(http, await plans.in_form(plan, form))
 

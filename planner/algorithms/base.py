@@ -12,6 +12,8 @@ from planner.program import Program
 from planner.routing import Router
 from planner.topology import Topology
 
+EFFORTS = ("fast", "thorough")  # how hard forest works (docs/planner.md, "Effort")
+
 
 @dataclass
 class PlanContext:
@@ -24,6 +26,7 @@ class PlanContext:
     cost: CostModel
     seed: int = 0
     memo: dict[str, Any] = field(default_factory=dict)  # work shared by algorithms and bound
+    effort: str = "fast"  # one of EFFORTS
 
     @classmethod
     def create(cls, topo: Topology, ranks: list[str], size_bytes: int, *, seed: int = 0,
@@ -31,11 +34,11 @@ class PlanContext:
                message_overhead_s: float = 0.0,
                message_cores: int | None = None,
                exchange_overhead_s: float = 0.0,
-               switch_overhead: float = 0.0) -> PlanContext:
+               switch_overhead: float = 0.0, effort: str = "fast") -> PlanContext:
         router = router or Router(topo)
         return cls(topo, ranks, size_bytes, router,
                    CostModel(router, min_step_s, message_overhead_s, message_cores,
-                             exchange_overhead_s, switch_overhead), seed)
+                             exchange_overhead_s, switch_overhead), seed, effort=effort)
 
     @cached_property
     def host_groups(self) -> list[list[int]]:

@@ -20,6 +20,7 @@ from concurrent.futures import ThreadPoolExecutor
 import numpy as np
 
 from planner.algorithms.base import Candidate, PlanContext
+from planner.algorithms.forest_effort import thorough_runs
 from planner.algorithms.forest_mix import BUDGET as MIX_BUDGET
 from planner.algorithms.forest_mix import MAX_COLUMNS as MIX_MAX_COLUMNS
 from planner.algorithms.forest_mix import MAX_RANKS as MIX_MAX_RANKS
@@ -193,18 +194,23 @@ def _price_pieced(ctx: PlanContext, tried: list[tuple], units: int, best_s: floa
             return None
     else:
         group = automorphisms(ctx)
-    budget = Budget(PIECES_BUDGET)
-    out = None
-    lp_of = WindowLP if group is None else functools.partial(OrbitWindowLP, group=group)
     if group is not None and not tried:
         # every one-piece LP abandoned (a mesh: 1.47x the bound in one piece, 1.02x in 64):
         # the orbit LPs start from the pools of the packings of least fluid time
         table = packings(ctx)
         tried = [(table[key].theta, key, n if key[1] is None else key[1], table[key].pool)
                  for key in sorted(table, key=lambda k: (table[k].theta, str(k)))]
-    for _, key, slack, trees in sorted(tried, key=lambda t: (t[0], str(t[1])))[:WINDOW_PIECED]:
+    chosen = sorted(tried, key=lambda t: (t[0], str(t[1])))[:WINDOW_PIECED]
+    lp_of = WindowLP if group is None else functools.partial(OrbitWindowLP, group=group)
+    budget = Budget(PIECES_BUDGET)
+    runs = [(seed, lp_of, budget, {}) for seed in chosen]
+    if ctx.effort == "thorough":  # the same runs first, then the thorough ones
+        runs += thorough_runs(ctx, chosen, group, lp_of)
+    out = None
+    for (_, key, slack, trees), lp_of, budget, limits in runs:
         found = pieced_window(ctx, ctx.memo["packing_routes"][key[0]], slack, trees, units,
-                              best_s * (1 - WINDOW_MARGIN), budget, lp_of, MAX_TRANSFERS)
+                              best_s * (1 - WINDOW_MARGIN), budget, lp_of, MAX_TRANSFERS,
+                              **limits)
         if found is not None and found.time_s < best_s * (1 - WINDOW_MARGIN):
             best_s = found.time_s
             out = found, f"{key[0]}/{key[1]} step-priced, {found.pieces} pieces"

@@ -93,6 +93,7 @@ class WindowLP:
         self.idle: list[int] = []
         self.live_offsets = np.zeros(0, dtype=np.int64)  # piece of each tree of the solution
         self.values: list[float] = []
+        self.round_cap: int | None = None  # new columns a round (the most negative), or all
         self._seen: set[bytes] = set()
         self.master = Master(self.bw, self.n * pieces, primal=True, steps=self.steps)
         self._add_start(start, start_pieces)
@@ -225,8 +226,18 @@ class WindowLP:
                     dual = duals[p * n + r]
                     red += -dual - total if inward else dual
                     if red < -threshold:
-                        out.append((col, p))
-        return out
+                        out.append((red, col, p))
+        return self._keep(out)
+
+    def _keep(self, priced: list[tuple[float, TreeColumn, int]]
+              ) -> list[tuple[TreeColumn, int]]:
+        """The (tree, piece) columns of ``priced`` (reduced cost, tree, piece) that enter:
+        all, in order, or the ``round_cap`` of least reduced cost (a 64-piece master's simplex
+        slows with every column it holds)."""
+        if self.round_cap is not None and len(priced) > self.round_cap:
+            order = sorted(range(len(priced)), key=lambda j: priced[j][0])[:self.round_cap]
+            priced = [priced[j] for j in sorted(order)]
+        return [(col, p) for _, col, p in priced]
 
     def solve(self, rounds: int = ROUNDS, beat: float = np.inf, floor: float = 0.0,
               max_columns: int | None = None, budget: Budget | None = None
@@ -369,14 +380,20 @@ def pieced_window(ctx: PlanContext, routes: RankRoutes | QuickRoutes, slack: int
                   start: list[TreeColumn], units: int, beat_s: float = np.inf,
                   budget: Budget | None = None,
                   lp_of: Callable[..., WindowLP] = WindowLP,
-                  max_transfers: int = 1 << 62) -> WindowProgram | None:
+                  max_transfers: int = 1 << 62, rounds: int = ROUNDS,
+                  max_columns: int = PIECES_MAX_COLUMNS, round_cap: int | None = None,
+                  progress: Callable[[int, float], None] | None = None
+                  ) -> WindowProgram | None:
     """The fastest program of the pieced step-priced LP over PIECES piece counts, each LP
     starting from the trees of the one before (each tree in the two pieces its piece splits
     into). The next count is tried while the last one's program gained PIECES_GAIN over the
     one before (2 pieces are often slower than the pipelined programs, 4 or 8 faster), its
     LP stayed under PIECES_MAX_COLUMNS columns, its program under ``max_transfers``
     transfers, and ``budget`` is left. ``lp_of`` makes each LP (``WindowLP``'s arguments,
-    the pieces by keyword): ``OrbitWindowLP`` with a group where the topology has one."""
+    the pieces by keyword): ``OrbitWindowLP`` with a group where the topology has one.
+    ``rounds``, ``max_columns`` (in place of PIECES_MAX_COLUMNS) and ``round_cap`` (new
+    columns a round) bound each LP; ``progress(pieces, seconds)`` hears every program
+    built."""
     size = float(ctx.size_bytes)
     floor_s = fluid_floor(ctx) * size
     best: WindowProgram | None = None
@@ -387,8 +404,10 @@ def pieced_window(ctx: PlanContext, routes: RankRoutes | QuickRoutes, slack: int
         if budget.left <= 0:
             break
         lp = lp_of(ctx, routes, slack, start, pieces=pieces, start_pieces=split)
-        found = lp.solve(beat=beat_s / size, floor=floor_s / size * (1 + PIECES_FLOOR_GAP),
-                         max_columns=PIECES_MAX_COLUMNS, budget=budget)
+        lp.round_cap = round_cap
+        found = lp.solve(rounds, beat=beat_s / size,
+                         floor=floor_s / size * (1 + PIECES_FLOOR_GAP),
+                         max_columns=max_columns, budget=budget)
         if found is None:
             break
         trees, offsets = lp.program_trees(found)
@@ -397,7 +416,9 @@ def pieced_window(ctx: PlanContext, routes: RankRoutes | QuickRoutes, slack: int
         program = window_program(trees, offsets, lp.height, units)
         mine = WindowProgram(ctx.cost.program_time(ctx.ranks, program, size), program,
                              pieces, lp.height)
-        if mine.time_s >= last_s * (1 - PIECES_GAIN) or len(lp.trees) > PIECES_MAX_COLUMNS:
+        if progress is not None:
+            progress(pieces, mine.time_s)
+        if mine.time_s >= last_s * (1 - PIECES_GAIN) or len(lp.trees) > max_columns:
             return mine if mine.time_s < min(last_s, beat_s) else best
         if mine.time_s < beat_s:
             best, beat_s = mine, mine.time_s

@@ -253,3 +253,22 @@ async def test_exchange_overhead_setting_is_priced_and_keys_the_plans(tmp_path: 
                                                             + 14e-4)
     with pytest.raises(ValueError, match="exchange_overhead_us"):
         Settings(environment="development", exchange_overhead_us=-1)
+
+
+@pytest.mark.anyio
+async def test_effort_keys_the_plans_and_is_validated(client) -> None:
+    """``effort`` reaches the planner (the document says it and has its own id); a bad value
+    is a 422 naming the field, and a thorough reduce-scatter a 422 naming effort."""
+    c, _ = client
+    req = _req(1 << 20)
+    fast = await c.post("/v1/plans", json=req, headers=auth("job"))
+    thorough = await c.post("/v1/plans", json={**req, "effort": "thorough"},
+                            headers=auth("job"))
+    assert fast.status_code == thorough.status_code == 200, thorough.text
+    assert "effort" not in fast.json() and thorough.json()["effort"] == "thorough"
+    assert thorough.json()["plan_id"] != fast.json()["plan_id"]
+    bad = await c.post("/v1/plans", json={**req, "effort": "max"}, headers=auth("job"))
+    assert bad.status_code == 422 and "effort" in bad.text
+    rs = await c.post("/v1/plans", json={**req, "collective": "reducescatter",
+                                          "effort": "thorough"}, headers=auth("job"))
+    assert rs.status_code == 422 and "effort" in rs.text

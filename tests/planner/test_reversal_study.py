@@ -1,6 +1,6 @@
-"""bench/planner_quality/reversal_study.py: the pieced LP reduced by time reversal has the
-full LP's value on its trees' pairs, and its program is what the verifier simulates; bad
-arguments give one error line."""
+"""The pieced LP reduced by time reversal (planner.algorithms.packing_reversal) has the full
+LP's value on its trees' pairs; bench/planner_quality/reversal_study.py writes a program the
+verifier simulates, and bad arguments give one error line."""
 
 from __future__ import annotations
 
@@ -12,11 +12,12 @@ from pathlib import Path
 import pytest
 
 from planner.algorithms.base import PlanContext
+from planner.algorithms.packing_reversal import ReversedLP
 from planner.algorithms.packing_sets import packings
 from planner.algorithms.packing_window import WindowLP
 from planner.families import mesh2d
 from planner.topology import Topology
-from tests.planner.conftest import QUALITY_BENCH, load_bench_script
+from tests.planner.conftest import QUALITY_BENCH
 
 SCRIPT = QUALITY_BENCH / "reversal_study.py"
 SIZE = 256 << 20
@@ -25,13 +26,12 @@ SIZE = 256 << 20
 def test_the_reversed_lp_is_the_full_lp_on_its_pairs() -> None:
     """Its in-trees and their reversed out-trees, solved by the full pieced LP, give its
     value: the reduced rows and weighted time columns are the full LP's, halved."""
-    bench = load_bench_script("reversal_study", QUALITY_BENCH)
     t = Topology.from_dict(mesh2d(3, 3, degraded=1))
     ctx = PlanContext.create(t, t.endpoints(), SIZE)
     table = packings(ctx)
     key = min((k for k in table if k[1] is not None), key=lambda k: table[k].theta)
     routes = ctx.memo["packing_routes"][key[0]]
-    lp = bench.ReversedLP(ctx, routes, key[1], table[key].pool, 4)
+    lp = ReversedLP(ctx, routes, key[1], table[key].pool, 4)
     found = lp.solve(rounds=10)
     assert found is not None and all(t.inward for t in found.trees)
     pairs, pieces = lp.program_trees(found)

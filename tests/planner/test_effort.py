@@ -1,0 +1,95 @@
+"""Effort "thorough": forest's pieced LPs get minutes (planner.algorithms.forest_effort), the
+plan is verified and never slower than the fast one, and bad values are request errors."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from planner import make_plan, verify_plan
+from planner.algorithms.base import PlanContext
+from planner.algorithms.packing_reversal import reverse_arcs
+from planner.algorithms.packing_window import WindowLP
+from planner.errors import RequestError
+from planner.families import directed_cluster, mesh2d
+from planner.topology import Topology
+
+SIZE = 256 << 20
+
+
+def _plans(family: dict) -> tuple[Topology, dict, dict]:
+    topo = Topology.from_dict(family)
+    ranks = topo.endpoints()
+    return (topo, make_plan(topo, ranks, SIZE, algorithm="forest"),
+            make_plan(topo, ranks, SIZE, algorithm="forest", effort="thorough"))
+
+
+def test_thorough_plans_are_verified_and_never_slower() -> None:
+    """A degraded 3x3 mesh (no automorphism, every link one bandwidth both ways): the
+    thorough LPs over time-reversal orbits find a faster program than the fast budget."""
+    topo, fast, thorough = _plans(mesh2d(3, 3, degraded=1))
+    rep = verify_plan(thorough, topo)
+    assert rep.ok, rep.error
+    assert rep.simulated_time_s == pytest.approx(thorough["predicted_time_s"], rel=1e-6)
+    assert thorough["predicted_time_s"] < fast["predicted_time_s"] * 0.99
+    assert thorough["effort"] == "thorough" and "effort" not in fast
+    assert thorough["plan_id"] != fast["plan_id"]
+
+
+def test_thorough_keeps_the_fast_plan_where_it_finds_nothing_better() -> None:
+    """The fast runs come first, so a thorough plan is at most the fast plan's time."""
+    topo, fast, thorough = _plans(mesh2d(2, 3, degraded=1))
+    assert verify_plan(thorough, topo).ok
+    assert thorough["predicted_time_s"] <= fast["predicted_time_s"]
+
+
+def test_bad_effort_is_a_request_error() -> None:
+    topo = Topology.from_dict(mesh2d(2, 2))
+    ranks = topo.endpoints()
+    with pytest.raises(RequestError, match="effort must be one of fast, thorough"):
+        make_plan(topo, ranks, SIZE, effort="max")
+    with pytest.raises(RequestError, match="all-reduce plans only"):
+        make_plan(topo, ranks, SIZE, collective="reducescatter", effort="thorough")
+
+
+def test_reverse_arcs_pair_every_arc_or_none() -> None:
+    """Full-duplex links: each arc's reverse, an involution; a directed link: None."""
+    topo = Topology.from_dict(mesh2d(3, 3, degraded=1))
+    rev = reverse_arcs(PlanContext.create(topo, topo.endpoints(), SIZE))
+    assert rev is not None and np.array_equal(rev[rev], np.arange(len(rev)))
+    assert (rev != np.arange(len(rev))).all()
+    directed = Topology.from_dict(directed_cluster())
+    assert reverse_arcs(PlanContext.create(directed, directed.endpoints(), SIZE)) is None
+
+
+def test_round_cap_keeps_the_most_negative_columns_in_order() -> None:
+    lp = WindowLP.__new__(WindowLP)  # only ``_keep`` and its cap are used
+    priced = [(-1.0, "a", 0), (-5.0, "b", 1), (-3.0, "c", 2), (-0.5, "d", 3)]
+    lp.round_cap = None
+    assert lp._keep(priced) == [("a", 0), ("b", 1), ("c", 2), ("d", 3)]
+    lp.round_cap = 2
+    assert lp._keep(priced) == [("b", 1), ("c", 2)]
+
+
+def test_cli_effort(tmp_path: Path) -> None:
+    """--effort thorough shows the thorough LPs' progress; a bad value and a thorough
+    reduce-scatter are one-line errors."""
+    topo = tmp_path / "m.json"
+    topo.write_text(json.dumps(mesh2d(2, 3, degraded=1)))
+    cli = [sys.executable, "-m", "syncplan", "plan", "--topology", str(topo)]
+    run = subprocess.run([*cli, "--effort", "thorough", "--progress", "-a", "forest"],
+                         capture_output=True, text=True, timeout=300)
+    assert run.returncode == 0, run.stderr
+    assert "forest, thorough: 64 pieces" in run.stderr
+    bad = subprocess.run([*cli, "--effort", "max"], capture_output=True, text=True,
+                         timeout=60)
+    assert bad.returncode == 2 and "invalid choice: 'max'" in bad.stderr
+    rs = subprocess.run([*cli, "--effort", "thorough", "--collective", "reducescatter"],
+                        capture_output=True, text=True, timeout=60)
+    assert rs.returncode != 0 and "--effort applies to all-reduce plans only" in rs.stderr
+    assert "Traceback" not in bad.stderr + rs.stderr
