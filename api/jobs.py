@@ -182,7 +182,8 @@ class JobService:
         entry = await self.entry(job_id, snapshot)
         ranks = resolve_ranks(snapshot, entry.spec.ranks, status=409)
         keys = [PlanKey(snapshot.version, tuple(ranks), entry.spec.collective, size,
-                        entry.spec.algorithm) for size in entry.sizes]
+                        entry.spec.algorithm, effort=entry.spec.effort)
+                for size in entry.sizes]
         plans: dict[PlanKey, Any] = {}
         for k in dict.fromkeys(keys):  # one at a time: a job never holds every solver
             plans[k] = await self._plans.get(snapshot, k, owner=f"job:{job_id}")

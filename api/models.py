@@ -232,12 +232,16 @@ class JobCreate(_In):
     bucket_sizes: Annotated[list[Size], Field(min_length=1, max_length=MAX_BUCKETS)] | None = None
     collective: Collective = "allreduce"
     algorithm: Algorithm = "auto"
+    # all-reduce: how hard forest searches (a long job's plans may take minutes once)
+    effort: Literal["fast", "thorough"] = "fast"
     gradients: Annotated[list[Gradient], Field(min_length=1,
                                                max_length=MAX_GRADIENTS)] | None = None
     profile: JobProfile | None = None  # measured, set through PUT .../profile
 
     @model_validator(mode="after")
     def _one_size(self) -> JobCreate:
+        if self.effort != "fast" and self.collective != "allreduce":
+            raise ValueError("effort applies to all-reduce plans only")
         if self.size_bytes is not None and self.bucket_sizes is not None:
             raise ValueError("give exactly one of 'size_bytes' and 'bucket_sizes'")
         if self.size_bytes is None and self.bucket_sizes is None and self.gradients is None:

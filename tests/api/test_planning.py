@@ -272,3 +272,20 @@ async def test_effort_keys_the_plans_and_is_validated(client) -> None:
     rs = await c.post("/v1/plans", json={**req, "collective": "reducescatter",
                                           "effort": "thorough"}, headers=auth("job"))
     assert rs.status_code == 422 and "effort" in rs.text
+
+
+@pytest.mark.anyio
+async def test_a_job_plans_at_its_effort(client) -> None:
+    """A job's ``effort`` reaches its plans; with another collective it is a 422."""
+    c, _ = client
+    ranks = [f"h{h}/gpu{g}" for h in range(2) for g in range(4)]
+    put = await c.put("/v1/jobs/hard", json={"ranks": ranks, "size_bytes": 1 << 20,
+                                             "effort": "thorough"}, headers=auth("job"))
+    assert put.status_code == 200, put.text
+    plan = await c.get("/v1/jobs/hard/plan", headers=auth("job"))
+    assert plan.status_code == 200, plan.text
+    assert plan.json()["effort"] == "thorough"
+    bad = await c.put("/v1/jobs/rs", json={"ranks": ranks, "size_bytes": 1 << 20,
+                                           "collective": "reducescatter",
+                                           "effort": "thorough"}, headers=auth("job"))
+    assert bad.status_code == 422 and "effort" in bad.text
