@@ -18,6 +18,7 @@ from planner.algorithms.packing_window import WindowLP
 from planner.errors import RequestError
 from planner.families import directed_cluster, mesh2d
 from planner.topology import Topology
+from tests.planner.conftest import QUALITY_BENCH
 
 SIZE = 256 << 20
 
@@ -93,3 +94,19 @@ def test_cli_effort(tmp_path: Path) -> None:
                         capture_output=True, text=True, timeout=60)
     assert rs.returncode != 0 and "--effort applies to all-reduce plans only" in rs.stderr
     assert "Traceback" not in bad.stderr + rs.stderr
+
+
+def test_the_effort_bench_writes_both_efforts(tmp_path: Path) -> None:
+    bench = QUALITY_BENCH / "effort.py"
+    run = subprocess.run([sys.executable, str(bench), "--examples", "torus-3x3",
+                          "--out-dir", str(tmp_path)], capture_output=True, text=True,
+                         timeout=300)
+    assert run.returncode == 0, run.stderr
+    (row,) = json.loads((tmp_path / "planner_effort.json").read_text())["rows"]
+    assert row["example"] == "torus-3x3"
+    assert row["thorough"]["ratio"] <= row["fast"]["ratio"] and row["fast"]["ratio"] >= 1.0
+    assert (tmp_path / "planner_effort.png").stat().st_size > 0
+    bad = subprocess.run([sys.executable, str(bench), "--examples", "nope"],
+                         capture_output=True, text=True, timeout=60)
+    assert bad.returncode == 2 and "no such example: nope" in bad.stderr
+    assert "Traceback" not in bad.stderr
