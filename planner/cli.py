@@ -227,11 +227,13 @@ class _Progress(logging.Handler):
         self.stage = ""
 
     def __enter__(self) -> _Progress:
-        self._saved = (self._log.level, self._log.propagate, self._stages.level)
+        self._saved = (self._log.level, self._log.propagate, self._stages.level,
+                       self._stages.propagate)
         self._log.setLevel(logging.DEBUG)
         self._log.propagate = False  # forwarded by emit, below, at the level asked for
         self._log.addHandler(self)
         self._stages.setLevel(logging.INFO)
+        self._stages.propagate = False  # shown in the progress line only
         self._stages.addHandler(self)
         self._thread.start()
         return self
@@ -244,6 +246,7 @@ class _Progress(logging.Handler):
         self._log.propagate = self._saved[1]
         self._stages.removeHandler(self)
         self._stages.setLevel(self._saved[2])
+        self._stages.propagate = self._saved[3]
         if self.tty:
             sys.stderr.write("\r\x1b[K")
             sys.stderr.flush()

@@ -87,6 +87,7 @@ def test_cli_effort(tmp_path: Path) -> None:
                          capture_output=True, text=True, timeout=300)
     assert run.returncode == 0, run.stderr
     assert "forest, thorough: 64 pieces" in run.stderr
+    assert "INFO" not in run.stderr  # in the progress line, not logged twice
     bad = subprocess.run([*cli, "--effort", "max"], capture_output=True, text=True,
                          timeout=60)
     assert bad.returncode == 2 and "invalid choice: 'max'" in bad.stderr
