@@ -25,6 +25,8 @@ THOROUGH_BUDGET = 2e10  # simplex iterations x master nonzeros the thorough LPs 
 THOROUGH_ROUNDS = 8  # rounds a piece count (the 64-piece rounds take 10-20 s each)
 THOROUGH_ROUND_CAP = 256  # new columns a round, the most negative (all: 5,000-column masters)
 THOROUGH_MAX_COLUMNS = 16_000  # in place of packing_window.PIECES_MAX_COLUMNS
+THOROUGH_WALL_S = 600  # no thorough LP round starts after this (their pricing is not in the
+# budget: a 16-rank cube mesh's took 9 min in all with another bench beside it)
 THOROUGH_PIECED = 2  # packings given pieces (WINDOW_PIECED by one-piece time, then by fluid)
 
 
@@ -51,5 +53,5 @@ def thorough_runs(ctx: PlanContext, chosen: list[tuple], group: Group | None,
 
     limits = {"rounds": THOROUGH_ROUNDS, "max_columns": THOROUGH_MAX_COLUMNS,
               "round_cap": THOROUGH_ROUND_CAP, "progress": progress}
-    budget = Budget(THOROUGH_BUDGET)
+    budget = Budget(THOROUGH_BUDGET, time.monotonic() + THOROUGH_WALL_S)
     return [(seed, lp_of, budget, limits) for seed in seeds]

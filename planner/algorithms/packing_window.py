@@ -25,6 +25,8 @@ piece, 1.008x with four).
 
 from __future__ import annotations
 
+import math
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -272,7 +274,8 @@ class WindowLP:
             self.values.append(theta)
             if k >= ABANDON_AFTER and theta > beat * ABANDON_ABOVE:
                 return None
-            if theta <= floor or len(self.trees) > max_columns or budget.left <= 0:
+            if (theta <= floor or len(self.trees) > max_columns or budget.left <= 0
+                    or budget.expired()):
                 break
             cols = self._price(prices, duals, TOLERANCE * obj)
             if not cols:
@@ -363,9 +366,16 @@ def window_program(found: Packing, offsets: np.ndarray, height: int, units: int)
 
 @dataclass
 class Budget:
-    """Simplex iterations times master nonzeros the pieced LPs of one plan may still spend."""
+    """Simplex iterations times master nonzeros the pieced LPs of one plan may still spend,
+    and a wall-clock deadline (``time.monotonic``; none by default, so plans repeat) after
+    which no LP round or piece count starts: a safety net for effort thorough, whose
+    pricing the work count leaves out."""
 
     left: float
+    deadline: float = math.inf
+
+    def expired(self) -> bool:
+        return self.deadline < math.inf and time.monotonic() > self.deadline
 
 
 @dataclass
@@ -401,7 +411,7 @@ def pieced_window(ctx: PlanContext, routes: RankRoutes | QuickRoutes, slack: int
     budget = budget or Budget(np.inf)
     split = None  # each tree of the last LP in the two pieces its piece splits into
     for pieces in PIECES:
-        if budget.left <= 0:
+        if budget.left <= 0 or budget.expired():
             break
         lp = lp_of(ctx, routes, slack, start, pieces=pieces, start_pieces=split)
         lp.round_cap = round_cap

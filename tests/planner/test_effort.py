@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import numpy as np
@@ -14,7 +15,8 @@ import pytest
 from planner import make_plan, verify_plan
 from planner.algorithms.base import PlanContext
 from planner.algorithms.packing_reversal import reverse_arcs
-from planner.algorithms.packing_window import WindowLP
+from planner.algorithms.packing_sets import packings
+from planner.algorithms.packing_window import Budget, WindowLP, pieced_window
 from planner.errors import RequestError
 from planner.families import directed_cluster, mesh2d
 from planner.topology import Topology
@@ -111,3 +113,17 @@ def test_the_effort_bench_writes_both_efforts(tmp_path: Path) -> None:
                          capture_output=True, text=True, timeout=60)
     assert bad.returncode == 2 and "no such example: nope" in bad.stderr
     assert "Traceback" not in bad.stderr
+
+
+def test_a_past_deadline_starts_no_pieced_lp() -> None:
+    """The thorough budget's wall-clock safety net: past its deadline no piece count runs;
+    without one (the default) the same call builds a program."""
+    topo = Topology.from_dict(mesh2d(2, 3, degraded=1))
+    ctx = PlanContext.create(topo, topo.endpoints(), SIZE)
+    table = packings(ctx)
+    key = min((k for k in table if k[1] is not None), key=lambda k: table[k].theta)
+    args = (ctx, ctx.memo["packing_routes"][key[0]], key[1], table[key].pool, 1 << 20)
+    assert not Budget(1e12).expired()
+    assert pieced_window(*args, budget=Budget(1e12)) is not None
+    late = Budget(1e12, time.monotonic() - 1.0)
+    assert late.expired() and pieced_window(*args, budget=late) is None
