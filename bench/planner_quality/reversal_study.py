@@ -24,8 +24,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from atomic import save_figure, write_json  # noqa: E402
 
-from planner.algorithms import packing_window as pw  # noqa: E402
 from planner.algorithms.base import PlanContext  # noqa: E402
+from planner.algorithms.packing_pieced import window_program  # noqa: E402
 from planner.algorithms.packing_reversal import ReversedLP, reverse_arcs  # noqa: E402
 from planner.algorithms.packing_sets import packings  # noqa: E402
 from planner.bound import lower_bound  # noqa: E402
@@ -60,7 +60,7 @@ def study(path: Path, size: int, counts: list[int], rounds: int) -> dict:
         if found is None:
             raise SystemExit(f"{path.stem}: the LP of {pieces} pieces failed")
         trees, offsets = lp.program_trees(found)
-        program = pw.window_program(trees, offsets, lp.height, min(1 << 20, size))
+        program = window_program(trees, offsets, lp.height, min(1 << 20, size))
         t = ctx.cost.program_time(ranks, program, float(size))
         levels.append({"pieces": pieces, "lp_over_bound": found.theta * size / bound,
                        "program_over_bound": t / bound, "rounds": len(lp.values),

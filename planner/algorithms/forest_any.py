@@ -43,15 +43,10 @@ from planner.algorithms.forest_pipelined import (
 from planner.algorithms.packing import Packing
 from planner.algorithms.packing_balance import balanced_packing
 from planner.algorithms.packing_orbit import OrbitWindowLP, best_orbit_packing, strong_group
+from planner.algorithms.packing_pieced import PIECES_BUDGET, WindowProgram, pieced_window
 from planner.algorithms.packing_schedule import MIN_SHARE, PairSchedule, pair_trees
 from planner.algorithms.packing_sets import UNLIMITED_MAX_RANKS, packings
-from planner.algorithms.packing_window import (
-    PIECES_BUDGET,
-    Budget,
-    WindowLP,
-    WindowProgram,
-    pieced_window,
-)
+from planner.algorithms.packing_window import Budget, WindowLP
 from planner.algorithms.symmetry import automorphisms
 from planner.bound import fluid_floor
 from planner.errors import InfeasibleError
@@ -171,7 +166,7 @@ def _price_orbits(ctx: PlanContext, size: float, units: int, best: dict) -> bool
 
 def _price_pieced(ctx: PlanContext, tried: list[tuple], units: int, best_s: float
                   ) -> tuple[WindowProgram, str] | None:
-    """Pieced step-priced packings (``packing_window.pieced_window``) from the WINDOW_PIECED
+    """Pieced step-priced packings (``packing_pieced.pieced_window``) from the WINDOW_PIECED
     step-priced packings of least one-piece time: the fastest, where it beats ``best_s``
     (the best pipelined program's time) by WINDOW_MARGIN (a degraded cube mesh 1.083x ->
     1.009x, a full mesh with a slow pair 1.026x -> 1.004x), over tree orbits where the

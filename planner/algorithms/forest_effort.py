@@ -1,7 +1,7 @@
 """How hard ``forest`` searches: the pieced LPs of effort "thorough".
 
 Effort "fast" (the default) gives the pieced step-priced LPs of one plan a few seconds of
-simplex work (``packing_window.PIECES_BUDGET``). Effort "thorough" is for a plan made once
+simplex work (``packing_pieced.PIECES_BUDGET``). Effort "thorough" is for a plan made once
 for a long job: after the same runs, it gives pieced LPs minutes, from more packings, over
 time-reversal orbits where that halves the master (docs/planner.md, "Effort").
 """
@@ -24,7 +24,7 @@ THOROUGH_BUDGET = 2e10  # simplex iterations x master nonzeros the thorough LPs 
 # may spend together (8-23 ns a unit here: 3-8 min at most)
 THOROUGH_ROUNDS = 8  # rounds a piece count (the 64-piece rounds take 10-20 s each)
 THOROUGH_ROUND_CAP = 256  # new columns a round, the most negative (all: 5,000-column masters)
-THOROUGH_MAX_COLUMNS = 16_000  # in place of packing_window.PIECES_MAX_COLUMNS
+THOROUGH_MAX_COLUMNS = 16_000  # in place of packing_pieced.PIECES_MAX_COLUMNS
 THOROUGH_WALL_S = 600  # no thorough LP round starts after this (their pricing is not in the
 # budget: a 16-rank cube mesh's took 9 min in all with another bench beside it)
 THOROUGH_PIECED = 2  # packings given pieces (WINDOW_PIECED by one-piece time, then by fluid)

@@ -10,7 +10,7 @@ four arc orbits) the master has 16 x 4 load rows instead of 16 x 256, and the co
 generation that took minutes takes a fraction of a second. The program gives every element
 of G a copy of each tree, with 1/|G| of its share.
 
-The pieced LP (``packing_window.pieced_window``) reduces the same way: a column is a tree
+The pieced LP (``packing_pieced.pieced_window``) reduces the same way: a column is a tree
 orbit and its piece, the root rows are per (piece, rank orbit). On a 4x4 mesh (its 8
 symmetries: three rank orbits, six arc orbits of 8) the master of 64 pieces is 8x smaller
 and doubling to 64 pieces takes seconds, where the full LP stopped at 32 within its budget.

@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -44,28 +43,15 @@ from planner.algorithms.packing import (
     hop_distances,
 )
 from planner.algorithms.packing_master import Master
-from planner.algorithms.packing_schedule import Pair, pair_trees
-from planner.algorithms.pipeline import round_to_total
-from planner.bound import fluid_floor
 from planner.errors import InfeasibleError
-from planner.program import Program, Step, Transfer
 
 ROUNDS = 30  # column-generation rounds
 TOLERANCE = 1e-3  # relative reduced cost below which the LP counts as solved
 MAX_ROWS = 40_000  # arcs x steps of the master LP; above: no step-priced packing
 ABANDON_AFTER = 10  # rounds after which an LP still ABANDON_ABOVE x slower than the best
 ABANDON_ABOVE = 1.15  # program stops (those that won were within 1.09x there; losers 1.17-1.56x)
-PIECES = (2, 4, 8, 16, 32, 64)  # piece counts of the pieced LP, tried in order (see
-# ``pieced_window``; a ring of hosts with a slow host: 1.059x at 16 pieces, 1.009x at 64)
-PIECES_BUDGET = 5e8  # simplex iterations x master nonzeros, summed over the solves of one
-# plan's pieced LPs: 4-12 s of HiGHS on this 2-core machine (8-23 ns a unit, median 15, over
-# 273 pieced solves of six plans in session 22: large masters' iterations cost more)
-PIECES_GAIN = 3e-3  # a piece count whose program gains less than this stops the doubling
-PIECES_MAX_COLUMNS = 2_000  # a pieced LP stops adding trees above this many (and is not
-# doubled): its master's simplex takes most of the time, ~0.4 s a round at 2,000 on 8 ranks
 PRUNE_ABOVE = 8  # pieced LPs: tree columns per root and piece above which idle ones go
 KEEP_IDLE_ROUNDS = 2  # ...after this many solves without share
-PIECES_FLOOR_GAP = 2e-3  # a pieced LP this close to the fluid floor stops
 
 
 class WindowLP:
@@ -327,43 +313,6 @@ def _layered_column(routes: RankRoutes, router, preds: tuple, parent: np.ndarray
     return TreeColumn(inward, root, parent, paths, np.asarray(arcs, dtype=np.int64), depth)
 
 
-def window_program(found: Packing, offsets: np.ndarray, height: int, units: int) -> Program:
-    """The lockstep program of a step-priced packing with pieces: per piece the in- and
-    out-trees of each root paired by share (``pair_trees``), each pair a contiguous range of
-    units; a rank at depth k of piece p's in-tree sends at step p + height - k, one at
-    depth k of its out-tree hears at step p + height + k - 1."""
-    pairs: list[tuple[int, Pair, float]] = []
-    for p in np.unique(offsets):
-        mine = offsets == p
-        trees = [t for t, m in zip(found.trees, mine, strict=True) if m]
-        share = found.share[mine]
-        weight = float(sum(x for t, x in zip(trees, share, strict=True) if t.inward))
-        if weight <= 0:
-            continue
-        for pair in pair_trees(Packing(trees, share, found.theta, found.prices)):
-            pairs.append((int(p), pair, pair.share * weight))
-    per_pair = round_to_total(np.array([w for _, _, w in pairs]) * units
-                              / sum(w for _, _, w in pairs), units)
-    last = max(p for p, _, _ in pairs)
-    steps: list[Step] = [[] for _ in range(last + 2 * height)]
-    base = 0
-    for (p, pair, _), u in zip(pairs, per_pair, strict=True):
-        a, b = base, base + int(u)
-        base = b
-        if a == b:
-            continue
-        red, bc = pair.reduce, pair.broadcast
-        for v, q in enumerate(red.parent):
-            if q >= 0:
-                steps[p + height - int(red.depth[v])].append(
-                    Transfer(v, int(q), a, b, True, red.paths[v]))
-        for v, q in enumerate(bc.parent):
-            if q >= 0:
-                steps[p + height + int(bc.depth[v]) - 1].append(
-                    Transfer(int(q), v, a, b, False, bc.paths[v]))
-    return Program(units, [s for s in steps if s])
-
-
 @dataclass
 class Budget:
     """Simplex iterations times master nonzeros the pieced LPs of one plan may still spend,
@@ -376,63 +325,3 @@ class Budget:
 
     def expired(self) -> bool:
         return self.deadline < math.inf and time.monotonic() > self.deadline
-
-
-@dataclass
-class WindowProgram:
-    time_s: float  # under the cost model
-    program: Program
-    pieces: int
-    height: int
-
-
-def pieced_window(ctx: PlanContext, routes: RankRoutes | QuickRoutes, slack: int,
-                  start: list[TreeColumn], units: int, beat_s: float = np.inf,
-                  budget: Budget | None = None,
-                  lp_of: Callable[..., WindowLP] = WindowLP,
-                  max_transfers: int = 1 << 62, rounds: int = ROUNDS,
-                  max_columns: int = PIECES_MAX_COLUMNS, round_cap: int | None = None,
-                  progress: Callable[[int, float], None] | None = None
-                  ) -> WindowProgram | None:
-    """The fastest program of the pieced step-priced LP over PIECES piece counts, each LP
-    starting from the trees of the one before (each tree in the two pieces its piece splits
-    into). The next count is tried while the last one's program gained PIECES_GAIN over the
-    one before (2 pieces are often slower than the pipelined programs, 4 or 8 faster), its
-    LP stayed under PIECES_MAX_COLUMNS columns, its program under ``max_transfers``
-    transfers, and ``budget`` is left. ``lp_of`` makes each LP (``WindowLP``'s arguments,
-    the pieces by keyword): ``OrbitWindowLP`` with a group where the topology has one.
-    ``rounds``, ``max_columns`` (in place of PIECES_MAX_COLUMNS) and ``round_cap`` (new
-    columns a round) bound each LP; ``progress(pieces, seconds)`` hears every program
-    built."""
-    size = float(ctx.size_bytes)
-    floor_s = fluid_floor(ctx) * size
-    best: WindowProgram | None = None
-    last_s = np.inf
-    budget = budget or Budget(np.inf)
-    split = None  # each tree of the last LP in the two pieces its piece splits into
-    for pieces in PIECES:
-        if budget.left <= 0 or budget.expired():
-            break
-        lp = lp_of(ctx, routes, slack, start, pieces=pieces, start_pieces=split)
-        lp.round_cap = round_cap
-        found = lp.solve(rounds, beat=beat_s / size,
-                         floor=floor_s / size * (1 + PIECES_FLOOR_GAP),
-                         max_columns=max_columns, budget=budget)
-        if found is None:
-            break
-        trees, offsets = lp.program_trees(found)
-        if len(trees.trees) * 2 * (len(ctx.ranks) - 1) > max_transfers:  # pairs <= trees
-            break
-        program = window_program(trees, offsets, lp.height, units)
-        mine = WindowProgram(ctx.cost.program_time(ctx.ranks, program, size), program,
-                             pieces, lp.height)
-        if progress is not None:
-            progress(pieces, mine.time_s)
-        if mine.time_s >= last_s * (1 - PIECES_GAIN) or len(lp.trees) > max_columns:
-            return mine if mine.time_s < min(last_s, beat_s) else best
-        if mine.time_s < beat_s:
-            best, beat_s = mine, mine.time_s
-        last_s = mine.time_s
-        start = found.trees
-        split = [[2 * int(p), 2 * int(p) + 1] for p in lp.live_offsets]
-    return best

@@ -14,9 +14,10 @@ import pytest
 
 from planner import make_plan, verify_plan
 from planner.algorithms.base import PlanContext
+from planner.algorithms.packing_pieced import pieced_window
 from planner.algorithms.packing_reversal import reverse_arcs
 from planner.algorithms.packing_sets import packings
-from planner.algorithms.packing_window import Budget, WindowLP, pieced_window
+from planner.algorithms.packing_window import Budget, WindowLP
 from planner.errors import RequestError
 from planner.families import directed_cluster, mesh2d
 from planner.topology import Topology

@@ -14,16 +14,10 @@ from planner.algorithms.arborescence import (
     tree_depths,
 )
 from planner.algorithms.base import PlanContext
+from planner.algorithms.packing_pieced import pieced_window, window_program
 from planner.algorithms.packing_schedule import PairSchedule, pair_trees
 from planner.algorithms.packing_sets import packings
-from planner.algorithms.packing_window import (
-    ABANDON_ABOVE,
-    ABANDON_AFTER,
-    Budget,
-    WindowLP,
-    pieced_window,
-    window_program,
-)
+from planner.algorithms.packing_window import ABANDON_ABOVE, ABANDON_AFTER, Budget, WindowLP
 from planner.algorithms.pipeline import model_time, piece_fractions
 from planner.bound import lower_bound
 from planner.families import (

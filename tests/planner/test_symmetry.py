@@ -7,8 +7,9 @@ import pytest
 
 from planner.algorithms.base import PlanContext
 from planner.algorithms.packing_orbit import OrbitWindowLP, expand, expand_pieces, image
+from planner.algorithms.packing_pieced import pieced_window, window_program
 from planner.algorithms.packing_sets import packings
-from planner.algorithms.packing_window import Budget, WindowLP, pieced_window, window_program
+from planner.algorithms.packing_window import Budget, WindowLP
 from planner.algorithms.symmetry import automorphisms
 from planner.bound import lower_bound
 from planner.families import full_mesh, host_ring, mesh2d, torus
