@@ -332,11 +332,16 @@ def cmd_plan(args: argparse.Namespace) -> int:
                                          message_cores=cores, exchange_overhead_s=exchange,
                                          switch_overhead=switch, effort=args.effort)
             if args.compare:
-                if args.algorithm != "auto":  # every algorithm, not only the named one
+                if args.algorithm != "auto":  # the others too; the named one is priced
+                    from planner.algorithms import ALGORITHMS
+
+                    named = comp.candidates[args.algorithm]
                     comp = compare(topo, ranks, size, min_step_s=min_step,
+                                   algorithms=[a for a in ALGORITHMS if a != args.algorithm],
                                    message_overhead_s=overhead, message_cores=cores,
                                    exchange_overhead_s=exchange, switch_overhead=switch,
                                    effort=args.effort)
+                    comp.candidates[args.algorithm] = named  # not solved twice (thorough)
                 infeasible = comp.infeasible
                 for name, cand in sorted(comp.candidates.items(),
                                          key=lambda kv: kv[1].predicted_time_s):

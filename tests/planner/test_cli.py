@@ -77,3 +77,17 @@ def test_plan_splits_the_gap_into_bandwidth_and_the_rest(tmp_path: Path) -> None
     assert "forest's fluid optimum" in res.stdout and "(0.0% above it)" in res.stdout
     doc = json.loads(out.read_text())
     assert 0 < doc["lower_bound_bandwidth_s"] < doc["lower_bound_time_s"]
+
+
+def test_a_named_algorithm_with_compare_lists_every_algorithm_once() -> None:
+    """``-a forest --compare``: one row per algorithm, forest's from the plan itself (it is
+    priced once, which a thorough effort's minutes make worth it) and first here."""
+    from planner.algorithms import ALGORITHMS
+
+    topo = str(EXAMPLES / "torus-3x3.json")
+    res = run("plan", "--topology", topo, "-a", "forest", "--compare", "--progress")
+    assert res.returncode == 0, res.stderr
+    rows = [line.split()[0] for line in res.stdout.splitlines()[3:3 + len(ALGORITHMS)]]
+    assert sorted(rows) == sorted(ALGORITHMS) and rows[0] == "forest"
+    last = res.stderr.strip().splitlines()[-1]  # the progress line: every algorithm priced
+    assert last.count("forest ") == 1 and "dbtree" in last
