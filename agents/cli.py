@@ -57,11 +57,11 @@ def run(args: argparse.Namespace) -> int:
     from syncplan.errors import CLIError
 
     if args.record_nvml:
-        from agents.record_nvml import record
+        from syncplan.agents.record_nvml import record
 
         return record(args.record_nvml)
-    from agents.daemon import Agent, AgentConfig, parse_peers
-    from agents.probe import ProbeSettings
+    from syncplan.agents.daemon import Agent, AgentConfig, parse_peers
+    from syncplan.agents.probe import ProbeSettings
 
     if not args.once and not args.server:
         raise CLIError("--server is required unless --once is given")

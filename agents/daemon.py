@@ -11,12 +11,12 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-from agents.directory import PeerDirectory
-from agents.discovery import Discoverer
-from agents.gpucopy import CopyBandwidth, measure_gpu_copies
-from agents.metrics import AgentHTTP, AgentMetrics
-from agents.nvml import RealNVML, RecordedNVML
-from agents.probe import (
+from syncplan.agents.directory import PeerDirectory
+from syncplan.agents.discovery import Discoverer
+from syncplan.agents.gpucopy import CopyBandwidth, measure_gpu_copies
+from syncplan.agents.metrics import AgentHTTP, AgentMetrics
+from syncplan.agents.nvml import RealNVML, RecordedNVML
+from syncplan.agents.probe import (
     PairResult,
     PeerBusy,
     ProbeError,
@@ -25,17 +25,17 @@ from agents.probe import (
     hello,
     probe_peer,
 )
-from agents.procfs import ProcFS
-from agents.report import (
+from syncplan.agents.procfs import ProcFS
+from syncplan.agents.report import (
     MAX_BANDWIDTH_GBPS,
     MAX_LATENCY_US,
     MIN_BANDWIDTH_GBPS,
     HostReport,
     PeerMeasurement,
 )
-from agents.reporter import Backoff, Reporter
-from agents.schedule import circle_rounds, my_pairs, next_cycle_start
-from agents.sysfs import SysFS
+from syncplan.agents.reporter import Backoff, Reporter
+from syncplan.agents.schedule import circle_rounds, my_pairs, next_cycle_start
+from syncplan.agents.sysfs import SysFS
 
 log = logging.getLogger("syncplan.agent")
 

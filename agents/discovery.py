@@ -8,13 +8,13 @@ import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from agents import nvml as N
-from agents.build import build_report
-from agents.gpus import GpuInventory, discover_gpus
-from agents.nics import discover_nics
-from agents.procfs import ProcFS
-from agents.report import HostReport
-from agents.sysfs import SysFS
+from syncplan.agents import nvml as N
+from syncplan.agents.build import build_report
+from syncplan.agents.gpus import GpuInventory, discover_gpus
+from syncplan.agents.nics import discover_nics
+from syncplan.agents.procfs import ProcFS
+from syncplan.agents.report import HostReport
+from syncplan.agents.sysfs import SysFS
 
 log = logging.getLogger("syncplan.agent.discovery")
 AGENT_VERSION = "0.1.0"

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from agents import nvml as N
-from agents.sysfs import normalize_bdf, pcie_GBps
+from syncplan.agents import nvml as N
+from syncplan.agents.sysfs import normalize_bdf, pcie_GBps
 
 # Per-link per-direction GB/s by nvmlNvlinkVersion_t, used when NVML has no speed field.
 # Values follow the current nvml.h enum (1 = NVLink 1.0 ... 7 = NVLink 5.0).

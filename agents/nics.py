@@ -15,7 +15,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-from agents.sysfs import SysFS
+from syncplan.agents.sysfs import SysFS
 
 ARPHRD_LOOPBACK = 772
 SPEED_UNKNOWN_LIMIT = 2**31 - 1  # some kernels print SPEED_UNKNOWN as 4294967295

@@ -24,7 +24,7 @@ import re
 from collections.abc import Callable
 from typing import Any, Protocol, runtime_checkable
 
-from agents.atomic import atomic_write_text
+from syncplan.agents.atomic import atomic_write_text
 
 RECORDING_FORMAT = "syncplan-nvml-recording/1"
 

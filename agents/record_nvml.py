@@ -17,8 +17,8 @@ if __package__ in (None, ""):  # run as a script: make the repository importable
 
 import contextlib
 
-from agents import nvml as N
-from agents.gpus import discover_gpus
+from syncplan.agents import nvml as N
+from syncplan.agents.gpus import discover_gpus
 
 
 def record(path: str) -> int:

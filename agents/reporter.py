@@ -21,8 +21,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from agents.atomic import atomic_write_text
-from agents.report import HostReport
+from syncplan.agents.atomic import atomic_write_text
+from syncplan.agents.report import HostReport
 
 log = logging.getLogger("syncplan.agent.reporter")
 

@@ -9,8 +9,7 @@ from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from fastapi import FastAPI
-
-    from api.settings import Settings
+    from syncplan.api.settings import Settings
 
 DEMO_DB = "syncplan-demo.db"
 
@@ -39,8 +38,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 def _settings(args: argparse.Namespace) -> Settings:
     from pydantic import ValidationError
+    from syncplan.api.settings import Settings
 
-    from api.settings import Settings
     from syncplan.errors import CLIError
 
     overrides: dict[str, object] = {}
@@ -62,7 +61,7 @@ def _default_demo_topology() -> str:
     """examples/demo.json when run from a checkout, else the built-in demo cluster on disk."""
     import json
 
-    from planner.builders import DEMO, EXAMPLES
+    from syncplan.planner.builders import DEMO, EXAMPLES
 
     if os.path.exists("examples/demo.json"):
         return "examples/demo.json"
@@ -79,12 +78,12 @@ def load_demo(app: FastAPI, path: str) -> str:
     import time
 
     from pydantic import ValidationError
+    from syncplan.api import store
+    from syncplan.api.errors import APIError
+    from syncplan.api.fabric import normalize_fabric
+    from syncplan.api.models import FabricCreate
+    from syncplan.planner.topology import load_topology
 
-    from api import store
-    from api.errors import APIError
-    from api.fabric import normalize_fabric
-    from api.models import FabricCreate
-    from planner.topology import load_topology
     from syncplan.errors import CLIError
 
     load_topology(path)  # a clear TopologyError for a bad file
@@ -101,9 +100,9 @@ def load_demo(app: FastAPI, path: str) -> str:
 def serve(args: argparse.Namespace) -> int:
     import uvicorn
     from sqlalchemy.exc import SQLAlchemyError
+    from syncplan.api.db import SchemaError
+    from syncplan.api.main import create_app
 
-    from api.db import SchemaError
-    from api.main import create_app
     from syncplan.errors import CLIError
 
     settings = _settings(args)

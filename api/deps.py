@@ -11,15 +11,14 @@ from anyio.to_thread import run_sync
 from fastapi import Depends, Query, Request, Security
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from sqlalchemy.orm import Session
-
-from api.errors import APIError, responses
-from api.identity import token_host
-from api.ingest import ReportWriter
-from api.jobs import JobService
-from api.metrics import Metrics
-from api.planning import PlanService
-from api.settings import Settings
-from api.state import ClusterState, Snapshot
+from syncplan.api.errors import APIError, responses
+from syncplan.api.identity import token_host
+from syncplan.api.ingest import ReportWriter
+from syncplan.api.jobs import JobService
+from syncplan.api.metrics import Metrics
+from syncplan.api.planning import PlanService
+from syncplan.api.settings import Settings
+from syncplan.api.state import ClusterState, Snapshot
 
 
 # The trivial getters are ``async`` so FastAPI does not send them to a worker thread.

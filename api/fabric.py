@@ -5,10 +5,10 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from api.errors import APIError, planner_error
-from api.models import FabricCreate
-from planner.errors import TopologyError
-from planner.topology import Topology
+from syncplan.api.errors import APIError, planner_error
+from syncplan.api.models import FabricCreate
+from syncplan.planner.errors import TopologyError
+from syncplan.planner.topology import Topology
 
 _AGENT_NODE = re.compile(r"^[A-Za-z0-9_.:-]+/[A-Za-z0-9_.:-]+$")
 

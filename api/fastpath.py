@@ -2,7 +2,7 @@
 
 ``GET /v1/jobs/{job_id}/plan`` with a job (or admin) bearer token, a current cluster
 snapshot and a response already in the job-plan cache is answered here with the stored
-bytes; the headers and status are those of the route (``api.encoding.negotiate``). Every
+bytes; the headers and status are those of the route (``syncplan.api.encoding.negotiate``). Every
 other request, including every error case, goes on to the app unchanged. A cached fetch
 is what every rank of a launching job does, so it is the request worth making cheap.
 """
@@ -12,9 +12,8 @@ from __future__ import annotations
 import re
 
 from starlette.types import ASGIApp, Receive, Scope, Send
-
-from api.deps import scopes_of
-from api.encoding import negotiate
+from syncplan.api.deps import scopes_of
+from syncplan.api.encoding import negotiate
 
 PLAN_ROUTE = "/v1/jobs/{job_id}/plan"
 _PLAN_PATH = re.compile(r"/v1/jobs/([A-Za-z0-9_.:-]{1,128})/plan")

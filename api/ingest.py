@@ -3,7 +3,7 @@
 Each ``PUT /v1/agents/{host}/report`` hands its parsed report to the ReportWriter and waits.
 One writer task takes every report waiting (up to ``max_batch``), checks each
 (``api.merge.check_report``) and stores the valid ones in one transaction in a worker thread
-(``api.store.put_reports``: each report's seq rule as before, one commit, one generation
+(``syncplan.api.store.put_reports``: each report's seq rule as before, one commit, one generation
 bump), then answers each request with its own outcome. While a batch is written the next
 one gathers, so the store's per-transaction cost (the commit, SQLite's write lock, a
 PostgreSQL round trip) is paid once per batch instead of once per report. A report is
@@ -16,13 +16,12 @@ import asyncio
 import time
 
 from anyio.to_thread import run_sync
-
-from agents.report import HostReport
-from api import store
-from api.errors import APIError, planner_error
-from api.merge import check_report
-from api.state import ClusterState
-from planner.errors import PlannerError
+from syncplan.agents.report import HostReport
+from syncplan.api import store
+from syncplan.api.errors import APIError, planner_error
+from syncplan.api.merge import check_report
+from syncplan.api.state import ClusterState
+from syncplan.planner.errors import PlannerError
 
 Outcome = tuple[str, float] | APIError
 

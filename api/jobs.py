@@ -11,14 +11,13 @@ from typing import Any
 
 from anyio.to_thread import run_sync
 from sqlalchemy.orm import Session, sessionmaker
-
-from api import store
-from api.encoding import GZIP_LEVEL, Body
-from api.errors import APIError, planner_error
-from api.models import JobCreate, RankRef
-from api.planning import COMPACT_GZIP_LEVEL, PlanKey, PlanService, compact_body, parse_size
-from api.state import ClusterState, Snapshot
-from planner.errors import PlannerError
+from syncplan.api import store
+from syncplan.api.encoding import GZIP_LEVEL, Body
+from syncplan.api.errors import APIError, planner_error
+from syncplan.api.models import JobCreate, RankRef
+from syncplan.api.planning import COMPACT_GZIP_LEVEL, PlanKey, PlanService, compact_body, parse_size
+from syncplan.api.state import ClusterState, Snapshot
+from syncplan.planner.errors import PlannerError
 
 
 def resolve_ranks(snapshot: Snapshot, ranks: list[str | RankRef],
@@ -72,7 +71,7 @@ def sizes_of(spec: JobCreate) -> list[int]:
 
 
 def gradient_bytes(spec: JobCreate) -> int:
-    from planner.schedule import DTYPE_BYTES
+    from syncplan.planner.schedule import DTYPE_BYTES
 
     return sum(g.numel * DTYPE_BYTES[g.dtype] for g in spec.gradients or ())
 

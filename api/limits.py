@@ -10,10 +10,9 @@ from __future__ import annotations
 import json
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
-
-from planner.algorithms import ALGORITHMS
-from planner.plan import COLLECTIVES
-from planner.sizes import parse_size
+from syncplan.planner.algorithms import ALGORITHMS
+from syncplan.planner.plan import COLLECTIVES
+from syncplan.planner.sizes import parse_size
 
 MAX_RANKS = 65536
 MAX_BUCKETS = 4096
@@ -43,8 +42,8 @@ _UNAUTHORIZED = json.dumps({"detail": [{
 
 def _known_token(state: object, headers: list[tuple[bytes, bytes]]) -> bool:
     """Whether the request carries a token of this service (any scope)."""
-    from api.deps import scopes_of
-    from api.identity import token_host
+    from syncplan.api.deps import scopes_of
+    from syncplan.api.identity import token_host
 
     value = next((v for k, v in headers if k == b"authorization"), b"").decode("latin-1")
     scheme, _, token = value.partition(" ")

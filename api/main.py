@@ -6,21 +6,20 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
 from fastapi import FastAPI
-
-from api import errors, outage
-from api.db import init_schema, make_engine, session_factory
-from api.fastpath import CachedPlanFastPath
-from api.ingest import ReportWriter
-from api.jobs import JobService
-from api.limits import BodyLimitMiddleware
-from api.metrics import Metrics, MetricsMiddleware
-from api.planning import PlanService
-from api.quota import SolveQuota
-from api.report_fastpath import ReportFastPath
-from api.routes import agents, fabric, health, jobs, plans, topology, ui
-from api.routes import export as export_routes
-from api.settings import Settings
-from api.state import ClusterState
+from syncplan.api import errors, outage
+from syncplan.api.db import init_schema, make_engine, session_factory
+from syncplan.api.fastpath import CachedPlanFastPath
+from syncplan.api.ingest import ReportWriter
+from syncplan.api.jobs import JobService
+from syncplan.api.limits import BodyLimitMiddleware
+from syncplan.api.metrics import Metrics, MetricsMiddleware
+from syncplan.api.planning import PlanService
+from syncplan.api.quota import SolveQuota
+from syncplan.api.report_fastpath import ReportFastPath
+from syncplan.api.routes import agents, fabric, health, jobs, plans, topology, ui
+from syncplan.api.routes import export as export_routes
+from syncplan.api.settings import Settings
+from syncplan.api.state import ClusterState
 
 
 def create_app(settings: Settings | None = None) -> FastAPI:

@@ -30,9 +30,9 @@ from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from agents.report import HostReport
-from planner.errors import TopologyError
-from planner.topology import RANK_KINDS
+from syncplan.agents.report import HostReport
+from syncplan.planner.errors import TopologyError
+from syncplan.planner.topology import RANK_KINDS
 
 HOST_BUS_GBPS = 100.0
 AUTO_SWITCH = "fabric"

@@ -16,9 +16,8 @@ from pydantic import (
     StrictInt,
     model_validator,
 )
-
-from agents.report import MAX_BANDWIDTH_GBPS, MAX_LATENCY_US, MIN_BANDWIDTH_GBPS
-from api.limits import (
+from syncplan.agents.report import MAX_BANDWIDTH_GBPS, MAX_LATENCY_US, MIN_BANDWIDTH_GBPS
+from syncplan.api.limits import (
     ALGORITHM_NAMES,
     COLLECTIVE_NAMES,
     MAX_BUCKETS,
@@ -29,7 +28,7 @@ from api.limits import (
     MAX_SIZE_BYTES,
     check_size_text,
 )
-from planner.sizes import parse_size
+from syncplan.planner.sizes import parse_size
 
 Id = Annotated[str, Field(min_length=1, max_length=256)]
 HostName = Annotated[str, Field(min_length=1, max_length=128, pattern=r"^[A-Za-z0-9_.:-]+$")]

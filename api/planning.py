@@ -14,17 +14,16 @@ from typing import Any
 import anyio
 from anyio.to_thread import run_sync
 from sqlalchemy.orm import Session, sessionmaker
-
-from api import store
-from api.encoding import Body
-from api.errors import APIError, planner_error
-from api.limits import MAX_SIZE_BYTES
-from api.metrics import Metrics
-from api.quota import SolveQuota
-from api.state import Snapshot
-from planner.compact import CompactError, compact_document
-from planner.errors import PlannerError
-from planner.sizes import parse_size as planner_parse_size
+from syncplan.api import store
+from syncplan.api.encoding import Body
+from syncplan.api.errors import APIError, planner_error
+from syncplan.api.limits import MAX_SIZE_BYTES
+from syncplan.api.metrics import Metrics
+from syncplan.api.quota import SolveQuota
+from syncplan.api.state import Snapshot
+from syncplan.planner.compact import CompactError, compact_document
+from syncplan.planner.errors import PlannerError
+from syncplan.planner.sizes import parse_size as planner_parse_size
 
 
 @dataclass(frozen=True)
@@ -116,7 +115,7 @@ def parse_size(value: int | str, loc: list[str | int]) -> int:
 
 def solve(snapshot: Snapshot, key: PlanKey) -> dict[str, Any]:
     """Run the planner (blocking); planner errors propagate."""
-    from planner.plan import make_plan
+    from syncplan.planner.plan import make_plan
 
     if snapshot.topology is None:
         raise APIError(409, "the cluster graph is empty or invalid; no plan can be made",

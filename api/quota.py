@@ -7,8 +7,8 @@
 * A caller waits at most ``timeout_s`` for a solve; then 504 with ``Retry-After``. The solve
   goes on (a worker thread cannot be stopped) and its plan is cached, so the retry gets it;
   the limits above bound how much such work can pile up.
-* A job's plans are solved one at a time (``api.jobs``), and a job names at most
-  ``api.limits.MAX_DISTINCT_SIZES`` distinct sizes.
+* A job's plans are solved one at a time (``syncplan.api.jobs``), and a job names at most
+  ``syncplan.api.limits.MAX_DISTINCT_SIZES`` distinct sizes.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ import hashlib
 from collections import Counter
 from typing import TypeVar
 
-from api.errors import APIError
+from syncplan.api.errors import APIError
 
 T = TypeVar("T")
 

@@ -14,13 +14,12 @@ import weakref
 from typing import Any
 
 from anyio.to_thread import run_sync
-
-from api.encoding import GZIP_LEVEL, Body
-from api.errors import APIError, planner_error
-from api.jobs import JobEntry, JobService, resolve_ranks
-from api.models import JobProfile
-from api.state import Snapshot
-from planner.errors import PlannerError
+from syncplan.api.encoding import GZIP_LEVEL, Body
+from syncplan.api.errors import APIError, planner_error
+from syncplan.api.jobs import JobEntry, JobService, resolve_ranks
+from syncplan.api.models import JobProfile
+from syncplan.api.state import Snapshot
+from syncplan.planner.errors import PlannerError
 
 # the profile's times are rounded to this before comparing, so jitter between two
 # measurements of the same job does not trigger a re-plan
@@ -33,7 +32,7 @@ def build(snapshot: Snapshot, ranks: list[str], entry: JobEntry, min_step_s: flo
     """The schedule document (blocking): the job's gradients with the measured profile's
     times where there is one, else the declared ones; priced with the service's cost-model
     settings."""
-    from planner.schedule import TensorSpec, make_schedule
+    from syncplan.planner.schedule import TensorSpec, make_schedule
 
     spec = entry.spec
     assert spec.gradients is not None and snapshot.topology is not None

@@ -18,13 +18,12 @@ from typing import Any
 
 from pydantic import ValidationError
 from sqlalchemy.orm import Session, sessionmaker
-
-from agents.report import HostReport
-from api import store
-from api.merge import Merged, graph_key, merge
-from api.models import HostStatus
-from planner.errors import PlannerError
-from planner.topology import RANK_KINDS, Topology
+from syncplan.agents.report import HostReport
+from syncplan.api import store
+from syncplan.api.merge import Merged, graph_key, merge
+from syncplan.api.models import HostStatus
+from syncplan.planner.errors import PlannerError
+from syncplan.planner.topology import RANK_KINDS, Topology
 
 log = logging.getLogger(__name__)
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from planner import load_topology, make_plan, verify_plan
+from syncplan.planner import load_topology, make_plan, verify_plan
 
 TOPOLOGY = Path(__file__).with_name("star-one-slow.json")  # 4 single-CPU hosts, one slow
 
@@ -19,7 +19,7 @@ def worker(plan: dict) -> float:
     import torch
     import torch.distributed as dist
 
-    from executor import PlanComm, PlanExecutor, fused_allreduce
+    from syncplan.executor import PlanComm, PlanExecutor, fused_allreduce
 
     comm = PlanComm(PlanExecutor(plan))  # rank i of the group plays the plan's rank i
     grads = [torch.randn(1000, generator=torch.Generator().manual_seed(dist.get_rank() + k))
@@ -32,7 +32,7 @@ def worker(plan: dict) -> float:
 
 
 def main() -> None:
-    from executor import LocalRunConfig, run_local
+    from syncplan.executor import LocalRunConfig, run_local
 
     topo = load_topology(TOPOLOGY)
     ranks = topo.endpoints()

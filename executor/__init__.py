@@ -2,7 +2,7 @@
 
 Public API::
 
-    from executor import PlanComm, PlanExecutor, fused_allreduce, plan_allreduce_hook
+    from syncplan.executor import PlanComm, PlanExecutor, fused_allreduce, plan_allreduce_hook
 
     comm = PlanComm(PlanExecutor(plan_doc))              # after init_process_group
     model.register_comm_hook(comm, plan_allreduce_hook)  # DDP
@@ -21,21 +21,21 @@ import importlib
 from typing import Any
 
 _LAZY = {
-    "PlanComm": "executor.comm",
-    "PlanExecutor": "executor.engine",
-    "ExecutorConfig": "executor.engine",
-    "ExecutorError": "executor.engine",
-    "LaunchConfig": "executor.launch",
-    "FetchError": "executor.launch",
-    "distributed": "executor.launch",
-    "fetch_plan": "executor.launch",
-    "init_plan_comm": "executor.launch",
-    "fused_allreduce": "executor.ddp",
-    "plan_allreduce_hook": "executor.ddp",
-    "LocalRunConfig": "executor.localrun",
-    "run_local": "executor.localrun",
-    "PlanError": "executor.program",
-    "Program": "executor.program",
+    "PlanComm": "syncplan.executor.comm",
+    "PlanExecutor": "syncplan.executor.engine",
+    "ExecutorConfig": "syncplan.executor.engine",
+    "ExecutorError": "syncplan.executor.engine",
+    "LaunchConfig": "syncplan.executor.launch",
+    "FetchError": "syncplan.executor.launch",
+    "distributed": "syncplan.executor.launch",
+    "fetch_plan": "syncplan.executor.launch",
+    "init_plan_comm": "syncplan.executor.launch",
+    "fused_allreduce": "syncplan.executor.ddp",
+    "plan_allreduce_hook": "syncplan.executor.ddp",
+    "LocalRunConfig": "syncplan.executor.localrun",
+    "run_local": "syncplan.executor.localrun",
+    "PlanError": "syncplan.executor.program",
+    "Program": "syncplan.executor.program",
 }
 
 

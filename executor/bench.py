@@ -52,8 +52,7 @@ def bench_worker(plan: dict[str, Any], cases: Sequence[BenchCase], dtype_name: s
     """Runs in every process (rank i plays plan rank i); returns one result per case."""
     import torch
     import torch.distributed as dist
-
-    from executor.engine import ExecutorConfig, PlanExecutor
+    from syncplan.executor.engine import ExecutorConfig, PlanExecutor
 
     dtype = getattr(torch, dtype_name)
     rank, n = dist.get_rank(), dist.get_world_size()
@@ -137,7 +136,7 @@ def _time_pair(x: Any, plan_op: Callable[[Any], Any], native_op: Callable[[Any],
 def shard_elements(units: int, shards: Sequence[tuple[int, int]], numel: int
                    ) -> list[tuple[int, int]]:
     """Element range [start, stop) of every rank's shard for a buffer of ``numel`` elements."""
-    from executor.schedule import element_bounds
+    from syncplan.executor.schedule import element_bounds
 
     bounds = element_bounds(units, numel)
     return [(bounds[a], bounds[b]) for a, b in shards]
@@ -259,7 +258,7 @@ def run_bench(plan: dict[str, Any], nprocs: int, cases: Sequence[BenchCase], *,
               progress: bool = True, segment_bytes: int | None = None
               ) -> list[dict[str, Any]]:
     """Spawn ``nprocs`` gloo processes on loopback and benchmark every case."""
-    from executor.localrun import LocalRunConfig, run_local
+    from syncplan.executor.localrun import LocalRunConfig, run_local
 
     if dtype not in DTYPES:
         raise ValueError(f"dtype must be one of {', '.join(DTYPES)}, got {dtype!r}")

@@ -13,10 +13,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
-
-from executor.dataflow import Flow
-from executor.program import Program
-from executor.schedule import RankSchedule
+from syncplan.executor.dataflow import Flow
+from syncplan.executor.program import Program
+from syncplan.executor.schedule import RankSchedule
 
 
 @dataclass(frozen=True, slots=True)

@@ -42,8 +42,9 @@ def register(subparsers: Any) -> None:
 
 
 def exec_bench(args: argparse.Namespace) -> int:
-    from executor.bench import BenchCase, run_bench
-    from executor.program import Program
+    from syncplan.executor.bench import BenchCase, run_bench
+    from syncplan.executor.program import Program
+
     from syncplan.errors import CLIError
 
     try:
@@ -81,8 +82,9 @@ def exec_bench(args: argparse.Namespace) -> int:
 
 
 def _sparse_bench(args: argparse.Namespace, doc: dict[str, Any], plan_id: str) -> int:
-    from executor.sparse_bench import DTYPES as SPARSE_DTYPES
-    from executor.sparse_bench import SparseCase, run_sparse_bench
+    from syncplan.executor.sparse_bench import DTYPES as SPARSE_DTYPES
+    from syncplan.executor.sparse_bench import SparseCase, run_sparse_bench
+
     from syncplan.errors import CLIError
 
     if not 0 <= args.density <= 1:

@@ -10,8 +10,7 @@ from collections.abc import Hashable
 from dataclasses import dataclass
 
 import torch
-
-from executor.comm import PlanComm
+from syncplan.executor.comm import PlanComm
 
 
 @dataclass(frozen=True)

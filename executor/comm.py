@@ -7,13 +7,12 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 import torch.distributed as dist
-
-from executor.engine import PlanExecutor
-from executor.program import PlanError
-from executor.sparse import SparseConfig, SparseExecutor, SparseStats
+from syncplan.executor.engine import PlanExecutor
+from syncplan.executor.program import PlanError
+from syncplan.executor.sparse import SparseConfig, SparseExecutor, SparseStats
 
 if TYPE_CHECKING:
-    from executor.replan import Replanner
+    from syncplan.executor.replan import Replanner
 
 log = logging.getLogger("executor")
 

@@ -1,4 +1,4 @@
-"""A rank's data-flow order: the instructions that run its schedule (``executor.schedule``)
+"""A rank's data-flow order: the instructions that run its schedule (``syncplan.executor.schedule``)
 with steps overlapping wherever the data allows, on gloo's point-to-point messages."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ import bisect
 from collections import defaultdict
 from dataclasses import dataclass
 
-from executor.schedule import Apply, RankSchedule
+from syncplan.executor.schedule import Apply, RankSchedule
 
 
 def _last_recv_below(done_before: list[tuple[int, int]], limit: int) -> int:

@@ -9,9 +9,8 @@ from typing import Any
 
 import torch
 import torch.distributed as dist
-
-from executor.coarse import CoarseSparsifier
-from executor.comm import PlanComm
+from syncplan.executor.coarse import CoarseSparsifier
+from syncplan.executor.comm import PlanComm
 
 
 def plan_allreduce_hook(state: PlanComm,

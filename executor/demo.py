@@ -1,7 +1,7 @@
 """A tiny DDP training job that syncs gradients with the job's plan; run it under torchrun:
 
     SYNCPLAN_JOB_ID=job1 SYNCPLAN_SERVER=http://planner:8080 SYNCPLAN_JOB_TOKEN=... \\
-        torchrun --nproc-per-node 4 -m executor.demo --steps 20
+        torchrun --nproc-per-node 4 -m syncplan.executor.demo --steps 20
 
 Each rank prints one JSON line: whether the plan ran (or why not) and a parameter checksum.
 A process's endpoint is ``{host}/gpu{i}`` (``{host}/cpu{LOCAL_RANK}`` without CUDA), host from
@@ -18,10 +18,9 @@ import sys
 
 import torch
 import torch.distributed as dist
+from syncplan.executor.ddp import plan_allreduce_hook
+from syncplan.executor.launch import distributed, init_plan_comm
 from torch.nn.parallel import DistributedDataParallel as DDP
-
-from executor.ddp import plan_allreduce_hook
-from executor.launch import distributed, init_plan_comm
 
 
 def main(argv: list[str] | None = None) -> int:

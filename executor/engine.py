@@ -5,7 +5,7 @@ step. Sends read the live buffer; a received value that its step could still rea
 must be added) lands in a staging buffer and is applied once the sends reading those
 elements are done. NCCL (CUDA tensors) runs one ``batch_isend_irecv`` per step. gloo (CPU
 tensors) runs a data-flow order of the same messages, cut into segments, so consecutive
-steps overlap wherever the data allows (see ``executor.dataflow.dataflow``).
+steps overlap wherever the data allows (see ``syncplan.executor.dataflow.dataflow``).
 """
 
 from __future__ import annotations
@@ -18,10 +18,9 @@ from typing import Any
 
 import torch
 import torch.distributed as dist
-
-from executor.dataflow import APPLY, POST_RECV, POST_SEND, WAIT_RECV, dataflow
-from executor.program import PlanError, Program
-from executor.schedule import Apply, RankSchedule, build_schedule
+from syncplan.executor.dataflow import APPLY, POST_RECV, POST_SEND, WAIT_RECV, dataflow
+from syncplan.executor.program import PlanError, Program
+from syncplan.executor.schedule import Apply, RankSchedule, build_schedule
 
 log = logging.getLogger(__name__)
 

@@ -22,11 +22,10 @@ from typing import Any
 
 import torch
 import torch.distributed as dist
-
-from executor.comm import PlanComm
-from executor.engine import ExecutorConfig, PlanExecutor
-from executor.program import PlanError, Program
-from executor.replan import PlanWatcher, Replanner
+from syncplan.executor.comm import PlanComm
+from syncplan.executor.engine import ExecutorConfig, PlanExecutor
+from syncplan.executor.program import PlanError, Program
+from syncplan.executor.replan import PlanWatcher, Replanner
 
 log = logging.getLogger("executor")
 
@@ -119,8 +118,7 @@ def fetch_plan_if_changed(config: LaunchConfig,
     answers 304 (the plan it would send is the one already held), else (document, its
     ETag or None)."""
     import httpx
-
-    from planner.compact import CompactError, expand_document
+    from syncplan.planner.compact import CompactError, expand_document
 
     if not config.job_id or not config.server:
         raise FetchError("no job id or service URL (set SYNCPLAN_JOB_ID and SYNCPLAN_SERVER)")
@@ -181,7 +179,7 @@ def _check(doc: dict[str, Any], endpoints: list[str], config: LaunchConfig) -> t
                         f"on: {missing[:4]} (this job: {endpoints[:4]}...)")
     program.check_allreduce()
     if config.topology is not None:
-        from planner.verify import verify_plan
+        from syncplan.planner.verify import verify_plan
 
         rep = verify_plan(doc, config.topology)
         if not rep.ok:

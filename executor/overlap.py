@@ -7,7 +7,7 @@ submits the same sequence, so their messages pair up), and returns a pending
 producer stream's current work; the future completes once the side stream is done.
 
 ``async_plan_allreduce_hook`` is the DDP hook on top of it: it returns at once with a
-pending future, where ``executor.ddp.plan_allreduce_hook`` runs the plan inside the hook.
+pending future, where ``syncplan.executor.ddp.plan_allreduce_hook`` runs the plan inside the hook.
 
 No ``from __future__ import annotations`` here: DDP inspects the hook's real annotations.
 """
@@ -19,8 +19,7 @@ from typing import Any
 
 import torch
 import torch.distributed as dist
-
-from executor.comm import PlanComm
+from syncplan.executor.comm import PlanComm
 
 _STOP = object()
 

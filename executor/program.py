@@ -9,8 +9,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-
-from planner.errors import PlannerError
+from syncplan.planner.errors import PlannerError
 
 
 class PlanError(PlannerError, ValueError):

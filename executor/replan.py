@@ -15,12 +15,11 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 import torch.distributed as dist
-
-from executor.program import PlanError
+from syncplan.executor.program import PlanError
 
 if TYPE_CHECKING:
-    from executor.comm import PlanComm
-    from executor.engine import PlanExecutor
+    from syncplan.executor.comm import PlanComm
+    from syncplan.executor.engine import PlanExecutor
 
 log = logging.getLogger("executor")
 

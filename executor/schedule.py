@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections import defaultdict
 from dataclasses import dataclass
 
-from executor.program import Program, Transfer
+from syncplan.executor.program import Program, Transfer
 
 
 @dataclass(frozen=True, slots=True)

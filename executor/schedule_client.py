@@ -6,7 +6,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from executor.launch import FetchError, LaunchConfig
+from syncplan.executor.launch import FetchError, LaunchConfig
 
 
 def _call(config: LaunchConfig, method: str, path: str, body: Any = None) -> dict[str, Any]:

@@ -13,10 +13,10 @@ program's units map to whole blocks (``boundary(u) = u * nblocks // units``). Ea
    blocks into the union (``index_add_``), a replace copies them and zeroes the blocks the
    sender holds as zero.
 
-gloo runs the dense engine's data-flow order (``executor.dataflow.dataflow``) of the same
+gloo runs the dense engine's data-flow order (``syncplan.executor.dataflow.dataflow``) of the same
 messages with block ranges; NCCL (or ``schedule="steps"``) one ``batch_isend_irecv`` per step.
 A step's reduces into one block are added in rank order, as the dense engine adds them
-(``executor.blockflow.fold_blocks``), so a direct exchange leaves the same bits everywhere.
+(``syncplan.executor.blockflow.fold_blocks``), so a direct exchange leaves the same bits everywhere.
 """
 
 from __future__ import annotations
@@ -30,12 +30,11 @@ from typing import Any
 import numpy as np
 import torch
 import torch.distributed as dist
-
-from executor.blockflow import BlockFlow, block_flow, block_ranges
-from executor.dataflow import APPLY, POST_RECV, POST_SEND, WAIT_RECV, Flow, dataflow
-from executor.engine import ExecutorError, PlanExecutor
-from executor.program import PlanError
-from executor.schedule import RankSchedule, build_schedule
+from syncplan.executor.blockflow import BlockFlow, block_flow, block_ranges
+from syncplan.executor.dataflow import APPLY, POST_RECV, POST_SEND, WAIT_RECV, Flow, dataflow
+from syncplan.executor.engine import ExecutorError, PlanExecutor
+from syncplan.executor.program import PlanError
+from syncplan.executor.schedule import RankSchedule, build_schedule
 
 log = logging.getLogger(__name__)
 

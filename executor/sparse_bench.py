@@ -89,10 +89,9 @@ def _bench_case(plan: dict[str, Any], case: SparseCase, dtype_name: str, block: 
                 seed: int, methods: Sequence[str]) -> dict[str, Any]:
     import torch
     import torch.distributed as dist
-
-    from executor.engine import PlanExecutor
-    from executor.program import PlanError
-    from executor.sparse import SparseConfig, SparseExecutor
+    from syncplan.executor.engine import PlanExecutor
+    from syncplan.executor.program import PlanError
+    from syncplan.executor.sparse import SparseConfig, SparseExecutor
 
     dtype = getattr(torch, dtype_name)
     rank, n = dist.get_rank(), dist.get_world_size()
@@ -174,7 +173,7 @@ def run_sparse_bench(plan: dict[str, Any] | list[dict[str, Any]], nprocs: int,
                      ) -> list[dict[str, Any]]:
     """Spawn ``nprocs`` gloo processes on loopback and benchmark every case (``plan``: one
     plan document, or a list that the cases index)."""
-    from executor.localrun import LocalRunConfig, run_local
+    from syncplan.executor.localrun import LocalRunConfig, run_local
 
     if dtype not in DTYPES:
         raise ValueError(f"dtype must be one of {', '.join(DTYPES)}, got {dtype!r}")

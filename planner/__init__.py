@@ -2,7 +2,7 @@
 
 Public API (formats in docs/formats.md)::
 
-    from planner import load_topology, make_plan, verify_plan
+    from syncplan.planner import load_topology, make_plan, verify_plan
 
     topo = load_topology("examples/one-slow-nic.json")   # or Topology.from_dict(data)
     plan = make_plan(topo, topo.endpoints(), 256 << 20)  # plan document (dict); algorithm="auto"
@@ -17,22 +17,22 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
-from planner.errors import (
+from syncplan.planner.errors import (
     InfeasibleError,
     PlannerError,
     RequestError,
     TopologyError,
     VerificationError,
 )
-from planner.topology import Link, Node, Topology, load_topology
+from syncplan.planner.topology import Link, Node, Topology, load_topology
 
 _LAZY = {
-    "ALGORITHMS": "planner.algorithms",
-    "compare": "planner.plan",
-    "make_plan": "planner.plan",
-    "parse_size": "planner.sizes",
-    "verify_plan": "planner.verify",
-    "VerifyReport": "planner.verify",
+    "ALGORITHMS": "syncplan.planner.algorithms",
+    "compare": "syncplan.planner.plan",
+    "make_plan": "syncplan.planner.plan",
+    "parse_size": "syncplan.planner.sizes",
+    "verify_plan": "syncplan.planner.verify",
+    "VerifyReport": "syncplan.planner.verify",
 }
 
 

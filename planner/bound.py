@@ -20,7 +20,7 @@ with k = 2 each direction is crossed once by every byte: ``T >= size / cap(S -> 
 ranks the exact minimum rank-separating cut (max-flow).
 
 Packing bound. When forest has solved its tree-packing LP on the same context, the LP's arc
-prices give a third bandwidth bound (``planner.algorithms.packing.fluid_lower_bound``): for
+prices give a third bandwidth bound (``syncplan.planner.algorithms.packing.fluid_lower_bound``): for
 prices y >= 0 summing to one over bandwidth, every program's time per byte is at least the
 cheapest reduce tree plus broadcast tree of one root. It is never looser than needed: at the
 LP's optimum it equals the family's fluid optimum.
@@ -45,9 +45,8 @@ import networkx as nx
 import numpy as np
 from scipy.sparse import csr_matrix
 from scipy.sparse.csgraph import maximum_flow
-
-from planner.algorithms.base import PlanContext
-from planner.bound_fill import fill_bound
+from syncplan.planner.algorithms.base import PlanContext
+from syncplan.planner.bound_fill import fill_bound
 
 FAMILY = "reduce-then-broadcast, no in-network reduction"
 EXACT_MAX_RANKS = 64
@@ -124,7 +123,7 @@ def _packing_bound(ctx: PlanContext) -> float:
     tight (meshes whose every cut has spare capacity). A value that cannot change
     ``lower_bound`` (below the partition bound, or not above the cut's) may come back lower
     than the prices prove."""
-    from planner.algorithms.packing import fluid_lower_bound
+    from syncplan.planner.algorithms.packing import fluid_lower_bound
 
     packings = ctx.memo.get("packings") or {}
     theta = min((p.theta for p in packings.values()), default=0.0)
@@ -148,7 +147,7 @@ def _packing_bound(ctx: PlanContext) -> float:
         # the warm-started packings end on degenerate duals: a cold unlimited LP's final
         # prices often prove the fluid optimum (a 12-rank ring: 10.6 % above the cut);
         # milliseconds up to 16 ranks, seconds on a 32-rank full mesh
-        from planner.algorithms.packing import PackingLP
+        from syncplan.planner.algorithms.packing import PackingLP
 
         cold = PackingLP(ctx, None).solve()
         best = max(best, fluid_lower_bound(ctx, cold.prices))

@@ -37,9 +37,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import networkx as nx
-
-from planner.algorithms.base import PlanContext
-from planner.bound import (
+from syncplan.planner.algorithms.base import PlanContext
+from syncplan.planner.bound import (
     EXACT_MAX_RANKS,
     _caps,
     _cross_host_latency,

@@ -23,8 +23,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from planner.algorithms.base import PlanContext
-from planner.bound import _caps, _rank_to_rank_latency, parts_by_host
+from syncplan.planner.algorithms.base import PlanContext
+from syncplan.planner.bound import _caps, _rank_to_rank_latency, parts_by_host
 
 FAMILY_RS = "reduce-scatter, no in-network reduction"
 FAMILY_AG = "all-gather, no in-network replication"

@@ -1,6 +1,6 @@
 """The host partition bound with aggregation fill and each step's latency.
 
-The partition bound over hosts (``planner.bound``) counts the bytes that must cross host
+The partition bound over hosts (``syncplan.planner.bound``) counts the bytes that must cross host
 boundaries and ignores when they can cross. In a reduce-then-broadcast program a byte that
 leaves a host carries only the contributions of that host's ranks that reached its sender
 inside the host first, and a byte that enters a host reaches that host's other ranks only in
@@ -36,7 +36,7 @@ import numpy as np
 from scipy.sparse import csc_matrix
 
 if TYPE_CHECKING:
-    from planner.algorithms.base import PlanContext
+    from syncplan.planner.algorithms.base import PlanContext
 
 MAX_CLASSES = 8  # classes of alike hosts above which the LP is not solved (it grows with
 # classes x steps); the number of hosts only costs the capacities' sums
@@ -173,7 +173,7 @@ def _lp(steps: int, first_intra: bool, last_intra: bool, ranks: list[int], count
     model.a_matrix_.start_ = matrix.indptr
     model.a_matrix_.index_ = matrix.indices
     model.a_matrix_.value_ = matrix.data
-    from planner.algorithms.packing_master import _highs
+    from syncplan.planner.algorithms.packing_master import _highs
 
     h = _highs()
     h.passModel(model)
@@ -259,7 +259,7 @@ def fill_bound(ctx: PlanContext, beat: float = 0.0) -> float:
     (0.0 where the LP does not apply: one host, every host one rank, more than MAX_CLASSES
     classes of alike hosts, or where it cannot be more than GAIN above ``beat``: one step
     count's LP and latency already cost no more). Memoised on the context."""
-    from planner.bound import (
+    from syncplan.planner.bound import (
         _caps,
         _cross_host_latency,
         _rank_to_rank_latency,

@@ -1,6 +1,6 @@
 """Builders of cluster topologies: the shipped examples, benchmarks and random test graphs.
 
-``python -m planner.builders OUTDIR`` writes every example topology as JSON.
+``python -m syncplan.planner.builders OUTDIR`` writes every example topology as JSON.
 """
 
 from __future__ import annotations
@@ -178,7 +178,7 @@ DEMO = "one-slow-nic"
 
 def write_examples(outdir: Path) -> list[Path]:
     """Write EXAMPLES and planner.families.FAMILY_EXAMPLES as OUTDIR/NAME.json."""
-    from planner.families import FAMILY_EXAMPLES  # imports this module
+    from syncplan.planner.families import FAMILY_EXAMPLES  # imports this module
 
     outdir.mkdir(parents=True, exist_ok=True)
     written = []

@@ -15,7 +15,7 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
-from planner.errors import RequestError
+from syncplan.planner.errors import RequestError
 
 
 class _PlanHelp(argparse.HelpFormatter):
@@ -25,7 +25,7 @@ class _PlanHelp(argparse.HelpFormatter):
     def _get_help_string(self, action: argparse.Action) -> str | None:
         text = action.help or ""
         if "{algorithms}" in text:
-            from planner.algorithms import ALGORITHMS
+            from syncplan.planner.algorithms import ALGORITHMS
 
             text = text.replace("{algorithms}", ", ".join(ALGORITHMS))
         return text
@@ -111,9 +111,9 @@ def _table(rows: list[list[str]], header: list[str]) -> str:
 
 
 def topology_summary(path: str) -> dict[str, Any]:
-    from planner.algorithms import PlanContext
-    from planner.bound import lower_bound
-    from planner.topology import load_topology
+    from syncplan.planner.algorithms import PlanContext
+    from syncplan.planner.bound import lower_bound
+    from syncplan.planner.topology import load_topology
 
     topo = load_topology(path)
     ranks = topo.endpoints()
@@ -222,8 +222,8 @@ class _Progress(logging.Handler):
         self.t0 = time.monotonic()
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._tick, daemon=True)
-        self._log = logging.getLogger("planner.plan")
-        self._stages = logging.getLogger("planner.algorithms.forest_effort")
+        self._log = logging.getLogger("syncplan.planner.plan")
+        self._stages = logging.getLogger("syncplan.planner.algorithms.forest_effort")
         self.stage = ""
 
     def __enter__(self) -> _Progress:
@@ -278,7 +278,7 @@ class _Progress(logging.Handler):
 
 def _cells(size: int, seconds: float, nranks: int, bound: float) -> list[str]:
     """algbw, busbw and gap to the bound; '-' where they mean nothing (one rank, no time)."""
-    from planner.plan import algorithm_bandwidth
+    from syncplan.planner.plan import algorithm_bandwidth
 
     if seconds <= 0 or nranks < 2:
         return ["-", "-", "-"]
@@ -288,9 +288,9 @@ def _cells(size: int, seconds: float, nranks: int, bound: float) -> list[str]:
 
 
 def cmd_plan(args: argparse.Namespace) -> int:
-    from planner.plan import compare, plan_and_compare
-    from planner.sizes import format_size, format_time, parse_size
-    from planner.topology import load_topology
+    from syncplan.planner.plan import compare, plan_and_compare
+    from syncplan.planner.sizes import format_size, format_time, parse_size
+    from syncplan.planner.topology import load_topology
 
     if args.min_step_us < 0:
         raise RequestError("--min-step-us must be >= 0")
@@ -333,7 +333,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
                                          switch_overhead=switch, effort=args.effort)
             if args.compare:
                 if args.algorithm != "auto":  # the others too; the named one is priced
-                    from planner.algorithms import ALGORITHMS
+                    from syncplan.planner.algorithms import ALGORITHMS
 
                     named = comp.candidates[args.algorithm]
                     comp = compare(topo, ranks, size, min_step_s=min_step,
@@ -406,7 +406,7 @@ def _topology_note(plan: Any, topo: Any, path: str) -> str | None:
             return (f"plan {plan.get('plan_id', '?')} was made for another topology "
                     f"(fingerprint {made_for}; {path}: {here})")
         return None
-    from planner.plan import plan_id
+    from syncplan.planner.plan import plan_id
 
     try:
         same = plan_id(topo, plan) == plan.get("plan_id")
@@ -420,8 +420,8 @@ def _topology_note(plan: Any, topo: Any, path: str) -> str | None:
 
 def _plan_collective(args: argparse.Namespace, topo: Any, ranks: list[str], size: int,
                      min_step: float) -> int:
-    from planner.plan import make_plan
-    from planner.sizes import format_size, format_time
+    from syncplan.planner.plan import make_plan
+    from syncplan.planner.sizes import format_size, format_time
 
     doc = make_plan(topo, ranks, size, args.algorithm, args.collective, min_step_s=min_step,
                     shards=args.shards)
@@ -455,9 +455,9 @@ def _setting(plan: Any, key: str) -> float:
 
 
 def cmd_verify(args: argparse.Namespace) -> int:
-    from planner.sizes import format_time
-    from planner.topology import load_topology
-    from planner.verify import verify_plan
+    from syncplan.planner.sizes import format_time
+    from syncplan.planner.topology import load_topology
+    from syncplan.planner.verify import verify_plan
 
     plan = _load_json(args.plan, "plan")
     topo = load_topology(args.topology)

@@ -18,10 +18,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from planner.algorithms import ALGORITHMS, PlanContext
-from planner.bound_collectives import CollectiveBound, collective_bound
-from planner.errors import InfeasibleError, RequestError
-from planner.program import Program, Step, Transfer, program_to_doc
+from syncplan.planner.algorithms import ALGORITHMS, PlanContext
+from syncplan.planner.bound_collectives import CollectiveBound, collective_bound
+from syncplan.planner.errors import InfeasibleError, RequestError
+from syncplan.planner.program import Program, Step, Transfer, program_to_doc
 
 SPLIT_COLLECTIVES = ("reducescatter", "allgather")
 SHARDS = ("equal", "any")
@@ -159,7 +159,7 @@ def make_collective_plan(topo: Any, ranks: list[str], size_bytes: int, algorithm
                          collective: str, *, shards: str = "equal", seed: int = 0,
                          min_step_s: float = 0.0) -> dict[str, Any]:
     """A reduce-scatter or all-gather plan document (CONTRACTS section 3, with ``shards``)."""
-    from planner.plan import PLAN_FORMAT_VERSION, TIE_TOLERANCE, plan_id, with_routes
+    from syncplan.planner.plan import PLAN_FORMAT_VERSION, TIE_TOLERANCE, plan_id, with_routes
 
     if collective not in SPLIT_COLLECTIVES:
         raise RequestError(f"collective {collective!r} is not a reduce-scatter or all-gather")

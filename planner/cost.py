@@ -28,9 +28,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import numpy as np
-
-from planner.program import Program, Transfer
-from planner.routing import Router
+from syncplan.planner.program import Program, Transfer
+from syncplan.planner.routing import Router
 
 
 class CostModel:

@@ -21,7 +21,7 @@ import random
 from collections.abc import Callable
 from typing import Any
 
-from planner.builders import LAT_NET, LAT_NVLINK, LAT_PCIE, PCIE_GBPS, TopologyBuilder
+from syncplan.planner.builders import LAT_NET, LAT_NVLINK, LAT_PCIE, PCIE_GBPS, TopologyBuilder
 
 NVLINK2_GBPS, NVLINK1_GBPS = 25.0, 20.0  # per link per direction
 XGMI_GBPS = 50.0

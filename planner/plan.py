@@ -10,18 +10,18 @@ from dataclasses import dataclass
 from functools import cached_property, partial
 from typing import Any
 
-from planner.algorithms import ALGORITHMS, OUTSIDE_REDUCE_BROADCAST, Candidate, PlanContext
-from planner.algorithms.base import EFFORTS
-from planner.bound import Bound, lower_bound
-from planner.bound_any import AnyBound, lower_bound_any
-from planner.cost import CostModel
-from planner.errors import InfeasibleError, RequestError
-from planner.gc_pause import gc_paused
-from planner.program import Program, Transfer, program_to_doc
-from planner.routing import Router
-from planner.sparse import Density
-from planner.sparse import choose as choose_sparse
-from planner.topology import Topology
+from syncplan.planner.algorithms import ALGORITHMS, OUTSIDE_REDUCE_BROADCAST, Candidate, PlanContext
+from syncplan.planner.algorithms.base import EFFORTS
+from syncplan.planner.bound import Bound, lower_bound
+from syncplan.planner.bound_any import AnyBound, lower_bound_any
+from syncplan.planner.cost import CostModel
+from syncplan.planner.errors import InfeasibleError, RequestError
+from syncplan.planner.gc_pause import gc_paused
+from syncplan.planner.program import Program, Transfer, program_to_doc
+from syncplan.planner.routing import Router
+from syncplan.planner.sparse import Density
+from syncplan.planner.sparse import choose as choose_sparse
+from syncplan.planner.topology import Topology
 
 log = logging.getLogger(__name__)
 
@@ -68,11 +68,11 @@ class Comparison:
         Only candidates whose ranks all end with the same bits count (a candidate would say
         ``details["identical_bits"]: False`` if its ranks added the same values in
         different orders), unless none does. Every algorithm's programs do today: the
-        executor adds a step's reduces in rank order (``executor.schedule``), which makes
+        executor adds a step's reduces in rank order (``syncplan.executor.schedule``), which makes
         the direct exchanges' ranks compute the same sums.
 
         Priced with ``exchange_overhead_s``, ties go to the fewest *exchanged* transfers
-        first (``planner.cost.exchange_ends``' transfers): the term is fitted at 4 and 64
+        first (``syncplan.planner.cost.exchange_ends``' transfers): the term is fitted at 4 and 64
         KiB, and on the testbed the exchanging programs ran above their prediction at 64
         KiB - 1 MiB in every run (halving-doubling 1.08-1.70x at 1 MiB, where it is priced
         within 1-3 % of the ring, which ran 0.92-0.99x; docs/testbed.md "Issue 18, session
@@ -198,7 +198,7 @@ def make_plan(topo: Topology, ranks: list[str], size_bytes: int, algorithm: str 
                                    "and switch_overhead are priced for all-reduce plans only")
             if effort != "fast":
                 raise RequestError(f"effort {effort!r} applies to all-reduce plans only")
-            from planner.collectives import make_collective_plan
+            from syncplan.planner.collectives import make_collective_plan
 
             _check_request(topo, ranks, size_bytes, algorithm, collective)
             return make_collective_plan(topo, ranks, size_bytes, algorithm, collective,

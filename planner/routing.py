@@ -16,9 +16,8 @@ import heapq
 from collections import defaultdict
 
 import numpy as np
-
-from planner.errors import RequestError
-from planner.topology import Topology
+from syncplan.planner.errors import RequestError
+from syncplan.planner.topology import Topology
 
 # A route minimises the time to move REF_BYTES through it hop by hop: latency plus
 # serialisation on each arc. This prefers fast fabrics (NVLink over PCIe) and few hops.

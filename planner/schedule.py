@@ -34,15 +34,14 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-
-from planner.algorithms import ALGORITHMS, PlanContext
-from planner.bound import lower_bound
-from planner.bound_collectives import collective_bound
-from planner.collectives import split_allreduce
-from planner.cost import CostModel
-from planner.errors import InfeasibleError, RequestError
-from planner.program import Program, program_to_doc
-from planner.topology import Topology
+from syncplan.planner.algorithms import ALGORITHMS, PlanContext
+from syncplan.planner.bound import lower_bound
+from syncplan.planner.bound_collectives import collective_bound
+from syncplan.planner.collectives import split_allreduce
+from syncplan.planner.cost import CostModel
+from syncplan.planner.errors import InfeasibleError, RequestError
+from syncplan.planner.program import Program, program_to_doc
+from syncplan.planner.topology import Topology
 
 DTYPE_BYTES = {"float32": 4, "float16": 2, "bfloat16": 2, "float64": 8}
 MAX_TENSORS = 10_000
@@ -264,7 +263,7 @@ class CommCurves:
 
     def plan_doc(self, kind: str, size: int) -> dict[str, Any]:
         """A plan document (CONTRACTS section 3) for ``kind`` at ``size`` bytes."""
-        from planner.plan import PLAN_FORMAT_VERSION, with_routes
+        from syncplan.planner.plan import PLAN_FORMAT_VERSION, with_routes
 
         prog, t = self.best(kind, size)
         ctx = PlanContext.create(self.topo, self.ranks, size, min_step_s=self.min_step_s,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 
-from planner.errors import RequestError
+from syncplan.planner.errors import RequestError
 
 _UNITS = {"": 1, "b": 1, "k": 1000, "kb": 1000, "kib": 1024, "m": 1000**2, "mb": 1000**2,
           "mib": 1024**2, "g": 1000**3, "gb": 1000**3, "gib": 1024**3, "t": 1000**4,

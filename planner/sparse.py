@@ -17,10 +17,9 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-
-from planner.cost import CostModel
-from planner.errors import RequestError
-from planner.program import Program
+from syncplan.planner.cost import CostModel
+from syncplan.planner.errors import RequestError
+from syncplan.planner.program import Program
 
 DEFAULT_BLOCK_ELEMS = 256
 ELEM_BYTES = 4  # the element size a plan request's size_bytes is assumed to count (float32)

@@ -19,9 +19,8 @@ from dataclasses import dataclass
 from typing import Any
 
 import networkx as nx
-
-from planner.gc_pause import gc_paused
-from planner.topology import Topology
+from syncplan.planner.gc_pause import gc_paused
+from syncplan.planner.topology import Topology
 
 COLLECTIVES = ("allreduce", "reducescatter", "allgather")
 _ROUTE_REF_BYTES = 1 << 20  # routing rule of docs/cost-model.md: minimise lat + 1 MiB / bw
@@ -299,7 +298,7 @@ def step_features(plan: dict[str, Any], topo: Topology, *, size_bytes: float | N
 def step_exchange_ends(plan: dict[str, Any], topo: Topology, *,
                        message_cores: int | None = None) -> list[float]:
     """Per non-empty step of ``plan``: the message ends ``exchange_overhead_s`` is charged
-    for (``planner.cost.exchange_ends``), aligned with ``step_features``."""
+    for (``syncplan.planner.cost.exchange_ends``), aligned with ``step_features``."""
     try:
         ranks, units, steps, table = _shape(plan, topo)
     except _Invalid as exc:
@@ -311,7 +310,7 @@ def step_exchange_ends(plan: dict[str, Any], topo: Topology, *,
 def step_switch_wires(plan: dict[str, Any], topo: Topology, *,
                       size_bytes: float | None = None) -> list[float]:
     """Per non-empty step of ``plan``: the wire time of its slowest switched transfer
-    (``planner.cost.switched``; 0 when none), what ``switch_overhead`` is a fraction of;
+    (``syncplan.planner.cost.switched``; 0 when none), what ``switch_overhead`` is a fraction of;
     aligned with ``step_features``."""
     try:
         ranks, units, steps, table = _shape(plan, topo)
@@ -396,7 +395,7 @@ def _step_costs(topo: Topology, ranks: list[str], units: int, steps: list[list[d
 
 
 def _sent_to(step: list[dict]) -> dict[int, set[int]]:
-    """Each sender of ``step`` and the ranks it sends to (``planner.cost.switched``)."""
+    """Each sender of ``step`` and the ranks it sends to (``syncplan.planner.cost.switched``)."""
     out: dict[int, set[int]] = defaultdict(set)
     for t in step:
         out[t["src"]].add(t["dst"])

@@ -14,15 +14,15 @@ import os
 import sys
 from typing import NoReturn
 
-from planner.errors import PlannerError
 from syncplan.errors import CLIError
+from syncplan.planner.errors import PlannerError
 
 COMPONENTS = (
-    "planner.cli",
-    "api.cli",
-    "api.identity",
-    "agents.cli",
-    "executor.cli",
+    "syncplan.planner.cli",
+    "syncplan.api.cli",
+    "syncplan.api.identity",
+    "syncplan.agents.cli",
+    "syncplan.executor.cli",
     "syncplan.testbed.cli",
     "syncplan.demo",
     "syncplan.export.cli",

@@ -133,7 +133,7 @@ def _workdir(keep: bool) -> Iterator[Path]:
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
-    from planner.sizes import format_size, format_time, parse_size
+    from syncplan.planner.sizes import format_size, format_time, parse_size
 
     if not 2 <= args.hosts <= 8:
         raise CLIError(f"--hosts must be in 2..8, got {args.hosts}")
@@ -184,7 +184,7 @@ def _demo(run: _Run, nhosts: int, port: int, size: int
 
     import httpx
 
-    from agents.schedule import circle_rounds, next_cycle_start
+    from syncplan.agents.schedule import circle_rounds, next_cycle_start
 
     logging.getLogger("httpx").setLevel(logging.WARNING)
     tokens = {k: f"{k}-{secrets.token_hex(12)}" for k in ("admin", "agent", "job")}
@@ -246,8 +246,8 @@ def _demo(run: _Run, nhosts: int, port: int, size: int
     if res.status_code != 200:
         raise CLIError(f"GET /v1/jobs/{JOB_ID}/plan: HTTP {res.status_code}: {res.text[:300]}")
     plan = res.json()
-    from planner.topology import Topology
-    from planner.verify import verify_plan
+    from syncplan.planner.topology import Topology
+    from syncplan.planner.verify import verify_plan
 
     graph = client.get("/v1/topology").json()
     report = verify_plan(plan, Topology.from_dict({"nodes": graph["nodes"],

@@ -19,7 +19,7 @@ def main(argv: list[str] | None = None) -> int:
     import torch
     import torch.distributed as dist
 
-    from executor.launch import distributed, init_plan_comm
+    from syncplan.executor.launch import distributed, init_plan_comm
 
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--numel", type=int, default=1 << 22, help="float32 elements per buffer")

@@ -9,10 +9,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
-from planner.plan import make_plan
-from planner.topology import Topology
-from planner.verify import verify_plan
+from syncplan.planner.plan import make_plan
+from syncplan.planner.topology import Topology
+from syncplan.planner.verify import verify_plan
 
 ROOT = Path(__file__).resolve().parents[1]
 DOC = (ROOT / "docs" / "formats.md").read_text()
@@ -32,8 +31,8 @@ def examples(kind: str) -> list[Any]:
 
 @pytest.fixture(scope="module")
 def openapi(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
-    from api.main import create_app
-    from api.settings import Settings
+    from syncplan.api.main import create_app
+    from syncplan.api.settings import Settings
 
     db = tmp_path_factory.mktemp("formats") / "s.db"
     app = create_app(Settings(environment="development", database_url=f"sqlite:///{db}"))
@@ -81,7 +80,7 @@ def test_topology_example(topo: Topology) -> None:
 
 
 def test_request_examples_are_planned(topo: Topology) -> None:
-    from api.models import JobCreate, PlanCreate
+    from syncplan.api.models import JobCreate, PlanCreate
 
     (req,) = examples("request")
     PlanCreate.model_validate(req)

@@ -14,11 +14,10 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def test_planner_exports_the_documented_names() -> None:
-    import planner
-
+    from syncplan import planner
     for name in planner.__all__:
         assert getattr(planner, name) is not None, name
-    from planner import ALGORITHMS, load_topology, make_plan, verify_plan
+    from syncplan.planner import ALGORITHMS, load_topology, make_plan, verify_plan
 
     topo = load_topology(ROOT / "examples" / "star-one-slow.json")
     plan = make_plan(topo, topo.endpoints(), 1 << 20)
@@ -26,9 +25,7 @@ def test_planner_exports_the_documented_names() -> None:
 
 
 def test_docstring_paths_exist() -> None:
-    import executor
-    import planner
-
+    from syncplan import executor, planner
     for module in (planner, executor):
         for path in re.findall(r"(?:examples|docs)/[\w./-]+\.(?:json|md|py)", module.__doc__):
             assert (ROOT / path).exists(), (module.__name__, path)
@@ -36,8 +33,7 @@ def test_docstring_paths_exist() -> None:
 
 def test_executor_exports_its_entry_points() -> None:
     pytest.importorskip("torch")
-    import executor
-
+    from syncplan import executor
     for name in executor.__all__:
         assert getattr(executor, name) is not None, name
     with pytest.raises(AttributeError):
@@ -45,9 +41,10 @@ def test_executor_exports_its_entry_points() -> None:
 
 
 def test_service_and_planner_do_not_import_torch() -> None:
-    code = ("import sys, api.main, planner, planner.plan, planner.verify, executor, "
+    code = ("import sys, syncplan.api.main, syncplan.planner, syncplan.planner.plan, "
+            "syncplan.planner.verify, syncplan.executor, "
             "syncplan.cli; syncplan.cli.build_parser(); "
-            "api.main.create_app; print(sorted(m for m in sys.modules "
+            "syncplan.api.main.create_app; print(sorted(m for m in sys.modules "
             "if m.split('.')[0] in ('torch', 'nvidia')))")
     res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          cwd=ROOT, timeout=120)
@@ -58,9 +55,8 @@ def test_service_and_planner_do_not_import_torch() -> None:
 def test_readme_executor_snippet_imports_what_it_uses() -> None:
     text = (ROOT / "README.md").read_text()
     snippet = text.split("## The executor", 1)[1].split("```python", 1)[1].split("```", 1)[0]
-    assert "from executor import" in snippet
-    import executor
-
+    assert "from syncplan.executor import" in snippet
+    from syncplan import executor
     for name in ("PlanComm", "PlanExecutor", "plan_allreduce_hook", "fused_allreduce"):
         assert name in snippet and name in executor.__all__
 

@@ -62,9 +62,9 @@ def test_test_commands_full_and_fast() -> None:
 
 
 def test_curl_asks_the_demo_cluster_and_prints_a_summary(tmp_path: Path) -> None:
-    from api.models import PlanCreate
-    from planner.plan import make_plan
-    from planner.topology import load_topology
+    from syncplan.api.models import PlanCreate
+    from syncplan.planner.plan import make_plan
+    from syncplan.planner.topology import load_topology
 
     curl = blocks(README.read_text())[1]
     body = json.loads(re.search(r"-d '(\{.*?\})'", curl).group(1))

@@ -6,10 +6,9 @@ import time
 from typing import Annotated
 
 from fastapi import APIRouter, Path, Request, Response
-
-from agents.report import HostReport
-from api import store
-from api.deps import (
+from syncplan.agents.report import HostReport
+from syncplan.api import store
+from syncplan.api.deps import (
     AUTH_ERRORS,
     AdminToken,
     ClusterDep,
@@ -21,11 +20,11 @@ from api.deps import (
     SettingsDep,
     SnapshotDep,
 )
-from api.errors import APIError, responses
-from api.identity import host_token
-from api.limits import MAX_SEQ_AHEAD_MS
-from api.models import AgentsPublic, AgentTokenPublic, HostName, ReportAccepted
-from api.state import utc
+from syncplan.api.errors import APIError, responses
+from syncplan.api.identity import host_token
+from syncplan.api.limits import MAX_SEQ_AHEAD_MS
+from syncplan.api.models import AgentsPublic, AgentTokenPublic, HostName, ReportAccepted
+from syncplan.api.state import utc
 
 router = APIRouter(prefix="/v1/agents", tags=["agents"], responses=AUTH_ERRORS)
 

@@ -8,12 +8,12 @@ from typing import Annotated, Any, Literal
 
 from anyio.to_thread import run_sync
 from fastapi import APIRouter, Path, Query, Response
+from syncplan.api import store
+from syncplan.api.deps import AUTH_ERRORS, ClusterDep, JobToken, PlansDep, SnapshotDep
+from syncplan.api.errors import APIError, responses
+from syncplan.api.models import HostName
+from syncplan.api.state import ClusterState
 
-from api import store
-from api.deps import AUTH_ERRORS, ClusterDep, JobToken, PlansDep, SnapshotDep
-from api.errors import APIError, responses
-from api.models import HostName
-from api.state import ClusterState
 from syncplan.export.msccl_xml import ExportError
 
 router = APIRouter(tags=["export"])

@@ -8,14 +8,13 @@ from typing import Any
 
 from anyio.to_thread import run_sync
 from fastapi import APIRouter, Response
-
-from api import store
-from api.deps import AUTH_ERRORS, AdminToken, ClusterDep, ReadToken, SessionDep
-from api.errors import APIError, planner_error, responses
-from api.fabric import normalize_fabric
-from api.models import FabricCreate, FabricPublic
-from api.state import ClusterState, utc
-from planner.errors import PlannerError
+from syncplan.api import store
+from syncplan.api.deps import AUTH_ERRORS, AdminToken, ClusterDep, ReadToken, SessionDep
+from syncplan.api.errors import APIError, planner_error, responses
+from syncplan.api.fabric import normalize_fabric
+from syncplan.api.models import FabricCreate, FabricPublic
+from syncplan.api.state import ClusterState, utc
+from syncplan.planner.errors import PlannerError
 
 router = APIRouter(prefix="/v1/fabric", tags=["fabric"], responses=AUTH_ERRORS)
 

@@ -5,11 +5,10 @@ from __future__ import annotations
 from anyio.to_thread import run_sync
 from fastapi import APIRouter, Request, Response
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
-
-from api.db import ping
-from api.deps import ClusterDep, MetricsDep
-from api.errors import APIError, responses
-from api.models import Health, Ready
+from syncplan.api.db import ping
+from syncplan.api.deps import ClusterDep, MetricsDep
+from syncplan.api.errors import APIError, responses
+from syncplan.api.models import Health, Ready
 
 router = APIRouter(tags=["health"])
 

@@ -6,12 +6,11 @@ from typing import Annotated
 
 from anyio.to_thread import run_sync
 from fastapi import APIRouter, Path, Request, Response
-
-from api.deps import AUTH_ERRORS, JobsDep, JobToken, PlanFormat, SnapshotDep
-from api.encoding import respond
-from api.errors import APIError, responses
-from api.jobs import resolve_ranks, sizes_of
-from api.models import (
+from syncplan.api.deps import AUTH_ERRORS, JobsDep, JobToken, PlanFormat, SnapshotDep
+from syncplan.api.encoding import respond
+from syncplan.api.errors import APIError, responses
+from syncplan.api.jobs import resolve_ranks, sizes_of
+from syncplan.api.models import (
     JobCreate,
     JobId,
     JobPlanPublic,
@@ -20,8 +19,8 @@ from api.models import (
     JobSchedulePublic,
     ProfileAccepted,
 )
-from api.schedules import schedules_of
-from api.state import utc
+from syncplan.api.schedules import schedules_of
+from syncplan.api.state import utc
 
 router = APIRouter(prefix="/v1/jobs", tags=["jobs"], responses=AUTH_ERRORS)
 

@@ -5,13 +5,12 @@ from __future__ import annotations
 from typing import Annotated
 
 from fastapi import APIRouter, Path, Request, Response
-
-from api.deps import AUTH_ERRORS, JobToken, PlanFormat, PlansDep, SnapshotDep
-from api.encoding import respond
-from api.errors import APIError, responses
-from api.models import PlanCreate, PlanPublic
-from api.planning import PlanKey, parse_size
-from api.quota import token_owner
+from syncplan.api.deps import AUTH_ERRORS, JobToken, PlanFormat, PlansDep, SnapshotDep
+from syncplan.api.encoding import respond
+from syncplan.api.errors import APIError, responses
+from syncplan.api.models import PlanCreate, PlanPublic
+from syncplan.api.planning import PlanKey, parse_size
+from syncplan.api.quota import token_owner
 
 router = APIRouter(prefix="/v1/plans", tags=["plans"], responses=AUTH_ERRORS)
 

@@ -3,9 +3,8 @@
 from __future__ import annotations
 
 from fastapi import APIRouter, Response
-
-from api.deps import SnapshotDep
-from api.models import TopologyPublic
+from syncplan.api.deps import SnapshotDep
+from syncplan.api.models import TopologyPublic
 
 router = APIRouter(prefix="/v1", tags=["topology"])
 

@@ -17,12 +17,11 @@ from anyio.to_thread import run_sync
 from fastapi import APIRouter, Path
 from fastapi.responses import HTMLResponse
 from sqlalchemy import func, select
-
-from api.db import JobRow, PlanRow
-from api.deps import ClusterDep, JobsDep, SettingsDep, SnapshotDep
-from api.errors import APIError
-from api.models import HostName, JobId
-from api.state import Snapshot
+from syncplan.api.db import JobRow, PlanRow
+from syncplan.api.deps import ClusterDep, JobsDep, SettingsDep, SnapshotDep
+from syncplan.api.errors import APIError
+from syncplan.api.models import HostName, JobId
+from syncplan.api.state import Snapshot
 
 router = APIRouter(prefix="/ui", include_in_schema=False)
 JOBS_SHOWN = 20

@@ -20,11 +20,11 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
-from executor.bench import BenchCase, run_bench  # noqa: E402
-from executor.engine import ExecutorConfig  # noqa: E402
-from planner.plan import make_plan  # noqa: E402
-from planner.sizes import parse_size  # noqa: E402
-from planner.topology import Topology  # noqa: E402
+from syncplan.executor.bench import BenchCase, run_bench  # noqa: E402
+from syncplan.executor.engine import ExecutorConfig  # noqa: E402
+from syncplan.planner.plan import make_plan  # noqa: E402
+from syncplan.planner.sizes import parse_size  # noqa: E402
+from syncplan.planner.topology import Topology  # noqa: E402
 
 RESULTS = ROOT / "bench" / "results"
 TARGET = 1.2  # plan within 20% of native at >= 1 MiB

@@ -12,11 +12,12 @@ import argparse
 import json
 from pathlib import Path
 
-from planner.algorithms import ALGORITHMS
-from planner.plan import make_plan
-from planner.sizes import parse_size
-from planner.topology import load_topology
-from planner.verify import verify_plan
+from syncplan.planner.algorithms import ALGORITHMS
+from syncplan.planner.plan import make_plan
+from syncplan.planner.sizes import parse_size
+from syncplan.planner.topology import load_topology
+from syncplan.planner.verify import verify_plan
+
 from syncplan.export.msccl import chunked_doc, export_msccl
 from syncplan.export.msccl_xml import ExportError
 

@@ -20,11 +20,10 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from atomic import save_figure, write_json  # noqa: E402
-
-from planner.plan import make_plan  # noqa: E402
-from planner.sizes import parse_size  # noqa: E402
-from planner.topology import load_topology  # noqa: E402
-from planner.verify import verify_plan  # noqa: E402
+from syncplan.planner.plan import make_plan  # noqa: E402
+from syncplan.planner.sizes import parse_size  # noqa: E402
+from syncplan.planner.topology import load_topology  # noqa: E402
+from syncplan.planner.verify import verify_plan  # noqa: E402
 
 OUT = ROOT / "bench" / "results"
 EFFORTS = ("fast", "thorough")

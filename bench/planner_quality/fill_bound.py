@@ -19,12 +19,12 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
-from planner import bound_fill  # noqa: E402
-from planner.algorithms.base import PlanContext  # noqa: E402
-from planner.bound import lower_bound  # noqa: E402
-from planner.plan import compare  # noqa: E402
-from planner.sizes import parse_size  # noqa: E402
-from planner.topology import load_topology  # noqa: E402
+from syncplan.planner import bound_fill  # noqa: E402
+from syncplan.planner.algorithms.base import PlanContext  # noqa: E402
+from syncplan.planner.bound import lower_bound  # noqa: E402
+from syncplan.planner.plan import compare  # noqa: E402
+from syncplan.planner.sizes import parse_size  # noqa: E402
+from syncplan.planner.topology import load_topology  # noqa: E402
 
 SIZES = [1 << k for k in range(12, 31, 3)]  # 4 KiB .. 1 GiB
 OUT = ROOT / "bench" / "results"

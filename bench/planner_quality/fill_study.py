@@ -33,20 +33,20 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
-from planner.algorithms import forest_any, packing_sets  # noqa: E402
-from planner.algorithms import packing_window as pw  # noqa: E402
-from planner.algorithms.arborescence import layered_trees  # noqa: E402
-from planner.algorithms.base import PlanContext  # noqa: E402
-from planner.algorithms.packing import Packing, QuickRoutes, TreeColumn, _column  # noqa: E402
-from planner.algorithms.packing_master import Master  # noqa: E402
-from planner.algorithms.packing_schedule import Pair, PairSchedule, pair_trees  # noqa: E402
-from planner.algorithms.pipeline import round_to_total  # noqa: E402
-from planner.bound import lower_bound  # noqa: E402
-from planner.plan import with_routes  # noqa: E402
-from planner.program import Program, Step, Transfer, program_to_doc  # noqa: E402
-from planner.sizes import parse_size  # noqa: E402
-from planner.topology import load_topology  # noqa: E402
-from planner.verify import verify_plan  # noqa: E402
+from syncplan.planner.algorithms import forest_any, packing_sets  # noqa: E402
+from syncplan.planner.algorithms import packing_window as pw  # noqa: E402
+from syncplan.planner.algorithms.arborescence import layered_trees  # noqa: E402
+from syncplan.planner.algorithms.base import PlanContext  # noqa: E402
+from syncplan.planner.algorithms.packing import Packing, QuickRoutes, TreeColumn, _column  # noqa: E402
+from syncplan.planner.algorithms.packing_master import Master  # noqa: E402
+from syncplan.planner.algorithms.packing_schedule import Pair, PairSchedule, pair_trees  # noqa: E402
+from syncplan.planner.algorithms.pipeline import round_to_total  # noqa: E402
+from syncplan.planner.bound import lower_bound  # noqa: E402
+from syncplan.planner.plan import with_routes  # noqa: E402
+from syncplan.planner.program import Program, Step, Transfer, program_to_doc  # noqa: E402
+from syncplan.planner.sizes import parse_size  # noqa: E402
+from syncplan.planner.topology import load_topology  # noqa: E402
+from syncplan.planner.verify import verify_plan  # noqa: E402
 
 OUT = ROOT / "bench" / "results"
 IDLE_SHARE = 1e-4  # of the largest tree share: below it a column counts as idle

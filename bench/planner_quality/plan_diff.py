@@ -30,8 +30,8 @@ SETS = ("ex", "big", "rand64", "rand")
 
 def member_sets(root: Path) -> dict[str, dict[str, Callable[[], dict]]]:
     """Builders of every member, by set (planner modules from ``root``'s checkout)."""
-    from planner import families as fam
-    from planner.builders import dgx_cluster
+    from syncplan.planner import families as fam
+    from syncplan.planner.builders import dgx_cluster
 
     examples = {p.stem: (lambda p=p: json.loads(p.read_text()))
                 for p in sorted((root / "examples").glob("*.json"))}
@@ -52,8 +52,8 @@ def member_sets(root: Path) -> dict[str, dict[str, Callable[[], dict]]]:
 
 def run(out_path: str, sets: list[str], root: Path, size: int) -> None:
     """Plan every member of ``sets`` (``root``'s planner, first on sys.path) to OUT.json."""
-    from planner.plan import make_plan
-    from planner.topology import Topology
+    from syncplan.planner.plan import make_plan
+    from syncplan.planner.topology import Topology
 
     table = member_sets(root)
     out: dict[str, dict] = {}
@@ -117,8 +117,8 @@ def main() -> int:
         if not (root / "planner" / "plan.py").is_file():
             ap.error(f"--checkout {root}: no planner/plan.py there")
         sys.path.insert(0, str(root))
-        from planner.errors import RequestError
-        from planner.sizes import parse_size
+        from syncplan.planner.errors import RequestError
+        from syncplan.planner.sizes import parse_size
 
         try:
             size = parse_size(args.size)

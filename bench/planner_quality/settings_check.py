@@ -12,9 +12,9 @@ import json
 import sys
 from pathlib import Path
 
-from planner import families as fam
-from planner.plan import compare
-from planner.topology import Topology
+from syncplan.planner import families as fam
+from syncplan.planner.plan import compare
+from syncplan.planner.topology import Topology
 
 SETTINGS = {"default": {},
             "testbed": {"min_step_s": 50e-6, "message_overhead_s": 80e-6, "message_cores": 2,

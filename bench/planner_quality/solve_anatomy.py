@@ -29,12 +29,11 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from atomic import save_figure, write_json  # noqa: E402
-
-from planner import families as fam  # noqa: E402
-from planner.algorithms import forest_any  # noqa: E402
-from planner.plan import make_plan  # noqa: E402
-from planner.sizes import parse_size  # noqa: E402
-from planner.topology import Topology  # noqa: E402
+from syncplan.planner import families as fam  # noqa: E402
+from syncplan.planner.algorithms import forest_any  # noqa: E402
+from syncplan.planner.plan import make_plan  # noqa: E402
+from syncplan.planner.sizes import parse_size  # noqa: E402
+from syncplan.planner.topology import Topology  # noqa: E402
 
 OUT = ROOT / "bench" / "results"
 STAGES = {"windows": "_price_windows", "pieced": "_price_pieced", "mixed": "_mixed"}

@@ -25,12 +25,13 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
-from bench.planner_scale.run import topology  # noqa: E402
-from planner.algorithms.base import PlanContext  # noqa: E402
-from planner.bound import lower_bound  # noqa: E402
-from planner.topology import Topology  # noqa: E402
+from syncplan.planner.algorithms.base import PlanContext  # noqa: E402
+from syncplan.planner.bound import lower_bound  # noqa: E402
+from syncplan.planner.topology import Topology  # noqa: E402
 
-forest = importlib.import_module("planner.algorithms.forest")
+from bench.planner_scale.run import topology  # noqa: E402
+
+forest = importlib.import_module("syncplan.planner.algorithms.forest")
 
 SIZE = 256 * 2**20
 LIMITS = (800_000, 1_600_000, 3_200_000, 6_400_000, 12_800_000)

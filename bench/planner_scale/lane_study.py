@@ -29,8 +29,8 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
-forest = importlib.import_module("planner.algorithms.forest")
-forest_trees = importlib.import_module("planner.algorithms.forest_trees")
+forest = importlib.import_module("syncplan.planner.algorithms.forest")
+forest_trees = importlib.import_module("syncplan.planner.algorithms.forest_trees")
 
 HEIGHT = 2
 OFFSETS = 2 * HEIGHT  # network offsets 1 .. 2 H, stored from 0

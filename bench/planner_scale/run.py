@@ -26,7 +26,7 @@ RANK_COUNTS = [8, 64, 256, 1024, 4096]
 
 
 def topology(ranks: int) -> dict:
-    from planner.builders import dgx_cluster
+    from syncplan.planner.builders import dgx_cluster
 
     hosts = max(1, ranks // 8)
     slow = {h: 12.5 for h in range(3, hosts, 16)}
@@ -36,9 +36,9 @@ def topology(ranks: int) -> dict:
 def one(ranks: int, size: int, verify_max: int, algorithm: str) -> dict:
     """Runs in the child process."""
     sys.path.insert(0, str(ROOT))
-    from planner.plan import make_plan
-    from planner.topology import Topology
-    from planner.verify import verify_plan
+    from syncplan.planner.plan import make_plan
+    from syncplan.planner.topology import Topology
+    from syncplan.planner.verify import verify_plan
 
     topo = Topology.from_dict(topology(ranks))
     t0 = time.perf_counter()

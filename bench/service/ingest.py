@@ -32,7 +32,8 @@ from typing import Any
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
 
-from api.identity import host_token  # noqa: E402
+from syncplan.api.identity import host_token  # noqa: E402
+
 from bench.service.run import log, pct  # noqa: E402
 from tests.api.helpers import AGENT_SECRET, ServerProcess, free_port, host_report  # noqa: E402
 

@@ -31,7 +31,8 @@ import httpx
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
 
-from planner.builders import dgx_cluster  # noqa: E402
+from syncplan.planner.builders import dgx_cluster  # noqa: E402
+
 from tests.api.helpers import ServerProcess, auth, host_report  # noqa: E402
 
 
@@ -161,9 +162,9 @@ def check_forms(c: httpx.Client, spec: dict[str, Any]) -> dict[str, Any]:
     """Fetch the job's plan in both forms (decoded here, once, outside the timed loops):
     the compact one must expand to the full one and pass the verifier. Returns the bytes
     of each form as sent gzip-encoded and decoded."""
-    from planner.compact import expand_document
-    from planner.topology import Topology
-    from planner.verify import verify_plan
+    from syncplan.planner.compact import expand_document
+    from syncplan.planner.topology import Topology
+    from syncplan.planner.verify import verify_plan
 
     out: dict[str, Any] = {}
     docs = {}

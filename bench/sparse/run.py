@@ -25,10 +25,10 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
-from executor.sparse_bench import SparseCase, run_sparse_bench  # noqa: E402
-from planner.plan import make_plan  # noqa: E402
-from planner.sizes import parse_size  # noqa: E402
-from planner.topology import Topology  # noqa: E402
+from syncplan.executor.sparse_bench import SparseCase, run_sparse_bench  # noqa: E402
+from syncplan.planner.plan import make_plan  # noqa: E402
+from syncplan.planner.sizes import parse_size  # noqa: E402
+from syncplan.planner.topology import Topology  # noqa: E402
 
 RESULTS = ROOT / "bench" / "results"
 DENSITIES = (0.001, 0.01, 0.05, 0.2, 0.5, 1.0)
@@ -185,7 +185,7 @@ def main() -> int:
     size = parse_size(args.size)
     densities = [float(x) for x in args.densities.split(",")]
     if args.where == "loopback":
-        from executor.localrun import free_port  # noqa: F401  (fail early without torch)
+        from syncplan.executor.localrun import free_port  # noqa: F401  (fail early without torch)
 
         topo, ranks = loopback_topology(args.nprocs)
         tmax = 0.2 if args.torch_sparse_max is None else args.torch_sparse_max

@@ -13,7 +13,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
-from executor.sparse_bench import SparseCase, sparse_bench_worker  # noqa: E402
+from syncplan.executor.sparse_bench import SparseCase, sparse_bench_worker  # noqa: E402
 
 
 def main() -> int:

@@ -21,7 +21,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
-from executor.localrun import LocalRunConfig, run_local  # noqa: E402
+from syncplan.executor.localrun import LocalRunConfig, run_local  # noqa: E402
 
 RESULTS = ROOT / "bench" / "results"
 
@@ -30,16 +30,15 @@ def worker(plan: dict[str, Any], rows: int, dim: int, batch: int, iters: int,
            warmup: int) -> dict[str, Any]:
     import torch
     import torch.distributed as dist
-    from torch.nn.parallel import DistributedDataParallel as DDP
-
-    from executor.comm import PlanComm
-    from executor.ddp import (
+    from syncplan.executor.comm import PlanComm
+    from syncplan.executor.ddp import (
         SparseHookState,
         embedding_params,
         plan_allreduce_hook,
         sparse_allreduce_hook,
     )
-    from executor.engine import PlanExecutor
+    from syncplan.executor.engine import PlanExecutor
+    from torch.nn.parallel import DistributedDataParallel as DDP
 
     class Rec(torch.nn.Module):
         def __init__(self) -> None:
@@ -104,8 +103,7 @@ def main() -> int:
     args = ap.parse_args()
     sys.path.insert(0, str(ROOT / "bench" / "sparse"))
     from run import loopback_topology  # type: ignore[import-not-found]
-
-    from planner.plan import make_plan
+    from syncplan.planner.plan import make_plan
 
     topo, ranks = loopback_topology(args.nprocs)
     plan = make_plan(topo, ranks, args.rows * args.dim * 4)

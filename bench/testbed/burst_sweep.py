@@ -23,7 +23,8 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
-from planner.sizes import parse_size
+from syncplan.planner.sizes import parse_size
+
 from syncplan.testbed import emulator
 from syncplan.testbed.linkcheck import measure_links, measure_messages
 from syncplan.testbed.scenario import load_scenario

@@ -18,11 +18,12 @@ import argparse
 import json
 from pathlib import Path
 
-from planner.algorithms import ALGORITHMS
-from planner.algorithms.base import PlanContext
-from planner.cost import CostModel
-from planner.plan import with_routes
-from planner.topology import Topology
+from syncplan.planner.algorithms import ALGORITHMS
+from syncplan.planner.algorithms.base import PlanContext
+from syncplan.planner.cost import CostModel
+from syncplan.planner.plan import with_routes
+from syncplan.planner.topology import Topology
+
 from syncplan.testbed.calibrate import Point, fit_settings
 
 

@@ -59,7 +59,7 @@ def worker(rank: int, n: int, port: int, args: dict[str, Any], q: Any) -> None:
     rbufs = [torch.zeros(numel) for _ in range(steps)]
     jobs: list[tuple[str, Any]] = [(p, None) for p in PATTERNS]
     if args.get("plans"):
-        from executor.engine import PlanExecutor
+        from syncplan.executor.engine import PlanExecutor
 
         for path in sorted(Path(args["plans"]).glob("*.json")):
             doc = json.loads(path.read_text())

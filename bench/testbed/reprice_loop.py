@@ -5,7 +5,7 @@ one's predicted time into the cost model's terms, next to what it measured.
         [--algorithms forest,ring,halving-doubling] [--sizes 65536,1048576]
 
 Per (algorithm, size): the measured median (the run's, else the calibration's), the plan's
-prediction, and its parts: wire and message overhead (``planner.cost.overlapped`` over the
+prediction, and its parts: wire and message overhead (``syncplan.planner.cost.overlapped`` over the
 steps), the exchange term (``x`` x exchanged ends) and the switch term (``s`` x switched
 wire). Plans are rebuilt with ``make_plan`` under the loop's fitted settings, so they are
 the service's plans (the rebuilt prediction is printed beside the recorded one).
@@ -21,10 +21,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from planner.cost import overlapped
-from planner.plan import make_plan
-from planner.topology import Topology
-from planner.verify import step_exchange_ends, step_features, step_switch_wires
+from syncplan.planner.cost import overlapped
+from syncplan.planner.plan import make_plan
+from syncplan.planner.topology import Topology
+from syncplan.planner.verify import step_exchange_ends, step_features, step_switch_wires
 
 
 def measured(result: dict, alg: str, size: int) -> tuple[float | None, float | None]:

@@ -1,6 +1,6 @@
 """Per-step timeline of plans run through the executor on a testbed that is up: one rank per
 host namespace runs each plan's data-flow program with a timestamp after every instruction
-(``executor.schedule`` opcodes), and rank 0 writes, per plan and repetition, every rank's
+(``syncplan.executor.schedule`` opcodes), and rank 0 writes, per plan and repetition, every rank's
 trace. docs/testbed.md "Issue 18, session 9".
 
     S=$(mktemp -d); python3 -m syncplan testbed up homogeneous --state-dir $S
@@ -31,9 +31,9 @@ OPS = ("post_send", "post_recv", "wait_send", "wait_recv", "apply")
 
 
 def _traced_run(prep: Any, flat: Any, timeout: timedelta) -> list[tuple[int, int, float]]:
-    """``executor.engine._GlooPrepared.run`` with (opcode, index, perf_counter) per op."""
-    from executor.dataflow import APPLY, POST_RECV, POST_SEND, WAIT_RECV
-    from executor.engine import _apply
+    """``syncplan.executor.engine._GlooPrepared.run`` with (opcode, index, perf_counter) per op."""
+    from syncplan.executor.dataflow import APPLY, POST_RECV, POST_SEND, WAIT_RECV
+    from syncplan.executor.engine import _apply
 
     send_bufs, recv_bufs, applies = prep.views(flat)
     send, recv = prep.pg.send, prep.pg.recv
@@ -59,11 +59,10 @@ def _traced_run(prep: Any, flat: Any, timeout: timedelta) -> list[tuple[int, int
 
 
 def worker(args: argparse.Namespace) -> None:
+    import syncplan.executor.engine as engine
     import torch
     import torch.distributed as dist
-
-    import executor.engine as engine
-    from executor.engine import ExecutorConfig, PlanExecutor
+    from syncplan.executor.engine import ExecutorConfig, PlanExecutor
 
     built: list[Any] = []
     real_build = engine.build_schedule
@@ -110,7 +109,7 @@ def worker(args: argparse.Namespace) -> None:
 
 
 def type_of(name: str) -> type:
-    from executor.engine import ExecutorConfig
+    from syncplan.executor.engine import ExecutorConfig
 
     return {"float": float, "int": int, "str": str, "bool": lambda v: v == "True",
             "int | None": int}[ExecutorConfig.__dataclass_fields__[name].type]

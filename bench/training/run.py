@@ -20,7 +20,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
-from executor.localrun import LocalRunConfig, run_local  # noqa: E402
+from syncplan.executor.localrun import LocalRunConfig, run_local  # noqa: E402
 
 RESULTS = ROOT / "bench" / "results"
 
@@ -34,13 +34,13 @@ def rank_main(model_name: str, rounds: int, iters: int, warmup: int,
     schedule's cost per message on top of the cost model (None: measured together with a
     rate efficiency from ring all-reduce plans at 1 and 4 MiB run by the executor)."""
     import torch.distributed as dist
+    from syncplan.planner.builders import star
+    from syncplan.planner.plan import make_plan
+    from syncplan.planner.schedule import TensorSpec, make_schedule
+    from syncplan.planner.topology import Topology
 
     from bench.training import worker
     from bench.training.models import declared_times
-    from planner.builders import star
-    from planner.plan import make_plan
-    from planner.schedule import TensorSpec, make_schedule
-    from planner.topology import Topology
 
     n = dist.get_world_size()
     cal = worker.calibrate()

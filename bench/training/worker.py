@@ -8,14 +8,14 @@ from typing import Any
 
 import torch
 import torch.distributed as dist
+from syncplan.executor.comm import PlanComm
+from syncplan.executor.ddp import plan_allreduce_hook
+from syncplan.executor.engine import PlanExecutor
+from syncplan.executor.overlap import AsyncPlanComm, async_plan_allreduce_hook
+from syncplan.executor.training import ScheduledOptimizer, gradients_of
 from torch.nn.parallel import DistributedDataParallel as DDP
 
 from bench.training.models import MODELS
-from executor.comm import PlanComm
-from executor.ddp import plan_allreduce_hook
-from executor.engine import PlanExecutor
-from executor.overlap import AsyncPlanComm, async_plan_allreduce_hook
-from executor.training import ScheduledOptimizer, gradients_of
 
 METHODS = ("ddp", "ddp+hook", "ddp+async-hook", "schedule-allreduce", "schedule-dear")
 
@@ -73,8 +73,8 @@ def _median_time(op: Any, t: Any, reps: int) -> float:
 def message_ends(doc: dict[str, Any]) -> float:
     """The message ends the cost model's per-message overhead is paid for over the plan's
     steps (planner.cost.CostModel.message_ends; one CPU per rank)."""
-    from planner.cost import message_ends as ends
-    from planner.program import program_from_doc
+    from syncplan.planner.cost import message_ends as ends
+    from syncplan.planner.program import program_from_doc
 
     return sum(ends(step) for step in program_from_doc(doc["program"]).steps)
 

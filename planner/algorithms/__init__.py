@@ -3,14 +3,14 @@
 The order is the order of simplicity ``auto`` prefers among candidates it counts as tied.
 """
 
-from planner.algorithms.base import Algorithm, Candidate, PlanContext
-from planner.algorithms.dbtree import dbtree
-from planner.algorithms.direct import direct, direct_2level, direct_2step
-from planner.algorithms.forest import forest
-from planner.algorithms.hierarchical import hierarchical
-from planner.algorithms.recursive import halving_doubling, recursive_doubling
-from planner.algorithms.ring import ring
-from planner.algorithms.star import star, two_level_star
+from syncplan.planner.algorithms.base import Algorithm, Candidate, PlanContext
+from syncplan.planner.algorithms.dbtree import dbtree
+from syncplan.planner.algorithms.direct import direct, direct_2level, direct_2step
+from syncplan.planner.algorithms.forest import forest
+from syncplan.planner.algorithms.hierarchical import hierarchical
+from syncplan.planner.algorithms.recursive import halving_doubling, recursive_doubling
+from syncplan.planner.algorithms.ring import ring
+from syncplan.planner.algorithms.star import star, two_level_star
 
 ALGORITHMS: dict[str, Algorithm] = {
     "ring": ring,

@@ -7,10 +7,10 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any
 
-from planner.cost import CostModel
-from planner.program import Program
-from planner.routing import Router
-from planner.topology import Topology
+from syncplan.planner.cost import CostModel
+from syncplan.planner.program import Program
+from syncplan.planner.routing import Router
+from syncplan.planner.topology import Topology
 
 EFFORTS = ("fast", "thorough")  # how hard forest works (docs/planner.md, "Effort")
 

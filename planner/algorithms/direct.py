@@ -14,7 +14,7 @@ DIRECT_MAX_RANKS ranks (leaders, for direct-2level).
 
 Rounding: in ``direct`` (and among the leaders of ``direct-2level``) every rank adds the
 same n values itself. The executor adds a step's received values in rank order, with the
-rank's own value in its own place (``executor.schedule.fold_in_rank_order``), so every rank
+rank's own value in its own place (``syncplan.executor.schedule.fold_in_rank_order``), so every rank
 computes the same left fold x0 + x1 + ... + x(n-1) and ends with the same bits
 (tests/executor/test_identical_bits.py, on gloo processes too); ``direct-2step`` computes
 each part's sum once. So their candidates say ``details["identical_bits"]: True`` and
@@ -24,10 +24,10 @@ each part's sum once. So their candidates say ``details["identical_bits"]: True`
 
 from __future__ import annotations
 
-from planner.algorithms.base import Candidate, PlanContext
-from planner.algorithms.common import check_ranks, coarsen, leaders, price
-from planner.errors import InfeasibleError
-from planner.program import Program, Transfer, split_range
+from syncplan.planner.algorithms.base import Candidate, PlanContext
+from syncplan.planner.algorithms.common import check_ranks, coarsen, leaders, price
+from syncplan.planner.errors import InfeasibleError
+from syncplan.planner.program import Program, Transfer, split_range
 
 DIRECT_MAX_RANKS = 64
 

@@ -35,20 +35,24 @@ import math
 from collections import Counter, defaultdict
 
 import numpy as np
-
-from planner.algorithms.base import Candidate, PlanContext
-from planner.algorithms.forest_any import GENERAL_MAX_RANKS, forest_any
-from planner.algorithms.forest_build import build_program, host_fan_in, max_fan_in, plan_fan_in
-from planner.algorithms.forest_lanes import (
+from syncplan.planner.algorithms.base import Candidate, PlanContext
+from syncplan.planner.algorithms.forest_any import GENERAL_MAX_RANKS, forest_any
+from syncplan.planner.algorithms.forest_build import (
+    build_program,
+    host_fan_in,
+    max_fan_in,
+    plan_fan_in,
+)
+from syncplan.planner.algorithms.forest_lanes import (
     MAX_LANES,
     _Arcs,
     _lanes,
     detour_lanes,
     exit_detour_lanes,
 )
-from planner.algorithms.forest_mix import BUDGET as MIX_BUDGET
-from planner.algorithms.forest_mix import MAX_RANKS as MIX_MAX_RANKS
-from planner.algorithms.forest_mix import (
+from syncplan.planner.algorithms.forest_mix import BUDGET as MIX_BUDGET
+from syncplan.planner.algorithms.forest_mix import MAX_RANKS as MIX_MAX_RANKS
+from syncplan.planner.algorithms.forest_mix import (
     build_mix,
     host_moves,
     mix_cost,
@@ -56,18 +60,23 @@ from planner.algorithms.forest_mix import (
     mix_transfers,
     tree_profiles,
 )
-from planner.algorithms.forest_plan import _Plan
-from planner.algorithms.forest_trees import (
+from syncplan.planner.algorithms.forest_plan import _Plan
+from syncplan.planner.algorithms.forest_trees import (
     _hub_trees,
     _Tree,
     _trees,
     tree_counts,
 )
-from planner.algorithms.packing_sets import start_any, stop_any
-from planner.algorithms.pipeline import lp_fractions, model_time, model_times, piece_fractions
-from planner.bound import fluid_floor
-from planner.errors import InfeasibleError
-from planner.program import Program
+from syncplan.planner.algorithms.packing_sets import start_any, stop_any
+from syncplan.planner.algorithms.pipeline import (
+    lp_fractions,
+    model_time,
+    model_times,
+    piece_fractions,
+)
+from syncplan.planner.bound import fluid_floor
+from syncplan.planner.errors import InfeasibleError
+from syncplan.planner.program import Program
 
 INTRA_GROUPS = (1, 2, 4)  # pieces one merged intra-host transfer may cover
 HUB_MAX_HOSTS = 8  # stars plus hub trees (see _hub_trees) up to this many hosts

@@ -18,20 +18,19 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
-
-from planner.algorithms.base import Candidate, PlanContext
-from planner.algorithms.forest_effort import thorough_runs
-from planner.algorithms.forest_mix import BUDGET as MIX_BUDGET
-from planner.algorithms.forest_mix import MAX_COLUMNS as MIX_MAX_COLUMNS
-from planner.algorithms.forest_mix import MAX_RANKS as MIX_MAX_RANKS
-from planner.algorithms.forest_mix import (
+from syncplan.planner.algorithms.base import Candidate, PlanContext
+from syncplan.planner.algorithms.forest_effort import thorough_runs
+from syncplan.planner.algorithms.forest_mix import BUDGET as MIX_BUDGET
+from syncplan.planner.algorithms.forest_mix import MAX_COLUMNS as MIX_MAX_COLUMNS
+from syncplan.planner.algorithms.forest_mix import MAX_RANKS as MIX_MAX_RANKS
+from syncplan.planner.algorithms.forest_mix import (
     build_mix,
     mix_cost,
     mix_lps,
     mix_transfers,
     pair_profiles,
 )
-from planner.algorithms.forest_pipelined import (
+from syncplan.planner.algorithms.forest_pipelined import (
     MAX_TRANSFERS,
     PIECES,
     built_time,
@@ -40,17 +39,21 @@ from planner.algorithms.forest_pipelined import (
     program_builder,
     refine_pieces,
 )
-from planner.algorithms.packing import Packing
-from planner.algorithms.packing_balance import balanced_packing
-from planner.algorithms.packing_orbit import OrbitWindowLP, best_orbit_packing, strong_group
-from planner.algorithms.packing_pieced import PIECES_BUDGET, WindowProgram, pieced_window
-from planner.algorithms.packing_schedule import MIN_SHARE, PairSchedule, pair_trees
-from planner.algorithms.packing_sets import UNLIMITED_MAX_RANKS, packings
-from planner.algorithms.packing_window import Budget, WindowLP
-from planner.algorithms.symmetry import automorphisms
-from planner.bound import fluid_floor
-from planner.errors import InfeasibleError
-from planner.program import Program
+from syncplan.planner.algorithms.packing import Packing
+from syncplan.planner.algorithms.packing_balance import balanced_packing
+from syncplan.planner.algorithms.packing_orbit import (
+    OrbitWindowLP,
+    best_orbit_packing,
+    strong_group,
+)
+from syncplan.planner.algorithms.packing_pieced import PIECES_BUDGET, WindowProgram, pieced_window
+from syncplan.planner.algorithms.packing_schedule import MIN_SHARE, PairSchedule, pair_trees
+from syncplan.planner.algorithms.packing_sets import UNLIMITED_MAX_RANKS, packings
+from syncplan.planner.algorithms.packing_window import Budget, WindowLP
+from syncplan.planner.algorithms.symmetry import automorphisms
+from syncplan.planner.bound import fluid_floor
+from syncplan.planner.errors import InfeasibleError
+from syncplan.planner.program import Program
 
 GENERAL_MAX_RANKS = 64  # above: the host-structured forest alone (see docs/planner.md)
 BALANCE_PACKINGS = 2  # best packings whose shares are re-solved for the pipeline

@@ -12,11 +12,11 @@ import logging
 import time
 from collections.abc import Callable
 
-from planner.algorithms.base import PlanContext
-from planner.algorithms.packing_reversal import ReversedLP, reverse_arcs
-from planner.algorithms.packing_sets import packings
-from planner.algorithms.packing_window import Budget, WindowLP
-from planner.algorithms.symmetry import Group
+from syncplan.planner.algorithms.base import PlanContext
+from syncplan.planner.algorithms.packing_reversal import ReversedLP, reverse_arcs
+from syncplan.planner.algorithms.packing_sets import packings
+from syncplan.planner.algorithms.packing_window import Budget, WindowLP
+from syncplan.planner.algorithms.symmetry import Group
 
 log = logging.getLogger(__name__)  # the CLI's progress line shows its messages
 

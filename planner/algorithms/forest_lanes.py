@@ -13,10 +13,9 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 
 import numpy as np
-
-from planner.algorithms.base import PlanContext
-from planner.errors import InfeasibleError
-from planner.routing import REF_BYTES
+from syncplan.planner.algorithms.base import PlanContext
+from syncplan.planner.errors import InfeasibleError
+from syncplan.planner.routing import REF_BYTES
 
 MAX_LANES = 16
 

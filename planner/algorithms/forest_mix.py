@@ -25,11 +25,10 @@ from concurrent.futures import ThreadPoolExecutor
 
 import highspy
 import numpy as np
-
-from planner.algorithms.forest_plan import _Plan
-from planner.algorithms.packing_schedule import PairSchedule
-from planner.algorithms.pipeline import round_to_total
-from planner.program import Program, Step, Transfer
+from syncplan.planner.algorithms.forest_plan import _Plan
+from syncplan.planner.algorithms.packing_schedule import PairSchedule
+from syncplan.planner.algorithms.pipeline import round_to_total
+from syncplan.planner.program import Program, Step, Transfer
 
 Move = tuple[int, int, int, bool, tuple[str, ...]]  # (offset, src, dst, reduce, path)
 Profile = tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]
@@ -174,8 +173,7 @@ def _solve_ipm(loads, steps: np.ndarray, rhs: np.ndarray, floor: np.ndarray
     HiGHS' interior point without crossover (its vertex can take 10^5 simplex iterations
     where the interior point takes a few dozen) within IPM_ITERATIONS: x, or None."""
     from scipy.sparse import coo_matrix, hstack, vstack
-
-    from planner.algorithms.packing_master import _highs
+    from syncplan.planner.algorithms.packing_master import _highs
 
     nx, nt, nr = loads.shape[1], len(floor), loads.shape[0]
     tau = coo_matrix((-np.ones(nr), (np.arange(nr), steps)), shape=(nr, nt))

@@ -6,11 +6,10 @@ from collections import defaultdict
 from collections.abc import Callable
 
 import numpy as np
-
-from planner.algorithms.base import PlanContext
-from planner.algorithms.forest_lanes import _Arcs, _Lane
-from planner.algorithms.forest_routes import EdgeKey, RouteDag, spread
-from planner.algorithms.forest_trees import _Tree
+from syncplan.planner.algorithms.base import PlanContext
+from syncplan.planner.algorithms.forest_lanes import _Arcs, _Lane
+from syncplan.planner.algorithms.forest_routes import EdgeKey, RouteDag, spread
+from syncplan.planner.algorithms.forest_trees import _Tree
 
 Path = tuple[str, ...]
 

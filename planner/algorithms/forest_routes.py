@@ -17,8 +17,7 @@ import math
 from collections.abc import Iterable, Sequence
 
 import numpy as np
-
-from planner.routing import Router
+from syncplan.planner.routing import Router
 
 Path = tuple[str, ...]
 EdgeKey = tuple[int, int, int]  # (id of the tree, from host, to host)

@@ -8,9 +8,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
-
-from planner.algorithms.forest_lanes import _Lane, host_switch_groups
-from planner.algorithms.pipeline import round_to_total
+from syncplan.planner.algorithms.forest_lanes import _Lane, host_switch_groups
+from syncplan.planner.algorithms.pipeline import round_to_total
 
 FEW_TREES_ABOVE = 64  # hosts; see tree_counts
 

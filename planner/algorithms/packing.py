@@ -28,12 +28,11 @@ from dataclasses import dataclass, field
 import numpy as np
 from scipy.sparse import csr_matrix
 from scipy.sparse.csgraph import connected_components, dijkstra
-
-from planner.algorithms.arborescence import min_arborescence, shallow_trees, tree_depths
-from planner.algorithms.base import PlanContext
-from planner.algorithms.packing_master import Master
-from planner.errors import InfeasibleError
-from planner.routing import REF_BYTES
+from syncplan.planner.algorithms.arborescence import min_arborescence, shallow_trees, tree_depths
+from syncplan.planner.algorithms.base import PlanContext
+from syncplan.planner.algorithms.packing_master import Master
+from syncplan.planner.errors import InfeasibleError
+from syncplan.planner.routing import REF_BYTES
 
 MAX_ROUNDS = 40  # column-generation rounds per depth limit
 TOLERANCE = 1e-3  # relative reduced cost below which the LP counts as solved

@@ -19,12 +19,11 @@ and doubling to 64 pieces takes seconds, where the full LP stopped at 32 within 
 from __future__ import annotations
 
 import numpy as np
-
-from planner.algorithms.base import PlanContext
-from planner.algorithms.packing import Packing, QuickRoutes, RankRoutes, TreeColumn
-from planner.algorithms.packing_master import Master
-from planner.algorithms.packing_window import Budget, WindowLP
-from planner.algorithms.symmetry import Group, automorphisms
+from syncplan.planner.algorithms.base import PlanContext
+from syncplan.planner.algorithms.packing import Packing, QuickRoutes, RankRoutes, TreeColumn
+from syncplan.planner.algorithms.packing_master import Master
+from syncplan.planner.algorithms.packing_window import Budget, WindowLP
+from syncplan.planner.algorithms.symmetry import Group, automorphisms
 
 ORBIT_SHARE = 8  # rank orbits at most 1/this of the ranks: the LP is that much smaller
 ROUNDS = 40  # column-generation rounds (a 64-rank torus: its pool's trees, mapped to one

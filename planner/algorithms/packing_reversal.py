@@ -17,12 +17,17 @@ from __future__ import annotations
 
 import highspy
 import numpy as np
-
-from planner.algorithms import packing_window as pw
-from planner.algorithms.arborescence import layered_trees_costed
-from planner.algorithms.base import PlanContext
-from planner.algorithms.packing import Packing, QuickRoutes, RankRoutes, TreeColumn, _column
-from planner.algorithms.packing_master import Master
+from syncplan.planner.algorithms import packing_window as pw
+from syncplan.planner.algorithms.arborescence import layered_trees_costed
+from syncplan.planner.algorithms.base import PlanContext
+from syncplan.planner.algorithms.packing import (
+    Packing,
+    QuickRoutes,
+    RankRoutes,
+    TreeColumn,
+    _column,
+)
+from syncplan.planner.algorithms.packing_master import Master
 
 
 def reverse_arcs(ctx: PlanContext) -> np.ndarray | None:

@@ -5,7 +5,7 @@ out-tree from it. With H_in and H_out the tallest in- and out-trees, a rank at d
 in-tree sends its partial sum of piece p at step p + H_in - k (as late as its parent can use
 it: the roots hold piece p after step p + H_in - 1), and a rank at depth k of an out-tree
 hears the result at step p + H_in + k - 1. The reduce of later pieces overlaps the broadcast of
-earlier ones; ``planner.algorithms.pipeline`` prices piece counts and sizes on the per-arc
+earlier ones; ``syncplan.planner.algorithms.pipeline`` prices piece counts and sizes on the per-arc
 profile exactly as the cost model prices the program.
 """
 
@@ -15,11 +15,10 @@ from collections import defaultdict
 from dataclasses import dataclass
 
 import numpy as np
-
-from planner.algorithms.base import PlanContext
-from planner.algorithms.packing import Packing, TreeColumn
-from planner.algorithms.pipeline import piece_units, round_to_total
-from planner.program import Program, Step, Transfer
+from syncplan.planner.algorithms.base import PlanContext
+from syncplan.planner.algorithms.packing import Packing, TreeColumn
+from syncplan.planner.algorithms.pipeline import piece_units, round_to_total
+from syncplan.planner.program import Program, Step, Transfer
 
 MIN_SHARE = 2e-3  # pairs below this share of the buffer are dropped (shares re-solved)
 

@@ -4,7 +4,7 @@ Two route sets: any routes whose inner nodes only forward (``RankRoutes``) and t
 routes of ``QuickRoutes`` (where they differ). Per set, the LPs of depth slack 0, 1, 2 and no
 limit, each starting from the trees of the one before; above UNLIMITED_MAX_RANKS with fewer
 rounds, a stall rule and a stop at the floor. ``forest_any`` pipelines and prices them; the
-dual bound (``planner.bound``) reads their prices.
+dual bound (``syncplan.planner.bound``) reads their prices.
 """
 
 from __future__ import annotations
@@ -12,9 +12,15 @@ from __future__ import annotations
 import threading
 from concurrent.futures import ThreadPoolExecutor
 
-from planner.algorithms.base import PlanContext
-from planner.algorithms.packing import FLOOR_GAP, Packing, PackingLP, QuickRoutes, RankRoutes
-from planner.bound import fluid_floor
+from syncplan.planner.algorithms.base import PlanContext
+from syncplan.planner.algorithms.packing import (
+    FLOOR_GAP,
+    Packing,
+    PackingLP,
+    QuickRoutes,
+    RankRoutes,
+)
+from syncplan.planner.bound import fluid_floor
 
 SLACKS = (0, 1, 2, None)  # depth over each rank's hop distance from the root; None: any
 UNLIMITED_MAX_RANKS = 32  # above: fewer rounds, a stall rule, no unlimited short routes

@@ -30,10 +30,9 @@ import time
 from dataclasses import dataclass
 
 import numpy as np
-
-from planner.algorithms.arborescence import layered_trees_costed, tree_depths
-from planner.algorithms.base import PlanContext
-from planner.algorithms.packing import (
+from syncplan.planner.algorithms.arborescence import layered_trees_costed, tree_depths
+from syncplan.planner.algorithms.base import PlanContext
+from syncplan.planner.algorithms.packing import (
     TIE,
     Packing,
     QuickRoutes,
@@ -42,8 +41,8 @@ from planner.algorithms.packing import (
     _column,
     hop_distances,
 )
-from planner.algorithms.packing_master import Master
-from planner.errors import InfeasibleError
+from syncplan.planner.algorithms.packing_master import Master
+from syncplan.planner.errors import InfeasibleError
 
 ROUNDS = 30  # column-generation rounds
 TOLERANCE = 1e-3  # relative reduced cost below which the LP counts as solved

@@ -14,10 +14,10 @@ sets the time. Both are reduce-then-broadcast programs (the root holds the sum f
 
 from __future__ import annotations
 
-from planner.algorithms.base import Candidate, PlanContext
-from planner.algorithms.common import host_capacity_order, leaders, price
-from planner.errors import InfeasibleError
-from planner.program import Program, Transfer
+from syncplan.planner.algorithms.base import Candidate, PlanContext
+from syncplan.planner.algorithms.common import host_capacity_order, leaders, price
+from syncplan.planner.errors import InfeasibleError
+from syncplan.planner.program import Program, Transfer
 
 STAR_ALL_ROOTS = 32
 MAX_ROOT_HOSTS = 32

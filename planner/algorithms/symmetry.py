@@ -17,8 +17,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 import numpy as np
-
-from planner.algorithms.base import PlanContext
+from syncplan.planner.algorithms.base import PlanContext
 
 ORDER_PER_RANK = 2  # group elements kept at most, per rank: the programs built from a group
 # hold a copy of each tree per element (an 8x8 torus: its 64 translations act on the ranks as

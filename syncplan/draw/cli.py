@@ -68,10 +68,10 @@ def cmd_topology(args: argparse.Namespace) -> int:
 
 
 def cmd_plan(args: argparse.Namespace) -> int:
-    from planner.errors import PlannerError
     from syncplan.draw.plan import plan_picture
     from syncplan.export.cli import _read_json
     from syncplan.export.msccl_xml import ExportError
+    from syncplan.planner.errors import PlannerError
 
     _check_output(args.output)
     plan = _read_json(args.plan, "plan document")

@@ -13,10 +13,10 @@ from typing import Any
 
 import networkx as nx
 
-from planner.program import Program
-from planner.topology import Topology
 from syncplan.draw.canvas import Canvas, ramp
 from syncplan.export.msccl import plan_program
+from syncplan.planner.program import Program
+from syncplan.planner.topology import Topology
 
 TREE_LIMIT = 60_000  # transfers above which the trees are not derived (a replay per piece)
 ARROWS_UP_TO = 24  # hosts; above, the traffic panel is a utilisation grid

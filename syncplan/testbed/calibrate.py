@@ -16,7 +16,7 @@ fits ``m`` and ``o`` to them:
   14 steps of 8, and steps of 56), run by the executor like the measured plans, ``reps``
   repetitions each after ``warmup``;
 - the features: per step the wire time on the service's graph, the charged message ends
-  (``planner.verify.step_features``) and the ends of its exchanged transfers (a pair that
+  (``syncplan.planner.verify.step_features``) and the ends of its exchanged transfers (a pair that
   sends both ways in the step: ``step_exchange_ends``), so ``predicted(m, o, x) =
   sum(overlapped(max(wire, m), ends, o) + x * exchanged ends)``;
 - the fit: ``o`` (1 us apart) and ``x`` (2 us apart) on a grid with the least squared log
@@ -56,7 +56,7 @@ from typing import Any
 
 import numpy as np
 
-from planner.cost import overlapped
+from syncplan.planner.cost import overlapped
 
 REFERENCE_ALGORITHMS = ("star", "ring", "direct", "recursive-doubling", "halving-doubling")
 REFERENCE_SIZES = (4096, 65536)
@@ -193,8 +193,8 @@ def fit_settings(points: Sequence[Point], m_grid_us: np.ndarray = M_GRID_US,
 def points_from_run(result: dict[str, Any], plans: dict[tuple[str, int], dict[str, Any]],
                     topology: dict[str, Any], cores: int) -> list[Point]:
     """The correct plan runs of a runner result whose (label, size) is in ``plans``."""
-    from planner.topology import Topology
-    from planner.verify import step_exchange_ends, step_features, step_switch_wires
+    from syncplan.planner.topology import Topology
+    from syncplan.planner.verify import step_exchange_ends, step_features, step_switch_wires
 
     topo = Topology.from_dict(topology)
     out = []

@@ -192,7 +192,7 @@ def _cmd_up(args: argparse.Namespace) -> int:
 
 
 def _cmd_run(args: argparse.Namespace) -> int:
-    from planner.sizes import parse_size
+    from syncplan.planner.sizes import parse_size
     from syncplan.testbed import emulator
     from syncplan.testbed.plots import plot_results
     from syncplan.testbed.runner import RunConfig, run_benchmark
@@ -236,7 +236,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
 
 
 def _cmd_loop(args: argparse.Namespace) -> int:
-    from planner.sizes import parse_size
+    from syncplan.planner.sizes import parse_size
     from syncplan.testbed.loop import LoopConfig, run_loop
     from syncplan.testbed.loop_options import cost_model_kwargs
     from syncplan.testbed.plots import plot_results
@@ -271,7 +271,7 @@ def _cmd_loop(args: argparse.Namespace) -> int:
 
 
 def _cmd_follow(args: argparse.Namespace) -> int:
-    from planner.sizes import parse_size
+    from syncplan.planner.sizes import parse_size
     from syncplan.testbed.follow import FollowConfig, plot_follow, run_follow
     from syncplan.testbed.scenario import REPO_ROOT, load_scenario
 
@@ -354,7 +354,7 @@ def _cmd_check(args: argparse.Namespace) -> int:
         raise TestbedError(f"testbed {name} is not up; run `syncplan testbed up {name}`")
     _check(state, args.seconds)
     if args.messages:
-        from planner.sizes import parse_size
+        from syncplan.planner.sizes import parse_size
         from syncplan.testbed.linkcheck import measure_messages
 
         sizes = [parse_size(x) for x in args.messages.split(",") if x.strip()]
@@ -363,7 +363,7 @@ def _cmd_check(args: argparse.Namespace) -> int:
 
 
 def _cmd_plans(args: argparse.Namespace) -> int:
-    from planner.sizes import parse_size
+    from syncplan.planner.sizes import parse_size
     from syncplan.testbed import TestbedError
     from syncplan.testbed.runner import write_ground_truth_plans
     from syncplan.testbed.scenario import load_scenario

@@ -95,7 +95,7 @@ def _start_service(state: State, work: Path, tokens: dict[str, str],
 def _start_agents(state: State, work: Path, secret: str, server: str,
                   probe_duration_s: float) -> list[int]:
     """One agent per host, each with its own host token (api/identity.py)."""
-    from api.identity import host_token
+    from syncplan.api.identity import host_token
 
     pids = []
     for h in state.hosts:

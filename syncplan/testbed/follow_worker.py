@@ -26,7 +26,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     import torch
     import torch.distributed as dist
 
-    from executor.launch import LaunchConfig, init_plan_comm
+    from syncplan.executor.launch import LaunchConfig, init_plan_comm
 
     rank, world = args.rank, args.world
     dist.init_process_group("gloo", init_method=f"tcp://{args.master}", rank=rank,

@@ -129,8 +129,8 @@ def fetch_plans(svc: Service, state: State, topology: dict[str, Any], cfg: LoopC
                 out_dir: Path, say: Callable[[str], None], job_prefix: str = "testbed"
                 ) -> list[Path]:
     """Register one job per algorithm, fetch its plans, verify them, write them to files."""
-    from planner.topology import Topology
-    from planner.verify import verify_plan
+    from syncplan.planner.topology import Topology
+    from syncplan.planner.verify import verify_plan
 
     topo = Topology.from_dict(topology)
     ranks = [f"{h.name}/cpu0" for h in state.hosts]

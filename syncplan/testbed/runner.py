@@ -206,9 +206,9 @@ def write_ground_truth_plans(scenario: Scenario, sizes: Sequence[int], algorithm
     Each document gets ``label`` = the requested algorithm (``auto`` keeps its label).
     An algorithm the planner lacks or that cannot serve the request is skipped with a note.
     """
-    from planner.errors import PlannerError
-    from planner.plan import make_plan
-    from planner.topology import Topology
+    from syncplan.planner.errors import PlannerError
+    from syncplan.planner.plan import make_plan
+    from syncplan.planner.topology import Topology
 
     topo = Topology.from_dict(scenario.ground_truth_topology())
     ranks = [f"{h.name}/cpu0" for h in scenario.hosts]

@@ -31,18 +31,18 @@ PlanFactory = Callable[[dict[str, Any]], TensorOp]
 def find_executor() -> tuple[PlanFactory | None, str]:
     """A factory turning a plan document into an in-place all-reduce op, or None and why.
 
-    Uses ``executor.engine.PlanExecutor(plan).all_reduce`` (built once per plan, before the
+    Uses ``syncplan.executor.engine.PlanExecutor(plan).all_reduce`` (built once per plan, before the
     timed calls), else ``executor.run_plan(plan, tensor)``.
     """
     try:
-        from executor.engine import PlanExecutor
+        from syncplan.executor.engine import PlanExecutor
     except ImportError as exc:
         try:
-            from executor import run_plan  # type: ignore[attr-defined]
+            from syncplan.executor import run_plan  # type: ignore[attr-defined]
         except ImportError:
             return None, f"executor not importable ({exc})"
         return (lambda plan: lambda t: run_plan(plan, t)), "executor.run_plan"
-    return (lambda plan: PlanExecutor(plan).all_reduce), "executor.engine.PlanExecutor"
+    return (lambda plan: PlanExecutor(plan).all_reduce), "syncplan.executor.engine.PlanExecutor"
 
 
 def _mib(size: int) -> str:

@@ -9,12 +9,11 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
-
-from agents.discovery import Discoverer
-from agents.nvml import RecordedNVML
-from agents.procfs import ProcFS
-from agents.report import HostReport
-from agents.sysfs import SysFS
+from syncplan.agents.discovery import Discoverer
+from syncplan.agents.nvml import RecordedNVML
+from syncplan.agents.procfs import ProcFS
+from syncplan.agents.report import HostReport
+from syncplan.agents.sysfs import SysFS
 
 FIXTURES = Path(__file__).parent / "fixtures"
 

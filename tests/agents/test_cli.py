@@ -12,7 +12,7 @@ import time
 import urllib.request
 from pathlib import Path
 
-from agents.report import HostReport
+from syncplan.agents.report import HostReport
 
 from .conftest import FIXTURES, ReportSink
 

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import httpx
 import pytest
+from syncplan.agents.directory import PeerDirectory, parse_address
 
-from agents.directory import PeerDirectory, parse_address
 from tests.api.helpers import TOKENS, ServerProcess, auth
 
 from .test_cli import agent, free_port

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import logging
 
-from agents import nvml as N
-from agents.discovery import Discoverer
-from agents.report import HostReport
+from syncplan.agents import nvml as N
+from syncplan.agents.discovery import Discoverer
+from syncplan.agents.report import HostReport
 
 from .conftest import FIXTURES
 
@@ -114,8 +114,8 @@ def test_real_nvml_on_this_machine_does_not_crash() -> None:
 
 
 def test_gpu_missing_from_sysfs_falls_back_to_nvml_ancestors(tmp_path) -> None:  # type: ignore[no-untyped-def]
-    from agents.procfs import ProcFS
-    from agents.sysfs import SysFS
+    from syncplan.agents.procfs import ProcFS
+    from syncplan.agents.sysfs import SysFS
 
     base = FIXTURES / "hgx8"
     d = Discoverer("x", SysFS(tmp_path), ProcFS(base / "proc"),

@@ -21,8 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-
-from agents.report import HostReport
+from syncplan.agents.report import HostReport
 
 pytestmark = [pytest.mark.netns, pytest.mark.slow]
 
@@ -33,7 +32,7 @@ SUBNET = "10.77.0"
 SERVICE_IP = f"{SUBNET}.254"
 TOKEN = "netns-agent-token-0123456789abcdefghij"
 HAVE_SERVICE = importlib.util.find_spec("api") is not None and (
-    importlib.util.find_spec("api.main") is not None)
+    importlib.util.find_spec("syncplan.api.main") is not None)
 
 
 def _skip_reason() -> str | None:

@@ -6,9 +6,8 @@ import json
 from pathlib import Path
 
 import pytest
-
-from agents import nvml as N
-from agents.gpus import discover_gpus
+from syncplan.agents import nvml as N
+from syncplan.agents.gpus import discover_gpus
 
 from .conftest import FIXTURES
 

@@ -6,9 +6,9 @@ import socket
 import threading
 from pathlib import Path
 
-from agents.daemon import Agent, AgentConfig
-from agents.probe import ProbeSettings
-from agents.report import HostReport
+from syncplan.agents.daemon import Agent, AgentConfig
+from syncplan.agents.probe import ProbeSettings
+from syncplan.agents.report import HostReport
 
 FAST = ProbeSettings(duration_s=0.1, ping_count=3)
 

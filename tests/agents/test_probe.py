@@ -8,8 +8,14 @@ import threading
 import time
 
 import pytest
-
-from agents.probe import PeerBusy, ProbeError, ProbeServer, ProbeSettings, hello, probe_peer
+from syncplan.agents.probe import (
+    PeerBusy,
+    ProbeError,
+    ProbeServer,
+    ProbeSettings,
+    hello,
+    probe_peer,
+)
 
 FAST = ProbeSettings(duration_s=0.2, ping_count=5)
 

@@ -7,9 +7,8 @@ import time
 from pathlib import Path
 
 import pytest
-
-from agents.report import HostReport
-from agents.reporter import Backoff, Reporter
+from syncplan.agents.report import HostReport
+from syncplan.agents.reporter import Backoff, Reporter
 
 from .conftest import ReportSink
 

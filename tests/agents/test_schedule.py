@@ -5,8 +5,7 @@ from __future__ import annotations
 import itertools
 
 import pytest
-
-from agents.schedule import circle_rounds, my_pairs, next_cycle_start
+from syncplan.agents.schedule import circle_rounds, my_pairs, next_cycle_start
 
 
 @pytest.mark.parametrize("n", range(0, 10))

@@ -6,10 +6,9 @@ import os
 from pathlib import Path
 
 import pytest
-
-from agents.nics import discover_nics, net_speed_GBps, parse_ib_rate, parse_ib_state
-from agents.procfs import ProcFS
-from agents.sysfs import SysFS, normalize_bdf, parse_gts
+from syncplan.agents.nics import discover_nics, net_speed_GBps, parse_ib_rate, parse_ib_state
+from syncplan.agents.procfs import ProcFS
+from syncplan.agents.sysfs import SysFS, normalize_bdf, parse_gts
 
 
 def make_if(root: Path, name: str, *, speed: str | None = "1000", operstate: str = "up",

@@ -7,9 +7,9 @@ from typing import Any
 
 import httpx
 import pytest
+from syncplan.api.main import create_app
+from syncplan.api.settings import Settings
 
-from api.main import create_app
-from api.settings import Settings
 from tests.api.helpers import TOKENS, ServerProcess, auth, host_report
 
 ALL = {"admin", "agent", "job"}

@@ -11,11 +11,10 @@ from typing import Any
 
 import httpx
 import pytest
-
-from api.main import create_app
-from api.settings import Settings
-from planner.builders import dgx_cluster, two_tier
-from planner.compact import (
+from syncplan.api.main import create_app
+from syncplan.api.settings import Settings
+from syncplan.planner.builders import dgx_cluster, two_tier
+from syncplan.planner.compact import (
     COMPACT_KEY,
     CompactError,
     compact_document,
@@ -23,9 +22,10 @@ from planner.compact import (
     expand_document,
     expand_program,
 )
-from planner.plan import make_plan
-from planner.topology import Topology
-from planner.verify import verify_plan
+from syncplan.planner.plan import make_plan
+from syncplan.planner.topology import Topology
+from syncplan.planner.verify import verify_plan
+
 from tests.api.helpers import TOKENS, auth
 
 
@@ -50,7 +50,7 @@ def test_expansion_gives_the_identical_document(algorithm: str, cluster: str) ->
 
 
 def test_a_route_table_program_expands_to_the_identical_document() -> None:
-    from planner.program import program_from_doc, program_to_doc
+    from syncplan.planner.program import program_from_doc, program_to_doc
 
     spec = dgx_cluster(2, gpus=4)
     topo = Topology.from_dict(spec)
@@ -193,9 +193,9 @@ async def test_plan_routes_offer_the_compact_form(client: httpx.AsyncClient) -> 
 @pytest.mark.anyio
 async def test_the_service_serves_route_table_plans_in_both_forms(
         client: httpx.AsyncClient, monkeypatch: pytest.MonkeyPatch) -> None:
-    import planner.program
+    from syncplan.planner import program as plan_program
 
-    monkeypatch.setattr(planner.program, "ROUTE_TABLE_ABOVE", 10)
+    monkeypatch.setattr(plan_program, "ROUTE_TABLE_ABOVE", 10)
     request = {"ranks": [f"h{h}/gpu{g}" for h in range(2) for g in range(4)],
                "size_bytes": 32 << 20, "algorithm": "forest"}
     full = await client.post("/v1/plans", json=request)

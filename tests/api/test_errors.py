@@ -6,12 +6,12 @@ from __future__ import annotations
 from pathlib import Path
 
 from fastapi.testclient import TestClient
+from syncplan.api.db import make_engine
+from syncplan.api.errors import planner_error, planner_loc
+from syncplan.api.main import create_app
+from syncplan.api.settings import Settings
+from syncplan.planner.errors import InfeasibleError, RequestError, TopologyError
 
-from api.db import make_engine
-from api.errors import planner_error, planner_loc
-from api.main import create_app
-from api.settings import Settings
-from planner.errors import InfeasibleError, RequestError, TopologyError
 from tests.api.helpers import free_port
 
 

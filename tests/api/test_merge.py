@@ -7,12 +7,12 @@ from typing import Any
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from syncplan.agents.report import HostReport
+from syncplan.api.merge import AUTO_SWITCH, check_report, merge, round3
+from syncplan.planner.builders import dgx_cluster
+from syncplan.planner.errors import TopologyError
+from syncplan.planner.topology import Topology
 
-from agents.report import HostReport
-from api.merge import AUTO_SWITCH, check_report, merge, round3
-from planner.builders import dgx_cluster
-from planner.errors import TopologyError
-from planner.topology import Topology
 from tests.api.helpers import host_report
 
 

@@ -11,13 +11,13 @@ from typing import Any
 
 import httpx
 import pytest
+from syncplan.api import planning as api_planning
+from syncplan.api.main import create_app
+from syncplan.api.planning import PlanKey
+from syncplan.api.settings import Settings
+from syncplan.api.state import Snapshot
+from syncplan.planner.builders import dgx_cluster
 
-import api.planning
-from api.main import create_app
-from api.planning import PlanKey
-from api.settings import Settings
-from api.state import Snapshot
-from planner.builders import dgx_cluster
 from tests.api.helpers import TOKENS, auth
 
 
@@ -55,13 +55,13 @@ async def _plan_under(db: Path, request: dict[str, Any], **settings: Any) -> dic
 def gated_solve(monkeypatch: pytest.MonkeyPatch) -> threading.Event:
     """Solves wait for the returned event, so a test controls when they finish."""
     gate = threading.Event()
-    real = api.planning.solve
+    real = api_planning.solve
 
     def gated(snapshot: Snapshot, key: PlanKey) -> dict[str, Any]:
         assert gate.wait(timeout=30), "the test never released the solve"
         return real(snapshot, key)
 
-    monkeypatch.setattr(api.planning, "solve", gated)
+    monkeypatch.setattr(api_planning, "solve", gated)
     return gate
 
 
@@ -131,9 +131,9 @@ async def test_plans_come_back_from_the_store(client, tmp_path: Path) -> None:
 
 
 def test_memory_cache_is_bounded_by_count_and_bytes() -> None:
-    from api.encoding import Body
-    from api.metrics import Metrics
-    from api.planning import CachedPlan, PlanService
+    from syncplan.api.encoding import Body
+    from syncplan.api.metrics import Metrics
+    from syncplan.api.planning import CachedPlan, PlanService
 
     svc = PlanService(None, Metrics(), cache_size=3, solver_threads=1,  # type: ignore[arg-type]
                       cache_bytes=1000)
@@ -167,12 +167,12 @@ async def test_plan_ids_are_stable_across_stores(client, tmp_path: Path) -> None
 
 @pytest.mark.anyio
 async def test_a_job_launch_builds_its_response_once(client, monkeypatch) -> None:
-    import api.jobs
+    from syncplan.api import jobs as api_jobs
 
     c, app = client
     composed = []
-    real = api.jobs._compose
-    monkeypatch.setattr(api.jobs, "_compose", lambda *a: composed.append(1) or real(*a))
+    real = api_jobs._compose
+    monkeypatch.setattr(api_jobs, "_compose", lambda *a: composed.append(1) or real(*a))
     job = {"ranks": [{"host": f"h{h}", "local_rank": r} for h in range(2) for r in range(4)],
            "bucket_sizes": [4096, 8192, 4096]}
     put = await c.put("/v1/jobs/launch", json=job, headers=auth("job"))

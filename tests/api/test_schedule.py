@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import httpx
 import pytest
+from syncplan.executor.launch import LaunchConfig
+from syncplan.executor.schedule_client import fetch_schedule, report_profile
+from syncplan.planner.topology import Topology
+from syncplan.planner.verify import verify_plan
 
-from executor.launch import LaunchConfig
-from executor.schedule_client import fetch_schedule, report_profile
-from planner.topology import Topology
-from planner.verify import verify_plan
 from tests.api.helpers import TOKENS, ServerProcess, auth, host_report
 
 pytestmark = pytest.mark.slow

@@ -12,10 +12,10 @@ import schemathesis
 from fastapi.testclient import TestClient
 from hypothesis import HealthCheck, settings
 from schemathesis.checks import CHECKS, load_all_checks
+from syncplan.api.identity import host_token
+from syncplan.api.main import create_app
+from syncplan.api.settings import Settings
 
-from api.identity import host_token
-from api.main import create_app
-from api.settings import Settings
 from tests.api.helpers import AGENT_SECRET, TOKENS, auth, host_report
 
 load_all_checks()

@@ -8,10 +8,10 @@ import time
 from pathlib import Path
 
 import httpx
+from syncplan.api.models import TopologyPublic
+from syncplan.planner.topology import Topology
+from syncplan.planner.verify import verify_plan
 
-from api.models import TopologyPublic
-from planner.topology import Topology
-from planner.verify import verify_plan
 from tests.api.helpers import ServerProcess, auth, host_report
 
 RATES = {"h0": {"h1": 12.0, "h2": 6.0}, "h1": {"h2": 6.0}, "h2": {}}

@@ -16,11 +16,11 @@ import httpx
 import pytest
 from pydantic import ValidationError
 from sqlalchemy import create_engine, text
+from syncplan.api.db import SchemaError
+from syncplan.api.main import create_app
+from syncplan.api.settings import DEV_TOKENS, Settings
+from syncplan.planner.builders import dgx_cluster
 
-from api.db import SchemaError
-from api.main import create_app
-from api.settings import DEV_TOKENS, Settings
-from planner.builders import dgx_cluster
 from tests.api.helpers import REPO, TOKENS, free_port
 
 CLI = [sys.executable, "-c", "import sys; from syncplan.cli import main; sys.exit(main())"]

@@ -9,12 +9,12 @@ from typing import Any
 
 import httpx
 import pytest
+from syncplan.api.main import create_app
+from syncplan.api.settings import Settings
+from syncplan.planner.builders import dgx_cluster
+from syncplan.planner.topology import Topology
+from syncplan.planner.verify import verify_plan
 
-from api.main import create_app
-from api.settings import Settings
-from planner.builders import dgx_cluster
-from planner.topology import Topology
-from planner.verify import verify_plan
 from tests.api.helpers import TOKENS, auth
 
 pytestmark = pytest.mark.anyio

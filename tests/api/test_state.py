@@ -6,11 +6,11 @@ from __future__ import annotations
 from typing import Any
 
 from sqlalchemy.orm import Session, sessionmaker
+from syncplan.agents.report import HostReport
+from syncplan.api import store
+from syncplan.api.db import init_schema, make_engine, session_factory
+from syncplan.api.state import ClusterState
 
-from agents.report import HostReport
-from api import store
-from api.db import init_schema, make_engine, session_factory
-from api.state import ClusterState
 from tests.api.helpers import host_report
 
 

@@ -8,11 +8,11 @@ from collections.abc import Iterator
 
 import pytest
 from sqlalchemy.orm import Session, sessionmaker
+from syncplan.agents.report import HostReport
+from syncplan.api import store
+from syncplan.api.db import init_schema, make_engine, session_factory
+from syncplan.api.errors import APIError
 
-from agents.report import HostReport
-from api import store
-from api.db import init_schema, make_engine, session_factory
-from api.errors import APIError
 from tests.api.helpers import host_report
 
 

@@ -58,7 +58,7 @@ def test_the_validator_rejects_a_typo(tmp_path: Path) -> None:
 
 
 def test_base_has_what_operators_need() -> None:
-    from api.routes import health
+    from syncplan.api.routes import health
 
     objs = by_kind(build(K8S / "base"))
     dep, ds = objs["Deployment"], objs["DaemonSet"]

@@ -26,9 +26,9 @@ WANTED_ALGORITHMS = ("ring", "hierarchical", "forest")
 
 def real_plans(nranks: int, size_bytes: int = 4 << 20) -> list[dict[str, Any]]:
     """Planner plans (every available algorithm the planner can serve) for ``nranks``."""
-    from planner.errors import InfeasibleError
-    from planner.plan import ALGORITHMS, make_plan
-    from planner.topology import load_topology
+    from syncplan.planner.errors import InfeasibleError
+    from syncplan.planner.plan import ALGORITHMS, make_plan
+    from syncplan.planner.topology import load_topology
 
     plans: dict[str, dict[str, Any]] = {}  # by program: equal programs are tested once
     for name, ranks in RANK_SETS[nranks]:
@@ -48,8 +48,7 @@ def real_plans(nranks: int, size_bytes: int = 4 << 20) -> list[dict[str, Any]]:
 
 def plans_for(nranks: int) -> list[dict[str, Any]]:
     """Real planner plans when the planner is present, else the test ring."""
-    import planner
-
+    from syncplan import planner
     if not (Path(planner.__file__).with_name("plan.py").is_file() and EXAMPLES.is_dir()):
         from tests.executor.plans import ring_plan
 

@@ -6,12 +6,11 @@ from typing import Any
 
 import torch
 import torch.distributed as dist
-
-from executor.coarse import CoarseConfig, CoarseSparsifier
-from executor.comm import PlanComm
-from executor.ddp import SparseHookState, embedding_params, sparse_allreduce_hook
-from executor.engine import PlanExecutor
-from executor.sparse import SparseConfig
+from syncplan.executor.coarse import CoarseConfig, CoarseSparsifier
+from syncplan.executor.comm import PlanComm
+from syncplan.executor.ddp import SparseHookState, embedding_params, sparse_allreduce_hook
+from syncplan.executor.engine import PlanExecutor
+from syncplan.executor.sparse import SparseConfig
 
 
 class _Rec(torch.nn.Module):

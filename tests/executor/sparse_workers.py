@@ -6,10 +6,10 @@ from typing import Any
 
 import torch
 import torch.distributed as dist
+from syncplan.executor.engine import PlanExecutor
+from syncplan.executor.sparse import SparseConfig, SparseExecutor
+from syncplan.executor.sparse_bench import block_sparse
 
-from executor.engine import PlanExecutor
-from executor.sparse import SparseConfig, SparseExecutor
-from executor.sparse_bench import block_sparse
 from tests.executor.workers import digest
 
 DTYPES = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16,

@@ -6,12 +6,12 @@ from typing import Any
 
 import pytest
 import torch
+from syncplan.executor.bench import BenchCase
+from syncplan.executor.ddp import TensorFusion
+from syncplan.executor.engine import ExecutorConfig, PlanExecutor
+from syncplan.executor.localrun import LocalRunConfig
+from syncplan.executor.program import PlanError
 
-from executor.bench import BenchCase
-from executor.ddp import TensorFusion
-from executor.engine import ExecutorConfig, PlanExecutor
-from executor.localrun import LocalRunConfig
-from executor.program import PlanError
 from tests.executor.plans import ring_plan
 
 

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import pytest
+from syncplan.executor.localrun import LocalRunConfig, run_local
 
-from executor.localrun import LocalRunConfig, run_local
 from tests.executor.conftest import plans_for
 from tests.executor.plans import butterfly_plan, crossing_plan, ring_plan
 from tests.executor.workers import Case, check_cases

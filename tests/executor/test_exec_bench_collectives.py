@@ -12,13 +12,13 @@ import pytest
 from tests.executor.conftest import EXAMPLES, RANK_SETS, write_plan
 from tests.executor.test_cli import syncplan
 
-pytest.importorskip("planner.plan")
+pytest.importorskip("syncplan.planner.plan")
 
 
 def star_plan(collective: str, shards: str = "equal", size: int = 1 << 16) -> dict[str, Any]:
     """A 4-rank plan of ``collective`` on examples/star-one-slow.json."""
-    from planner.plan import make_plan
-    from planner.topology import load_topology
+    from syncplan.planner.plan import make_plan
+    from syncplan.planner.topology import load_topology
 
     name, ranks = RANK_SETS[4][0]
     assert name == "star-one-slow.json"

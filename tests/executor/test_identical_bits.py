@@ -8,12 +8,11 @@ from typing import Any
 
 import numpy as np
 import pytest
-
-from executor.program import Program
-from executor.schedule import build_schedule
-from planner.algorithms.direct import one_step_program, two_level_program, two_step_program
-from planner.program import Program as PlannerProgram
-from planner.program import Transfer, program_to_doc
+from syncplan.executor.program import Program
+from syncplan.executor.schedule import build_schedule
+from syncplan.planner.algorithms.direct import one_step_program, two_level_program, two_step_program
+from syncplan.planner.program import Program as PlannerProgram
+from syncplan.planner.program import Transfer, program_to_doc
 
 # Programs whose result at every rank is the left fold x0 + x1 + ... of the inputs.
 FOLDS = ("direct", "ragged", "direct-2step")
@@ -164,7 +163,8 @@ def test_gloo_ranks_end_with_identical_bits(nranks: int) -> None:
     """Real gloo processes, mixed-magnitude float32 data: the data-flow path (staged or
     not, segmented or not) and the step path (NCCL's) leave identical bits."""
     pytest.importorskip("torch")
-    from executor.localrun import LocalRunConfig, run_local
+    from syncplan.executor.localrun import LocalRunConfig, run_local
+
     from tests.executor.workers import bits_cases
 
     settings: list[dict[str, Any] | None] = [
@@ -189,7 +189,8 @@ def test_the_sparse_executor_adds_in_rank_order_too() -> None:
     """The block-sparse path (executor.sparse) on 4 gloo processes: blocks that two or more
     lower ranks send are summed in rank order too, on the data-flow and the step path."""
     pytest.importorskip("torch")
-    from executor.localrun import LocalRunConfig, run_local
+    from syncplan.executor.localrun import LocalRunConfig, run_local
+
     from tests.executor.workers import sparse_bits_cases
 
     cases = [(d, numel, cfg) for d in programs(4).values() for numel in (9, 4001)
@@ -209,8 +210,8 @@ def simulate_sparse(program: Program, xs: list[np.ndarray], block: int,
                     segment: int | None = None) -> list[np.ndarray]:
     """What executor.sparse does with executor.blockflow's lists, in lockstep on float32
     blocks: each message carries the sender's start-of-step non-zero blocks, packed."""
-    from executor.blockflow import block_flow
-    from executor.dataflow import dataflow
+    from syncplan.executor.blockflow import block_flow
+    from syncplan.executor.dataflow import dataflow
 
     n = program.nranks
     bufs = [x.reshape(-1, block).copy() for x in xs]
@@ -251,7 +252,7 @@ def simulate_sparse(program: Program, xs: list[np.ndarray], block: int,
 
 @pytest.mark.parametrize("n", [3, 4, 5])
 def test_the_sparse_lists_fold_in_rank_order(n: int) -> None:
-    """executor.blockflow's parts and folds, replayed: identical bits, and the dense
+    """syncplan.executor.blockflow's parts and folds, replayed: identical bits, and the dense
     rank-order fold, with about half of each rank's blocks zero."""
     rng = np.random.default_rng(n)
     block, nblocks = 4, 60

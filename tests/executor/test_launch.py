@@ -13,14 +13,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from syncplan.executor.launch import FetchError, LaunchConfig, fetch_plan, local_endpoint
+from syncplan.executor.localrun import LocalRunConfig, free_port, run_local
+from syncplan.executor.program import Program
+from syncplan.planner.builders import dgx_cluster
+from syncplan.planner.compact import compact_document
+from syncplan.planner.topology import Topology
+from syncplan.planner.verify import verify_plan
 
-from executor.launch import FetchError, LaunchConfig, fetch_plan, local_endpoint
-from executor.localrun import LocalRunConfig, free_port, run_local
-from executor.program import Program
-from planner.builders import dgx_cluster
-from planner.compact import compact_document
-from planner.topology import Topology
-from planner.verify import verify_plan
 from tests.api.helpers import ServerProcess, auth
 from tests.executor.httpserver import PlanServer
 from tests.executor.plans import ring_plan
@@ -208,7 +208,7 @@ def test_torchrun_job_fetches_and_runs_the_plan() -> None:
     with srv.running():
         out = subprocess.run(
             [sys.executable, "-m", "torch.distributed.run", "--standalone",
-             "--nproc-per-node", "2", "-m", "executor.demo", "--steps", "3"],
+             "--nproc-per-node", "2", "-m", "syncplan.executor.demo", "--steps", "3"],
             env=env, cwd=Path(__file__).resolve().parents[2], capture_output=True, text=True,
             timeout=150)
     assert out.returncode == 0, out.stderr[-2000:]

@@ -7,9 +7,9 @@ import itertools
 from typing import Any
 
 import pytest
+from syncplan.executor.program import PlanError, Program
+from syncplan.executor.schedule import build_schedule, element_bounds
 
-from executor.program import PlanError, Program
-from executor.schedule import build_schedule, element_bounds
 from tests.executor.plans import butterfly_plan, crossing_plan, ring_plan
 
 
@@ -28,10 +28,10 @@ def test_correct_programs_pass(doc: dict[str, Any]) -> None:
 
 
 def test_a_plan_with_a_route_table_runs_the_same_program() -> None:
-    from planner.builders import dgx_cluster
-    from planner.plan import make_plan
-    from planner.program import program_from_doc, program_to_doc
-    from planner.topology import Topology
+    from syncplan.planner.builders import dgx_cluster
+    from syncplan.planner.plan import make_plan
+    from syncplan.planner.program import program_from_doc, program_to_doc
+    from syncplan.planner.topology import Topology
 
     topo = Topology.from_dict(dgx_cluster(2, gpus=2))
     doc = make_plan(topo, topo.endpoints(), 1 << 20, "forest")
@@ -204,7 +204,14 @@ def test_messages_of_enough_elements_are_split_into_pieces() -> None:
 
 def _check_flow(sched: Any, lookahead: int | None = None) -> None:
     """Every send reads its step's start value; writes land in step order."""
-    from executor.dataflow import APPLY, POST_RECV, POST_SEND, WAIT_RECV, WAIT_SEND, dataflow
+    from syncplan.executor.dataflow import (
+        APPLY,
+        POST_RECV,
+        POST_SEND,
+        WAIT_RECV,
+        WAIT_SEND,
+        dataflow,
+    )
 
     flow = dataflow(sched, lookahead)
     send_step = [k for k, st in enumerate(sched.steps) for _ in st.sends]
@@ -248,7 +255,7 @@ def test_dataflow_orders_reads_and_writes_like_the_steps(segment: int | None, st
 
 def test_stage_all_posts_every_receive_before_any_send() -> None:
     """With every receive staged, all receiver-ready notices go out first."""
-    from executor.dataflow import POST_RECV, POST_SEND, dataflow
+    from syncplan.executor.dataflow import POST_RECV, POST_SEND, dataflow
 
     sched = build_schedule(_program(ring_plan(4, 4)), 1, 100, segment=10, stage_all=True)
     assert all(r.staged is not None for st in sched.steps for r in st.recvs)
@@ -265,7 +272,7 @@ def test_lookahead_holds_sends_that_depend_on_nothing() -> None:
     """A rank whose sends read only its own input (a leaf that sends a piece per step and
     receives one per step) posts the send of step s only after the receives of the steps
     before s - lookahead; without a limit it posts them all at once."""
-    from executor.dataflow import POST_SEND, WAIT_RECV, dataflow
+    from syncplan.executor.dataflow import POST_SEND, WAIT_RECV, dataflow
 
     steps = [[{"src": 1, "dst": 0, "chunk": [k, k + 1], "reduce": True},
               {"src": 0, "dst": 1, "chunk": [k - 1, k], "reduce": False}] if k else
@@ -288,7 +295,7 @@ def test_lookahead_holds_sends_that_depend_on_nothing() -> None:
 def test_dataflow_pipelines_a_ring() -> None:
     """A reduce-scatter segment is forwarded as soon as it is added, before the rest of
     its step arrived."""
-    from executor.dataflow import APPLY, POST_SEND, WAIT_RECV, dataflow
+    from syncplan.executor.dataflow import APPLY, POST_SEND, WAIT_RECV, dataflow
 
     flow = dataflow(build_schedule(_program(ring_plan(4, 4)), 0, 100, segment=10))
     code = flow.instructions

@@ -11,11 +11,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from syncplan.executor.launch import LaunchConfig, fetch_plan_if_changed
+from syncplan.executor.localrun import LocalRunConfig, run_local
+from syncplan.executor.replan import PlanWatcher
+from syncplan.planner.builders import dgx_cluster
 
-from executor.launch import LaunchConfig, fetch_plan_if_changed
-from executor.localrun import LocalRunConfig, run_local
-from executor.replan import PlanWatcher
-from planner.builders import dgx_cluster
 from tests.api.helpers import TOKENS, ServerProcess, auth
 from tests.executor.httpserver import PlanServer
 from tests.executor.plans import ring_plan

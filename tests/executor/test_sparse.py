@@ -7,12 +7,12 @@ import random
 
 import numpy as np
 import pytest
+from syncplan.executor.blockflow import block_flow
+from syncplan.executor.dataflow import dataflow
+from syncplan.executor.localrun import LocalRunConfig, run_local
+from syncplan.executor.program import Program
+from syncplan.executor.schedule import build_schedule
 
-from executor.blockflow import block_flow
-from executor.dataflow import dataflow
-from executor.localrun import LocalRunConfig, run_local
-from executor.program import Program
-from executor.schedule import build_schedule
 from tests.executor.conftest import plans_for
 from tests.executor.plans import butterfly_plan, crossing_plan, ring_plan
 from tests.executor.sparse_workers import SparseCase, check_sparse

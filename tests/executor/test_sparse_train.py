@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import pytest
 import torch
+from syncplan.executor.coarse import CoarseConfig, CoarseSparsifier
+from syncplan.executor.localrun import LocalRunConfig, run_local
 
-from executor.coarse import CoarseConfig, CoarseSparsifier
-from executor.localrun import LocalRunConfig, run_local
 from tests.executor.plans import ring_plan
 from tests.executor.sparse_train import coarse_convergence, ddp_embedding_run
 

@@ -4,9 +4,9 @@ ring forwards the first half of a chunk while the second arrives (docs/executor.
 from __future__ import annotations
 
 import pytest
+from syncplan.executor.engine import ExecutorConfig
+from syncplan.executor.localrun import LocalRunConfig, run_local
 
-from executor.engine import ExecutorConfig
-from executor.localrun import LocalRunConfig, run_local
 from tests.executor.plans import ring_plan
 from tests.executor.workers import split_case
 

@@ -6,13 +6,13 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from syncplan.executor.localrun import LocalRunConfig, run_local
+from syncplan.planner.builders import star
+from syncplan.planner.plan import make_plan
+from syncplan.planner.schedule import TensorSpec, make_schedule
+from syncplan.planner.topology import Topology
+from syncplan.planner.verify import verify_plan
 
-from executor.localrun import LocalRunConfig, run_local
-from planner.builders import star
-from planner.plan import make_plan
-from planner.schedule import TensorSpec, make_schedule
-from planner.topology import Topology
-from planner.verify import verify_plan
 from tests.executor.training_workers import compare_methods, make_model
 
 

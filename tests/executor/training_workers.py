@@ -7,13 +7,12 @@ from typing import Any
 
 import torch
 import torch.distributed as dist
+from syncplan.executor.comm import PlanComm
+from syncplan.executor.ddp import plan_allreduce_hook
+from syncplan.executor.engine import PlanExecutor
+from syncplan.executor.overlap import AsyncPlanComm, async_plan_allreduce_hook
+from syncplan.executor.training import ScheduledOptimizer
 from torch.nn.parallel import DistributedDataParallel as DDP
-
-from executor.comm import PlanComm
-from executor.ddp import plan_allreduce_hook
-from executor.engine import PlanExecutor
-from executor.overlap import AsyncPlanComm, async_plan_allreduce_hook
-from executor.training import ScheduledOptimizer
 
 
 def make_model() -> torch.nn.Module:

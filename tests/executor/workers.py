@@ -10,8 +10,7 @@ from typing import Any
 
 import torch
 import torch.distributed as dist
-
-from executor.engine import PlanExecutor
+from syncplan.executor.engine import PlanExecutor
 
 DTYPES = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16,
           "float64": torch.float64}
@@ -50,7 +49,7 @@ Case = tuple[dict[str, Any], int, str, list[int] | None, dict[str, Any] | None]
 def check_cases(cases: list[Case]) -> list[dict[str, Any]]:
     """Run each (plan, numel, dtype, rank_map, ExecutorConfig keywords) twice (the second
     run reuses the prepared schedule) and compare with torch's all-reduce."""
-    from executor.engine import ExecutorConfig
+    from syncplan.executor.engine import ExecutorConfig
 
     out = []
     for i, (plan, numel, dtype, rank_map, settings) in enumerate(cases):
@@ -89,9 +88,8 @@ class _Net(torch.nn.Module):
 def train(comm: Any | None, steps: int = 4) -> list[torch.Tensor]:
     """A few SGD steps of a small DDP model (small buckets, so several per step); with
     ``comm`` the plan hook is registered. Returns the final parameters."""
+    from syncplan.executor.ddp import plan_allreduce_hook
     from torch.nn.parallel import DistributedDataParallel as DDP
-
-    from executor.ddp import plan_allreduce_hook
 
     torch.manual_seed(0)
     model = DDP(_Net(), bucket_cap_mb=0.001)
@@ -110,8 +108,8 @@ def train(comm: Any | None, steps: int = 4) -> list[torch.Tensor]:
 def ddp_run(plans: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """Per plan: train with the plan hook and with plain DDP from the same start, and check
     fused_allreduce on a mixed list of tensors; report agreement."""
-    from executor.comm import PlanComm
-    from executor.ddp import TensorFusion, fused_allreduce
+    from syncplan.executor.comm import PlanComm
+    from syncplan.executor.ddp import TensorFusion, fused_allreduce
 
     out = []
     for plan in plans:
@@ -157,7 +155,7 @@ def ddp_run(plans: list[dict[str, Any]]) -> list[dict[str, Any]]:
 def launch_run(jobs: list[tuple[str, str]]) -> dict[str, Any]:
     """For each (server, job id): init_plan_comm and train a few DDP steps with it; report
     whether the plan was used, the training result and what the executor logged."""
-    from executor.launch import LaunchConfig, init_plan_comm
+    from syncplan.executor.launch import LaunchConfig, init_plan_comm
 
     out: dict[str, Any] = {}
     logger = logging.getLogger("executor")
@@ -195,7 +193,7 @@ def replan_run(scenarios: list[dict[str, Any]]) -> dict[str, Any]:
     all-reduce until the running plan is ``until`` (None: any other than the first) or
     ``calls`` calls. Reports the plan id of every call, whether every sum was right on
     every rank, and what the executor logged."""
-    from executor.launch import LaunchConfig, init_plan_comm
+    from syncplan.executor.launch import LaunchConfig, init_plan_comm
 
     out: dict[str, Any] = {}
     logger = logging.getLogger("executor")
@@ -247,7 +245,7 @@ def bits_cases(cases: list[tuple[dict[str, Any], int, dict[str, Any] | None]]
     """Run each (plan, numel, ExecutorConfig keywords) on mixed-magnitude float32 inputs;
     report whether all ranks hold the same bits and whether they equal the left fold of the
     inputs in plan-rank order (x0 + x1 + x2 + ...)."""
-    from executor.engine import ExecutorConfig
+    from syncplan.executor.engine import ExecutorConfig
 
     out = []
     n = dist.get_world_size()
@@ -275,7 +273,7 @@ def sparse_bits_cases(cases: list[tuple[dict[str, Any], int, dict[str, Any] | No
                       ) -> list[dict[str, Any]]:
     """``bits_cases`` through the block-sparse executor: mixed-magnitude float32 blocks of 8
     elements, about half of each rank's blocks zero."""
-    from executor.sparse import SparseConfig, SparseExecutor
+    from syncplan.executor.sparse import SparseConfig, SparseExecutor
 
     out = []
     n = dist.get_world_size()

@@ -9,11 +9,11 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import pytest
+from syncplan.planner.builders import TopologyBuilder
+from syncplan.planner.plan import make_plan
+from syncplan.planner.topology import Topology, load_topology
+from syncplan.planner.verify import verify_plan
 
-from planner.builders import TopologyBuilder
-from planner.plan import make_plan
-from planner.topology import Topology, load_topology
-from planner.verify import verify_plan
 from syncplan.draw.plan import link_load, plan_picture
 from syncplan.draw.topology import AGGREGATE_ABOVE, topology_picture
 from syncplan.export.msccl import plan_program

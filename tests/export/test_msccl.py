@@ -10,12 +10,12 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
+from syncplan.planner.algorithms import ALGORITHMS
+from syncplan.planner.errors import InfeasibleError
+from syncplan.planner.plan import make_plan
+from syncplan.planner.topology import load_topology
+from syncplan.planner.verify import verify_plan
 
-from planner.algorithms import ALGORITHMS
-from planner.errors import InfeasibleError
-from planner.plan import make_plan
-from planner.topology import load_topology
-from planner.verify import verify_plan
 from syncplan.export.msccl import TARGETS, chunked_doc, export_msccl
 from syncplan.export.msccl_xml import ExportError, parse_msccl_xml
 from tests.export.msccl_sim import SimError, simulate

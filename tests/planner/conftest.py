@@ -5,9 +5,8 @@ from pathlib import Path
 from types import ModuleType
 
 import pytest
-
-from planner.families import FAMILY_EXAMPLES
-from planner.topology import Topology, load_topology
+from syncplan.planner.families import FAMILY_EXAMPLES
+from syncplan.planner.topology import Topology, load_topology
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 SCALE_BENCH = Path(__file__).resolve().parents[2] / "bench" / "planner_scale"

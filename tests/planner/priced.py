@@ -7,13 +7,12 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-
-from planner.algorithms import ALGORITHMS
-from planner.algorithms.base import PlanContext
-from planner.errors import InfeasibleError
-from planner.plan import with_routes
-from planner.program import Program, program_to_doc
-from planner.verify import verify_plan
+from syncplan.planner.algorithms import ALGORITHMS
+from syncplan.planner.algorithms.base import PlanContext
+from syncplan.planner.errors import InfeasibleError
+from syncplan.planner.plan import with_routes
+from syncplan.planner.program import Program, program_to_doc
+from syncplan.planner.verify import verify_plan
 
 
 def priced_and_verified(ctx: PlanContext, topo: Any

@@ -7,13 +7,12 @@ from __future__ import annotations
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-
-from planner.algorithms import ALGORITHMS
-from planner.builders import random_topology, star
-from planner.errors import InfeasibleError, RequestError
-from planner.plan import TIE_TOLERANCE, compare, make_plan
-from planner.topology import Topology
-from planner.verify import verify_plan
+from syncplan.planner.algorithms import ALGORITHMS
+from syncplan.planner.builders import random_topology, star
+from syncplan.planner.errors import InfeasibleError, RequestError
+from syncplan.planner.plan import TIE_TOLERANCE, compare, make_plan
+from syncplan.planner.topology import Topology
+from syncplan.planner.verify import verify_plan
 
 SIZES = [4096, 256 << 20]
 MAX_VERIFIED_RANKS = 40  # larger examples are covered by bench/planner_quality
@@ -72,7 +71,7 @@ def test_ring_on_a_star_with_one_slow_host_takes_1_5x_the_bound() -> None:
 
 
 def test_hierarchical_uses_rails_across_hosts() -> None:
-    from planner.builders import dgx_cluster
+    from syncplan.planner.builders import dgx_cluster
 
     topo = Topology.from_dict(dgx_cluster(2, nics_per_host=8, nic_GBps=25.0))
     doc = make_plan(topo, topo.endpoints(), 64 << 20, "hierarchical")
@@ -97,7 +96,7 @@ def test_single_rank_and_bad_requests() -> None:
 
 
 def test_hierarchical_serves_uneven_hosts() -> None:
-    from planner.builders import TopologyBuilder
+    from syncplan.planner.builders import TopologyBuilder
 
     b = TopologyBuilder()
     sw = b.node("sw", "switch")

@@ -6,14 +6,13 @@ import json
 from pathlib import Path
 
 import pytest
-
-from planner.algorithms import PlanContext
-from planner.bound import lower_bound
-from planner.builders import star
-from planner.families import FAMILY_EXAMPLES
-from planner.plan import make_plan
-from planner.topology import Topology
-from planner.verify import verify_plan
+from syncplan.planner.algorithms import PlanContext
+from syncplan.planner.bound import lower_bound
+from syncplan.planner.builders import star
+from syncplan.planner.families import FAMILY_EXAMPLES
+from syncplan.planner.plan import make_plan
+from syncplan.planner.topology import Topology
+from syncplan.planner.verify import verify_plan
 
 SIZE = 256 << 20
 
@@ -102,7 +101,7 @@ def test_the_bandwidth_term_is_the_familys_fluid_optimum(path: Path) -> None:
     (an LP over the whole family could not raise it) and every gap to the bound is latency,
     pipeline fill and drain. The any-topology packing stops its column generation within
     0.1 % of its optimum (packing.TOLERANCE)."""
-    from planner.plan import compare
+    from syncplan.planner.plan import compare
 
     topo = Topology.from_dict(json.loads(path.read_text()))
     comp = compare(topo, topo.endpoints(), SIZE, algorithms=["forest"])
@@ -117,9 +116,8 @@ def test_screened_rank_cut_is_the_exact_least_cut(family: str) -> None:
     """The integer-screened least rank cut equals networkx's float max-flows over every rank
     pair from the first rank (and is never above them: the bound would not hold)."""
     import networkx as nx
-
-    from planner.bound import _least_rank_cut
-    from planner.families import random_family
+    from syncplan.planner.bound import _least_rank_cut
+    from syncplan.planner.families import random_family
 
     for seed in range(4):
         topo = Topology.from_dict(random_family(family, seed, 16))

@@ -12,14 +12,13 @@ import sys
 from pathlib import Path
 
 import pytest
-
-from planner import bound_fill
-from planner.algorithms import ALGORITHMS, OUTSIDE_REDUCE_BROADCAST
-from planner.algorithms.base import PlanContext
-from planner.bound import lower_bound
-from planner.errors import InfeasibleError
-from planner.families import random_family
-from planner.topology import Topology
+from syncplan.planner import bound_fill
+from syncplan.planner.algorithms import ALGORITHMS, OUTSIDE_REDUCE_BROADCAST
+from syncplan.planner.algorithms.base import PlanContext
+from syncplan.planner.bound import lower_bound
+from syncplan.planner.errors import InfeasibleError
+from syncplan.planner.families import random_family
+from syncplan.planner.topology import Topology
 
 sys.path.insert(0, str(Path(__file__).parent))
 from test_families_property import brute_force

@@ -13,9 +13,10 @@ def study():
 
 
 def test_the_study_never_beats_forest_under_forests_own_limit(study) -> None:
+    from syncplan.planner.plan import make_plan
+    from syncplan.planner.topology import Topology
+
     from bench.planner_scale.run import topology
-    from planner.plan import make_plan
-    from planner.topology import Topology
 
     ranks = 128
     limit = study.forest.MAX_TRANSFERS

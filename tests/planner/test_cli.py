@@ -82,7 +82,7 @@ def test_plan_splits_the_gap_into_bandwidth_and_the_rest(tmp_path: Path) -> None
 def test_a_named_algorithm_with_compare_lists_every_algorithm_once() -> None:
     """``-a forest --compare``: one row per algorithm, forest's from the plan itself (it is
     priced once, which a thorough effort's minutes make worth it) and first here."""
-    from planner.algorithms import ALGORITHMS
+    from syncplan.planner.algorithms import ALGORITHMS
 
     topo = str(EXAMPLES / "torus-3x3.json")
     res = run("plan", "--topology", topo, "-a", "forest", "--compare", "--progress")

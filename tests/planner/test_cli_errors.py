@@ -13,9 +13,9 @@ import sys
 from pathlib import Path
 
 import pytest
+from syncplan.planner.algorithms import ALGORITHMS
+from syncplan.planner.sizes import parse_size
 
-from planner.algorithms import ALGORITHMS
-from planner.sizes import parse_size
 from syncplan import __version__
 
 from .conftest import EXAMPLES

@@ -9,14 +9,13 @@ import sys
 from pathlib import Path
 
 import pytest
-
-from planner.algorithms import ALGORITHMS, PlanContext
-from planner.collectives import split_allreduce
-from planner.errors import InfeasibleError, RequestError
-from planner.plan import make_plan
-from planner.program import Program, Transfer, program_to_doc
-from planner.topology import load_topology
-from planner.verify import verify_plan
+from syncplan.planner.algorithms import ALGORITHMS, PlanContext
+from syncplan.planner.collectives import split_allreduce
+from syncplan.planner.errors import InfeasibleError, RequestError
+from syncplan.planner.plan import make_plan
+from syncplan.planner.program import Program, Transfer, program_to_doc
+from syncplan.planner.topology import load_topology
+from syncplan.planner.verify import verify_plan
 
 from .conftest import EXAMPLES
 

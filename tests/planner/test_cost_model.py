@@ -6,12 +6,11 @@ import json
 from pathlib import Path
 
 import pytest
-
-from planner.algorithms import ALGORITHMS, PlanContext
-from planner.cost import CostModel
-from planner.errors import InfeasibleError
-from planner.program import Program, Transfer, program_from_doc, program_to_doc
-from planner.topology import Topology
+from syncplan.planner.algorithms import ALGORITHMS, PlanContext
+from syncplan.planner.cost import CostModel
+from syncplan.planner.errors import InfeasibleError
+from syncplan.planner.program import Program, Transfer, program_from_doc, program_to_doc
+from syncplan.planner.topology import Topology
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 

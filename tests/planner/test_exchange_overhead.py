@@ -9,15 +9,15 @@ import json
 from pathlib import Path
 
 import pytest
+from syncplan.planner.algorithms.base import PlanContext
+from syncplan.planner.cost import CostModel, exchange_ends
+from syncplan.planner.errors import RequestError
+from syncplan.planner.plan import compare, make_plan
+from syncplan.planner.program import Transfer
+from syncplan.planner.routing import Router
+from syncplan.planner.topology import Topology, load_topology
+from syncplan.planner.verify import step_exchange_ends, step_features, verify_plan
 
-from planner.algorithms.base import PlanContext
-from planner.cost import CostModel, exchange_ends
-from planner.errors import RequestError
-from planner.plan import compare, make_plan
-from planner.program import Transfer
-from planner.routing import Router
-from planner.topology import Topology, load_topology
-from planner.verify import step_exchange_ends, step_features, verify_plan
 from tests.planner.conftest import EXAMPLES
 from tests.planner.priced import priced_and_verified
 
@@ -118,7 +118,8 @@ def test_the_term_moves_auto_off_pairwise_exchanges_at_1_mib_on_the_testbed_grap
 
 def test_cli_plans_with_it_and_verify_simulates_it(
         tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    from planner.sizes import format_time
+    from syncplan.planner.sizes import format_time
+
     from tests.planner.test_cli_errors import STAR, cli
 
     out = tmp_path / "plan.json"
@@ -138,7 +139,8 @@ def test_with_the_term_a_tie_goes_to_the_fewest_exchanged_transfers() -> None:
     the term a tie goes to the fewest transfers (halving-doubling, 48 against 112); with it,
     to the fewest exchanged ones (the ring, none): with o = 89 us (session 8's repeat
     calibration) and x = 20 us halving-doubling is priced 0.6 % below the ring."""
-    from planner.plan import exchanged_count
+    from syncplan.planner.plan import exchanged_count
+
     from syncplan.testbed.scenario import load_scenario
 
     topo = Topology.from_dict(load_scenario("homogeneous").ground_truth_topology())

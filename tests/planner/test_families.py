@@ -10,9 +10,8 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
-
-from planner import families as fam
-from planner.topology import Topology, load_topology
+from syncplan.planner import families as fam
+from syncplan.planner.topology import Topology, load_topology
 
 from .conftest import EXAMPLES as EXAMPLE_DIR
 
@@ -133,7 +132,7 @@ def test_random_two_switch_uses_both_switches_and_a_trunk() -> None:
 def test_shipped_family_examples_match_their_builders(name: str) -> None:
     path = EXAMPLE_DIR / f"{name}.json"
     assert json.loads(path.read_text()) == json.loads(json.dumps(fam.FAMILY_EXAMPLES[name]())), \
-        f"examples/{name}.json is stale: run python -m planner.builders examples"
+        f"examples/{name}.json is stale: run python -m syncplan.planner.builders examples"
     topo = load_topology(path)
     assert len(topo.endpoints()) <= 32
     topo.check_ranks(topo.endpoints())

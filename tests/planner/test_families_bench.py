@@ -8,9 +8,9 @@ import sys
 from types import ModuleType
 
 import pytest
+from syncplan.planner.families import full_mesh
+from syncplan.planner.plan import TIE_TOLERANCE
 
-from planner.families import full_mesh
-from planner.plan import TIE_TOLERANCE
 from tests.planner.conftest import QUALITY_BENCH, load_bench_script
 
 SCRIPT = QUALITY_BENCH / "families.py"

@@ -16,17 +16,16 @@ import networkx as nx
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-
-from planner.algorithms import ALGORITHMS, OUTSIDE_REDUCE_BROADCAST
-from planner.algorithms.base import PlanContext
-from planner.bound import lower_bound
-from planner.bound_any import lower_bound_any
-from planner.errors import InfeasibleError
-from planner.families import FAMILIES, random_family
-from planner.plan import with_routes
-from planner.program import Program, Transfer, program_to_doc
-from planner.topology import Topology
-from planner.verify import verify_plan
+from syncplan.planner.algorithms import ALGORITHMS, OUTSIDE_REDUCE_BROADCAST
+from syncplan.planner.algorithms.base import PlanContext
+from syncplan.planner.bound import lower_bound
+from syncplan.planner.bound_any import lower_bound_any
+from syncplan.planner.errors import InfeasibleError
+from syncplan.planner.families import FAMILIES, random_family
+from syncplan.planner.plan import with_routes
+from syncplan.planner.program import Program, Transfer, program_to_doc
+from syncplan.planner.topology import Topology
+from syncplan.planner.verify import verify_plan
 
 SETTINGS = settings(max_examples=3, derandomize=True, deadline=None, database=None,
                     suppress_health_check=[HealthCheck.too_slow,

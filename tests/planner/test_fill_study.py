@@ -10,8 +10,8 @@ from pathlib import Path
 from types import ModuleType
 
 import pytest
+from syncplan.planner.families import mesh2d
 
-from planner.families import mesh2d
 from tests.planner.conftest import QUALITY_BENCH, load_bench_script
 
 SCRIPT = QUALITY_BENCH / "fill_study.py"

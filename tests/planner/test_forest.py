@@ -8,17 +8,16 @@ import sys
 
 import numpy as np
 import pytest
+from syncplan.planner.algorithms import forest_lanes as lanes_mod
+from syncplan.planner.algorithms import forest_plan as plan_mod
+from syncplan.planner.algorithms import forest_trees as trees_mod
+from syncplan.planner.algorithms import pipeline
+from syncplan.planner.builders import mixed_pcie_cluster, star
+from syncplan.planner.plan import make_plan
+from syncplan.planner.topology import Topology
+from syncplan.planner.verify import verify_plan
 
-from planner.algorithms import forest_lanes as lanes_mod
-from planner.algorithms import forest_plan as plan_mod
-from planner.algorithms import forest_trees as trees_mod
-from planner.algorithms import pipeline
-from planner.builders import mixed_pcie_cluster, star
-from planner.plan import make_plan
-from planner.topology import Topology
-from planner.verify import verify_plan
-
-F = sys.modules["planner.algorithms.forest"]
+F = sys.modules["syncplan.planner.algorithms.forest"]
 SIZE = 256 << 20
 
 
@@ -87,7 +86,7 @@ def test_balanced_shares_use_mirror_trees_on_two_hosts() -> None:
     """On 2 hosts one tree is as good as two for the fluid LP, but only two mirror-image
     trees (one reducing over each direction while the other broadcasts) avoid a pipeline
     fill of one whole piece: within 1 % of the bound, not ~3 %."""
-    from planner.builders import dgx_cluster
+    from syncplan.planner.builders import dgx_cluster
 
     topo = Topology.from_dict(dgx_cluster(2))
     doc = make_plan(topo, topo.endpoints(), SIZE, "forest")
@@ -153,7 +152,7 @@ def test_several_piece_choices_priced_at_once_are_each_priced_alone(group: int) 
 def test_detour_lanes_use_the_pcie_partner_inside_an_nvswitch_host() -> None:
     """One DGX host: NVLink-only lanes stop at 1.084x the bound (which counts every GPU's
     PCIe link too); lanes whose PCIe partner reduces and hears back over PCIe close it."""
-    from planner.builders import dgx_cluster
+    from syncplan.planner.builders import dgx_cluster
 
     topo = Topology.from_dict(dgx_cluster(1))
     doc = _verified_forest(topo)
@@ -168,7 +167,7 @@ def test_exit_detour_lanes_move_bytes_off_a_degraded_rail() -> None:
     rail have a fluid optimum 4 % over the bound and a plan 24 % over; lanes in which that
     host leaves by another rail (its tree neighbours following) reach the bound in the fluid
     limit."""
-    from planner.builders import degraded_rail
+    from syncplan.planner.builders import degraded_rail
 
     topo = Topology.from_dict(degraded_rail())
     doc = _verified_forest(topo)
@@ -186,11 +185,11 @@ def test_forest_trades_a_little_model_time_for_less_fan_in() -> None:
     # height-2 tree within FAN_IN_TOLERANCE ran at 1.02x.
     import importlib
 
-    from planner.builders import star
-    from planner.plan import make_plan
-    from planner.topology import Topology
+    from syncplan.planner.builders import star
+    from syncplan.planner.plan import make_plan
+    from syncplan.planner.topology import Topology
 
-    forest_module = importlib.import_module("planner.algorithms.forest")
+    forest_module = importlib.import_module("syncplan.planner.algorithms.forest")
     rates = [0.048] * 7 + [0.006]
     topo = Topology.from_dict(star(rates, latency_us=20))
     doc = make_plan(topo, topo.endpoints(), 64 << 20, "forest")
@@ -199,15 +198,15 @@ def test_forest_trades_a_little_model_time_for_less_fan_in() -> None:
         1 + forest_module.FAN_IN_TOLERANCE + 0.01)
     # counted per step in the program: 4 trees of 5 children each lined up 6 senders on one
     # host and ran 1.32x their prediction; one height-2 tree has at most 4 (docs/planner.md)
-    from planner.algorithms.base import PlanContext
-    from planner.program import program_from_doc
+    from syncplan.planner.algorithms.base import PlanContext
+    from syncplan.planner.program import program_from_doc
 
     ctx = PlanContext.create(topo, topo.endpoints(), 64 << 20)
     assert forest_module.host_fan_in(ctx, program_from_doc(doc["program"])) <= 4
 
 
 def _plan_for(topo_dict: dict, t: int, split_intra: bool):
-    from planner.algorithms.base import PlanContext
+    from syncplan.planner.algorithms.base import PlanContext
 
     topo = Topology.from_dict(topo_dict)
     ctx = PlanContext.create(topo, topo.endpoints(), SIZE)
@@ -223,7 +222,7 @@ def test_sends_are_as_late_as_possible_and_slow_leaves_sit_under_the_root() -> N
     every tree, so it sends a piece's partial sum one step before it hears the result; every
     port sends after its children and hears back after its parent, reduce and broadcast
     mirror images of each other around the root."""
-    from planner.builders import dgx_cluster
+    from syncplan.planner.builders import dgx_cluster
 
     _, _, plan = _plan_for(dgx_cluster(16, slow={3: 6.25}), 5, False)
     assert plan.hmax == 2
@@ -249,7 +248,7 @@ def test_split_intra_host_transfers_verify_and_are_counted(t: int) -> None:
     """Intra-host transfers split per tree (a root gathers while its children send): the
     program verifies, its simulated time is the model's, and transfers_per_piece bounds the
     transfers build_program emits after merging runs of trees."""
-    from planner.builders import dgx_cluster
+    from syncplan.planner.builders import dgx_cluster
 
     topo, ctx, plan = _plan_for(dgx_cluster(9, nics_per_host=8, nic_GBps=25.0,
                                             slow={4: 12.5}), t, True)
@@ -266,7 +265,7 @@ def test_split_intra_host_transfers_verify_and_are_counted(t: int) -> None:
 
 def _verified_at_model_time(topo, ctx, plan, program, fracs, group: int = 1) -> None:  # type: ignore[no-untyped-def]
     """The program passes the verifier, whose simulated time is forest's per-arc model's."""
-    from planner.program import program_to_doc
+    from syncplan.planner.program import program_to_doc
 
     doc = {"algorithm": "forest", "collective": "allreduce", "ranks": ctx.ranks,
            "size_bytes": SIZE, "predicted_time_s": 0.0, "lower_bound_time_s": 0.0,
@@ -283,7 +282,7 @@ def test_hub_trees_mirror_a_slow_leaf() -> None:
     the root hears a partial sum before it sends (a leaf sends first). Mixed with stars they
     let the slow host of a star balance every step: within 0.8 % of the bound (stars alone:
     1.1 %)."""
-    from planner.algorithms.base import PlanContext
+    from syncplan.planner.algorithms.base import PlanContext
 
     topo = Topology.from_dict(star([12.5, 12.5, 12.5, 3.125]))
     ctx = PlanContext.create(topo, topo.endpoints(), SIZE)
@@ -304,7 +303,7 @@ def test_grouped_intra_host_transfers_verify_and_match_the_model(group: int) -> 
     """Merged intra-host transfers covering ``group`` pieces (fewer transfers, so more pieces
     fit the plan size limit): the program verifies, has exactly the transfers the counter
     says, and its simulated time is the model's."""
-    from planner.builders import dgx_cluster
+    from syncplan.planner.builders import dgx_cluster
 
     topo, ctx, plan = _plan_for(dgx_cluster(9, nics_per_host=8, nic_GBps=25.0,
                                             slow={4: 12.5}), 3, False)
@@ -321,7 +320,7 @@ def test_step_floor_buys_fewer_larger_pieces() -> None:
     forest's own schedule search exactly as by the cost model: fewer pieces at small sizes,
     the verifier's simulated time with the same floor equals the prediction, and at large
     sizes, where steps are longer than the floor anyway, nothing changes."""
-    from planner.builders import EXAMPLES
+    from syncplan.planner.builders import EXAMPLES
 
     topo = Topology.from_dict(EXAMPLES["mixed-100-25"]())
     ranks = topo.endpoints()
@@ -350,7 +349,7 @@ def test_forest_is_within_3_percent_of_the_bound_on_fat_trees(kw: dict, before: 
     """Three-tier fat trees: routing every switch pair on the router's one route left each
     ToR's other uplink idle (host forest 2.14x the bound on fat-tree3; the packing won at
     ``before``); spread routes reach the bound's bandwidth and pipeline within 3 %."""
-    from planner.families import fat_tree3
+    from syncplan.planner.families import fat_tree3
 
     topo = Topology.from_dict(fat_tree3(**kw))
     doc = _verified_forest(topo)
@@ -361,8 +360,8 @@ def test_forest_is_within_3_percent_of_the_bound_on_fat_trees(kw: dict, before: 
 def test_host_forest_routes_use_every_uplink_of_a_tor() -> None:
     """Each ToR of the fat tree has two equally good uplinks: the host forest's tree edges
     between ToRs cross both, about equally weighted by the trees' shares."""
-    from planner.bound import lower_bound
-    from planner.families import fat_tree3
+    from syncplan.planner.bound import lower_bound
+    from syncplan.planner.families import fat_tree3
 
     _, ctx, plan = _plan_for(fat_tree3(), 8, False)  # stars
     assert F._solve(plan)[0][1] * SIZE <= 1.001 * lower_bound(ctx).bandwidth_s and plan.routes
@@ -383,9 +382,9 @@ def test_route_dag_keeps_a_degraded_uplink_and_no_longer_routes() -> None:
     """Between two ToRs of a pod the router takes the fast uplink; the DAG also holds the
     degraded one (same latency), the least loaded route moves off a loaded arc, and no
     route it returns is longer in latency than the router's."""
-    from planner.algorithms.forest_routes import RouteDag
-    from planner.families import fat_tree3
-    from planner.routing import Router
+    from syncplan.planner.algorithms.forest_routes import RouteDag
+    from syncplan.planner.families import fat_tree3
+    from syncplan.planner.routing import Router
 
     topo = Topology.from_dict(fat_tree3(pods=1, slow_uplink=0))
     router = Router(topo)
@@ -409,9 +408,9 @@ def test_routes_through_gpus_are_not_spread() -> None:
     GPUs: the DAG holds several, but the host forest spreads only routes through switches
     (its host trees are many times the floor there and lose to the packing), so no tree
     set spreads and the plan's routes stay the router's."""
-    from planner.algorithms.forest_routes import RouteDag
-    from planner.families import torus
-    from planner.routing import Router
+    from syncplan.planner.algorithms.forest_routes import RouteDag
+    from syncplan.planner.families import torus
+    from syncplan.planner.routing import Router
 
     topo = Topology.from_dict(torus(3, 3))
     router = Router(topo)
@@ -425,7 +424,7 @@ def test_routes_through_gpus_are_not_spread() -> None:
 
 
 def _ctx(topo_dict: dict):
-    from planner.algorithms.base import PlanContext
+    from syncplan.planner.algorithms.base import PlanContext
 
     topo = Topology.from_dict(topo_dict)
     return PlanContext.create(topo, topo.endpoints(), SIZE)
@@ -434,8 +433,8 @@ def _ctx(topo_dict: dict):
 def test_packing_is_not_priced_where_the_host_forest_meets_the_floor() -> None:
     """No packing program beats the family's fluid floor, so a ``beat`` at the floor stops
     forest_any before any LP (the host forest is at the floor on switched clusters)."""
-    from planner.algorithms.forest_any import SLOWER, forest_any
-    from planner.bound import fluid_floor
+    from syncplan.planner.algorithms.forest_any import SLOWER, forest_any
+    from syncplan.planner.bound import fluid_floor
 
     ctx = _ctx(star([12.5, 12.5, 12.5, 3.125]))
     with pytest.raises(F.InfeasibleError, match=re.escape(SLOWER)):
@@ -449,9 +448,9 @@ def test_host_forest_gives_up_on_a_mesh_and_the_packing_decides() -> None:
     """Lanes between the hosts of a direct-wired mesh route over many hops: the host trees'
     fluid time is several times the floor, so the host forest stops before pricing and
     forest returns the packing's program (the same one forest_any builds on its own)."""
-    from planner.algorithms.forest_any import forest_any
-    from planner.bound import fluid_floor
-    from planner.families import mesh2d
+    from syncplan.planner.algorithms.forest_any import forest_any
+    from syncplan.planner.bound import fluid_floor
+    from syncplan.planner.families import mesh2d
 
     ctx = _ctx(mesh2d(3, 3))
     with pytest.raises(F._GaveUp) as stop:
@@ -466,8 +465,8 @@ def test_host_forest_gives_up_on_a_mesh_and_the_packing_decides() -> None:
 def test_host_forest_is_searched_in_full_where_the_packing_is_no_faster(monkeypatch) -> None:
     """After a give-up the host forest still wins where the packing's program is slower than
     the host trees' fluid time (here a packing made artificially slow)."""
-    from planner.algorithms.base import Candidate
-    from planner.families import mesh2d
+    from syncplan.planner.algorithms.base import Candidate
+    from syncplan.planner.families import mesh2d
 
     slow = Candidate("forest", 1.0, lambda: None, {"path": "any-topology packing"})
     monkeypatch.setattr(F, "forest_any", lambda ctx, beat=None: slow)
@@ -485,10 +484,10 @@ def test_fan_in_without_building_is_the_built_programs(name: str) -> None:
     import json
     from pathlib import Path
 
-    from planner.algorithms.base import PlanContext
-    from planner.algorithms.forest_build import build_program, host_fan_in, plan_fan_in
+    from syncplan.planner.algorithms.base import PlanContext
+    from syncplan.planner.algorithms.forest_build import build_program, host_fan_in, plan_fan_in
 
-    forest_mod = importlib.import_module("planner.algorithms.forest")
+    forest_mod = importlib.import_module("syncplan.planner.algorithms.forest")
     root = Path(__file__).resolve().parents[2]
     topo = Topology.from_dict(json.loads((root / "examples" / f"{name}.json").read_text()))
     ranks = topo.endpoints()

@@ -6,15 +6,14 @@ import sys
 
 import numpy as np
 import pytest
+from syncplan.planner.algorithms import forest_mix as mix_mod
+from syncplan.planner.algorithms.base import PlanContext
+from syncplan.planner.builders import star
+from syncplan.planner.plan import make_plan
+from syncplan.planner.topology import Topology
+from syncplan.planner.verify import verify_plan
 
-from planner.algorithms import forest_mix as mix_mod
-from planner.algorithms.base import PlanContext
-from planner.builders import star
-from planner.plan import make_plan
-from planner.topology import Topology
-from planner.verify import verify_plan
-
-F = sys.modules["planner.algorithms.forest"]
+F = sys.modules["syncplan.planner.algorithms.forest"]
 SIZE = 256 << 20
 SLOW_STAR = star([12.5, 12.5, 12.5, 3.125])  # examples/star-one-slow.json
 
@@ -59,7 +58,7 @@ def test_the_mix_lp_never_loses_to_the_pipelines_own_shares(name: str) -> None:
     """The LP's mix, built and priced by the cost model, is no slower than the pipelined
     program of the same trees and piece count (the LP counts every arc's latency in every
     step it could be used, so the built program is never above the LP's time)."""
-    from planner.topology import load_topology
+    from syncplan.planner.topology import load_topology
 
     topo = (Topology.from_dict(SLOW_STAR) if name == "star-one-slow"
             else load_topology(f"examples/{name}.json"))
@@ -105,11 +104,11 @@ def test_packing_mixes_keep_the_middle_and_never_lose_to_the_pipeline() -> None:
     """On a packing's pairs (any-topology path), a mix whose ends alone mix freely keeps the
     packing's shares in the middle pieces, verifies, and is no slower than the pipelined
     program of the same piece sizes."""
-    from planner.algorithms import forest_pipelined as fa
-    from planner.algorithms import packing_sets
-    from planner.algorithms.packing_schedule import PairSchedule, pair_trees
-    from planner.families import torus
-    from planner.program import program_to_doc
+    from syncplan.planner.algorithms import forest_pipelined as fa
+    from syncplan.planner.algorithms import packing_sets
+    from syncplan.planner.algorithms.packing_schedule import PairSchedule, pair_trees
+    from syncplan.planner.families import torus
+    from syncplan.planner.program import program_to_doc
     topo = Topology.from_dict(torus(2, 3, gpus_per_host=2, degraded=1))
     ctx = PlanContext.create(topo, topo.endpoints(), SIZE)
     table = packing_sets.packings(ctx)
@@ -155,7 +154,7 @@ def test_mixed_plans_repeat() -> None:
 def test_one_host_takes_the_faster_packing_within_the_fan_in_tolerance() -> None:
     """With one host neither program has host fan-in: the packing, faster than the (mixed)
     host forest by less than FAN_IN_TOLERANCE, wins (an 8-GPU full mesh)."""
-    from planner.families import random_family
+    from syncplan.planner.families import random_family
 
     topo = Topology.from_dict(random_family("full_mesh", 10))
     hosts = F.forest_hosts(PlanContext.create(topo, topo.endpoints(), SIZE))

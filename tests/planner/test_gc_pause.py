@@ -6,8 +6,7 @@ import gc
 import threading
 
 import pytest
-
-from planner.gc_pause import gc_paused
+from syncplan.planner.gc_pause import gc_paused
 
 
 @pytest.fixture(autouse=True)

@@ -7,15 +7,15 @@ import json
 from pathlib import Path
 
 import pytest
+from syncplan.planner.algorithms.base import PlanContext
+from syncplan.planner.cost import CostModel
+from syncplan.planner.errors import RequestError
+from syncplan.planner.plan import compare, make_plan
+from syncplan.planner.program import Program, Transfer
+from syncplan.planner.routing import Router
+from syncplan.planner.topology import load_topology
+from syncplan.planner.verify import verify_plan
 
-from planner.algorithms.base import PlanContext
-from planner.cost import CostModel
-from planner.errors import RequestError
-from planner.plan import compare, make_plan
-from planner.program import Program, Transfer
-from planner.routing import Router
-from planner.topology import load_topology
-from planner.verify import verify_plan
 from tests.planner.conftest import EXAMPLES
 from tests.planner.priced import priced_and_verified
 
@@ -108,7 +108,8 @@ def test_program_without_steps_costs_nothing() -> None:
 
 def test_cli_plans_with_the_overhead_and_verify_simulates_it(
         tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    from planner.sizes import format_time
+    from syncplan.planner.sizes import format_time
+
     from tests.planner.test_cli_errors import STAR, cli
 
     out = tmp_path / "plan.json"
@@ -193,7 +194,8 @@ def test_a_plan_records_its_cores_and_auto_leaves_the_direct_exchange_on_shared_
 
 def test_cli_plans_with_shared_cores_and_verify_simulates_them(
         tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    from planner.sizes import format_time
+    from syncplan.planner.sizes import format_time
+
     from tests.planner.test_cli_errors import STAR, cli
 
     out = tmp_path / "plan.json"

@@ -6,17 +6,21 @@ from __future__ import annotations
 import networkx as nx
 import numpy as np
 import pytest
-
-from planner.algorithms.arborescence import min_arborescence, shallow_trees, tree_depths
-from planner.algorithms.base import PlanContext
-from planner.algorithms.forest_any import forest_any
-from planner.algorithms.packing import PackingLP, QuickRoutes, RankRoutes, fluid_lower_bound
-from planner.bound import lower_bound
-from planner.families import directed_cluster, hybrid_cube_mesh, mesh2d, torus
-from planner.plan import make_plan, with_routes
-from planner.program import program_to_doc
-from planner.topology import Topology
-from planner.verify import verify_plan
+from syncplan.planner.algorithms.arborescence import min_arborescence, shallow_trees, tree_depths
+from syncplan.planner.algorithms.base import PlanContext
+from syncplan.planner.algorithms.forest_any import forest_any
+from syncplan.planner.algorithms.packing import (
+    PackingLP,
+    QuickRoutes,
+    RankRoutes,
+    fluid_lower_bound,
+)
+from syncplan.planner.bound import lower_bound
+from syncplan.planner.families import directed_cluster, hybrid_cube_mesh, mesh2d, torus
+from syncplan.planner.plan import make_plan, with_routes
+from syncplan.planner.program import program_to_doc
+from syncplan.planner.topology import Topology
+from syncplan.planner.verify import verify_plan
 
 SIZE = 256 << 20
 
@@ -104,8 +108,7 @@ def test_interior_duals_end_on_a_vertex_of_the_same_optimum() -> None:
 
 
 def test_long_column_generation_switches_to_interior_duals(monkeypatch) -> None:
-    import planner.algorithms.packing as packing
-
+    import syncplan.planner.algorithms.packing as packing
     monkeypatch.setattr(packing, "INTERIOR_AFTER", 0)
     t = Topology.from_dict(torus(3, 6, degraded=0))  # 18 ranks: inside INTERIOR_RANKS
     ctx = PlanContext.create(t, t.endpoints(), SIZE)
@@ -118,8 +121,8 @@ def test_long_column_generation_switches_to_interior_duals(monkeypatch) -> None:
 def test_a_program_never_beats_its_packings_fluid_time() -> None:
     """forest_any skips packings and tree subsets whose fluid time is above the best
     program's time: sound only because no piece schedule beats the fluid time."""
-    from planner.algorithms.packing_schedule import PairSchedule, pair_trees
-    from planner.algorithms.pipeline import model_time, piece_fractions
+    from syncplan.planner.algorithms.packing_schedule import PairSchedule, pair_trees
+    from syncplan.planner.algorithms.pipeline import model_time, piece_fractions
 
     rng = np.random.default_rng(5)
     for topo in (torus(3, 3, degraded=0), directed_cluster(), hybrid_cube_mesh()):
@@ -154,9 +157,9 @@ def test_unlimited_packing_prices_exact_trees_where_the_greedy_stops() -> None:
     unlimited LP, started from the depth-limited packings' trees, is still 1.26x the cut;
     the exact cheapest arborescences take it to the cut, and the depth-limited packings'
     trees keep to their limits."""
-    from planner.algorithms.packing_sets import packings
-    from planner.bound import fluid_floor
-    from planner.families import random_family
+    from syncplan.planner.algorithms.packing_sets import packings
+    from syncplan.planner.bound import fluid_floor
+    from syncplan.planner.families import random_family
 
     t = Topology.from_dict(random_family("directed_cluster", 3, 32))
     ctx = PlanContext.create(t, t.endpoints(), 256 << 20)
@@ -216,7 +219,7 @@ def test_tree_depths_of_paths_stars_and_cycles() -> None:
 def test_packings_in_two_threads_equal_one_route_set_after_the_other() -> None:
     """packing_sets.packings solves the any-route set in a second thread; the packings must
     be those of solving each set alone (same fluid times, trees and shares)."""
-    from planner.algorithms import packing_sets
+    from syncplan.planner.algorithms import packing_sets
 
     t = Topology.from_dict(hybrid_cube_mesh())  # PCIe beside NVLink: two route sets
     ctx = PlanContext.create(t, t.endpoints(), SIZE)
@@ -242,7 +245,7 @@ def test_packings_started_early_or_abandoned_are_the_same(topo: dict) -> None:
     """start_any runs the any-route LPs while the host forest is priced; what packings then
     returns is what it solves alone, and after stop_any it solves its own (the abandoned
     thread's stop leaves nothing behind)."""
-    from planner.algorithms import packing_sets
+    from syncplan.planner.algorithms import packing_sets
 
     t = Topology.from_dict(topo)
 
@@ -268,7 +271,7 @@ def test_packings_started_early_or_abandoned_are_the_same(topo: dict) -> None:
 def test_the_dual_bound_stops_early_only_below_what_it_is_told_is_useless(monkeypatch) -> None:
     """fluid_lower_bound with ``useless``: the same value where that is at or above it, and
     where the exact one is below it, a value below it after the first root's trees."""
-    from planner.algorithms import packing
+    from syncplan.planner.algorithms import packing
 
     t = Topology.from_dict(mesh2d(3, 3))
     ctx = PlanContext.create(t, t.endpoints(), SIZE)
@@ -290,9 +293,9 @@ def test_piece_size_lps_above_32_ranks_stay_small(monkeypatch) -> None:
     """The piece-size LP refines the best pipelined packing within LP_MAX_ROWS rows up to
     UNLIMITED_MAX_RANKS ranks and within LP_MAX_ROWS_LARGE above (64-rank plans at 256 MiB
     spent 0.2-1.8 s on larger ones for nothing in 14 of 15 members)."""
-    from planner.algorithms import forest_pipelined as fa
-    from planner.algorithms import pipeline
-    from planner.families import host_ring
+    from syncplan.planner.algorithms import forest_pipelined as fa
+    from syncplan.planner.algorithms import pipeline
+    from syncplan.planner.families import host_ring
 
     rows = []
 
@@ -320,10 +323,10 @@ def test_piece_size_lps_above_32_ranks_stay_small(monkeypatch) -> None:
 def test_schedule_time_without_building_is_the_built_programs(family: str) -> None:
     """``PairSchedule.program_time`` is the cost model's time of ``build`` (to the order of
     its sums) at every piece count and ramp, with pairs left out; None with overheads."""
-    from planner.algorithms.packing_schedule import PairSchedule, pair_trees
-    from planner.algorithms.packing_sets import packings
-    from planner.algorithms.pipeline import piece_fractions
-    from planner.families import random_family
+    from syncplan.planner.algorithms.packing_schedule import PairSchedule, pair_trees
+    from syncplan.planner.algorithms.packing_sets import packings
+    from syncplan.planner.algorithms.pipeline import piece_fractions
+    from syncplan.planner.families import random_family
 
     topo = Topology.from_dict(random_family(family, 1))
     ranks = topo.endpoints()
@@ -353,10 +356,10 @@ def test_piece_refinement_is_the_choice_made_one_count_at_a_time() -> None:
     """``refine_pieces`` solves its piece-size LPs side by side, then chooses as one after
     the other would: per piece count (half, the same, 1.5x), ramped pieces then the LP's,
     the first fastest kept. Here an LP's fractions win, at their own piece count."""
-    from planner.algorithms import forest_pipelined as fp
-    from planner.algorithms.packing_schedule import PairSchedule, pair_trees
-    from planner.algorithms.packing_sets import packings
-    from planner.algorithms.pipeline import lp_fractions, model_time, piece_fractions
+    from syncplan.planner.algorithms import forest_pipelined as fp
+    from syncplan.planner.algorithms.packing_schedule import PairSchedule, pair_trees
+    from syncplan.planner.algorithms.packing_sets import packings
+    from syncplan.planner.algorithms.pipeline import lp_fractions, model_time, piece_fractions
 
     t = Topology.from_dict(torus(2, 3, gpus_per_host=2, degraded=1))
     ctx = PlanContext.create(t, t.endpoints(), SIZE)

@@ -5,22 +5,26 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-
-from planner.algorithms import packing_window
-from planner.algorithms.arborescence import (
+from syncplan.planner.algorithms import packing_window
+from syncplan.planner.algorithms.arborescence import (
     layered_trees,
     layered_trees_costed,
     shallow_trees,
     tree_depths,
 )
-from planner.algorithms.base import PlanContext
-from planner.algorithms.packing_pieced import pieced_window, window_program
-from planner.algorithms.packing_schedule import PairSchedule, pair_trees
-from planner.algorithms.packing_sets import packings
-from planner.algorithms.packing_window import ABANDON_ABOVE, ABANDON_AFTER, Budget, WindowLP
-from planner.algorithms.pipeline import model_time, piece_fractions
-from planner.bound import lower_bound
-from planner.families import (
+from syncplan.planner.algorithms.base import PlanContext
+from syncplan.planner.algorithms.packing_pieced import pieced_window, window_program
+from syncplan.planner.algorithms.packing_schedule import PairSchedule, pair_trees
+from syncplan.planner.algorithms.packing_sets import packings
+from syncplan.planner.algorithms.packing_window import (
+    ABANDON_ABOVE,
+    ABANDON_AFTER,
+    Budget,
+    WindowLP,
+)
+from syncplan.planner.algorithms.pipeline import model_time, piece_fractions
+from syncplan.planner.bound import lower_bound
+from syncplan.planner.families import (
     FAMILY_EXAMPLES,
     directed_cluster,
     full_mesh,
@@ -28,10 +32,10 @@ from planner.families import (
     hybrid_cube_mesh,
     torus,
 )
-from planner.plan import make_plan, with_routes
-from planner.program import program_to_doc
-from planner.topology import Topology
-from planner.verify import verify_plan
+from syncplan.planner.plan import make_plan, with_routes
+from syncplan.planner.program import program_to_doc
+from syncplan.planner.topology import Topology
+from syncplan.planner.verify import verify_plan
 
 SIZE = 256 << 20
 

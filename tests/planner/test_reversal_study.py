@@ -10,13 +10,13 @@ import sys
 from pathlib import Path
 
 import pytest
+from syncplan.planner.algorithms.base import PlanContext
+from syncplan.planner.algorithms.packing_reversal import ReversedLP
+from syncplan.planner.algorithms.packing_sets import packings
+from syncplan.planner.algorithms.packing_window import WindowLP
+from syncplan.planner.families import mesh2d
+from syncplan.planner.topology import Topology
 
-from planner.algorithms.base import PlanContext
-from planner.algorithms.packing_reversal import ReversedLP
-from planner.algorithms.packing_sets import packings
-from planner.algorithms.packing_window import WindowLP
-from planner.families import mesh2d
-from planner.topology import Topology
 from tests.planner.conftest import QUALITY_BENCH
 
 SCRIPT = QUALITY_BENCH / "reversal_study.py"

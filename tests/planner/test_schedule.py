@@ -6,11 +6,10 @@ import itertools
 
 import numpy as np
 import pytest
-
-from planner.errors import RequestError
-from planner.schedule import CommCurves, TensorSpec, make_schedule, partition, simulate
-from planner.topology import load_topology
-from planner.verify import verify_plan
+from syncplan.planner.errors import RequestError
+from syncplan.planner.schedule import CommCurves, TensorSpec, make_schedule, partition, simulate
+from syncplan.planner.topology import load_topology
+from syncplan.planner.verify import verify_plan
 
 from .conftest import EXAMPLES
 
@@ -118,8 +117,8 @@ def test_ties_go_to_the_ring_and_message_overhead_is_priced() -> None:
     alike: the ring, with one message per rank and step, is chosen; a per-message overhead
     is in the schedule's times and in the plan documents, which record it for the
     verifier."""
-    from planner.builders import star
-    from planner.topology import Topology
+    from syncplan.planner.builders import star
+    from syncplan.planner.topology import Topology
 
     topo = Topology.from_dict(star([0.025] * 8, latency_us=1.0))
     ranks = topo.endpoints()
@@ -146,8 +145,8 @@ def test_schedule_prices_shared_cores_like_the_cost_model() -> None:
     """With message_cores the schedule's plan documents record it and the verifier, given the
     documents' settings, reproduces their predicted times (a ring step: 16 message ends over
     8 ranks, so on one core each step pays 16 overheads, the wire overlapping all but 2)."""
-    from planner.builders import star
-    from planner.topology import Topology
+    from syncplan.planner.builders import star
+    from syncplan.planner.topology import Topology
 
     topo = Topology.from_dict(star([0.025] * 8, latency_us=1.0))
     ranks = topo.endpoints()

@@ -4,16 +4,16 @@
 from __future__ import annotations
 
 import pytest
+from syncplan.planner.algorithms import ALGORITHMS, OUTSIDE_REDUCE_BROADCAST
+from syncplan.planner.algorithms.base import PlanContext
+from syncplan.planner.algorithms.common import coarsen
+from syncplan.planner.builders import star
+from syncplan.planner.errors import InfeasibleError
+from syncplan.planner.plan import TIE_TOLERANCE, compare, make_plan, with_routes
+from syncplan.planner.program import Program, Transfer, program_to_doc
+from syncplan.planner.topology import Topology, load_topology
+from syncplan.planner.verify import verify_plan
 
-from planner.algorithms import ALGORITHMS, OUTSIDE_REDUCE_BROADCAST
-from planner.algorithms.base import PlanContext
-from planner.algorithms.common import coarsen
-from planner.builders import star
-from planner.errors import InfeasibleError
-from planner.plan import TIE_TOLERANCE, compare, make_plan, with_routes
-from planner.program import Program, Transfer, program_to_doc
-from planner.topology import Topology, load_topology
-from planner.verify import verify_plan
 from tests.planner.conftest import EXAMPLES
 
 NEW = ["star", "two-level-star", "direct", "direct-2level", "direct-2step",
@@ -159,7 +159,8 @@ def test_the_executor_runs_every_new_program_exactly() -> None:
     """4 gloo processes run each new algorithm's plan (star-one-slow, 1 KiB and 1 byte) and
     match torch's all_reduce on every rank."""
     pytest.importorskip("torch")
-    from executor.localrun import LocalRunConfig, run_local
+    from syncplan.executor.localrun import LocalRunConfig, run_local
+
     from tests.executor.workers import check_cases
 
     topo = load_topology(EXAMPLES / "star-one-slow.json")

@@ -6,10 +6,11 @@ from __future__ import annotations
 import subprocess
 import sys
 
-from planner.algorithms import forest_any
-from planner.families import random_family
-from planner.plan import make_plan
-from planner.topology import Topology
+from syncplan.planner.algorithms import forest_any
+from syncplan.planner.families import random_family
+from syncplan.planner.plan import make_plan
+from syncplan.planner.topology import Topology
+
 from tests.planner.conftest import QUALITY_BENCH, load_bench_script
 
 SCRIPT = QUALITY_BENCH / "solve_anatomy.py"

@@ -3,16 +3,15 @@
 from __future__ import annotations
 
 import pytest
-
-from planner.builders import dgx_cluster
-from planner.cost import CostModel
-from planner.errors import RequestError
-from planner.plan import make_plan
-from planner.program import Program, Transfer
-from planner.routing import Router
-from planner.sparse import Density, break_even, sparse_time, transfer_weights
-from planner.topology import Topology
-from planner.verify import verify_plan
+from syncplan.planner.builders import dgx_cluster
+from syncplan.planner.cost import CostModel
+from syncplan.planner.errors import RequestError
+from syncplan.planner.plan import make_plan
+from syncplan.planner.program import Program, Transfer
+from syncplan.planner.routing import Router
+from syncplan.planner.sparse import Density, break_even, sparse_time, transfer_weights
+from syncplan.planner.topology import Topology
+from syncplan.planner.verify import verify_plan
 
 TOPO = Topology.from_dict(dgx_cluster(2, gpus=2))
 RANKS = ["h0/gpu0", "h0/gpu1", "h1/gpu0", "h1/gpu1"]

@@ -6,15 +6,15 @@ nothing. docs/testbed.md "Issue 18, session 9"."""
 from __future__ import annotations
 
 import pytest
+from syncplan.planner.algorithms import ALGORITHMS
+from syncplan.planner.algorithms.base import PlanContext
+from syncplan.planner.cost import CostModel, switched
+from syncplan.planner.plan import compare, make_plan, with_routes
+from syncplan.planner.program import Program, Transfer, program_to_doc
+from syncplan.planner.routing import Router
+from syncplan.planner.topology import Topology
+from syncplan.planner.verify import step_switch_wires, verify_plan
 
-from planner.algorithms import ALGORITHMS
-from planner.algorithms.base import PlanContext
-from planner.cost import CostModel, switched
-from planner.plan import compare, make_plan, with_routes
-from planner.program import Program, Transfer, program_to_doc
-from planner.routing import Router
-from planner.topology import Topology
-from planner.verify import step_switch_wires, verify_plan
 from syncplan.testbed.scenario import load_scenario
 
 MIB = 1 << 20
@@ -112,8 +112,9 @@ def test_zero_changes_nothing_and_the_plan_records_the_term() -> None:
 def test_every_candidate_prices_the_term_on_its_own_program(name: str, uneven: bool) -> None:
     """hierarchical (equal and uneven hosts) included: its prediction is the cost model on the
     program it builds, switch term and all, and the verifier's simulation agrees."""
-    from planner.algorithms.base import PlanContext
-    from planner.topology import load_topology
+    from syncplan.planner.algorithms.base import PlanContext
+    from syncplan.planner.topology import load_topology
+
     from tests.planner.conftest import EXAMPLES
     from tests.planner.priced import priced_and_verified
 

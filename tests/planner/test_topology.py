@@ -4,10 +4,9 @@ import json
 from pathlib import Path
 
 import pytest
-
-from planner.builders import EXAMPLES, star
-from planner.errors import RequestError, TopologyError
-from planner.topology import Topology, load_topology
+from syncplan.planner.builders import EXAMPLES, star
+from syncplan.planner.errors import RequestError, TopologyError
+from syncplan.planner.topology import Topology, load_topology
 
 from .conftest import EXAMPLES as EXAMPLE_DIR
 
@@ -83,4 +82,4 @@ def test_shipped_examples_match_their_builders() -> None:
     for name, make in EXAMPLES.items():
         shipped = json.loads((EXAMPLE_DIR / f"{name}.json").read_text())
         assert shipped == json.loads(json.dumps(make())), f"examples/{name}.json is stale: " \
-            "run python -m planner.builders examples"
+            "run python -m syncplan.planner.builders examples"

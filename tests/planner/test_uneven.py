@@ -4,14 +4,13 @@ the nested-group decomposition emits passes the independent verifier, at the pre
 from __future__ import annotations
 
 import pytest
-
-from planner.algorithms.base import PlanContext
-from planner.algorithms.uneven import level_sets
-from planner.builders import TopologyBuilder
-from planner.families import random_two_switch
-from planner.plan import compare, make_plan
-from planner.topology import Topology
-from planner.verify import verify_plan
+from syncplan.planner.algorithms.base import PlanContext
+from syncplan.planner.algorithms.uneven import level_sets
+from syncplan.planner.builders import TopologyBuilder
+from syncplan.planner.families import random_two_switch
+from syncplan.planner.plan import compare, make_plan
+from syncplan.planner.topology import Topology
+from syncplan.planner.verify import verify_plan
 
 
 def cluster(sizes: list[int], switches: int = 1) -> Topology:

@@ -7,10 +7,9 @@ import json
 import re
 
 import pytest
-
-from planner.builders import star
-from planner.topology import Topology
-from planner.verify import verify_plan
+from syncplan.planner.builders import star
+from syncplan.planner.topology import Topology
+from syncplan.planner.verify import verify_plan
 
 TOPO = Topology.from_dict(star([10.0, 10.0, 5.0]))
 RANKS = ["h0/cpu0", "h1/cpu0", "h2/cpu0"]
@@ -110,9 +109,9 @@ def test_replace_reads_start_of_step_values() -> None:
 # ---- route tables (program.routes + "route" indices) ------------------------------------
 
 def _table_doc():
-    from planner.builders import dgx_cluster
-    from planner.plan import make_plan
-    from planner.program import program_from_doc, program_to_doc
+    from syncplan.planner.builders import dgx_cluster
+    from syncplan.planner.plan import make_plan
+    from syncplan.planner.program import program_from_doc, program_to_doc
 
     spec = dgx_cluster(2, gpus=4)
     topo = Topology.from_dict(spec)
@@ -123,7 +122,7 @@ def _table_doc():
 
 
 def test_a_route_table_document_is_the_same_plan() -> None:
-    from planner.program import program_from_doc
+    from syncplan.planner.program import program_from_doc
 
     topo, doc, tabled = _table_doc()
     prog = tabled["program"]
@@ -157,14 +156,14 @@ def test_bad_route_tables_are_named(mutate, message: str) -> None:
 
 
 def test_large_programs_get_a_route_table(monkeypatch: pytest.MonkeyPatch) -> None:
-    import planner.program
-    from planner.builders import dgx_cluster
-    from planner.plan import make_plan
+    from syncplan.planner import program as plan_program
+    from syncplan.planner.builders import dgx_cluster
+    from syncplan.planner.plan import make_plan
 
     topo = Topology.from_dict(dgx_cluster(2, gpus=4))
     small = make_plan(topo, topo.endpoints(), 16 << 20, "forest")
     assert "routes" not in small["program"]
-    monkeypatch.setattr(planner.program, "ROUTE_TABLE_ABOVE", 10)
+    monkeypatch.setattr(plan_program, "ROUTE_TABLE_ABOVE", 10)
     large = make_plan(topo, topo.endpoints(), 16 << 20, "forest")
     assert "routes" in large["program"]
     assert verify_plan(large, topo).simulated_time_s == verify_plan(small, topo).simulated_time_s

@@ -7,9 +7,8 @@ import urllib.error
 import urllib.request
 
 import pytest
-
-from agents.daemon import AgentConfig
-from agents.metrics import AgentHTTP, AgentMetrics
+from syncplan.agents.daemon import AgentConfig
+from syncplan.agents.metrics import AgentHTTP, AgentMetrics
 
 
 def _call(url: str, method: str = "GET", token: str | None = None) -> int:

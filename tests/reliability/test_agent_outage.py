@@ -7,9 +7,9 @@ import time
 from pathlib import Path
 
 import pytest
+from syncplan.agents.report import HostReport
+from syncplan.agents.reporter import Backoff, Reporter
 
-from agents.report import HostReport
-from agents.reporter import Backoff, Reporter
 from tests.api.helpers import TOKENS, ServerProcess, free_port, host_report
 
 

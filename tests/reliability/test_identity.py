@@ -12,10 +12,10 @@ from pathlib import Path
 
 import httpx
 import pytest
+from syncplan.agents.report import HostReport
+from syncplan.agents.reporter import Backoff, Reporter
+from syncplan.api.identity import host_token
 
-from agents.report import HostReport
-from agents.reporter import Backoff, Reporter
-from api.identity import host_token
 from tests.api.helpers import AGENT_SECRET, REPO, TOKENS, ServerProcess, auth, host_report
 
 

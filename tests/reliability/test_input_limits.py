@@ -9,8 +9,8 @@ from typing import Any
 
 import httpx
 import pytest
+from syncplan.agents.report import MAX_LINKS, MAX_NODES
 
-from agents.report import MAX_LINKS, MAX_NODES
 from tests.api.helpers import ServerProcess, auth, host_report
 
 H = {"Content-Type": "application/json"}
@@ -131,7 +131,7 @@ def test_job_fields_refused_at_write_time(client: httpx.Client, field: str, valu
 
 
 def test_every_planner_algorithm_is_accepted(client: httpx.Client) -> None:
-    from planner.algorithms import ALGORITHMS
+    from syncplan.planner.algorithms import ALGORITHMS
 
     for name in ALGORITHMS:
         job = {"ranks": ["h0/gpu0", "h1/gpu0"], "size_bytes": 4096, "algorithm": name}
@@ -175,10 +175,10 @@ def _dup_link() -> dict[str, Any]:
 def test_report_graph_checked_as_the_planner_would(client: httpx.Client, make: Any) -> None:
     """The report's own graph is checked without building it (linear, no networkx); each
     case the planner's Topology refuses is refused."""
-    from agents.report import HostReport
-    from api.merge import local_graph
-    from planner.errors import TopologyError
-    from planner.topology import Topology
+    from syncplan.agents.report import HostReport
+    from syncplan.api.merge import local_graph
+    from syncplan.planner.errors import TopologyError
+    from syncplan.planner.topology import Topology
 
     rep = make()
     nodes, links = local_graph(HostReport.model_validate(rep))

@@ -8,10 +8,10 @@ from pathlib import Path
 from typing import Any
 
 from fastapi.testclient import TestClient
+from syncplan.api.identity import host_token
+from syncplan.api.main import create_app
+from syncplan.api.settings import Settings
 
-from api.identity import host_token
-from api.main import create_app
-from api.settings import Settings
 from tests.api.helpers import AGENT_SECRET, TOKENS, auth, host_report
 
 J = {"Content-Type": "application/json"}

@@ -11,10 +11,10 @@ from pathlib import Path
 
 import httpx
 import pytest
+from syncplan.api.limits import MAX_DISTINCT_SIZES
+from syncplan.planner.builders import dgx_cluster
+from syncplan.planner.verify import verify_plan
 
-from api.limits import MAX_DISTINCT_SIZES
-from planner.builders import dgx_cluster
-from planner.verify import verify_plan
 from tests.api.helpers import ServerProcess, auth
 
 
@@ -60,7 +60,7 @@ def test_quota_timeout_and_retry(busy_server: ServerProcess) -> None:
         assert r.status_code == 200, r.text[:300]
         topo = c.get("/v1/topology").json()
         doc = r.json()
-        from planner.topology import Topology
+        from syncplan.planner.topology import Topology
         verify_plan(doc, Topology.from_dict(topo))
 
 

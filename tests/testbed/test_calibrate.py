@@ -7,8 +7,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from syncplan.planner.cost import overlapped
 
-from planner.cost import overlapped
 from syncplan.testbed.calibrate import (
     LARGE_SIZE,
     MIN_POINTS,

@@ -13,9 +13,9 @@ import time
 from pathlib import Path
 
 import pytest
+from syncplan.planner.plan import make_plan
+from syncplan.planner.topology import Topology
 
-from planner.plan import make_plan
-from planner.topology import Topology
 from syncplan.testbed import emulator
 from syncplan.testbed.linkcheck import measure_links, measure_messages, message_times
 from syncplan.testbed.netns import netns_list, root_links, sh

@@ -5,8 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from syncplan.planner.topology import Topology
 
-from planner.topology import Topology
 from syncplan.testbed import TestbedError
 from syncplan.testbed.scenario import SCENARIO_DIR, Scenario, load_scenario
 
