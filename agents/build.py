@@ -47,8 +47,13 @@ def distance(a: Placed, b: Placed) -> int:
     return SYS
 
 
-def build_report(host: str, inventory: GpuInventory | None, nics: list[NicDev],
-                 sysfs: SysFS, agent_version: str = "unknown") -> HostReport:
+def build_report(
+    host: str,
+    inventory: GpuInventory | None,
+    nics: list[NicDev],
+    sysfs: SysFS,
+    agent_version: str = "unknown",
+) -> HostReport:
     """The report's inventory and graph; ``seq`` is 0 (the reporter assigns it)."""
     gpus = inventory.gpus if inventory else []
     nodes: list[LocalNode] = []
@@ -60,22 +65,51 @@ def build_report(host: str, inventory: GpuInventory | None, nics: list[NicDev],
         for n in nics:
             nodes.append(LocalNode(id=nic_ids[n.name], kind="nic"))
             bw = _nic_host_GBps(n, sysfs)
-            links.append(LocalLink(src="cpu0", dst=nic_ids[n.name], kind=_nic_link_kind(n),
-                                   bandwidth_GBps=bw, latency_us=PCIE_LATENCY_US))
-        return HostReport(host=host, seq=0, agent_version=agent_version, endpoint_kind="cpu",
-                          nics=[_nic_info(n, []) for n in nics], nodes=nodes, links=links)
+            links.append(
+                LocalLink(
+                    src="cpu0",
+                    dst=nic_ids[n.name],
+                    kind=_nic_link_kind(n),
+                    bandwidth_GBps=bw,
+                    latency_us=PCIE_LATENCY_US,
+                )
+            )
+        return HostReport(
+            host=host,
+            seq=0,
+            agent_version=agent_version,
+            endpoint_kind="cpu",
+            nics=[_nic_info(n, []) for n in nics],
+            nodes=nodes,
+            links=links,
+        )
 
-    placed_gpus = [Placed(f"gpu{g.index}", sysfs.pci_location(g.pci_bus_id),
-                          g.numa_node if g.numa_node is not None
-                          else sysfs.pci_numa_node(g.pci_bus_id)) for g in gpus]
+    placed_gpus = [
+        Placed(
+            f"gpu{g.index}",
+            sysfs.pci_location(g.pci_bus_id),
+            g.numa_node if g.numa_node is not None else sysfs.pci_numa_node(g.pci_bus_id),
+        )
+        for g in gpus
+    ]
     _nvml_switch_fallback(placed_gpus, inventory)
-    placed_nics = [Placed(nic_ids[n.name],
-                          sysfs.pci_location(n.pci_address) if n.pci_address else None,
-                          n.numa_node) for n in nics]
+    placed_nics = [
+        Placed(
+            nic_ids[n.name],
+            sysfs.pci_location(n.pci_address) if n.pci_address else None,
+            n.numa_node,
+        )
+        for n in nics
+    ]
 
     # PCIe switches, numbered in order of (host bridge, upstream port).
-    switch_keys = sorted({(p.loc.host_bridge, p.loc.switch) for p in placed_gpus + placed_nics
-                          if p.loc and p.loc.switch})
+    switch_keys = sorted(
+        {
+            (p.loc.host_bridge, p.loc.switch)
+            for p in placed_gpus + placed_nics
+            if p.loc and p.loc.switch
+        }
+    )
     switch_ids = {k: f"pcie_switch{i}" for i, k in enumerate(switch_keys)}
     sockets = sorted({p.numa if p.numa is not None else 0 for p in placed_gpus + placed_nics})
     socket_id = {s: f"cpu_socket{s}" for s in sockets}
@@ -101,8 +135,11 @@ def build_report(host: str, inventory: GpuInventory | None, nics: list[NicDev],
             parent = sw
         else:
             parent = socket_id[sock]
-        links.append(LocalLink(src=p.node_id, dst=parent, kind=kind, bandwidth_GBps=bw,
-                               latency_us=PCIE_LATENCY_US))
+        links.append(
+            LocalLink(
+                src=p.node_id, dst=parent, kind=kind, bandwidth_GBps=bw, latency_us=PCIE_LATENCY_US
+            )
+        )
 
     for g, p in zip(gpus, placed_gpus, strict=True):
         bw = g.pcie_bandwidth_GBps or sysfs.pci_link_GBps(g.pci_bus_id) or FALLBACK_PCIE_GBps
@@ -111,11 +148,25 @@ def build_report(host: str, inventory: GpuInventory | None, nics: list[NicDev],
         attach(p, _nic_host_GBps(n, sysfs), _nic_link_kind(n))
     for (_hb, up), sw in switch_ids.items():
         bw = sysfs.pci_link_GBps(up) or switch_children_bw.get(sw) or FALLBACK_PCIE_GBps
-        links.append(LocalLink(src=sw, dst=socket_id[switch_socket.get(sw, sockets[0])],
-                               kind="pcie", bandwidth_GBps=bw, latency_us=PCIE_LATENCY_US))
+        links.append(
+            LocalLink(
+                src=sw,
+                dst=socket_id[switch_socket.get(sw, sockets[0])],
+                kind="pcie",
+                bandwidth_GBps=bw,
+                latency_us=PCIE_LATENCY_US,
+            )
+        )
     for a, b in itertools.pairwise(sockets):
-        links.append(LocalLink(src=socket_id[a], dst=socket_id[b], kind="smp",
-                               bandwidth_GBps=INTER_SOCKET_GBps, latency_us=PCIE_LATENCY_US))
+        links.append(
+            LocalLink(
+                src=socket_id[a],
+                dst=socket_id[b],
+                kind="smp",
+                bandwidth_GBps=INTER_SOCKET_GBps,
+                latency_us=PCIE_LATENCY_US,
+            )
+        )
 
     nv_nodes, nv_links = _nvlink_graph(inventory)
     nodes += nv_nodes
@@ -132,14 +183,30 @@ def build_report(host: str, inventory: GpuInventory | None, nics: list[NicDev],
             if d == best:
                 closest[nid].append(g.index)
 
-    gpu_infos = [GPUInfo(index=g.index, uuid=g.uuid, name=g.name, pci_bus_id=g.pci_bus_id,
-                         numa_node=pg.numa, pcie_gen=g.pcie_gen, pcie_width=g.pcie_width,
-                         pcie_bandwidth_GBps=g.pcie_bandwidth_GBps, nvlink_count=len(g.nvlinks))
-                 for g, pg in zip(gpus, placed_gpus, strict=True)]
-    return HostReport(host=host, seq=0, agent_version=agent_version, endpoint_kind="gpu",
-                      gpus=gpu_infos,
-                      nics=[_nic_info(n, sorted(closest[nic_ids[n.name]])) for n in nics],
-                      nodes=nodes, links=links)
+    gpu_infos = [
+        GPUInfo(
+            index=g.index,
+            uuid=g.uuid,
+            name=g.name,
+            pci_bus_id=g.pci_bus_id,
+            numa_node=pg.numa,
+            pcie_gen=g.pcie_gen,
+            pcie_width=g.pcie_width,
+            pcie_bandwidth_GBps=g.pcie_bandwidth_GBps,
+            nvlink_count=len(g.nvlinks),
+        )
+        for g, pg in zip(gpus, placed_gpus, strict=True)
+    ]
+    return HostReport(
+        host=host,
+        seq=0,
+        agent_version=agent_version,
+        endpoint_kind="gpu",
+        gpus=gpu_infos,
+        nics=[_nic_info(n, sorted(closest[nic_ids[n.name]])) for n in nics],
+        nodes=nodes,
+        links=links,
+    )
 
 
 def _nvml_switch_fallback(placed: list[Placed], inv: GpuInventory | None) -> None:
@@ -157,8 +224,11 @@ def _nvml_switch_fallback(placed: list[Placed], inv: GpuInventory | None) -> Non
             members = [j for j in range(len(placed)) if group[j] == group[i]]
             bdf = inv.gpus[i].pci_bus_id
             sw = f"nvml-group{group[i]}" if len(members) > 1 else None
-            p.loc = PciLocation(bdf=bdf, host_bridge=f"nvml-{bdf}" if sw is None
-                                else "nvml", bridges=("root", sw) if sw else ())
+            p.loc = PciLocation(
+                bdf=bdf,
+                host_bridge=f"nvml-{bdf}" if sw is None else "nvml",
+                bridges=("root", sw) if sw else (),
+            )
 
 
 def _nvlink_graph(inv: GpuInventory | None) -> tuple[list[LocalNode], list[LocalLink]]:
@@ -190,12 +260,25 @@ def _nvlink_graph(inv: GpuInventory | None) -> tuple[list[LocalNode], list[Local
             seen.add(pair)
             back = groups.get((j, f"gpu:{i}"), speeds)
             bw = min(sum(speeds), sum(back))
-            links.append(LocalLink(src=f"gpu{pair[0]}", dst=f"gpu{pair[1]}", kind="nvlink",
-                                   bandwidth_GBps=round(bw, 3), latency_us=NVLINK_LATENCY_US))
+            links.append(
+                LocalLink(
+                    src=f"gpu{pair[0]}",
+                    dst=f"gpu{pair[1]}",
+                    kind="nvlink",
+                    bandwidth_GBps=round(bw, 3),
+                    latency_us=NVLINK_LATENCY_US,
+                )
+            )
         else:
-            links.append(LocalLink(src=f"gpu{i}", dst=sw_ids[key], kind="nvlink",
-                                   bandwidth_GBps=round(sum(speeds), 3),
-                                   latency_us=NVLINK_LATENCY_US))
+            links.append(
+                LocalLink(
+                    src=f"gpu{i}",
+                    dst=sw_ids[key],
+                    kind="nvlink",
+                    bandwidth_GBps=round(sum(speeds), 3),
+                    latency_us=NVLINK_LATENCY_US,
+                )
+            )
     return nodes, links
 
 
@@ -213,7 +296,13 @@ def _nic_host_GBps(n: NicDev, sysfs: SysFS) -> float:
 
 
 def _nic_info(n: NicDev, closest_gpus: list[int]) -> NICInfo:
-    return NICInfo(name=n.name, kind=n.kind if n.kind in ("ethernet", "infiniband", "roce")
-                   else "other", speed_GBps=n.speed_GBps, state=n.state,
-                   pci_address=n.pci_address, numa_node=n.numa_node,
-                   closest_gpus=closest_gpus, address=n.address)
+    return NICInfo(
+        name=n.name,
+        kind=n.kind if n.kind in ("ethernet", "infiniband", "roce") else "other",
+        speed_GBps=n.speed_GBps,
+        state=n.state,
+        pci_address=n.pci_address,
+        numa_node=n.numa_node,
+        closest_gpus=closest_gpus,
+        address=n.address,
+    )

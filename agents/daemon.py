@@ -116,9 +116,11 @@ class AgentConfig:
         if self.slot_s is None:
             self.slot_s = round(2 * self.probe.duration_s + 3.0, 3)
         if self.http_port is not None and not is_loopback(self.http_bind) and not self.token:
-            raise ValueError(f"--http-bind {self.http_bind} exposes the agent's control "
-                             "endpoints (POST /v1/probe, /v1/report): give the agent its "
-                             "token (--token) to protect them, or bind 127.0.0.1")
+            raise ValueError(
+                f"--http-bind {self.http_bind} exposes the agent's control "
+                "endpoints (POST /v1/probe, /v1/report): give the agent its "
+                "token (--token) to protect them, or bind 127.0.0.1"
+            )
 
     @property
     def control_token(self) -> str | None:
@@ -126,8 +128,9 @@ class AgentConfig:
         port is reachable from other hosts, none on loopback."""
         return None if is_loopback(self.http_bind) else self.token
         if self.slot_s < 2 * self.probe.duration_s + 0.5:
-            raise ValueError(f"slot_s {self.slot_s} is too short for two "
-                             f"{self.probe.duration_s}s transfers")
+            raise ValueError(
+                f"slot_s {self.slot_s} is too short for two {self.probe.duration_s}s transfers"
+            )
 
 
 class Agent:
@@ -137,8 +140,11 @@ class Agent:
         self.cfg = cfg
         fixture = cfg.nvml_fixture
         self.discoverer = Discoverer(
-            cfg.host, SysFS(cfg.sysfs_root), ProcFS(cfg.procfs_root),
-            (lambda: RecordedNVML.load(fixture)) if fixture else RealNVML)
+            cfg.host,
+            SysFS(cfg.sysfs_root),
+            ProcFS(cfg.procfs_root),
+            (lambda: RecordedNVML.load(fixture)) if fixture else RealNVML,
+        )
         self.metrics = AgentMetrics()
         self.lock = threading.Lock()  # the host's probe lock: one session at a time
         self.stop_event = threading.Event()
@@ -151,34 +157,52 @@ class Agent:
         self.server: ProbeServer | None = None
         self.http: AgentHTTP | None = None
         self.reporter: Reporter | None = None
-        self.directory = (PeerDirectory(cfg.server, cfg.host, cfg.token, cfg.report_timeout_s)
-                          if cfg.server and not cfg.peers else None)
+        self.directory = (
+            PeerDirectory(cfg.server, cfg.host, cfg.token, cfg.report_timeout_s)
+            if cfg.server and not cfg.peers
+            else None
+        )
 
     # lifecycle --------------------------------------------------------------------------
 
     def start(self, *, loops: bool = True) -> Agent:
         cfg = self.cfg
-        self.server = ProbeServer(cfg.host, cfg.bind, cfg.probe_port, lock=self.lock,
-                                  on_result=self._record_served)
+        self.server = ProbeServer(
+            cfg.host, cfg.bind, cfg.probe_port, lock=self.lock, on_result=self._record_served
+        )
         if cfg.http_port is not None:
-            self.http = AgentHTTP(self.metrics, cfg.http_bind, cfg.http_port,
-                                  report=self._latest_json, trigger=self.trigger,
-                                  control_token=cfg.control_token)
+            self.http = AgentHTTP(
+                self.metrics,
+                cfg.http_bind,
+                cfg.http_port,
+                report=self._latest_json,
+                trigger=self.trigger,
+                control_token=cfg.control_token,
+            )
         if cfg.server:
             os.makedirs(cfg.spool_dir, exist_ok=True)
-            self.reporter = Reporter(cfg.server, cfg.host, cfg.token, cfg.spool_dir,
-                                     timeout_s=cfg.report_timeout_s, backoff=cfg.backoff,
-                                     on_delivered=self._delivered,
-                                     on_failure=lambda _: self.metrics.report_failures.inc())
+            self.reporter = Reporter(
+                cfg.server,
+                cfg.host,
+                cfg.token,
+                cfg.spool_dir,
+                timeout_s=cfg.report_timeout_s,
+                backoff=cfg.backoff,
+                on_delivered=self._delivered,
+                on_failure=lambda _: self.metrics.report_failures.inc(),
+            )
             self.reporter.start()
         if loops:
-            for target, name in ((self._heartbeat_loop, "heartbeat"),
-                                 (self._probe_loop, "prober")):
+            for target, name in ((self._heartbeat_loop, "heartbeat"), (self._probe_loop, "prober")):
                 t = threading.Thread(target=target, name=name, daemon=True)
                 t.start()
                 self._threads.append(t)
-        log.info("agent %s: probe server on %s:%d%s", cfg.host, *self.server.address,
-                 f", http on {self.http.address[0]}:{self.http.port}" if self.http else "")
+        log.info(
+            "agent %s: probe server on %s:%d%s",
+            cfg.host,
+            *self.server.address,
+            f", http on {self.http.address[0]}:{self.http.port}" if self.http else "",
+        )
         return self
 
     def stop(self, flush_timeout_s: float = 2.0) -> None:
@@ -224,8 +248,14 @@ class Agent:
         with self._peers_lock:
             peers = [p.model_copy(update={"nic": nic_id}) for _, p in sorted(self._peers.items())]
         links = _apply_copies(rep, self._copies)
-        rep = rep.model_copy(update={"peers": peers, "probe_address": addr, "links": links,
-                                     "generated_at": datetime.now(UTC)})
+        rep = rep.model_copy(
+            update={
+                "peers": peers,
+                "probe_address": addr,
+                "links": links,
+                "generated_at": datetime.now(UTC),
+            }
+        )
         self._latest = rep
         return rep
 
@@ -286,16 +316,21 @@ class Agent:
             old = self._peers.get(r.peer_host)
             self._peers[r.peer_host] = PeerMeasurement(
                 peer_host=r.peer_host,
-                bandwidth_GBps=min(max(r.bandwidth_GBps, MIN_BANDWIDTH_GBPS),
-                                   MAX_BANDWIDTH_GBPS),
+                bandwidth_GBps=min(max(r.bandwidth_GBps, MIN_BANDWIDTH_GBPS), MAX_BANDWIDTH_GBPS),
                 latency_us=min(max(r.latency_us, 0.0), MAX_LATENCY_US),
                 measured_at=datetime.fromtimestamp(r.measured_at, UTC),
-                samples=(old.samples + 1) if old else 1)
+                samples=(old.samples + 1) if old else 1,
+            )
         self.metrics.probe_bandwidth.labels(r.peer_host).set(r.bandwidth_GBps)
         self.metrics.probe_latency.labels(r.peer_host).set(r.latency_us)
         self.metrics.probe_last.labels(r.peer_host).set(r.measured_at)
-        log.info("measured %s -> %s: %.4f GB/s, %.1f us", self.cfg.host, r.peer_host,
-                 r.bandwidth_GBps, r.latency_us)
+        log.info(
+            "measured %s -> %s: %.4f GB/s, %.1f us",
+            self.cfg.host,
+            r.peer_host,
+            r.bandwidth_GBps,
+            r.latency_us,
+        )
 
     def _record_served(self, r: PairResult) -> None:
         self._record(r)  # the responder's own direction: this host -> the initiator
@@ -320,8 +355,11 @@ class Agent:
         last_err: Exception | None = None
         while not self.stop_event.is_set() and time.time() + need < slot_end:
             try:
-                self._record(probe_peer(self.cfg.host, peer, addr[0], addr[1], self.cfg.probe,
-                                        lock=self.lock))
+                self._record(
+                    probe_peer(
+                        self.cfg.host, peer, addr[0], addr[1], self.cfg.probe, lock=self.lock
+                    )
+                )
                 return
             except (PeerBusy, ProbeError) as exc:
                 last_err = exc
@@ -361,8 +399,9 @@ class Agent:
                 break
             self.stop_event.wait(0.2)
         if pending:
-            log.warning("peers not answering after %.0f s: %s", timeout_s,
-                        ", ".join(sorted(pending)))
+            log.warning(
+                "peers not answering after %.0f s: %s", timeout_s, ", ".join(sorted(pending))
+            )
         return sorted(pending)
 
     def once(self) -> HostReport:

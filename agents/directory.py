@@ -45,8 +45,12 @@ class PeerDirectory:
                     log.warning("peer %s skipped: %s", name, exc)
         except (httpx.HTTPError, ValueError, KeyError, TypeError, AttributeError) as exc:
             if not self._failing:
-                log.warning("cannot fetch peers from %s (%s); using the last %d known",
-                            self.url, exc, len(self.peers))
+                log.warning(
+                    "cannot fetch peers from %s (%s); using the last %d known",
+                    self.url,
+                    exc,
+                    len(self.peers),
+                )
             self._failing = True
             return dict(self.peers)
         if self._failing or set(found) != set(self.peers):

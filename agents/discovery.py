@@ -42,8 +42,9 @@ class Discoverer:
             nv = self.nvml_factory()
             nv.init()
         except N.NVMLCallError as exc:
-            self._warn_once(f"init:{exc.code}", f"no NVIDIA GPU usable ({exc.name}); "
-                            "reporting a CPU-only host")
+            self._warn_once(
+                f"init:{exc.code}", f"no NVIDIA GPU usable ({exc.name}); reporting a CPU-only host"
+            )
             return None
         except OSError as exc:
             self._warn_once("init:os", f"NVML could not be loaded ({exc}); CPU-only host")

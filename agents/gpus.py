@@ -13,8 +13,7 @@ from syncplan.agents.sysfs import normalize_bdf, pcie_GBps
 
 # Per-link per-direction GB/s by nvmlNvlinkVersion_t, used when NVML has no speed field.
 # Values follow the current nvml.h enum (1 = NVLink 1.0 ... 7 = NVLink 5.0).
-NVLINK_GBps_BY_VERSION = {1: 20.0, 2: 25.0, 3: 25.0, 4: 25.0, 5: 25.0, 6: 25.0, 7: 50.0,
-                          8: 100.0}
+NVLINK_GBps_BY_VERSION = {1: 20.0, 2: 25.0, 3: 25.0, 4: 25.0, 5: 25.0, 6: 25.0, 7: 50.0, 8: 100.0}
 DEFAULT_NVLINK_GBps = 25.0
 
 
@@ -73,8 +72,11 @@ def _try(fn, *args):  # type: ignore[no-untyped-def]
 
 def _speeds(nv: N.NVML, i: int) -> tuple[float | None, dict[int, float]]:
     """(common per-link GB/s, per-link GB/s for links 0..11) from NVML field values."""
-    ids = [N.NVML_FI_DEV_NVLINK_SPEED_MBPS_COMMON, *N.NVML_FI_DEV_NVLINK_SPEED_MBPS_L0_5,
-           *N.NVML_FI_DEV_NVLINK_SPEED_MBPS_L6_11]
+    ids = [
+        N.NVML_FI_DEV_NVLINK_SPEED_MBPS_COMMON,
+        *N.NVML_FI_DEV_NVLINK_SPEED_MBPS_L0_5,
+        *N.NVML_FI_DEV_NVLINK_SPEED_MBPS_L6_11,
+    ]
     values = _try(nv.field_values, i, ids)
     if not values:
         return None, {}
@@ -110,12 +112,24 @@ def _nvlinks(nv: N.NVML, i: int, gpu_buses: dict[str, int]) -> list[NvLink]:
             remote = None
         rtype = _try(nv.nvlink_remote_device_type, i, link)
         if rtype is None:
-            rtype = (N.NVML_NVLINK_DEVICE_TYPE_GPU if remote in gpu_buses
-                     else N.NVML_NVLINK_DEVICE_TYPE_UNKNOWN)
-        speed = per.get(link) or common or NVLINK_GBps_BY_VERSION.get(version or 0,
-                                                                      DEFAULT_NVLINK_GBps)
-        links.append(NvLink(link=link, version=version, p2p=None if p2p is None else bool(p2p),
-                            remote_bus_id=remote, remote_type=int(rtype), speed_GBps=speed))
+            rtype = (
+                N.NVML_NVLINK_DEVICE_TYPE_GPU
+                if remote in gpu_buses
+                else N.NVML_NVLINK_DEVICE_TYPE_UNKNOWN
+            )
+        speed = (
+            per.get(link) or common or NVLINK_GBps_BY_VERSION.get(version or 0, DEFAULT_NVLINK_GBps)
+        )
+        links.append(
+            NvLink(
+                link=link,
+                version=version,
+                p2p=None if p2p is None else bool(p2p),
+                remote_bus_id=remote,
+                remote_type=int(rtype),
+                speed_GBps=speed,
+            )
+        )
     return links
 
 
@@ -128,12 +142,19 @@ def discover_gpus(nv: N.NVML) -> GpuInventory:
     for i in range(count):
         bus = normalize_bdf(nv.pci_bus_id(i))
         numa = _try(nv.numa_node, i)
-        gpus.append(GpuDev(
-            index=i, uuid=str(nv.uuid(i)), name=str(nv.name(i)), pci_bus_id=bus,
-            numa_node=numa if isinstance(numa, int) and numa >= 0 else None,
-            curr_pcie_gen=_try(nv.curr_pcie_gen, i), curr_pcie_width=_try(nv.curr_pcie_width, i),
-            max_pcie_gen=_try(nv.max_pcie_gen, i), max_pcie_width=_try(nv.max_pcie_width, i),
-        ))
+        gpus.append(
+            GpuDev(
+                index=i,
+                uuid=str(nv.uuid(i)),
+                name=str(nv.name(i)),
+                pci_bus_id=bus,
+                numa_node=numa if isinstance(numa, int) and numa >= 0 else None,
+                curr_pcie_gen=_try(nv.curr_pcie_gen, i),
+                curr_pcie_width=_try(nv.curr_pcie_width, i),
+                max_pcie_gen=_try(nv.max_pcie_gen, i),
+                max_pcie_width=_try(nv.max_pcie_width, i),
+            )
+        )
     buses = {g.pci_bus_id: g.index for g in gpus}
     for g in gpus:
         g.nvlinks = _nvlinks(nv, g.index, buses)

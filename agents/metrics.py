@@ -22,24 +22,46 @@ class AgentMetrics:
 
     def __init__(self) -> None:
         r = self.registry = CollectorRegistry()
-        self.probe_bandwidth = Gauge("syncplan_agent_probe_bandwidth_GBps",
-                                     "Last measured throughput to a peer host (GB/s)",
-                                     ["peer"], registry=r)
-        self.probe_latency = Gauge("syncplan_agent_probe_latency_us",
-                                   "Last measured one-way latency to a peer host (us)",
-                                   ["peer"], registry=r)
-        self.probe_failures = Counter("syncplan_agent_probe_failures",
-                                      "Probe sessions that failed", ["peer"], registry=r)
-        self.probe_last = Gauge("syncplan_agent_probe_last_timestamp_seconds",
-                                "When the last probe of a peer succeeded", ["peer"], registry=r)
-        self.gpu_copy = Gauge("syncplan_agent_gpu_copy_GBps", "Measured GPU copy bandwidth",
-                              ["kind", "src", "dst"], registry=r)
-        self.report_success = Gauge("syncplan_agent_last_report_success_timestamp_seconds",
-                                    "When the service last accepted a report", registry=r)
-        self.report_seq = Gauge("syncplan_agent_last_report_seq",
-                                "Sequence number of the last accepted report", registry=r)
-        self.report_failures = Counter("syncplan_agent_report_failures",
-                                       "Report deliveries that failed", registry=r)
+        self.probe_bandwidth = Gauge(
+            "syncplan_agent_probe_bandwidth_GBps",
+            "Last measured throughput to a peer host (GB/s)",
+            ["peer"],
+            registry=r,
+        )
+        self.probe_latency = Gauge(
+            "syncplan_agent_probe_latency_us",
+            "Last measured one-way latency to a peer host (us)",
+            ["peer"],
+            registry=r,
+        )
+        self.probe_failures = Counter(
+            "syncplan_agent_probe_failures", "Probe sessions that failed", ["peer"], registry=r
+        )
+        self.probe_last = Gauge(
+            "syncplan_agent_probe_last_timestamp_seconds",
+            "When the last probe of a peer succeeded",
+            ["peer"],
+            registry=r,
+        )
+        self.gpu_copy = Gauge(
+            "syncplan_agent_gpu_copy_GBps",
+            "Measured GPU copy bandwidth",
+            ["kind", "src", "dst"],
+            registry=r,
+        )
+        self.report_success = Gauge(
+            "syncplan_agent_last_report_success_timestamp_seconds",
+            "When the service last accepted a report",
+            registry=r,
+        )
+        self.report_seq = Gauge(
+            "syncplan_agent_last_report_seq",
+            "Sequence number of the last accepted report",
+            registry=r,
+        )
+        self.report_failures = Counter(
+            "syncplan_agent_report_failures", "Report deliveries that failed", registry=r
+        )
 
     def render(self) -> bytes:
         return generate_latest(self.registry)
@@ -48,9 +70,15 @@ class AgentMetrics:
 class AgentHTTP:
     """A threaded HTTP server for the agent's endpoints; ``stop()`` shuts it down."""
 
-    def __init__(self, metrics: AgentMetrics, bind: str, port: int,
-                 report: Callable[[], dict | None], trigger: Callable[[], None],
-                 control_token: str | None = None) -> None:
+    def __init__(
+        self,
+        metrics: AgentMetrics,
+        bind: str,
+        port: int,
+        report: Callable[[], dict | None],
+        trigger: Callable[[], None],
+        control_token: str | None = None,
+    ) -> None:
         """``control_token``: when set, ``/v1/report`` and ``POST /v1/probe`` need
         ``Authorization: Bearer`` with it (``/metrics`` and ``/healthz`` stay open)."""
         outer = self
@@ -105,9 +133,12 @@ class AgentHTTP:
         self._server = ThreadingHTTPServer((bind, port), Handler)
         self._server.daemon_threads = True
         self.address = self._server.server_address[:2]
-        self._thread = threading.Thread(target=self._server.serve_forever,
-                                        kwargs={"poll_interval": 0.2}, daemon=True,
-                                        name="agent-http")
+        self._thread = threading.Thread(
+            target=self._server.serve_forever,
+            kwargs={"poll_interval": 0.2},
+            daemon=True,
+            name="agent-http",
+        )
         self._thread.start()
 
     @property

@@ -58,7 +58,8 @@ def parse_ib_state(text: str | None) -> str:
         return "unknown"
     word = text.split(":", 1)[-1].strip().upper()
     return {"ACTIVE": "up", "DOWN": "down", "INIT": "init", "ARMED": "init"}.get(
-        word, word.lower() or "unknown")
+        word, word.lower() or "unknown"
+    )
 
 
 def net_speed_GBps(sysfs: SysFS, ifname: str) -> float | None:
@@ -94,16 +95,18 @@ def discover_ib(sysfs: SysFS) -> list[NicDev]:
         for port in ports:
             pb = f"{base}/ports/{port}"
             layer = (sysfs.read(f"{pb}/link_layer") or "InfiniBand").lower()
-            nics.append(NicDev(
-                name=dev if len(ports) == 1 else f"{dev}:{port}",
-                kind="infiniband" if layer == "infiniband" else "roce",
-                speed_GBps=parse_ib_rate(sysfs.read(f"{pb}/rate")),
-                state=parse_ib_state(sysfs.read(f"{pb}/state")),
-                pci_address=pci,
-                numa_node=sysfs.pci_numa_node(pci) if pci else None,
-                netdevs=list(netdevs),
-                physical=pci is not None,
-            ))
+            nics.append(
+                NicDev(
+                    name=dev if len(ports) == 1 else f"{dev}:{port}",
+                    kind="infiniband" if layer == "infiniband" else "roce",
+                    speed_GBps=parse_ib_rate(sysfs.read(f"{pb}/rate")),
+                    state=parse_ib_state(sysfs.read(f"{pb}/state")),
+                    pci_address=pci,
+                    numa_node=sysfs.pci_numa_node(pci) if pci else None,
+                    netdevs=list(netdevs),
+                    physical=pci is not None,
+                )
+            )
     return nics
 
 
@@ -125,19 +128,28 @@ def discover_nics(sysfs: SysFS, addresses: dict[str, str] | None = None) -> list
             if ifname not in owner.netdevs:
                 owner.netdevs.append(ifname)
             continue
-        net.append(NicDev(
-            name=ifname, kind="ethernet", speed_GBps=net_speed_GBps(sysfs, ifname),
-            state=net_state(sysfs, ifname), pci_address=pci,
-            numa_node=sysfs.pci_numa_node(pci) if pci else None,
-            address=addresses.get(ifname), netdevs=[ifname],
-            physical=sysfs.exists(f"{base}/device"),
-        ))
+        net.append(
+            NicDev(
+                name=ifname,
+                kind="ethernet",
+                speed_GBps=net_speed_GBps(sysfs, ifname),
+                state=net_state(sysfs, ifname),
+                pci_address=pci,
+                numa_node=sysfs.pci_numa_node(pci) if pci else None,
+                address=addresses.get(ifname),
+                netdevs=[ifname],
+                physical=sysfs.exists(f"{base}/device"),
+            )
+        )
     for n in ib:
         if n.address is None:
             n.address = next((addresses[d] for d in n.netdevs if d in addresses), None)
     every = ib + net
     usable = [n for n in every if n.physical and n.state == "up"]
     if not usable:
-        usable = [n for n in every if not n.physical and n.state in ("up", "unknown")
-                  and n.address is not None]
+        usable = [
+            n
+            for n in every
+            if not n.physical and n.state in ("up", "unknown") and n.address is not None
+        ]
     return sorted(usable, key=lambda n: natural_key(n.name))

@@ -171,44 +171,62 @@ class RealNVML:
         return int(self._call("numa_node", self._nv.nvmlDeviceGetNumaNodeId, self._h(i)))
 
     def curr_pcie_gen(self, i: int) -> int:
-        return int(self._call("curr_pcie_gen", self._nv.nvmlDeviceGetCurrPcieLinkGeneration,
-                              self._h(i)))
+        return int(
+            self._call("curr_pcie_gen", self._nv.nvmlDeviceGetCurrPcieLinkGeneration, self._h(i))
+        )
 
     def curr_pcie_width(self, i: int) -> int:
-        return int(self._call("curr_pcie_width", self._nv.nvmlDeviceGetCurrPcieLinkWidth,
-                              self._h(i)))
+        return int(
+            self._call("curr_pcie_width", self._nv.nvmlDeviceGetCurrPcieLinkWidth, self._h(i))
+        )
 
     def max_pcie_gen(self, i: int) -> int:
-        return int(self._call("max_pcie_gen", self._nv.nvmlDeviceGetMaxPcieLinkGeneration,
-                              self._h(i)))
+        return int(
+            self._call("max_pcie_gen", self._nv.nvmlDeviceGetMaxPcieLinkGeneration, self._h(i))
+        )
 
     def max_pcie_width(self, i: int) -> int:
-        return int(self._call("max_pcie_width", self._nv.nvmlDeviceGetMaxPcieLinkWidth,
-                              self._h(i)))
+        return int(self._call("max_pcie_width", self._nv.nvmlDeviceGetMaxPcieLinkWidth, self._h(i)))
 
     def nvlink_state(self, i: int, link: int) -> int:
         return int(self._call("nvlink_state", self._nv.nvmlDeviceGetNvLinkState, self._h(i), link))
 
     def nvlink_version(self, i: int, link: int) -> int:
-        return int(self._call("nvlink_version", self._nv.nvmlDeviceGetNvLinkVersion,
-                              self._h(i), link))
+        return int(
+            self._call("nvlink_version", self._nv.nvmlDeviceGetNvLinkVersion, self._h(i), link)
+        )
 
     def nvlink_p2p_supported(self, i: int, link: int) -> int:
-        return int(self._call("nvlink_p2p_supported", self._nv.nvmlDeviceGetNvLinkCapability,
-                              self._h(i), link, NVML_NVLINK_CAP_P2P_SUPPORTED))
+        return int(
+            self._call(
+                "nvlink_p2p_supported",
+                self._nv.nvmlDeviceGetNvLinkCapability,
+                self._h(i),
+                link,
+                NVML_NVLINK_CAP_P2P_SUPPORTED,
+            )
+        )
 
     def nvlink_remote_pci_bus_id(self, i: int, link: int) -> str:
-        info = self._call("nvlink_remote_pci_bus_id", self._nv.nvmlDeviceGetNvLinkRemotePciInfo,
-                          self._h(i), link)
+        info = self._call(
+            "nvlink_remote_pci_bus_id", self._nv.nvmlDeviceGetNvLinkRemotePciInfo, self._h(i), link
+        )
         return _text(info.busId)
 
     def nvlink_remote_device_type(self, i: int, link: int) -> int:
-        return int(self._call("nvlink_remote_device_type",
-                              self._nv.nvmlDeviceGetNvLinkRemoteDeviceType, self._h(i), link))
+        return int(
+            self._call(
+                "nvlink_remote_device_type",
+                self._nv.nvmlDeviceGetNvLinkRemoteDeviceType,
+                self._h(i),
+                link,
+            )
+        )
 
     def field_values(self, i: int, field_ids: list[int]) -> list[FieldValue]:
-        values = self._call("field_values", self._nv.nvmlDeviceGetFieldValues, self._h(i),
-                            list(field_ids))
+        values = self._call(
+            "field_values", self._nv.nvmlDeviceGetFieldValues, self._h(i), list(field_ids)
+        )
         out: list[FieldValue] = []
         for v in values:
             ret = int(v.nvmlReturn)
@@ -216,8 +234,14 @@ class RealNVML:
         return out
 
     def common_ancestor(self, i: int, j: int) -> int:
-        return int(self._call("common_ancestor", self._nv.nvmlDeviceGetTopologyCommonAncestor,
-                              self._h(i), self._h(j)))
+        return int(
+            self._call(
+                "common_ancestor",
+                self._nv.nvmlDeviceGetTopologyCommonAncestor,
+                self._h(i),
+                self._h(j),
+            )
+        )
 
 
 def _field_value(v: Any) -> float | int:
@@ -225,8 +249,16 @@ def _field_value(v: Any) -> float | int:
     kind = int(v.valueType)
     if kind == 0:
         return float(v.value.dVal)
-    return int({1: v.value.uiVal, 2: v.value.ulVal, 3: v.value.ullVal, 4: v.value.sllVal,
-                5: v.value.siVal, 6: v.value.usVal}.get(kind, v.value.ullVal))
+    return int(
+        {
+            1: v.value.uiVal,
+            2: v.value.ulVal,
+            3: v.value.ullVal,
+            4: v.value.sllVal,
+            5: v.value.siVal,
+            6: v.value.usVal,
+        }.get(kind, v.value.ullVal)
+    )
 
 
 def call_key(method: str, args: tuple[Any, ...]) -> str:
@@ -234,11 +266,25 @@ def call_key(method: str, args: tuple[Any, ...]) -> str:
     return f"{method}({','.join(json.dumps(a, separators=(',', ':')) for a in args)})"
 
 
-_METHODS = ("driver_version", "device_count", "name", "uuid", "pci_bus_id", "numa_node",
-            "curr_pcie_gen", "curr_pcie_width", "max_pcie_gen", "max_pcie_width",
-            "nvlink_state", "nvlink_version", "nvlink_p2p_supported",
-            "nvlink_remote_pci_bus_id", "nvlink_remote_device_type", "field_values",
-            "common_ancestor")
+_METHODS = (
+    "driver_version",
+    "device_count",
+    "name",
+    "uuid",
+    "pci_bus_id",
+    "numa_node",
+    "curr_pcie_gen",
+    "curr_pcie_width",
+    "max_pcie_gen",
+    "max_pcie_width",
+    "nvlink_state",
+    "nvlink_version",
+    "nvlink_p2p_supported",
+    "nvlink_remote_pci_bus_id",
+    "nvlink_remote_device_type",
+    "field_values",
+    "common_ancestor",
+)
 
 
 class RecordedNVML:
@@ -246,8 +292,10 @@ class RecordedNVML:
 
     def __init__(self, data: dict[str, Any]) -> None:
         if data.get("format") != RECORDING_FORMAT:
-            raise ValueError(f"not an NVML recording (format {data.get('format')!r}, "
-                             f"expected {RECORDING_FORMAT!r})")
+            raise ValueError(
+                f"not an NVML recording (format {data.get('format')!r}, "
+                f"expected {RECORDING_FORMAT!r})"
+            )
         self.meta: dict[str, Any] = dict(data.get("meta", {}))
         self._calls: dict[str, dict[str, Any]] = dict(data.get("calls", {}))
         init = self._calls.get("init()")
@@ -316,15 +364,19 @@ class RecordingNVML:
             except NVMLCallError as exc:
                 self.calls[key] = {"error": exc.code, "error_name": exc.name}
                 raise
-            self.calls[key] = {"value": [list(v) for v in value]
-                               if method == "field_values" else value}
+            self.calls[key] = {
+                "value": [list(v) for v in value] if method == "field_values" else value
+            }
             return value
 
         return call
 
     def to_dict(self) -> dict[str, Any]:
-        return {"format": RECORDING_FORMAT, "meta": self.meta,
-                "calls": dict(sorted(self.calls.items(), key=lambda kv: _natural(kv[0])))}
+        return {
+            "format": RECORDING_FORMAT,
+            "meta": self.meta,
+            "calls": dict(sorted(self.calls.items(), key=lambda kv: _natural(kv[0]))),
+        }
 
     def save(self, path: str | os.PathLike[str]) -> None:
         atomic_write_text(path, json.dumps(self.to_dict(), indent=1) + "\n")

@@ -140,9 +140,15 @@ class ProbeServer:
     each download measurement (this host -> the initiator).
     """
 
-    def __init__(self, host_name: str, bind: str = "0.0.0.0", port: int = 0, *,
-                 lock: threading.Lock | None = None,
-                 on_result: Callable[[PairResult], None] | None = None) -> None:
+    def __init__(
+        self,
+        host_name: str,
+        bind: str = "0.0.0.0",
+        port: int = 0,
+        *,
+        lock: threading.Lock | None = None,
+        on_result: Callable[[PairResult], None] | None = None,
+    ) -> None:
         self.host_name = host_name
         self.lock = lock or threading.Lock()
         self.on_result = on_result
@@ -176,8 +182,9 @@ class ProbeServer:
                 if self._stop.is_set():
                     return
                 continue
-            threading.Thread(target=self._handle, args=(conn,), daemon=True,
-                             name="probe-conn").start()
+            threading.Thread(
+                target=self._handle, args=(conn,), daemon=True, name="probe-conn"
+            ).start()
 
     def _handle(self, conn: socket.socket) -> None:
         try:
@@ -204,8 +211,11 @@ class ProbeServer:
         token = secrets.token_hex(8)
         try:
             peer = str(hdr.get("from", "?"))
-            settings = ProbeSettings(float(hdr.get("duration_s", 1.0)),
-                                     int(hdr.get("ping_count", 20)), int(hdr.get("ping_size", 64)))
+            settings = ProbeSettings(
+                float(hdr.get("duration_s", 1.0)),
+                int(hdr.get("ping_count", 20)),
+                int(hdr.get("ping_size", 64)),
+            )
             self._sessions[token] = {"settings": settings}
             _send_line(conn, {"ok": True, "token": token, "host": self.host_name})
             for _ in range(settings.ping_count):
@@ -213,10 +223,14 @@ class ProbeServer:
             conn.settimeout(IO_TIMEOUT_S + 4 * settings.duration_s)
             msg = _recv_line(conn)  # the initiator's result, after both data phases
             if msg.get("op") == "result" and self.on_result:
-                self.on_result(PairResult(peer_host=peer,
-                                          bandwidth_GBps=float(msg["down_GBps"]),
-                                          latency_us=float(msg["latency_us"]),
-                                          measured_at=time.time()))
+                self.on_result(
+                    PairResult(
+                        peer_host=peer,
+                        bandwidth_GBps=float(msg["down_GBps"]),
+                        latency_us=float(msg["latency_us"]),
+                        measured_at=time.time(),
+                    )
+                )
             _send_line(conn, {"ok": True})
         except (ValueError, KeyError, TypeError) as exc:
             with contextlib.suppress(OSError):
@@ -240,9 +254,15 @@ class ProbeServer:
             _recv_line(conn)  # the initiator's acknowledgement closes the phase
 
 
-def probe_peer(host_name: str, peer_host: str, address: str, port: int,
-               settings: ProbeSettings, lock: threading.Lock | None = None,
-               connect_timeout_s: float = 3.0) -> PairResult:
+def probe_peer(
+    host_name: str,
+    peer_host: str,
+    address: str,
+    port: int,
+    settings: ProbeSettings,
+    lock: threading.Lock | None = None,
+    connect_timeout_s: float = 3.0,
+) -> PairResult:
     """Run one session against a peer's probe server; returns this host -> peer.
 
     Raises :class:`PeerBusy` when either side is in another session, :class:`ProbeError`
@@ -266,11 +286,25 @@ def _connect(address: str, port: int, timeout: float) -> socket.socket:
     return s
 
 
-def _session(host_name: str, peer_host: str, address: str, port: int,
-             settings: ProbeSettings, connect_timeout_s: float) -> PairResult:
+def _session(
+    host_name: str,
+    peer_host: str,
+    address: str,
+    port: int,
+    settings: ProbeSettings,
+    connect_timeout_s: float,
+) -> PairResult:
     with _connect(address, port, connect_timeout_s) as ctl:
-        _send_line(ctl, {"op": "session", "from": host_name, "duration_s": settings.duration_s,
-                         "ping_count": settings.ping_count, "ping_size": settings.ping_size})
+        _send_line(
+            ctl,
+            {
+                "op": "session",
+                "from": host_name,
+                "duration_s": settings.duration_s,
+                "ping_count": settings.ping_count,
+                "ping_size": settings.ping_size,
+            },
+        )
         ans = _recv_line(ctl)
         if ans.get("busy"):
             raise PeerBusy(f"{peer_host} is in another probe session")
@@ -306,8 +340,9 @@ def _session(host_name: str, peer_host: str, address: str, port: int,
 
         _send_line(ctl, {"op": "result", "down_GBps": down_GBps, "latency_us": latency_us})
         _recv_line(ctl)
-    return PairResult(peer_host=peer_host, bandwidth_GBps=up_GBps, latency_us=latency_us,
-                      measured_at=time.time())
+    return PairResult(
+        peer_host=peer_host, bandwidth_GBps=up_GBps, latency_us=latency_us, measured_at=time.time()
+    )
 
 
 def hello(address: str, port: int, timeout_s: float = 2.0) -> str:

@@ -56,8 +56,9 @@ class ProcFS:
         result: dict[str, str] = {}
         for addr in self.local_ipv4():
             ip = ipaddress.IPv4Address(addr)
-            best = max((r for r in routes if ip in r[1]), key=lambda r: r[1].prefixlen,
-                       default=None)
+            best = max(
+                (r for r in routes if ip in r[1]), key=lambda r: r[1].prefixlen, default=None
+            )
             if best is not None and best[0] not in result:
                 result[best[0]] = addr
         return result

@@ -23,9 +23,12 @@ from syncplan.agents.gpus import discover_gpus
 
 def record(path: str) -> int:
     """Write the recording to ``path``; exit status 0, or 1 when NVML did not initialise."""
-    meta = {"host": platform.node(), "recorded_at": time.strftime("%Y-%m-%dT%H:%M:%SZ",
-                                                                  time.gmtime()),
-            "synthetic": False, "platform": platform.platform()}
+    meta = {
+        "host": platform.node(),
+        "recorded_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "synthetic": False,
+        "platform": platform.platform(),
+    }
     try:
         import pynvml
 
@@ -48,8 +51,13 @@ def record(path: str) -> int:
         count = len(inv.gpus) if inv else 0
         for i in range(count):  # every link index, so replay never guesses
             for link in range(N.NVML_NVLINK_MAX_LINKS):
-                for method in ("nvlink_state", "nvlink_version", "nvlink_p2p_supported",
-                               "nvlink_remote_pci_bus_id", "nvlink_remote_device_type"):
+                for method in (
+                    "nvlink_state",
+                    "nvlink_version",
+                    "nvlink_p2p_supported",
+                    "nvlink_remote_pci_bus_id",
+                    "nvlink_remote_device_type",
+                ):
                     with contextlib.suppress(N.NVMLCallError):
                         getattr(rec, method)(i, link)
         meta["gpus"] = count

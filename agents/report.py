@@ -87,7 +87,8 @@ class NICInfo(_Strict):
     pci_address: Text | None = None
     numa_node: Numa | None = None
     closest_gpus: list[Annotated[StrictInt, Field(ge=0, le=MAX_GPUS * 64)]] = Field(
-        default_factory=list, max_length=MAX_GPUS)
+        default_factory=list, max_length=MAX_GPUS
+    )
     address: Text | None = None
 
 

@@ -50,12 +50,19 @@ class Backoff:
 class Reporter:
     """Spools and sends reports; ``start()`` the sender, ``stop()`` to end it."""
 
-    def __init__(self, server: str | None, host: str, token: str | None,
-                 spool_dir: str | os.PathLike[str], *, timeout_s: float = 10.0,
-                 backoff: Backoff | None = None,
-                 on_delivered: Callable[[int], None] | None = None,
-                 on_failure: Callable[[str], None] | None = None,
-                 ready_poll_s: float = 2.0) -> None:
+    def __init__(
+        self,
+        server: str | None,
+        host: str,
+        token: str | None,
+        spool_dir: str | os.PathLike[str],
+        *,
+        timeout_s: float = 10.0,
+        backoff: Backoff | None = None,
+        on_delivered: Callable[[int], None] | None = None,
+        on_failure: Callable[[str], None] | None = None,
+        ready_poll_s: float = 2.0,
+    ) -> None:
         self.server = server.rstrip("/") if server else None
         self.host = host
         self.token = token
@@ -228,8 +235,9 @@ class Reporter:
 
         try:
             resp = client.get(f"{self.server}/v1/agents")
-            stored = int(resp.json()["hosts"][self.host]["seq"]) if resp.status_code == 200 \
-                else None
+            stored = (
+                int(resp.json()["hosts"][self.host]["seq"]) if resp.status_code == 200 else None
+            )
         except (httpx.HTTPError, ValueError, KeyError, TypeError):
             stored = None
         seq = int(body.get("seq", -1))
@@ -244,8 +252,9 @@ class Reporter:
             if current.get("seq") == seq:
                 current["seq"] = new
                 atomic_write_text(self.pending_file, json.dumps(current) + "\n")
-        log.warning("report seq %d refused: the service holds seq %d; resending as %d",
-                    seq, stored, new)
+        log.warning(
+            "report seq %d refused: the service holds seq %d; resending as %d", seq, stored, new
+        )
         return True
 
     def _failed(self, why: str) -> None:

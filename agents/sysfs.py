@@ -15,8 +15,7 @@ BDF_RE = re.compile(r"^[0-9a-f]{4}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-7]$")
 HOST_BRIDGE_RE = re.compile(r"^pci[0-9a-f]{4}:[0-9a-f]{2}$")
 
 # Usable GB/s per lane per direction by transfer rate (GT/s), after line encoding.
-PCIE_LANE_GBps_BY_GTs = {2.5: 0.25, 5.0: 0.5, 8.0: 0.985, 16.0: 1.969, 32.0: 3.938,
-                         64.0: 7.563}
+PCIE_LANE_GBps_BY_GTs = {2.5: 0.25, 5.0: 0.5, 8.0: 0.985, 16.0: 1.969, 32.0: 3.938, 64.0: 7.563}
 PCIE_LANE_GBps_BY_GEN = {1: 0.25, 2: 0.5, 3: 0.985, 4: 1.969, 5: 3.938, 6: 7.563}
 
 
@@ -121,8 +120,11 @@ class SysFS:
         return None
 
     def numa_nodes(self) -> list[int]:
-        nodes = [int(n[4:]) for n in self.listdir("devices/system/node")
-                 if n.startswith("node") and n[4:].isdigit()]
+        nodes = [
+            int(n[4:])
+            for n in self.listdir("devices/system/node")
+            if n.startswith("node") and n[4:].isdigit()
+        ]
         return sorted(nodes)
 
 

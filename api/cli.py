@@ -16,23 +16,35 @@ DEMO_DB = "syncplan-demo.db"
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     p = subparsers.add_parser(
-        "serve", help="run the central planning service (REST API)",
+        "serve",
+        help="run the central planning service (REST API)",
         description="Run the planning service. Settings come from SYNCPLAN_* environment "
-                    "variables; the flags below override them.")
+        "variables; the flags below override them.",
+    )
     p.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1)")
     p.add_argument("--port", type=int, default=8080, help="port (default 8080)")
     p.add_argument("--database-url", help="SQLAlchemy URL (SYNCPLAN_DATABASE_URL)")
-    p.add_argument("--demo", action="store_true",
-                   help="development mode: embedded SQLite, printed tokens, demo cluster")
-    p.add_argument("--demo-topology", default=None,
-                   help="topology file loaded as the fabric in --demo mode (default "
-                        "examples/demo.json, or the built-in demo cluster when that is absent)")
-    p.add_argument("--reuse-port", action="store_true",
-                   help="bind with SO_REUSEPORT, so that several `syncplan serve` processes "
-                        "sharing one store listen on one host:port (the kernel spreads "
-                        "connections among them)")
-    p.add_argument("--log-level", default="info",
-                   choices=["critical", "error", "warning", "info", "debug"])
+    p.add_argument(
+        "--demo",
+        action="store_true",
+        help="development mode: embedded SQLite, printed tokens, demo cluster",
+    )
+    p.add_argument(
+        "--demo-topology",
+        default=None,
+        help="topology file loaded as the fabric in --demo mode (default "
+        "examples/demo.json, or the built-in demo cluster when that is absent)",
+    )
+    p.add_argument(
+        "--reuse-port",
+        action="store_true",
+        help="bind with SO_REUSEPORT, so that several `syncplan serve` processes "
+        "sharing one store listen on one host:port (the kernel spreads "
+        "connections among them)",
+    )
+    p.add_argument(
+        "--log-level", default="info", choices=["critical", "error", "warning", "info", "debug"]
+    )
     p.set_defaults(func=serve)
 
 
@@ -53,8 +65,10 @@ def _settings(args: argparse.Namespace) -> Settings:
     except ValidationError as exc:
         first = exc.errors()[0]
         where = ".".join(str(p) for p in first["loc"])
-        raise CLIError(f"invalid settings{' (' + where + ')' if where else ''}: "
-                       f"{first['msg'].removeprefix('Value error, ')}") from None
+        raise CLIError(
+            f"invalid settings{' (' + where + ')' if where else ''}: "
+            f"{first['msg'].removeprefix('Value error, ')}"
+        ) from None
 
 
 def _default_demo_topology() -> str:
@@ -118,20 +132,29 @@ def serve(args: argparse.Namespace) -> int:
         version = load_demo(app, args.demo_topology)
         snap = app.state.cluster.refresh()
         ranks = (snap.topology.endpoints() if snap.topology else [])[:8]
-        tok = {s: getattr(settings, f"{s}_token").get_secret_value()
-               for s in ("admin", "agent", "job")}
+        tok = {
+            s: getattr(settings, f"{s}_token").get_secret_value() for s in ("admin", "agent", "job")
+        }
         base = f"http://{args.host}:{args.port}"
         body = '{"ranks": ' + str(ranks).replace("'", '"') + ', "size_bytes": 268435456}'
-        print(f"syncplan demo: store {settings.database_url}, cluster {args.demo_topology} "
-              f"(version {version}, {len(snap.topology.endpoints()) if snap.topology else 0} "
-              "endpoints)")
-        print(f"  admin token: {tok['admin']}\n  agent token: {tok['agent']}\n"
-              f"  job token:   {tok['job']}")
-        print("  try:\n"
-              f"    curl -s -H 'Authorization: Bearer {tok['job']}' "
-              f"-H 'Content-Type: application/json' -d '{body}' {base}/v1/plans\n", flush=True)
-    config = uvicorn.Config(app, host=args.host, port=args.port, log_level=args.log_level,
-                            timeout_graceful_shutdown=10)
+        print(
+            f"syncplan demo: store {settings.database_url}, cluster {args.demo_topology} "
+            f"(version {version}, {len(snap.topology.endpoints()) if snap.topology else 0} "
+            "endpoints)"
+        )
+        print(
+            f"  admin token: {tok['admin']}\n  agent token: {tok['agent']}\n"
+            f"  job token:   {tok['job']}"
+        )
+        print(
+            "  try:\n"
+            f"    curl -s -H 'Authorization: Bearer {tok['job']}' "
+            f"-H 'Content-Type: application/json' -d '{body}' {base}/v1/plans\n",
+            flush=True,
+        )
+    config = uvicorn.Config(
+        app, host=args.host, port=args.port, log_level=args.log_level, timeout_graceful_shutdown=10
+    )
     server = uvicorn.Server(config)
     if args.reuse_port:
         import socket

@@ -89,8 +89,7 @@ def make_engine(url: str, pool_size: int = 8, timeout_s: float = 5.0) -> Engine:
     pool) before it fails as an outage (503)."""
     parsed = make_url(url)
     if parsed.get_backend_name() == "sqlite":
-        engine = create_engine(url, connect_args={"check_same_thread": False,
-                                                  "timeout": timeout_s})
+        engine = create_engine(url, connect_args={"check_same_thread": False, "timeout": timeout_s})
 
         @event.listens_for(engine, "connect")
         def _pragmas(conn, _record) -> None:  # type: ignore[no-untyped-def]
@@ -105,8 +104,14 @@ def make_engine(url: str, pool_size: int = 8, timeout_s: float = 5.0) -> Engine:
     connect: dict[str, object] = {}
     if parsed.get_backend_name() == "postgresql":
         connect["connect_timeout"] = max(2, round(timeout_s))
-    return create_engine(url, pool_size=pool_size, max_overflow=pool_size, pool_pre_ping=True,
-                         pool_timeout=timeout_s, connect_args=connect)
+    return create_engine(
+        url,
+        pool_size=pool_size,
+        max_overflow=pool_size,
+        pool_pre_ping=True,
+        pool_timeout=timeout_s,
+        connect_args=connect,
+    )
 
 
 def init_schema(engine: Engine) -> None:
@@ -114,18 +119,23 @@ def init_schema(engine: Engine) -> None:
     tables = set(inspect(engine).get_table_names())
     ours = set(Base.metadata.tables)
     if tables & ours and "schema_info" not in tables:
-        raise SchemaError("the database has syncplan tables but no schema_info table; "
-                          "it was not created by this service")
+        raise SchemaError(
+            "the database has syncplan tables but no schema_info table; "
+            "it was not created by this service"
+        )
     if "schema_info" in tables:
         with Session(engine) as s:
             found = s.scalar(select(SchemaInfo.version).where(SchemaInfo.id == 1))
         if found != SCHEMA_VERSION:
-            raise SchemaError(f"database schema version is {found}, this service needs "
-                              f"{SCHEMA_VERSION}; migrate or point SYNCPLAN_DATABASE_URL "
-                              "elsewhere")
+            raise SchemaError(
+                f"database schema version is {found}, this service needs "
+                f"{SCHEMA_VERSION}; migrate or point SYNCPLAN_DATABASE_URL "
+                "elsewhere"
+            )
         if not ours <= tables:
-            raise SchemaError(f"database schema version {found} is missing tables "
-                              f"{sorted(ours - tables)}")
+            raise SchemaError(
+                f"database schema version {found} is missing tables {sorted(ours - tables)}"
+            )
         return
     Base.metadata.create_all(engine)
     with Session(engine) as s, s.begin():

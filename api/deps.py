@@ -63,16 +63,23 @@ ClusterDep = Annotated[ClusterState, Depends(get_cluster)]
 SnapshotDep = Annotated[Snapshot, Depends(get_snapshot)]
 PlansDep = Annotated[PlanService, Depends(get_plans)]
 JobsDep = Annotated[JobService, Depends(get_jobs)]
-PlanFormat = Annotated[Literal["full", "compact"], Query(
-    alias="format",
-    description="full: CONTRACTS plan documents; compact: each `program` replaced by a "
-                "lossless `program_compact` (planner/compact.py), about 5x smaller, 20x "
-                "smaller gzip-encoded")]
+PlanFormat = Annotated[
+    Literal["full", "compact"],
+    Query(
+        alias="format",
+        description="full: CONTRACTS plan documents; compact: each `program` replaced by a "
+        "lossless `program_compact` (planner/compact.py), about 5x smaller, 20x "
+        "smaller gzip-encoded",
+    ),
+]
 MetricsDep = Annotated[Metrics, Depends(get_metrics)]
 ReportWriterDep = Annotated[ReportWriter, Depends(get_report_writer)]
 
-bearer = HTTPBearer(auto_error=False, description="Authorization: Bearer <token>; the admin "
-                    "token has every scope, the agent and job tokens their own plus 'read'.")
+bearer = HTTPBearer(
+    auto_error=False,
+    description="Authorization: Bearer <token>; the admin "
+    "token has every scope, the agent and job tokens their own plus 'read'.",
+)
 
 
 def scopes_of(token_scopes: dict[str, frozenset[str]], given: str) -> frozenset[str] | None:
@@ -100,48 +107,70 @@ def identify(request: Request, token: str) -> tuple[frozenset[str], str | None] 
     return (HOST_TOKEN_SCOPES, host) if host is not None else None
 
 
-def _identity(request: Request, cred: HTTPAuthorizationCredentials | None
-              ) -> tuple[frozenset[str], str | None]:
+def _identity(
+    request: Request, cred: HTTPAuthorizationCredentials | None
+) -> tuple[frozenset[str], str | None]:
     if cred is None:
-        raise APIError(401, "missing bearer token", ["header", "Authorization"],
-                       "unauthorized", {"WWW-Authenticate": "Bearer"})
+        raise APIError(
+            401,
+            "missing bearer token",
+            ["header", "Authorization"],
+            "unauthorized",
+            {"WWW-Authenticate": "Bearer"},
+        )
     found = identify(request, cred.credentials)
     if found is None:
-        raise APIError(401, "invalid bearer token", ["header", "Authorization"],
-                       "unauthorized", {"WWW-Authenticate": "Bearer"})
+        raise APIError(
+            401,
+            "invalid bearer token",
+            ["header", "Authorization"],
+            "unauthorized",
+            {"WWW-Authenticate": "Bearer"},
+        )
     return found
 
 
 def _require(scope: str) -> Callable[..., Awaitable[str]]:
-    async def check(request: Request,
-                    cred: Annotated[HTTPAuthorizationCredentials | None, Depends(bearer)]
-                    ) -> str:
+    async def check(
+        request: Request, cred: Annotated[HTTPAuthorizationCredentials | None, Depends(bearer)]
+    ) -> str:
         granted, _ = _identity(request, cred)
         if scope not in granted:
-            raise APIError(403, f"this token lacks the {scope!r} scope",
-                           ["header", "Authorization"], "forbidden")
+            raise APIError(
+                403,
+                f"this token lacks the {scope!r} scope",
+                ["header", "Authorization"],
+                "forbidden",
+            )
         return scope
 
     check.__name__ = f"require_{scope}"
     return check
 
 
-async def require_report(request: Request,
-                         cred: Annotated[HTTPAuthorizationCredentials | None, Depends(bearer)]
-                         ) -> str:
+async def require_report(
+    request: Request, cred: Annotated[HTTPAuthorizationCredentials | None, Depends(bearer)]
+) -> str:
     """A report for ``{host}``: that host's own token, the admin token, or (development, or
     SYNCPLAN_ALLOW_SHARED_AGENT_TOKEN) the shared agent token."""
     granted, bound = _identity(request, cred)
     host = request.path_params.get("host", "")
     if bound is not None:
         if bound != host:
-            raise APIError(403, f"this agent token is bound to host {bound!r}, not {host!r}",
-                           ["header", "Authorization"], "wrong_host")
+            raise APIError(
+                403,
+                f"this agent token is bound to host {bound!r}, not {host!r}",
+                ["header", "Authorization"],
+                "wrong_host",
+            )
         return bound
     if "agent" not in granted:
-        msg = ("the shared agent token may report only in development; give each agent its "
-               "host token (syncplan token agent HOST)" if "read" in granted and
-               "job" not in granted else "this token lacks the 'agent' scope")
+        msg = (
+            "the shared agent token may report only in development; give each agent its "
+            "host token (syncplan token agent HOST)"
+            if "read" in granted and "job" not in granted
+            else "this token lacks the 'agent' scope"
+        )
         raise APIError(403, msg, ["header", "Authorization"], "forbidden")
     return host
 

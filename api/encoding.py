@@ -43,15 +43,19 @@ def not_modified(if_none_match: str | None, etag: str) -> bool:
     return "*" in tags or etag.removeprefix("W/") in tags
 
 
-def negotiate(body: Body, method: str, headers: Mapping[str, str], status: int = 200
-              ) -> tuple[int, bytes, dict[str, str]]:
+def negotiate(
+    body: Body, method: str, headers: Mapping[str, str], status: int = 200
+) -> tuple[int, bytes, dict[str, str]]:
     """(status, payload, extra headers) for ``body`` given the request's method and
     (lower-case) headers: gzip when accepted, 304 for a GET whose If-None-Match matches."""
     extra = {"etag": body.etag} if body.etag else {}
     if body.gz is not None:
         extra["vary"] = "Accept-Encoding"
-    if status == 200 and method in ("GET", "HEAD") and not_modified(
-            headers.get("if-none-match"), body.etag):
+    if (
+        status == 200
+        and method in ("GET", "HEAD")
+        and not_modified(headers.get("if-none-match"), body.etag)
+    ):
         return 304, b"", extra
     if body.gz is not None and "gzip" in headers.get("accept-encoding", "").lower():
         extra["content-encoding"] = "gzip"
@@ -65,5 +69,4 @@ def respond(request: Request, body: Body, status: int = 200) -> Response:
     status, payload, extra = negotiate(body, request.method, request.headers, status)
     if status == 304:
         return Response(status_code=304, headers=extra)
-    return Response(payload, status_code=status, media_type="application/json",
-                    headers=extra)
+    return Response(payload, status_code=status, media_type="application/json", headers=extra)

@@ -35,37 +35,60 @@ class ErrorBody(BaseModel):
 class APIError(Exception):
     """An error with an HTTP status and the field it concerns."""
 
-    def __init__(self, status: int, msg: str, loc: list[str | int] | None = None,
-                 type_: str = "invalid", headers: dict[str, str] | None = None) -> None:
+    def __init__(
+        self,
+        status: int,
+        msg: str,
+        loc: list[str | int] | None = None,
+        type_: str = "invalid",
+        headers: dict[str, str] | None = None,
+    ) -> None:
         super().__init__(msg)
         self.status, self.msg, self.loc, self.type = status, msg, loc or [], type_
         self.headers = headers
 
 
-def error_json(status: int, items: list[dict[str, Any]],
-               headers: dict[str, str] | None = None) -> JSONResponse:
+def error_json(
+    status: int, items: list[dict[str, Any]], headers: dict[str, str] | None = None
+) -> JSONResponse:
     return JSONResponse({"detail": items}, status_code=status, headers=headers)
 
 
-_DESCRIPTIONS = {401: "missing or invalid bearer token", 403: "token of the wrong scope",
-                 404: "not found", 409: "conflicts with the stored state or infeasible",
-                 413: "request body over the size limit",
-                 422: "invalid input; detail names the field",
-                 429: "this client's solve quota is in use; see Retry-After",
-                 503: "store unreachable or planner busy; see Retry-After",
-                 504: "the solve did not finish in time; it goes on, retry later"}
+_DESCRIPTIONS = {
+    401: "missing or invalid bearer token",
+    403: "token of the wrong scope",
+    404: "not found",
+    409: "conflicts with the stored state or infeasible",
+    413: "request body over the size limit",
+    422: "invalid input; detail names the field",
+    429: "this client's solve quota is in use; see Retry-After",
+    503: "store unreachable or planner busy; see Retry-After",
+    504: "the solve did not finish in time; it goes on, retry later",
+}
 
 
 def responses(*codes: int) -> dict[int | str, dict[str, Any]]:
     """OpenAPI ``responses`` entries for the given error statuses."""
-    return {c: {"model": ErrorBody, "description": _DESCRIPTIONS.get(c, "error")}
-            for c in codes}
+    return {c: {"model": ErrorBody, "description": _DESCRIPTIONS.get(c, "error")} for c in codes}
 
 
-_FIELD = re.compile(r"^([A-Za-z_]\w*(?:\[\d+\])*(?:\.[A-Za-z_]\w*(?:\[\d+\])*)*)"
-                    r"(?: \([^)]*\))?(:?) ")
-_KNOWN = frozenset({"ranks", "algorithm", "collective", "size_bytes", "nodes", "links", "peers",
-                    "gpus", "bucket_sizes"})
+_FIELD = re.compile(
+    r"^([A-Za-z_]\w*(?:\[\d+\])*(?:\.[A-Za-z_]\w*(?:\[\d+\])*)*)"
+    r"(?: \([^)]*\))?(:?) "
+)
+_KNOWN = frozenset(
+    {
+        "ranks",
+        "algorithm",
+        "collective",
+        "size_bytes",
+        "nodes",
+        "links",
+        "peers",
+        "gpus",
+        "bucket_sizes",
+    }
+)
 
 
 def planner_loc(msg: str, prefix: list[str | int]) -> list[str | int]:
@@ -96,14 +119,28 @@ def validation_items(errors: list[Any], prefix: list[str | int]) -> list[dict[st
     out = []
     for err in errors:
         loc = [p if isinstance(p, int) else str(p) for p in err.get("loc", ())]
-        out.append({"loc": [*prefix, *loc], "msg": str(err.get("msg", "invalid")),
-                    "type": str(err.get("type", "invalid"))})
+        out.append(
+            {
+                "loc": [*prefix, *loc],
+                "msg": str(err.get("msg", "invalid")),
+                "type": str(err.get("type", "invalid")),
+            }
+        )
     return out
 
 
-_STATUS_TYPES = {400: "bad_request", 401: "unauthorized", 403: "forbidden", 404: "not_found",
-                 405: "method_not_allowed", 409: "conflict", 413: "too_large",
-                 415: "unsupported_media_type", 422: "invalid", 500: "internal"}
+_STATUS_TYPES = {
+    400: "bad_request",
+    401: "unauthorized",
+    403: "forbidden",
+    404: "not_found",
+    405: "method_not_allowed",
+    409: "conflict",
+    413: "too_large",
+    415: "unsupported_media_type",
+    422: "invalid",
+    500: "internal",
+}
 
 
 def allowed_methods(request: Request) -> list[str]:
@@ -122,8 +159,9 @@ def install(app: FastAPI) -> None:
 
     @app.exception_handler(APIError)
     async def _api_error(_: Request, exc: APIError) -> JSONResponse:
-        return error_json(exc.status, [{"loc": exc.loc, "msg": exc.msg, "type": exc.type}],
-                          exc.headers)
+        return error_json(
+            exc.status, [{"loc": exc.loc, "msg": exc.msg, "type": exc.type}], exc.headers
+        )
 
     @app.exception_handler(RequestValidationError)
     async def _validation(_: Request, exc: RequestValidationError) -> JSONResponse:
@@ -146,13 +184,15 @@ def install(app: FastAPI) -> None:
             return error_json(422, [{"loc": ["body"], "msg": msg, "type": "invalid_body"}])
         if exc.status_code == 405:  # Allow lists every method of the path, not the first
             headers = {**(headers or {}), "Allow": ", ".join(allowed_methods(request))}
-        return error_json(exc.status_code, [{"loc": [], "msg": msg,
-                                             "type": _STATUS_TYPES.get(exc.status_code,
-                                                                       "error")}],
-                          headers)
+        return error_json(
+            exc.status_code,
+            [{"loc": [], "msg": msg, "type": _STATUS_TYPES.get(exc.status_code, "error")}],
+            headers,
+        )
 
     @app.exception_handler(Exception)
     async def _unexpected(_: Request, exc: Exception) -> JSONResponse:
         log.exception("unhandled error")
-        return error_json(500, [{"loc": [], "msg": "internal error; see the service log",
-                                 "type": "internal"}])
+        return error_json(
+            500, [{"loc": [], "msg": "internal error; see the service log", "type": "internal"}]
+        )

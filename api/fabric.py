@@ -18,8 +18,12 @@ def normalize_fabric(fabric: FabricCreate) -> dict[str, Any]:
     ids: dict[str, int] = {}
     for i, n in enumerate(fabric.nodes):
         if n.id in ids:
-            raise APIError(422, f"node id {n.id!r} already used by nodes[{ids[n.id]}]",
-                           ["body", "nodes", i, "id"], "duplicate")
+            raise APIError(
+                422,
+                f"node id {n.id!r} already used by nodes[{ids[n.id]}]",
+                ["body", "nodes", i, "id"],
+                "duplicate",
+            )
         ids[n.id] = i
     external: set[str] = set()
     for i, lk in enumerate(fabric.links):
@@ -28,16 +32,21 @@ def normalize_fabric(fabric: FabricCreate) -> dict[str, Any]:
             if nid in ids:
                 continue
             if not _AGENT_NODE.match(nid):
-                raise APIError(422, f"unknown node {nid!r}: declare it in 'nodes' or name an "
-                               "agent's node as '{host}/{local_id}'",
-                               ["body", "links", i, end], "unknown_node")
+                raise APIError(
+                    422,
+                    f"unknown node {nid!r}: declare it in 'nodes' or name an "
+                    "agent's node as '{host}/{local_id}'",
+                    ["body", "links", i, end],
+                    "unknown_node",
+                )
             external.add(nid)
     data = fabric.model_dump(mode="json", exclude_none=True)
     for lk in data["links"]:
         if not lk.get("directed"):
             lk.pop("directed", None)
-    placeholders = [{"id": nid, "kind": "nic", "host": nid.split("/", 1)[0]}
-                    for nid in sorted(external)]
+    placeholders = [
+        {"id": nid, "kind": "nic", "host": nid.split("/", 1)[0]} for nid in sorted(external)
+    ]
     if data["nodes"] or placeholders:
         try:
             Topology.from_dict({"nodes": data["nodes"] + placeholders, "links": data["links"]})

@@ -66,8 +66,10 @@ class CachedPlanFastPath:
         status, payload, extra = negotiate(body, "GET", headers)
         raw = [(k.encode("latin-1"), v.encode("latin-1")) for k, v in extra.items()]
         if status != 304:
-            raw += [(b"content-length", str(len(payload)).encode()),
-                    (b"content-type", b"application/json")]
+            raw += [
+                (b"content-length", str(len(payload)).encode()),
+                (b"content-type", b"application/json"),
+            ]
         scope["route"] = _ROUTE_LABEL  # the metrics label it like the route
         state.plan_fast_path_hits += 1
         await send({"type": "http.response.start", "status": status, "headers": raw})

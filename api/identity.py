@@ -43,9 +43,11 @@ def token_host(secret: str | None, token: str) -> str | None:
 def register(subparsers) -> None:  # type: ignore[no-untyped-def]
     """``syncplan token agent HOST``: print a host token from $SYNCPLAN_AGENT_SECRET."""
     p = subparsers.add_parser(
-        "token", help="issue credentials (agent host tokens)",
+        "token",
+        help="issue credentials (agent host tokens)",
         description="Issue a host-bound agent token from SYNCPLAN_AGENT_SECRET (the "
-                    "service's secret); the agent on HOST sends it as its --token.")
+        "service's secret); the agent on HOST sends it as its --token.",
+    )
     sub = p.add_subparsers(dest="kind", metavar="KIND", required=True)
     a = sub.add_parser("agent", help="the token of the agent on HOST")
     a.add_argument("host", metavar="HOST")

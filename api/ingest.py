@@ -47,7 +47,7 @@ class ReportWriter:
 
     async def _drain(self) -> None:
         while self._queue:
-            batch, self._queue = self._queue[:self._max], self._queue[self._max:]
+            batch, self._queue = self._queue[: self._max], self._queue[self._max :]
             try:
                 results = await run_sync(self._write, [r for r, _ in batch])
             except Exception as exc:  # the store failed: every report of the batch did

@@ -20,13 +20,16 @@ from syncplan.api.state import ClusterState, Snapshot
 from syncplan.planner.errors import PlannerError
 
 
-def resolve_ranks(snapshot: Snapshot, ranks: list[str | RankRef],
-                  status: int = 422) -> list[str]:
+def resolve_ranks(snapshot: Snapshot, ranks: list[str | RankRef], status: int = 422) -> list[str]:
     """Endpoint ids for the job's ranks; ``status`` (422 or 409) with the field otherwise."""
     topo = snapshot.topology
     if topo is None:
-        raise APIError(status, "the cluster graph is empty: no agent has reported and no "
-                       "fabric is declared", ["body", "ranks"], "no_topology")
+        raise APIError(
+            status,
+            "the cluster graph is empty: no agent has reported and no fabric is declared",
+            ["body", "ranks"],
+            "no_topology",
+        )
     out: list[str] = []
     for i, r in enumerate(ranks):
         if isinstance(r, str):
@@ -34,23 +37,34 @@ def resolve_ranks(snapshot: Snapshot, ranks: list[str | RankRef],
             continue
         loc: list[str | int] = ["body", "ranks", i]
         if r.host in snapshot.stale:
-            raise APIError(status, f"host {r.host!r} is stale (no report within the TTL)",
-                           [*loc, "host"], "stale_host")
+            raise APIError(
+                status,
+                f"host {r.host!r} is stale (no report within the TTL)",
+                [*loc, "host"],
+                "stale_host",
+            )
         local = snapshot.endpoints_by_host.get(r.host)
         if not local:
             raise APIError(status, f"unknown host {r.host!r}", [*loc, "host"], "unknown_host")
         if r.gpu is not None:
             nid = f"{r.host}/gpu{r.gpu}"
             if nid not in topo.nodes:
-                raise APIError(status, f"host {r.host!r} has no GPU {r.gpu} ({nid})",
-                               [*loc, "gpu"], "unknown_rank")
+                raise APIError(
+                    status,
+                    f"host {r.host!r} has no GPU {r.gpu} ({nid})",
+                    [*loc, "gpu"],
+                    "unknown_rank",
+                )
             out.append(nid)
         else:
             assert r.local_rank is not None
             if r.local_rank >= len(local):
-                raise APIError(status, f"host {r.host!r} has {len(local)} endpoints, no "
-                               f"local_rank {r.local_rank}", [*loc, "local_rank"],
-                               "unknown_rank")
+                raise APIError(
+                    status,
+                    f"host {r.host!r} has {len(local)} endpoints, no local_rank {r.local_rank}",
+                    [*loc, "local_rank"],
+                    "unknown_rank",
+                )
             out.append(local[r.local_rank])
     try:
         topo.check_ranks(out)
@@ -62,8 +76,7 @@ def resolve_ranks(snapshot: Snapshot, ranks: list[str | RankRef],
 
 def sizes_of(spec: JobCreate) -> list[int]:
     if spec.bucket_sizes is not None:
-        return [parse_size(s, ["body", "bucket_sizes", i])
-                for i, s in enumerate(spec.bucket_sizes)]
+        return [parse_size(s, ["body", "bucket_sizes", i]) for i, s in enumerate(spec.bucket_sizes)]
     if spec.size_bytes is None:
         assert spec.gradients is not None
         return [gradient_bytes(spec)]
@@ -107,8 +120,14 @@ class JobEntry:
 class JobService:
     """Job specs cached per store generation; job-plan responses cached as bytes."""
 
-    def __init__(self, factory: sessionmaker[Session], cluster: ClusterState,
-                 plans: PlanService, cache_size: int, cache_bytes: int = 512 << 20) -> None:
+    def __init__(
+        self,
+        factory: sessionmaker[Session],
+        cluster: ClusterState,
+        plans: PlanService,
+        cache_size: int,
+        cache_bytes: int = 512 << 20,
+    ) -> None:
         self._factory, self._cluster, self._plans = factory, cluster, plans
         self._jobs: dict[str, JobEntry] = {}
         self._responses: OrderedDict[tuple[str, int, str, str], Body] = OrderedDict()
@@ -180,9 +199,17 @@ class JobService:
     async def _build(self, job_id: str, snapshot: Snapshot, form: str) -> Body:
         entry = await self.entry(job_id, snapshot)
         ranks = resolve_ranks(snapshot, entry.spec.ranks, status=409)
-        keys = [PlanKey(snapshot.version, tuple(ranks), entry.spec.collective, size,
-                        entry.spec.algorithm, effort=entry.spec.effort)
-                for size in entry.sizes]
+        keys = [
+            PlanKey(
+                snapshot.version,
+                tuple(ranks),
+                entry.spec.collective,
+                size,
+                entry.spec.algorithm,
+                effort=entry.spec.effort,
+            )
+            for size in entry.sizes
+        ]
         plans: dict[PlanKey, Any] = {}
         for k in dict.fromkeys(keys):  # one at a time: a job never holds every solver
             plans[k] = await self._plans.get(snapshot, k, owner=f"job:{job_id}")
@@ -190,8 +217,7 @@ class JobService:
         if entry.spec.bucket_sizes is not None:
             head["bucket_sizes"] = entry.sizes
         docs = [plans[k].body.raw for k in keys]
-        encoded = await run_sync(_compose, head, docs, entry.spec.bucket_sizes is not None,
-                                 form)
+        encoded = await run_sync(_compose, head, docs, entry.spec.bucket_sizes is not None, form)
         self._keep((job_id, snapshot.generation, snapshot.version, form), encoded)
         return encoded
 
@@ -206,6 +232,10 @@ class JobService:
             self._bytes -= dropped.size
 
     def public(self, job_id: str, entry: JobEntry, snapshot: Snapshot) -> dict[str, Any]:
-        return {"job_id": job_id, "spec": entry.spec.model_dump(mode="json", exclude_none=True),
-                "sizes": entry.sizes, "topology_version": snapshot.version,
-                "updated_at": entry.updated_at}
+        return {
+            "job_id": job_id,
+            "spec": entry.spec.model_dump(mode="json", exclude_none=True),
+            "sizes": entry.sizes,
+            "topology_version": snapshot.version,
+            "updated_at": entry.updated_at,
+        }

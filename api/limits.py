@@ -35,9 +35,17 @@ def check_size_text(text: str) -> str:
 
 
 _WRITES = frozenset({"PUT", "POST", "PATCH", "DELETE"})
-_UNAUTHORIZED = json.dumps({"detail": [{
-    "loc": ["header", "Authorization"], "type": "unauthorized",
-    "msg": "missing or invalid bearer token"}]}).encode()
+_UNAUTHORIZED = json.dumps(
+    {
+        "detail": [
+            {
+                "loc": ["header", "Authorization"],
+                "type": "unauthorized",
+                "msg": "missing or invalid bearer token",
+            }
+        ]
+    }
+).encode()
 
 
 def _known_token(state: object, headers: list[tuple[bytes, bytes]]) -> bool:
@@ -49,16 +57,17 @@ def _known_token(state: object, headers: list[tuple[bytes, bytes]]) -> bool:
     scheme, _, token = value.partition(" ")
     if scheme.lower() != "bearer" or not token:
         return False
-    return (scopes_of(state.token_scopes, token) is not None  # type: ignore[attr-defined]
-            or token_host(state.agent_secret, token) is not None)  # type: ignore[attr-defined]
+    return (
+        scopes_of(state.token_scopes, token) is not None  # type: ignore[attr-defined]
+        or token_host(state.agent_secret, token) is not None
+    )  # type: ignore[attr-defined]
 
 
 def _routed(scope: Scope) -> bool:
     """Whether a route takes this method on this path (else the app answers 404/405)."""
     from starlette.routing import Match
 
-    return any(route.matches(scope)[0] == Match.FULL
-               for route in scope["app"].router.routes)
+    return any(route.matches(scope)[0] == Match.FULL for route in scope["app"].router.routes)
 
 
 class BodyLimitMiddleware:
@@ -70,28 +79,53 @@ class BodyLimitMiddleware:
         self.app, self.limit = app, limit
 
     async def _refuse(self, send: Send, size: str) -> None:
-        body = json.dumps({"detail": [{
-            "loc": ["body"], "type": "too_large",
-            "msg": f"request body of {size} bytes exceeds the limit of {self.limit} bytes"}]}
+        body = json.dumps(
+            {
+                "detail": [
+                    {
+                        "loc": ["body"],
+                        "type": "too_large",
+                        "msg": (
+                            f"request body of {size} bytes exceeds the limit of {self.limit} bytes"
+                        ),
+                    }
+                ]
+            }
         ).encode()
-        await send({"type": "http.response.start", "status": 413,
-                    "headers": [(b"content-type", b"application/json"),
-                                (b"content-length", str(len(body)).encode()),
-                                (b"connection", b"close")]})
+        await send(
+            {
+                "type": "http.response.start",
+                "status": 413,
+                "headers": [
+                    (b"content-type", b"application/json"),
+                    (b"content-length", str(len(body)).encode()),
+                    (b"connection", b"close"),
+                ],
+            }
+        )
         await send({"type": "http.response.body", "body": body})
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http" or scope["method"] in ("GET", "HEAD", "OPTIONS"):
             await self.app(scope, receive, send)
             return
-        if scope["method"] in _WRITES and \
-                not _known_token(scope["app"].state, scope.get("headers", [])) and \
-                _routed(scope):
-            await send({"type": "http.response.start", "status": 401,
-                        "headers": [(b"content-type", b"application/json"),
-                                    (b"content-length", str(len(_UNAUTHORIZED)).encode()),
-                                    (b"www-authenticate", b"Bearer"),
-                                    (b"connection", b"close")]})
+        if (
+            scope["method"] in _WRITES
+            and not _known_token(scope["app"].state, scope.get("headers", []))
+            and _routed(scope)
+        ):
+            await send(
+                {
+                    "type": "http.response.start",
+                    "status": 401,
+                    "headers": [
+                        (b"content-type", b"application/json"),
+                        (b"content-length", str(len(_UNAUTHORIZED)).encode()),
+                        (b"www-authenticate", b"Bearer"),
+                        (b"connection", b"close"),
+                    ],
+                }
+            )
             await send({"type": "http.response.body", "body": _UNAUTHORIZED})
             return
         for name, value in scope.get("headers", ()):

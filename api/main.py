@@ -35,17 +35,29 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         yield
         engine.dispose()
 
-    app = FastAPI(title="syncplan", version="0.1.0", lifespan=lifespan,
-                  summary="Central planning service: cluster graph from agents' reports, "
-                          "per-job all-reduce plans.")
+    app = FastAPI(
+        title="syncplan",
+        version="0.1.0",
+        lifespan=lifespan,
+        summary="Central planning service: cluster graph from agents' reports, "
+        "per-job all-reduce plans.",
+    )
     metrics = Metrics()
     cluster = ClusterState(sessions, settings.stale_after_s, settings.sync_interval_s)
-    quota = SolveQuota(settings.solves_per_client, settings.solve_queue,
-                       settings.solve_timeout_s)
-    planner = PlanService(sessions, metrics, settings.plan_cache_size, settings.solver_threads,
-                          settings.plan_cache_bytes, settings.min_step_us * 1e-6, quota,
-                          settings.message_overhead_us * 1e-6, settings.message_cores,
-                          settings.exchange_overhead_us * 1e-6, settings.switch_overhead)
+    quota = SolveQuota(settings.solves_per_client, settings.solve_queue, settings.solve_timeout_s)
+    planner = PlanService(
+        sessions,
+        metrics,
+        settings.plan_cache_size,
+        settings.solver_threads,
+        settings.plan_cache_bytes,
+        settings.min_step_us * 1e-6,
+        quota,
+        settings.message_overhead_us * 1e-6,
+        settings.message_cores,
+        settings.exchange_overhead_us * 1e-6,
+        settings.switch_overhead,
+    )
     app.state.settings = settings
     app.state.engine = engine
     app.state.sessions = sessions
@@ -53,11 +65,13 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.state.cluster = cluster
     app.state.reports = ReportWriter(cluster)
     app.state.plans = planner
-    app.state.jobs = JobService(sessions, cluster, planner, settings.plan_cache_size * 4,
-                                settings.plan_cache_bytes)
+    app.state.jobs = JobService(
+        sessions, cluster, planner, settings.plan_cache_size * 4, settings.plan_cache_bytes
+    )
     app.state.token_scopes = settings.token_scopes()
-    app.state.agent_secret = (settings.agent_secret.get_secret_value()
-                              if settings.agent_secret else None)
+    app.state.agent_secret = (
+        settings.agent_secret.get_secret_value() if settings.agent_secret else None
+    )
     app.state.plan_fast_path = True
     app.state.plan_fast_path_hits = 0
     app.state.report_fast_path = True

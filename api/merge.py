@@ -39,8 +39,9 @@ AUTO_SWITCH = "fabric"
 
 
 def canonical_json(data: Any) -> bytes:
-    return json.dumps(data, sort_keys=True, separators=(",", ":"), ensure_ascii=False,
-                      allow_nan=False).encode()
+    return json.dumps(
+        data, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False
+    ).encode()
 
 
 def digest(data: Any) -> str:
@@ -59,14 +60,20 @@ def local_graph(report: HostReport) -> tuple[list[dict[str, Any]], list[dict[str
     host = report.host
     nodes = [{"id": f"{host}/{n.id}", "kind": n.kind, "host": host} for n in report.nodes]
     if not nodes and report.endpoint_kind == "gpu":
-        nodes = [{"id": f"{host}/gpu{g.index}", "kind": "gpu", "host": host}
-                 for g in sorted(report.gpus, key=lambda g: g.index)]
+        nodes = [
+            {"id": f"{host}/gpu{g.index}", "kind": "gpu", "host": host}
+            for g in sorted(report.gpus, key=lambda g: g.index)
+        ]
     links: list[dict[str, Any]] = []
     for lk in report.links:
         bw = lk.measured_bandwidth_GBps or lk.bandwidth_GBps
-        entry: dict[str, Any] = {"src": f"{host}/{lk.src}", "dst": f"{host}/{lk.dst}",
-                                 "bandwidth_GBps": bw, "latency_us": lk.latency_us,
-                                 "kind": lk.kind}
+        entry: dict[str, Any] = {
+            "src": f"{host}/{lk.src}",
+            "dst": f"{host}/{lk.dst}",
+            "bandwidth_GBps": bw,
+            "latency_us": lk.latency_us,
+            "kind": lk.kind,
+        }
         if lk.directed:
             entry["directed"] = True
         links.append(entry)
@@ -75,9 +82,17 @@ def local_graph(report: HostReport) -> tuple[list[dict[str, Any]], list[dict[str
         if any(n["id"] == cpu for n in nodes):
             raise TopologyError(f"nodes: {cpu!r} exists but is not of kind cpu")
         nodes.append({"id": cpu, "kind": "cpu", "host": host})
-        links.extend({"src": cpu, "dst": n["id"], "bandwidth_GBps": HOST_BUS_GBPS,
-                      "latency_us": 0.0, "kind": "host_bus"}
-                     for n in nodes if n["kind"] == "nic")
+        links.extend(
+            {
+                "src": cpu,
+                "dst": n["id"],
+                "bandwidth_GBps": HOST_BUS_GBPS,
+                "latency_us": 0.0,
+                "kind": "host_bus",
+            }
+            for n in nodes
+            if n["kind"] == "nic"
+        )
     return nodes, links
 
 
@@ -85,8 +100,9 @@ def graph_key(report: HostReport) -> str:
     """A digest of what the merge reads from a report: unchanged when only ``seq``,
     timestamps or inventory details change."""
     nodes, links = local_graph(report)
-    peers = sorted((p.peer_host, round3(p.bandwidth_GBps), p.latency_us, p.nic or "")
-                   for p in report.peers)
+    peers = sorted(
+        (p.peer_host, round3(p.bandwidth_GBps), p.latency_us, p.nic or "") for p in report.peers
+    )
     speeds = sorted(n.speed_GBps or 0.0 for n in report.nics)
     return digest([nodes, links, peers, speeds])
 
@@ -131,8 +147,10 @@ def check_graph(nodes: list[dict[str, Any]], links: list[dict[str, Any]]) -> Non
             raise TopologyError(f"{where}: a link must join two different nodes")
         for arc in ((src, dst),) if lk.get("directed") else ((src, dst), (dst, src)):
             if arc in arcs:
-                raise TopologyError(f"{where}: duplicate link {arc[0]} -> {arc[1]}; give one "
-                                    "link with the total bandwidth")
+                raise TopologyError(
+                    f"{where}: duplicate link {arc[0]} -> {arc[1]}; give one "
+                    "link with the total bandwidth"
+                )
             arcs.add(arc)
 
 
@@ -152,9 +170,9 @@ class Merged:
     dropped_fabric_links: int = 0
 
 
-def measured_rates(reports: Iterable[HostReport]) -> tuple[dict[str, float],
-                                                            dict[tuple[str, str], float],
-                                                            dict[str, float]]:
+def measured_rates(
+    reports: Iterable[HostReport],
+) -> tuple[dict[str, float], dict[tuple[str, str], float], dict[str, float]]:
     """Per-host rate (max over peers), per-(host, nic) rate, per-host half-median latency."""
     rates: dict[str, float] = {}
     nic_rates: dict[tuple[str, str], float] = {}
@@ -167,14 +185,22 @@ def measured_rates(reports: Iterable[HostReport]) -> tuple[dict[str, float],
             if m.nic:
                 key = (rep.host, m.nic)
                 nic_rates[key] = max(nic_rates.get(key, 0.0), m.bandwidth_GBps)
-    half_lat = {h: round3(statistics.median(v) / 2) if statistics.median(v) > 0 else 0.0
-                for h, v in lats.items()}
-    return ({h: round3(r) for h, r in rates.items()},
-            {k: round3(r) for k, r in nic_rates.items()}, half_lat)
+    half_lat = {
+        h: round3(statistics.median(v) / 2) if statistics.median(v) > 0 else 0.0
+        for h, v in lats.items()
+    }
+    return (
+        {h: round3(r) for h, r in rates.items()},
+        {k: round3(r) for k, r in nic_rates.items()},
+        half_lat,
+    )
 
 
-def merge(reports: Mapping[str, HostReport], fabric: Mapping[str, Any] | None,
-          excluded: Collection[str] = ()) -> Merged:
+def merge(
+    reports: Mapping[str, HostReport],
+    fabric: Mapping[str, Any] | None,
+    excluded: Collection[str] = (),
+) -> Merged:
     """The merged graph of the fresh ``reports`` and the fabric, without the ``excluded``
     (stale) hosts' fabric nodes; see the module doc."""
     nodes: dict[str, dict[str, Any]] = {}
@@ -223,8 +249,9 @@ def merge(reports: Mapping[str, HostReport], fabric: Mapping[str, Any] | None,
             if hs == hd and hs in reports:
                 continue
             entry = dict(lk)
-            measured = [rate_of(e) for e, h in ((src, hs), (dst, hd))
-                        if h in reports and e in attach[h]]
+            measured = [
+                rate_of(e) for e, h in ((src, hs), (dst, hd)) if h in reports and e in attach[h]
+            ]
             measured = [r for r in measured if r]
             if measured:
                 entry["bandwidth_GBps"] = min(measured)
@@ -243,8 +270,15 @@ def merge(reports: Mapping[str, HostReport], fabric: Mapping[str, Any] | None,
         for p in pts:
             bw = rate_of(p) or nominal
             if bw:
-                auto.append({"src": p, "dst": AUTO_SWITCH, "bandwidth_GBps": bw,
-                             "latency_us": half_lat.get(h, 0.0), "kind": "network"})
+                auto.append(
+                    {
+                        "src": p,
+                        "dst": AUTO_SWITCH,
+                        "bandwidth_GBps": bw,
+                        "latency_us": half_lat.get(h, 0.0),
+                        "kind": "network",
+                    }
+                )
                 made = True
         if not made:
             unlinked.append(h)
@@ -252,6 +286,6 @@ def merge(reports: Mapping[str, HostReport], fabric: Mapping[str, Any] | None,
         nodes.setdefault(AUTO_SWITCH, {"id": AUTO_SWITCH, "kind": "switch"})
         links.extend(auto)
     graph = {"nodes": list(nodes.values()), "links": links}
-    return Merged(graph, digest(graph)[:16], {h: rates[h] for h in hosts if h in rates},
-                  unlinked, dropped)
-
+    return Merged(
+        graph, digest(graph)[:16], {h: rates[h] for h in hosts if h in rates}, unlinked, dropped
+    )

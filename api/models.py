@@ -41,14 +41,22 @@ def _finite(x: float) -> float:
     return x
 
 
-Bandwidth = Annotated[StrictFloat | StrictInt,
-                      Field(ge=MIN_BANDWIDTH_GBPS, le=MAX_BANDWIDTH_GBPS),
-                      AfterValidator(_finite)]
-Latency = Annotated[StrictFloat | StrictInt, Field(ge=0, le=MAX_LATENCY_US),
-                    AfterValidator(_finite)]
-Size = Annotated[StrictInt, Field(gt=0, le=MAX_SIZE_BYTES)] | Annotated[
-    str, Field(min_length=1, max_length=32, pattern=r"^\s*\d+(\.\d+)?\s*[A-Za-z]*\s*$"),
-    AfterValidator(check_size_text)]
+Bandwidth = Annotated[
+    StrictFloat | StrictInt,
+    Field(ge=MIN_BANDWIDTH_GBPS, le=MAX_BANDWIDTH_GBPS),
+    AfterValidator(_finite),
+]
+Latency = Annotated[
+    StrictFloat | StrictInt, Field(ge=0, le=MAX_LATENCY_US), AfterValidator(_finite)
+]
+Size = (
+    Annotated[StrictInt, Field(gt=0, le=MAX_SIZE_BYTES)]
+    | Annotated[
+        str,
+        Field(min_length=1, max_length=32, pattern=r"^\s*\d+(\.\d+)?\s*[A-Za-z]*\s*$"),
+        AfterValidator(check_size_text),
+    ]
+)
 Algorithm = Literal[ALGORITHM_NAMES]  # type: ignore[valid-type]
 Collective = Literal[COLLECTIVE_NAMES]  # type: ignore[valid-type]
 Density = Annotated[StrictFloat | StrictInt, Field(gt=0, le=1), AfterValidator(_finite)]
@@ -59,6 +67,7 @@ class _In(BaseModel):
 
 
 # ---- fabric --------------------------------------------------------------------------------
+
 
 class FabricNode(BaseModel):
     model_config = ConfigDict(extra="ignore")
@@ -97,6 +106,7 @@ class FabricPublic(BaseModel):
 
 # ---- agents ----------------------------------------------------------------------------------
 
+
 class ReportAccepted(BaseModel):
     host: str
     seq: int
@@ -125,6 +135,7 @@ class AgentsPublic(BaseModel):
 
 # ---- topology ----------------------------------------------------------------------------------
 
+
 class TopologyPublic(BaseModel):
     """The merged graph (CONTRACTS section 1) plus its version and per-host freshness."""
 
@@ -140,6 +151,7 @@ class TopologyPublic(BaseModel):
 
 # ---- plans ---------------------------------------------------------------------------------
 
+
 class PlanCreate(_In):
     """A plan request (CONTRACTS section 2); ``size_bytes`` may also be ``"256MiB"``."""
 
@@ -149,8 +161,9 @@ class PlanCreate(_In):
     algorithm: Algorithm = "auto"
     # block-sparse all-reduce (planner.sparse): expected non-zero block fraction, overall or
     # one per rank, whether the non-zero blocks are the same on every rank, the block size
-    density: Density | Annotated[list[Density], Field(min_length=1,
-                                                      max_length=MAX_RANKS)] | None = None
+    density: (
+        Density | Annotated[list[Density], Field(min_length=1, max_length=MAX_RANKS)] | None
+    ) = None
     density_overlap: StrictBool = False
     block_elems: Annotated[StrictInt, Field(ge=1, le=1 << 20)] = 256
     # reduce-scatter / all-gather: equal shards, or any (the planner sizes them, by rate)
@@ -171,13 +184,16 @@ class PlanPublic(BaseModel):
     size_bytes: int
     predicted_time_s: float
     program: dict[str, Any] | None = Field(
-        default=None, description="CONTRACTS section 3 (the default form)")
+        default=None, description="CONTRACTS section 3 (the default form)"
+    )
     program_compact: dict[str, Any] | None = Field(
-        default=None, description="instead of program with ?format=compact (planner/compact.py)")
+        default=None, description="instead of program with ?format=compact (planner/compact.py)"
+    )
     topology_version: str
 
 
 # ---- jobs ------------------------------------------------------------------------------------
+
 
 class RankRef(_In):
     """A rank named by host and GPU index (``{host}/gpu{gpu}``) or by its position among the
@@ -233,8 +249,9 @@ class JobCreate(_In):
     algorithm: Algorithm = "auto"
     # all-reduce: how hard forest searches (a long job's plans may take minutes once)
     effort: Literal["fast", "thorough"] = "fast"
-    gradients: Annotated[list[Gradient], Field(min_length=1,
-                                               max_length=MAX_GRADIENTS)] | None = None
+    gradients: Annotated[list[Gradient], Field(min_length=1, max_length=MAX_GRADIENTS)] | None = (
+        None
+    )
     profile: JobProfile | None = None  # measured, set through PUT .../profile
 
     @model_validator(mode="after")
@@ -244,16 +261,18 @@ class JobCreate(_In):
         if self.size_bytes is not None and self.bucket_sizes is not None:
             raise ValueError("give exactly one of 'size_bytes' and 'bucket_sizes'")
         if self.size_bytes is None and self.bucket_sizes is None and self.gradients is None:
-            raise ValueError("give exactly one of 'size_bytes' and 'bucket_sizes' "
-                             "(or 'gradients')")
-        if self.profile is not None and (self.gradients is None or
-                                         len(self.profile.forward_s) != len(self.gradients)):
+            raise ValueError("give exactly one of 'size_bytes' and 'bucket_sizes' (or 'gradients')")
+        if self.profile is not None and (
+            self.gradients is None or len(self.profile.forward_s) != len(self.gradients)
+        ):
             raise ValueError("a profile needs gradients, one entry per gradient")
         if self.bucket_sizes is not None:
             distinct = {parse_size(s) for s in self.bucket_sizes}
             if len(distinct) > MAX_DISTINCT_SIZES:
-                raise ValueError(f"bucket_sizes: {len(distinct)} distinct sizes, more than the "
-                                 f"limit of {MAX_DISTINCT_SIZES} (each one is a plan to solve)")
+                raise ValueError(
+                    f"bucket_sizes: {len(distinct)} distinct sizes, more than the "
+                    f"limit of {MAX_DISTINCT_SIZES} (each one is a plan to solve)"
+                )
         return self
 
 
@@ -297,6 +316,7 @@ class JobPlanPublic(BaseModel):
 
 
 # ---- health ----------------------------------------------------------------------------------
+
 
 class Health(BaseModel):
     status: Literal["ok"]

@@ -20,8 +20,11 @@ log = logging.getLogger(__name__)
 
 RETRY_AFTER_S = 5
 OUTAGE_ERRORS: tuple[type[Exception], ...] = (
-    sa_exc.OperationalError, sa_exc.InterfaceError, sa_exc.TimeoutError,
-    sa_exc.DisconnectionError)
+    sa_exc.OperationalError,
+    sa_exc.InterfaceError,
+    sa_exc.TimeoutError,
+    sa_exc.DisconnectionError,
+)
 
 
 def is_outage(exc: BaseException) -> bool:
@@ -34,10 +37,19 @@ def is_outage(exc: BaseException) -> bool:
 def outage_response(exc: BaseException) -> JSONResponse:
     log.warning("store unavailable: %s", str(exc).splitlines()[0][:300])
     return JSONResponse(
-        {"detail": [{"loc": [], "type": "store_unavailable",
-                     "msg": f"the store is unavailable ({type(exc).__name__}); retry in "
-                            f"{RETRY_AFTER_S} s"}]},
-        status_code=503, headers={"Retry-After": str(RETRY_AFTER_S)})
+        {
+            "detail": [
+                {
+                    "loc": [],
+                    "type": "store_unavailable",
+                    "msg": f"the store is unavailable ({type(exc).__name__}); retry in "
+                    f"{RETRY_AFTER_S} s",
+                }
+            ]
+        },
+        status_code=503,
+        headers={"Retry-After": str(RETRY_AFTER_S)},
+    )
 
 
 def install(app: FastAPI) -> None:
@@ -47,9 +59,14 @@ def install(app: FastAPI) -> None:
         if is_outage(exc):
             return outage_response(exc)
         log.error("store error", exc_info=exc)
-        return JSONResponse({"detail": [{"loc": [], "type": "internal",
-                                         "msg": "internal error; see the service log"}]},
-                            status_code=500)
+        return JSONResponse(
+            {
+                "detail": [
+                    {"loc": [], "type": "internal", "msg": "internal error; see the service log"}
+                ]
+            },
+            status_code=500,
+        )
 
     for cls in (*OUTAGE_ERRORS, sa_exc.DBAPIError):
         app.add_exception_handler(cls, _outage)

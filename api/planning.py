@@ -46,8 +46,12 @@ class PlanKey:
 
     @property
     def request(self) -> dict[str, Any]:
-        req: dict[str, Any] = {"ranks": list(self.ranks), "collective": self.collective,
-                               "size_bytes": self.size_bytes, "algorithm": self.algorithm}
+        req: dict[str, Any] = {
+            "ranks": list(self.ranks),
+            "collective": self.collective,
+            "size_bytes": self.size_bytes,
+            "algorithm": self.algorithm,
+        }
         if self.min_step_s:
             req["min_step_s"] = self.min_step_s
         if self.message_overhead_s:
@@ -64,8 +68,11 @@ class PlanKey:
             req["effort"] = self.effort
         if self.sparse is not None:
             d, overlap, block = self.sparse
-            req.update(density=list(d) if isinstance(d, tuple) else d,
-                       density_overlap=overlap, block_elems=block)
+            req.update(
+                density=list(d) if isinstance(d, tuple) else d,
+                density_overlap=overlap,
+                block_elems=block,
+            )
         return req
 
     @property
@@ -108,8 +115,7 @@ def parse_size(value: int | str, loc: list[str | int]) -> int:
     except (ValueError, TypeError) as exc:
         raise APIError(422, str(exc), loc) from None
     if size <= 0 or size > MAX_SIZE_BYTES:
-        raise APIError(422, f"size must be positive and at most 2**53 bytes, got {value!r}",
-                       loc)
+        raise APIError(422, f"size must be positive and at most 2**53 bytes, got {value!r}", loc)
     return size
 
 
@@ -118,33 +124,56 @@ def solve(snapshot: Snapshot, key: PlanKey) -> dict[str, Any]:
     from syncplan.planner.plan import make_plan
 
     if snapshot.topology is None:
-        raise APIError(409, "the cluster graph is empty or invalid; no plan can be made",
-                       ["body", "ranks"], "no_topology")
+        raise APIError(
+            409,
+            "the cluster graph is empty or invalid; no plan can be made",
+            ["body", "ranks"],
+            "no_topology",
+        )
     sparse: dict[str, Any] = {}
     if key.sparse is not None:
         d, overlap, block = key.sparse
-        sparse = {"density": list(d) if isinstance(d, tuple) else d,
-                  "density_overlap": overlap, "block_elems": block}
-    return make_plan(snapshot.topology, list(key.ranks), key.size_bytes,
-                     algorithm=key.algorithm, collective=key.collective,
-                     min_step_s=key.min_step_s, shards=key.shards,
-                     message_overhead_s=key.message_overhead_s,
-                     message_cores=key.message_cores or None,
-                     exchange_overhead_s=key.exchange_overhead_s,
-                     switch_overhead=key.switch_overhead, effort=key.effort, **sparse)
+        sparse = {
+            "density": list(d) if isinstance(d, tuple) else d,
+            "density_overlap": overlap,
+            "block_elems": block,
+        }
+    return make_plan(
+        snapshot.topology,
+        list(key.ranks),
+        key.size_bytes,
+        algorithm=key.algorithm,
+        collective=key.collective,
+        min_step_s=key.min_step_s,
+        shards=key.shards,
+        message_overhead_s=key.message_overhead_s,
+        message_cores=key.message_cores or None,
+        exchange_overhead_s=key.exchange_overhead_s,
+        switch_overhead=key.switch_overhead,
+        effort=key.effort,
+        **sparse,
+    )
 
 
 class PlanService:
     """See the module doc; one instance per app, used from the event loop only."""
 
-    def __init__(self, factory: sessionmaker[Session], metrics: Metrics, cache_size: int,
-                 solver_threads: int, cache_bytes: int = 512 << 20,
-                 min_step_s: float = 0.0, quota: SolveQuota | None = None,
-                 message_overhead_s: float = 0.0, message_cores: int = 0,
-                 exchange_overhead_s: float = 0.0, switch_overhead: float = 0.0) -> None:
+    def __init__(
+        self,
+        factory: sessionmaker[Session],
+        metrics: Metrics,
+        cache_size: int,
+        solver_threads: int,
+        cache_bytes: int = 512 << 20,
+        min_step_s: float = 0.0,
+        quota: SolveQuota | None = None,
+        message_overhead_s: float = 0.0,
+        message_cores: int = 0,
+        exchange_overhead_s: float = 0.0,
+        switch_overhead: float = 0.0,
+    ) -> None:
         self._factory = factory
-        self.quota = quota or SolveQuota(per_owner=1 << 30, queue_limit=1 << 30,
-                                         timeout_s=1e9)
+        self.quota = quota or SolveQuota(per_owner=1 << 30, queue_limit=1 << 30, timeout_s=1e9)
         self.min_step_s = min_step_s
         self.message_overhead_s = message_overhead_s
         self.exchange_overhead_s = exchange_overhead_s
@@ -176,8 +205,10 @@ class PlanService:
         while len(self._lru) > self._size or self._bytes > self._max_bytes:
             _, old = self._lru.popitem(last=False)
             self._bytes -= old.body.size
-            if self._by_id.get(old.plan_id) is not None and \
-                    self._by_id[old.plan_id] not in self._lru:
+            if (
+                self._by_id.get(old.plan_id) is not None
+                and self._by_id[old.plan_id] not in self._lru
+            ):
                 del self._by_id[old.plan_id]
 
     async def in_form(self, plan: CachedPlan, form: str) -> Body:
@@ -187,8 +218,7 @@ class PlanService:
             return plan.body
         body = self._compact.get(plan.plan_id)
         if body is None:
-            body = await run_sync(lambda: Body.of(compact_body(plan.body.raw),
-                                                  COMPACT_GZIP_LEVEL))
+            body = await run_sync(lambda: Body.of(compact_body(plan.body.raw), COMPACT_GZIP_LEVEL))
             self._compact[plan.plan_id] = body
             while len(self._compact) > self._size:
                 self._compact.popitem(last=False)
@@ -198,17 +228,32 @@ class PlanService:
 
     def _own(self, key: PlanKey) -> PlanKey:
         """``key`` with this service's cost-model settings (they are part of the plan)."""
-        overhead, cores, exchange, switch = ((self.message_overhead_s, self.message_cores,
-                                              self.exchange_overhead_s, self.switch_overhead)
-                                             if key.collective == "allreduce"
-                                             else (0.0, 0, 0.0, 0.0))
-        if (key.min_step_s, key.message_overhead_s, key.message_cores,
-                key.exchange_overhead_s, key.switch_overhead) == (
-                    self.min_step_s, overhead, cores, exchange, switch):
+        overhead, cores, exchange, switch = (
+            (
+                self.message_overhead_s,
+                self.message_cores,
+                self.exchange_overhead_s,
+                self.switch_overhead,
+            )
+            if key.collective == "allreduce"
+            else (0.0, 0, 0.0, 0.0)
+        )
+        if (
+            key.min_step_s,
+            key.message_overhead_s,
+            key.message_cores,
+            key.exchange_overhead_s,
+            key.switch_overhead,
+        ) == (self.min_step_s, overhead, cores, exchange, switch):
             return key
-        return replace(key, min_step_s=self.min_step_s, message_overhead_s=overhead,
-                       message_cores=cores, exchange_overhead_s=exchange,
-                       switch_overhead=switch)
+        return replace(
+            key,
+            min_step_s=self.min_step_s,
+            message_overhead_s=overhead,
+            message_cores=cores,
+            exchange_overhead_s=exchange,
+            switch_overhead=switch,
+        )
 
     def cached(self, key: PlanKey) -> CachedPlan | None:
         key = self._own(key)
@@ -217,8 +262,7 @@ class PlanService:
             self._lru.move_to_end(key.digest)
         return plan
 
-    async def get(self, snapshot: Snapshot, key: PlanKey, owner: str = "service"
-                  ) -> CachedPlan:
+    async def get(self, snapshot: Snapshot, key: PlanKey, owner: str = "service") -> CachedPlan:
         """The plan for ``key``: memory, then store, then one solve shared by all callers.
         A new solve counts against ``owner``'s quota (api/quota.py); 429/503/504 beyond."""
         key = self._own(key)
@@ -256,16 +300,16 @@ class PlanService:
             return row
         self._metrics.cache.labels("store", "miss").inc()
         try:
-            plan, algorithm, elapsed = await run_sync(self._solve_and_store, snapshot, key,
-                                                      limiter=self._limiter)
+            plan, algorithm, elapsed = await run_sync(
+                self._solve_and_store, snapshot, key, limiter=self._limiter
+            )
         except PlannerError as exc:
             raise planner_error(exc, ["body"]) from None
         self.solves += 1
         self._metrics.solve.labels(algorithm).observe(elapsed)
         return plan
 
-    def _solve_and_store(self, snapshot: Snapshot, key: PlanKey
-                         ) -> tuple[CachedPlan, str, float]:
+    def _solve_and_store(self, snapshot: Snapshot, key: PlanKey) -> tuple[CachedPlan, str, float]:
         """Solve, serialize and store in the worker thread: large plans are tens of MB."""
         start = time.perf_counter()
         doc = solve(snapshot, key)
@@ -280,8 +324,7 @@ class PlanService:
     def _load_row(self, digest: str) -> CachedPlan | None:
         with self._factory() as s:
             row = store.get_plan_by_key(s, digest)
-            return None if row is None else CachedPlan(row.plan_id,
-                                                          Body.of(row.document.encode()))
+            return None if row is None else CachedPlan(row.plan_id, Body.of(row.document.encode()))
 
     def _store_row(self, key: PlanKey, plan_id: str, body: bytes) -> None:
         with self._factory() as s:
@@ -296,7 +339,8 @@ class PlanService:
         def load() -> CachedPlan | None:
             with self._factory() as s:
                 row = store.get_plan(s, plan_id)
-                return None if row is None else CachedPlan(row.plan_id,
-                                                          Body.of(row.document.encode()))
+                return (
+                    None if row is None else CachedPlan(row.plan_id, Body.of(row.document.encode()))
+                )
 
         return await run_sync(load)

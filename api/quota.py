@@ -32,8 +32,9 @@ def token_owner(authorization: str | None) -> str:
 class SolveQuota:
     """Admission and waiting for solves; used from the event loop only."""
 
-    def __init__(self, per_owner: int, queue_limit: int, timeout_s: float,
-                 retry_after_s: int = 5) -> None:
+    def __init__(
+        self, per_owner: int, queue_limit: int, timeout_s: float, retry_after_s: int = 5
+    ) -> None:
         self.per_owner, self.queue_limit, self.timeout_s = per_owner, queue_limit, timeout_s
         self.retry_after = str(retry_after_s)
         self._owned: Counter[str] = Counter()
@@ -44,14 +45,23 @@ class SolveQuota:
         """Count a new solve for ``owner``, or raise 429/503 when over a limit."""
         if self._owned[owner] >= self.per_owner:
             self.refused += 1
-            raise APIError(429, f"{self._owned[owner]} plans of this client are already being "
-                           f"solved (limit {self.per_owner}); retry when they are done",
-                           [], "too_many_solves", {"Retry-After": self.retry_after})
+            raise APIError(
+                429,
+                f"{self._owned[owner]} plans of this client are already being "
+                f"solved (limit {self.per_owner}); retry when they are done",
+                [],
+                "too_many_solves",
+                {"Retry-After": self.retry_after},
+            )
         if self._total >= self.queue_limit:
             self.refused += 1
-            raise APIError(503, f"the planner is busy ({self._total} solves queued or "
-                           "running); retry later", [], "planner_busy",
-                           {"Retry-After": self.retry_after})
+            raise APIError(
+                503,
+                f"the planner is busy ({self._total} solves queued or running); retry later",
+                [],
+                "planner_busy",
+                {"Retry-After": self.retry_after},
+            )
         self._owned[owner] += 1
         self._total += 1
 
@@ -66,6 +76,11 @@ class SolveQuota:
         try:
             return await asyncio.wait_for(asyncio.shield(task), self.timeout_s)
         except TimeoutError:
-            raise APIError(504, f"the plan was not ready within {self.timeout_s:g} s; it is "
-                           "still being solved and will be cached: retry", [],
-                           "solve_timeout", {"Retry-After": self.retry_after}) from None
+            raise APIError(
+                504,
+                f"the plan was not ready within {self.timeout_s:g} s; it is "
+                "still being solved and will be cached: retry",
+                [],
+                "solve_timeout",
+                {"Retry-After": self.retry_after},
+            ) from None

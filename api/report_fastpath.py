@@ -64,16 +64,20 @@ class ReportFastPath:
                     return
         await self.app(scope, receive, send)
 
-    async def _serve(self, scope: Scope, receive: Receive, send: Send, host: str
-                     ) -> tuple[bool, Receive]:
+    async def _serve(
+        self, scope: Scope, receive: Receive, send: Send, host: str
+    ) -> tuple[bool, Receive]:
         state = scope["app"].state
         headers: dict[bytes, bytes] = {}
         for name, value in scope["headers"]:
             headers.setdefault(name, value)
         scheme, _, token = headers.get(b"authorization", b"").decode("latin-1").partition(" ")
         ctype = headers.get(b"content-type", b"").split(b";")[0].strip().lower()
-        if scheme.lower() != "bearer" or ctype != b"application/json" or \
-                not allowed(state, token, host):
+        if (
+            scheme.lower() != "bearer"
+            or ctype != b"application/json"
+            or not allowed(state, token, host)
+        ):
             return False, receive
         chunks: list[bytes] = []
         more = True
@@ -117,8 +121,12 @@ class ReportFastPath:
             await response(scope, replay, send)
             return True, replay
         state.metrics.reports.labels(outcome).inc()
-        answer = ReportAccepted(host=host, seq=report.seq, status=outcome,  # type: ignore[arg-type]
-                                received_at=utc(received))
+        answer = ReportAccepted(
+            host=host,
+            seq=report.seq,
+            status=outcome,  # type: ignore[arg-type]
+            received_at=utc(received),
+        )
         await _json(send, 200, answer.model_dump_json().encode())
         return True, replay
 
@@ -126,14 +134,15 @@ class ReportFastPath:
 def _error(exc: APIError) -> bytes:
     import json
 
-    return json.dumps({"detail": [{"loc": exc.loc, "msg": exc.msg, "type": exc.type}]},
-                      separators=(",", ":")).encode()
+    return json.dumps(
+        {"detail": [{"loc": exc.loc, "msg": exc.msg, "type": exc.type}]}, separators=(",", ":")
+    ).encode()
 
 
-async def _json(send: Send, status: int, payload: bytes,
-                extra: dict[str, str] | None = None) -> None:
-    raw = [(b"content-length", str(len(payload)).encode()),
-           (b"content-type", b"application/json")]
+async def _json(
+    send: Send, status: int, payload: bytes, extra: dict[str, str] | None = None
+) -> None:
+    raw = [(b"content-length", str(len(payload)).encode()), (b"content-type", b"application/json")]
     raw += [(k.lower().encode("latin-1"), v.encode("latin-1")) for k, v in (extra or {}).items()]
     await send({"type": "http.response.start", "status": status, "headers": raw})
     await send({"type": "http.response.body", "body": payload})

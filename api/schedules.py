@@ -27,8 +27,14 @@ PROFILE_RESOLUTION_S = 1e-4
 CACHE_ENTRIES = 256
 
 
-def build(snapshot: Snapshot, ranks: list[str], entry: JobEntry, min_step_s: float,
-          message_overhead_s: float = 0.0, message_cores: int = 0) -> dict[str, Any]:
+def build(
+    snapshot: Snapshot,
+    ranks: list[str],
+    entry: JobEntry,
+    min_step_s: float,
+    message_overhead_s: float = 0.0,
+    message_cores: int = 0,
+) -> dict[str, Any]:
     """The schedule document (blocking): the job's gradients with the measured profile's
     times where there is one, else the declared ones; priced with the service's cost-model
     settings."""
@@ -37,13 +43,23 @@ def build(snapshot: Snapshot, ranks: list[str], entry: JobEntry, min_step_s: flo
     spec = entry.spec
     assert spec.gradients is not None and snapshot.topology is not None
     prof = spec.profile
-    tensors = [TensorSpec(g.numel, g.dtype,
-                          float(prof.forward_s[i] if prof else g.forward_s or 0.0),
-                          float(prof.backward_s[i] if prof else g.backward_s or 0.0))
-               for i, g in enumerate(spec.gradients)]
-    doc = make_schedule(snapshot.topology, ranks, tensors, min_step_s=min_step_s,
-                        message_overhead_s=message_overhead_s,
-                        message_cores=message_cores or None)
+    tensors = [
+        TensorSpec(
+            g.numel,
+            g.dtype,
+            float(prof.forward_s[i] if prof else g.forward_s or 0.0),
+            float(prof.backward_s[i] if prof else g.backward_s or 0.0),
+        )
+        for i, g in enumerate(spec.gradients)
+    ]
+    doc = make_schedule(
+        snapshot.topology,
+        ranks,
+        tensors,
+        min_step_s=min_step_s,
+        message_overhead_s=message_overhead_s,
+        message_cores=message_cores or None,
+    )
     if prof is not None:
         doc["profile"] = "measured"
         doc["profile_iterations"] = prof.iterations
@@ -85,13 +101,24 @@ class ScheduleService:
 
     async def _build(self, job_id: str, entry: JobEntry, snapshot: Snapshot) -> Body:
         if entry.spec.gradients is None:
-            raise APIError(409, f"job {job_id!r} declares no gradients: PUT it with "
-                           "'gradients' to get a schedule", ["path", "job_id"], "no_gradients")
+            raise APIError(
+                409,
+                f"job {job_id!r} declares no gradients: PUT it with 'gradients' to get a schedule",
+                ["path", "job_id"],
+                "no_gradients",
+            )
         ranks = resolve_ranks(snapshot, entry.spec.ranks, status=409)
         try:
             plans = self.jobs._plans
-            doc = await run_sync(build, snapshot, ranks, entry, plans.min_step_s,
-                                 plans.message_overhead_s, plans.message_cores)
+            doc = await run_sync(
+                build,
+                snapshot,
+                ranks,
+                entry,
+                plans.min_step_s,
+                plans.message_overhead_s,
+                plans.message_cores,
+            )
         except PlannerError as exc:
             err = planner_error(exc, ["body"])
             raise APIError(409, err.msg, err.loc, err.type) from None
@@ -104,26 +131,37 @@ class ScheduleService:
         entry = await self.jobs.entry(job_id, snapshot)
         grads = entry.spec.gradients
         if grads is None:
-            raise APIError(409, f"job {job_id!r} declares no gradients to profile",
-                           ["path", "job_id"], "no_gradients")
+            raise APIError(
+                409,
+                f"job {job_id!r} declares no gradients to profile",
+                ["path", "job_id"],
+                "no_gradients",
+            )
         if len(profile.forward_s) != len(grads):
-            raise APIError(422, f"the job has {len(grads)} gradients; the profile has "
-                           f"{len(profile.forward_s)} entries", ["body", "forward_s"])
+            raise APIError(
+                422,
+                f"the job has {len(grads)} gradients; the profile has "
+                f"{len(profile.forward_s)} entries",
+                ["body", "forward_s"],
+            )
         r = PROFILE_RESOLUTION_S
-        rounded = profile.model_copy(update={
-            "forward_s": [round(x / r) * r for x in profile.forward_s],
-            "backward_s": [round(x / r) * r for x in profile.backward_s]})
+        rounded = profile.model_copy(
+            update={
+                "forward_s": [round(x / r) * r for x in profile.forward_s],
+                "backward_s": [round(x / r) * r for x in profile.backward_s],
+            }
+        )
         old = entry.spec.profile
-        if old is not None and (old.forward_s, old.backward_s) == (rounded.forward_s,
-                                                                   rounded.backward_s):
+        if old is not None and (old.forward_s, old.backward_s) == (
+            rounded.forward_s,
+            rounded.backward_s,
+        ):
             return False
-        await run_sync(self.jobs.put, job_id,
-                       entry.spec.model_copy(update={"profile": rounded}))
+        await run_sync(self.jobs.put, job_id, entry.spec.model_copy(update={"profile": rounded}))
         return True
 
 
-_SERVICES: weakref.WeakKeyDictionary[JobService, ScheduleService] = \
-    weakref.WeakKeyDictionary()
+_SERVICES: weakref.WeakKeyDictionary[JobService, ScheduleService] = weakref.WeakKeyDictionary()
 
 
 def schedules_of(jobs: JobService) -> ScheduleService:

@@ -45,10 +45,17 @@ class Snapshot:
     def body(self) -> bytes:
         """The ``GET /v1/topology`` document (TopologyPublic), built on first use."""
         hosts = {h: st.model_dump(mode="json") for h, st in self.hosts.items()}
-        tail = json.dumps({"hosts": hosts, "stale_hosts": sorted(self.stale), **self.extra},
-                          separators=(",", ":"))
-        return (b'{"version":"' + self.version.encode() + b'",' + self.graph_json[1:-1] +
-                b"," + tail[1:].encode())
+        tail = json.dumps(
+            {"hosts": hosts, "stale_hosts": sorted(self.stale), **self.extra}, separators=(",", ":")
+        )
+        return (
+            b'{"version":"'
+            + self.version.encode()
+            + b'",'
+            + self.graph_json[1:-1]
+            + b","
+            + tail[1:].encode()
+        )
 
 
 def utc(t: float) -> datetime:
@@ -58,8 +65,13 @@ def utc(t: float) -> datetime:
 class ClusterState:
     """Thread-safe holder of the latest Snapshot; see the module doc."""
 
-    def __init__(self, factory: sessionmaker[Session], stale_after_s: float,
-                 sync_interval_s: float, clock: Any = time.time) -> None:
+    def __init__(
+        self,
+        factory: sessionmaker[Session],
+        stale_after_s: float,
+        sync_interval_s: float,
+        clock: Any = time.time,
+    ) -> None:
         self._factory = factory
         self.sessions = factory
         self._ttl = stale_after_s
@@ -117,8 +129,11 @@ class ClusterState:
                     return prev
         with self._factory() as s:
             gen, index = store.report_index(s)
-            changed = [r.host for r in index
-                       if r.host not in self._reports or self._reports[r.host][0] != r.digest]
+            changed = [
+                r.host
+                for r in index
+                if r.host not in self._reports or self._reports[r.host][0] != r.digest
+            ]
             bodies = store.report_bodies(s, changed) if changed else {}
             fabric_row = store.get_fabric(s)
         hosts_now = {r.host for r in index}
@@ -129,8 +144,11 @@ class ClusterState:
             try:
                 report = HostReport.model_validate_json(body)
             except ValidationError as exc:  # stored by an older, laxer version
-                log.warning("ignoring host %s: its stored report is no longer valid: %s",
-                            h, str(exc).splitlines()[0])
+                log.warning(
+                    "ignoring host %s: its stored report is no longer valid: %s",
+                    h,
+                    str(exc).splitlines()[0],
+                )
                 continue
             self._reports[h] = (d, report, graph_key(report))
         if fabric_row is None:
@@ -143,10 +161,16 @@ class ClusterState:
 
     def _build(self, gen: int, index: list[store.ReportIndex], now: float) -> Snapshot:
         stale = frozenset(r.host for r in index if now - r.received_at >= self._ttl)
-        fresh = {r.host: self._reports[r.host][1] for r in index
-                 if r.host not in stale and r.host in self._reports}
-        key = (tuple(sorted((h, self._reports[h][2]) for h in fresh)), stale,
-               self._fabric[0] if self._fabric else None)
+        fresh = {
+            r.host: self._reports[r.host][1]
+            for r in index
+            if r.host not in stale and r.host in self._reports
+        }
+        key = (
+            tuple(sorted((h, self._reports[h][2]) for h in fresh)),
+            stale,
+            self._fabric[0] if self._fabric else None,
+        )
         if key != self._merge_key or self._merged is None:
             merged = merge(fresh, self._fabric[1] if self._fabric else None, stale)
             self.merges += 1
@@ -160,23 +184,40 @@ class ClusterState:
             for n in merged.graph["nodes"]:
                 if n["kind"] in RANK_KINDS:
                     by_host.setdefault(n.get("host") or n["id"], []).append(n["id"])
-            graph_json = json.dumps({"nodes": merged.graph["nodes"],
-                                     "links": merged.graph["links"]},
-                                    separators=(",", ":")).encode()
+            graph_json = json.dumps(
+                {"nodes": merged.graph["nodes"], "links": merged.graph["links"]},
+                separators=(",", ":"),
+            ).encode()
             self._merged = (merged, topo, by_host, graph_json)
             self._merge_key = key
         merged, topo, by_host, graph_json = self._merged
-        hosts = {r.host: HostStatus(seq=r.seq, last_report_at=utc(r.received_at),
-                                    stale=r.host in stale,
-                                    measured_GBps=merged.host_rates.get(r.host),
-                                    endpoints=len(by_host.get(r.host, [])),
-                                    probe_address=self._probe_address(r.host))
-                 for r in sorted(index, key=lambda r: r.host)}
+        hosts = {
+            r.host: HostStatus(
+                seq=r.seq,
+                last_report_at=utc(r.received_at),
+                stale=r.host in stale,
+                measured_GBps=merged.host_rates.get(r.host),
+                endpoints=len(by_host.get(r.host, [])),
+                probe_address=self._probe_address(r.host),
+            )
+            for r in sorted(index, key=lambda r: r.host)
+        }
         fresh_deadlines = [r.received_at + self._ttl for r in index if r.host not in stale]
-        return Snapshot(merged.version, merged.graph, topo, hosts, stale, gen,
-                        min(fresh_deadlines, default=float("inf")), by_host, graph_json,
-                        {"unlinked_hosts": merged.unlinked,
-                         "dropped_fabric_links": merged.dropped_fabric_links})
+        return Snapshot(
+            merged.version,
+            merged.graph,
+            topo,
+            hosts,
+            stale,
+            gen,
+            min(fresh_deadlines, default=float("inf")),
+            by_host,
+            graph_json,
+            {
+                "unlinked_hosts": merged.unlinked,
+                "dropped_fabric_links": merged.dropped_fabric_links,
+            },
+        )
 
     def _probe_address(self, host: str) -> str | None:
         entry = self._reports.get(host)

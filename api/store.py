@@ -39,8 +39,12 @@ def generation(session: Session) -> int:
 
 
 def _bump(session: Session) -> int:
-    new = session.execute(update(Meta).where(Meta.key == "generation")
-                          .values(value=Meta.value + 1).returning(Meta.value)).scalar_one()
+    new = session.execute(
+        update(Meta)
+        .where(Meta.key == "generation")
+        .values(value=Meta.value + 1)
+        .returning(Meta.value)
+    ).scalar_one()
     return int(new)
 
 
@@ -51,12 +55,21 @@ def report_body(report: HostReport) -> bytes:
 
 
 _T = HostReportRow.__table__
-_UPDATE = (update(_T).where(_T.c.host == bindparam("h"), _T.c.seq < bindparam("s"))
-           .values(seq=bindparam("s"), digest=bindparam("d"), body=bindparam("b"),
-                   received_at=bindparam("t")))
+_UPDATE = (
+    update(_T)
+    .where(_T.c.host == bindparam("h"), _T.c.seq < bindparam("s"))
+    .values(
+        seq=bindparam("s"), digest=bindparam("d"), body=bindparam("b"), received_at=bindparam("t")
+    )
+)
 _CURRENT = select(_T.c.seq, _T.c.digest, _T.c.received_at).where(_T.c.host == bindparam("h"))
-_INSERT = _T.insert().values(host=bindparam("h"), seq=bindparam("s"), digest=bindparam("d"),
-                             body=bindparam("b"), received_at=bindparam("t"))
+_INSERT = _T.insert().values(
+    host=bindparam("h"),
+    seq=bindparam("s"),
+    digest=bindparam("d"),
+    body=bindparam("b"),
+    received_at=bindparam("t"),
+)
 
 
 @dataclass(frozen=True)
@@ -75,42 +88,57 @@ def put_report(session: Session, report: HostReport, now: float) -> tuple[str, f
     """
     body = report_body(report)
     body_digest = hashlib.sha256(body).hexdigest()
-    values = {"seq": report.seq, "digest": body_digest, "body": body.decode(),
-              "received_at": now}
+    values = {"seq": report.seq, "digest": body_digest, "body": body.decode(), "received_at": now}
     for attempt in range(2):
         try:
             with _tx(session):
                 done = session.execute(
                     update(HostReportRow)
                     .where(HostReportRow.host == report.host, HostReportRow.seq < report.seq)
-                    .values(**values)).rowcount
+                    .values(**values)
+                ).rowcount
                 if done:
                     _bump(session)
                     return "stored", now
-                row = session.execute(select(HostReportRow.seq, HostReportRow.digest,
-                                             HostReportRow.received_at)
-                                      .where(HostReportRow.host == report.host)).first()
+                row = session.execute(
+                    select(
+                        HostReportRow.seq, HostReportRow.digest, HostReportRow.received_at
+                    ).where(HostReportRow.host == report.host)
+                ).first()
                 if row is None:
                     session.add(HostReportRow(host=report.host, **values))
                     session.flush()
                     _bump(session)
                     return "stored", now
                 if report.seq < row.seq:
-                    raise APIError(409, f"seq {report.seq} is older than the stored report's "
-                                   f"seq {row.seq}", ["body", "seq"], "stale_seq")
+                    raise APIError(
+                        409,
+                        f"seq {report.seq} is older than the stored report's seq {row.seq}",
+                        ["body", "seq"],
+                        "stale_seq",
+                    )
                 if row.digest == body_digest:
                     return "unchanged", row.received_at
-                raise APIError(409, f"seq {report.seq} is already stored with a different "
-                               "body; send a higher seq", ["body", "seq"], "seq_conflict")
+                raise APIError(
+                    409,
+                    f"seq {report.seq} is already stored with a different body; send a higher seq",
+                    ["body", "seq"],
+                    "seq_conflict",
+                )
         except IntegrityError:
             if attempt:  # the host's first report raced another: the second try updates
-                raise APIError(409, "a concurrent report for this host was stored first; "
-                               "retry", ["path", "host"], "conflict") from None
+                raise APIError(
+                    409,
+                    "a concurrent report for this host was stored first; retry",
+                    ["path", "host"],
+                    "conflict",
+                ) from None
     raise AssertionError("unreachable")
 
 
-def put_reports(session: Session, reports: list[HostReport], now: float
-                ) -> list[tuple[str, float] | APIError]:
+def put_reports(
+    session: Session, reports: list[HostReport], now: float
+) -> list[tuple[str, float] | APIError]:
     """Store several reports in one transaction (one commit, one generation bump): for
     each, what ``put_report`` returns, or the APIError it would raise. Each report's seq
     check and write is one conditional UPDATE, as in ``put_report``; a report of a host
@@ -126,8 +154,7 @@ def put_reports(session: Session, reports: list[HostReport], now: float
             conn = session.connection()
             stored = False
             for report, body, body_digest in prepared:
-                values = {"h": report.host, "s": report.seq, "d": body_digest, "b": body,
-                          "t": now}
+                values = {"h": report.host, "s": report.seq, "d": body_digest, "b": body, "t": now}
                 if conn.execute(_UPDATE, values).rowcount:
                     stored = True
                     out.append(("stored", now))
@@ -138,15 +165,26 @@ def put_reports(session: Session, reports: list[HostReport], now: float
                     stored = True
                     out.append(("stored", now))
                 elif report.seq < row.seq:
-                    out.append(APIError(409, f"seq {report.seq} is older than the stored "
-                                        f"report's seq {row.seq}", ["body", "seq"],
-                                        "stale_seq"))
+                    out.append(
+                        APIError(
+                            409,
+                            f"seq {report.seq} is older than the stored report's seq {row.seq}",
+                            ["body", "seq"],
+                            "stale_seq",
+                        )
+                    )
                 elif row.digest == body_digest:
                     out.append(("unchanged", row.received_at))
                 else:
-                    out.append(APIError(409, f"seq {report.seq} is already stored with a "
-                                        "different body; send a higher seq", ["body", "seq"],
-                                        "seq_conflict"))
+                    out.append(
+                        APIError(
+                            409,
+                            f"seq {report.seq} is already stored with a "
+                            "different body; send a higher seq",
+                            ["body", "seq"],
+                            "seq_conflict",
+                        )
+                    )
             if stored:
                 _bump(session)
     except IntegrityError:
@@ -173,8 +211,14 @@ def report_index(session: Session) -> tuple[int, list[ReportIndex]]:
     one transaction."""
     with _tx(session):
         gen = generation(session)
-        rows = session.execute(select(HostReportRow.host, HostReportRow.seq,
-                                      HostReportRow.digest, HostReportRow.received_at)).all()
+        rows = session.execute(
+            select(
+                HostReportRow.host,
+                HostReportRow.seq,
+                HostReportRow.digest,
+                HostReportRow.received_at,
+            )
+        ).all()
     return gen, [ReportIndex(*r) for r in rows]
 
 
@@ -182,10 +226,12 @@ def report_bodies(session: Session, hosts: list[str]) -> dict[str, tuple[str, st
     """host -> (digest, body) for the given hosts."""
     out: dict[str, tuple[str, str]] = {}
     for i in range(0, len(hosts), 500):
-        part = hosts[i:i + 500]
-        for h, d, b in session.execute(select(HostReportRow.host, HostReportRow.digest,
-                                              HostReportRow.body)
-                                       .where(HostReportRow.host.in_(part))):
+        part = hosts[i : i + 500]
+        for h, d, b in session.execute(
+            select(HostReportRow.host, HostReportRow.digest, HostReportRow.body).where(
+                HostReportRow.host.in_(part)
+            )
+        ):
             out[h] = (d, b)
     return out
 
@@ -196,8 +242,11 @@ def put_fabric(session: Session, fabric: dict[str, Any], now: float) -> str:
         row = session.get(FabricRow, 1, with_for_update=True)
         if row is not None and row.digest == body_digest:
             return body_digest
-        session.merge(FabricRow(id=1, digest=body_digest, body=canonical_json(fabric).decode(),
-                                updated_at=now))
+        session.merge(
+            FabricRow(
+                id=1, digest=body_digest, body=canonical_json(fabric).decode(), updated_at=now
+            )
+        )
         _bump(session)
     return body_digest
 
@@ -222,22 +271,29 @@ def get_plan_by_key(session: Session, key: str) -> PlanRow | None:
     return session.scalar(select(PlanRow).where(PlanRow.cache_key == key))
 
 
-def put_plan(session: Session, plan_id: str, key: str, version: str, document: bytes,
-             now: float) -> None:
+def put_plan(
+    session: Session, plan_id: str, key: str, version: str, document: bytes, now: float
+) -> None:
     """Store a plan; a plan already stored under the same id (another replica) is kept."""
     try:
         with _tx(session):
             if session.get(PlanRow, plan_id) is None:
-                session.add(PlanRow(plan_id=plan_id, cache_key=key, topology_version=version,
-                                    document=document.decode(), created_at=now))
+                session.add(
+                    PlanRow(
+                        plan_id=plan_id,
+                        cache_key=key,
+                        topology_version=version,
+                        document=document.decode(),
+                        created_at=now,
+                    )
+                )
     except IntegrityError:
         pass
 
 
 def put_job(session: Session, job_id: str, spec: dict[str, Any], now: float) -> None:
     with _tx(session):
-        session.merge(JobRow(job_id=job_id, spec=json.dumps(spec, sort_keys=True),
-                             updated_at=now))
+        session.merge(JobRow(job_id=job_id, spec=json.dumps(spec, sort_keys=True), updated_at=now))
         _bump(session)
 
 

@@ -46,9 +46,14 @@ def _digest(t: Any) -> str:
     return hashlib.sha256(t.view(ints).numpy().tobytes()).hexdigest()
 
 
-def bench_worker(plan: dict[str, Any], cases: Sequence[BenchCase], dtype_name: str,
-                 seed: int, progress: bool, segment_bytes: int | None = None
-                 ) -> list[dict[str, Any]]:
+def bench_worker(
+    plan: dict[str, Any],
+    cases: Sequence[BenchCase],
+    dtype_name: str,
+    seed: int,
+    progress: bool,
+    segment_bytes: int | None = None,
+) -> list[dict[str, Any]]:
     """Runs in every process (rank i plays plan rank i); returns one result per case."""
     import torch
     import torch.distributed as dist
@@ -56,8 +61,12 @@ def bench_worker(plan: dict[str, Any], cases: Sequence[BenchCase], dtype_name: s
 
     dtype = getattr(torch, dtype_name)
     rank, n = dist.get_rank(), dist.get_world_size()
-    ex = PlanExecutor(plan, config=ExecutorConfig() if segment_bytes is None else
-                      ExecutorConfig(segment_bytes=segment_bytes))
+    ex = PlanExecutor(
+        plan,
+        config=ExecutorConfig()
+        if segment_bytes is None
+        else ExecutorConfig(segment_bytes=segment_bytes),
+    )
     if ex.program.collective != "allreduce":
         return [_sharded_case(ex, case, dtype_name, seed, progress) for case in cases]
     out = []
@@ -78,24 +87,35 @@ def bench_worker(plan: dict[str, Any], cases: Sequence[BenchCase], dtype_name: s
         dist.all_reduce(stats, op=dist.ReduceOp.MAX)
         del y, ref, absum, err
 
-        res = {"collective": "allreduce", "native_op": "all_reduce",
-               "numel": case.numel, "bytes": case.numel * x.element_size(), "dtype": dtype_name,
-               "nprocs": n, "correct": stats[1].item() == 0 and len(set(digests)) == 1,
-               "identical_on_all_ranks": len(set(digests)) == 1,
-               "max_abs_err": stats[0].item(),
-               **_time_pair(x, ex.all_reduce, dist.all_reduce, case)}
+        res = {
+            "collective": "allreduce",
+            "native_op": "all_reduce",
+            "numel": case.numel,
+            "bytes": case.numel * x.element_size(),
+            "dtype": dtype_name,
+            "nprocs": n,
+            "correct": stats[1].item() == 0 and len(set(digests)) == 1,
+            "identical_on_all_ranks": len(set(digests)) == 1,
+            "max_abs_err": stats[0].item(),
+            **_time_pair(x, ex.all_reduce, dist.all_reduce, case),
+        }
         plan_s, native_s = res["plan_s"], res["native_s"]
         out.append(res)
         if progress and rank == 0:
-            print(f"  {res['bytes']:>12,d} B  plan {plan_s * 1e3:9.3f} ms  native "
-                  f"{native_s * 1e3:9.3f} ms  ratio {res['ratio']:.3f}  cpu ratio "
-                  f"{res['plan_cpu_s'] / max(res['native_cpu_s'], 1e-9):.3f}  "
-                  f"correct={res['correct']}", file=sys.stderr, flush=True)
+            print(
+                f"  {res['bytes']:>12,d} B  plan {plan_s * 1e3:9.3f} ms  native "
+                f"{native_s * 1e3:9.3f} ms  ratio {res['ratio']:.3f}  cpu ratio "
+                f"{res['plan_cpu_s'] / max(res['native_cpu_s'], 1e-9):.3f}  "
+                f"correct={res['correct']}",
+                file=sys.stderr,
+                flush=True,
+            )
     return out
 
 
-def _time_pair(x: Any, plan_op: Callable[[Any], Any], native_op: Callable[[Any], Any],
-               case: BenchCase) -> dict[str, Any]:
+def _time_pair(
+    x: Any, plan_op: Callable[[Any], Any], native_op: Callable[[Any], Any], case: BenchCase
+) -> dict[str, Any]:
     """Time the plan and the native collective on copies of ``x``, interleaved (who goes
     first alternates), ``case.warmup`` rounds untimed: medians, paired ratio, CPU seconds
     of all processes together (a load-independent cost measure) and the samples. A call
@@ -124,17 +144,26 @@ def _time_pair(x: Any, plan_op: Callable[[Any], Any], native_op: Callable[[Any],
     r = case.repeat
     plan_t, native_t = both[:r].tolist(), both[r:].tolist()
     plan_s, native_s = statistics.median(plan_t), statistics.median(native_t)
-    return {"plan_s": plan_s, "native_s": native_s, "ratio": plan_s / native_s,
-            "paired_ratio": statistics.median(p / q for p, q in
-                                              zip(plan_t, native_t, strict=True)),
-            "repeat": r, "plan_cpu_s": statistics.median(cpu_t[:r].tolist()),
-            "native_cpu_s": statistics.median(cpu_t[r:].tolist()),
-            "samples": {"plan_s": plan_t, "native_s": native_t,
-                        "plan_cpu_s": cpu_t[:r].tolist(), "native_cpu_s": cpu_t[r:].tolist()}}
+    return {
+        "plan_s": plan_s,
+        "native_s": native_s,
+        "ratio": plan_s / native_s,
+        "paired_ratio": statistics.median(p / q for p, q in zip(plan_t, native_t, strict=True)),
+        "repeat": r,
+        "plan_cpu_s": statistics.median(cpu_t[:r].tolist()),
+        "native_cpu_s": statistics.median(cpu_t[r:].tolist()),
+        "samples": {
+            "plan_s": plan_t,
+            "native_s": native_t,
+            "plan_cpu_s": cpu_t[:r].tolist(),
+            "native_cpu_s": cpu_t[r:].tolist(),
+        },
+    }
 
 
-def shard_elements(units: int, shards: Sequence[tuple[int, int]], numel: int
-                   ) -> list[tuple[int, int]]:
+def shard_elements(
+    units: int, shards: Sequence[tuple[int, int]], numel: int
+) -> list[tuple[int, int]]:
     """Element range [start, stop) of every rank's shard for a buffer of ``numel`` elements."""
     from syncplan.executor.schedule import element_bounds
 
@@ -145,8 +174,9 @@ def shard_elements(units: int, shards: Sequence[tuple[int, int]], numel: int
 def equal_shards(elems: Sequence[tuple[int, int]], numel: int) -> bool:
     """Whether the shards are torch's split: rank i owns elements [i m, (i + 1) m), m = numel/n."""
     n = len(elems)
-    return numel % n == 0 and all(e == (i * numel // n, (i + 1) * numel // n)
-                                  for i, e in enumerate(elems))
+    return numel % n == 0 and all(
+        e == (i * numel // n, (i + 1) * numel // n) for i, e in enumerate(elems)
+    )
 
 
 def _inputs(numel: int, dtype: Any, seed: int, rank: int, integers: bool) -> Any:
@@ -160,8 +190,9 @@ def _inputs(numel: int, dtype: Any, seed: int, rank: int, integers: bool) -> Any
     return torch.randn(numel, generator=g).to(dtype)
 
 
-def _sharded_case(ex: Any, case: BenchCase, dtype_name: str, seed: int, progress: bool
-                  ) -> dict[str, Any]:
+def _sharded_case(
+    ex: Any, case: BenchCase, dtype_name: str, seed: int, progress: bool
+) -> dict[str, Any]:
     """One case of a reduce-scatter or all-gather plan: check each rank's result against the
     exact answer and torch's collective (bitwise), then time both."""
     import torch
@@ -182,10 +213,14 @@ def _sharded_case(ex: Any, case: BenchCase, dtype_name: str, seed: int, progress
         x = x_in
     out_native: Any
     # torch 2.13 names them *_single and deprecates the *_tensor names (same collectives).
-    rs_name = "reduce_scatter_single" if hasattr(dist, "reduce_scatter_single") else \
-        "reduce_scatter_tensor"
-    ag_name = "all_gather_single" if hasattr(dist, "all_gather_single") else \
-        "all_gather_into_tensor"
+    rs_name = (
+        "reduce_scatter_single"
+        if hasattr(dist, "reduce_scatter_single")
+        else "reduce_scatter_tensor"
+    )
+    ag_name = (
+        "all_gather_single" if hasattr(dist, "all_gather_single") else "all_gather_into_tensor"
+    )
     rs_fn, ag_fn = getattr(dist, rs_name), getattr(dist, ag_name)
     if coll == "reducescatter":
         if equal:
@@ -203,7 +238,7 @@ def _sharded_case(ex: Any, case: BenchCase, dtype_name: str, seed: int, progress
         width = max(b - a for a, b in elems)
         native_op = ag_name + ("" if equal else " (shards padded)")
         shard_in = torch.zeros(width, dtype=dtype)
-        shard_in[:hi - lo] = x[lo:hi]
+        shard_in[: hi - lo] = x[lo:hi]
         out_native = torch.empty(width * n, dtype=dtype)
 
         def native(buf: Any) -> None:
@@ -228,40 +263,66 @@ def _sharded_case(ex: Any, case: BenchCase, dtype_name: str, seed: int, progress
     if coll == "reducescatter":
         theirs = out_native if equal else buf[lo:hi]
     else:
-        theirs = buf if equal else torch.cat([out_native[r * width:r * width + b - a]
-                                              for r, (a, b) in enumerate(elems)])
+        theirs = (
+            buf
+            if equal
+            else torch.cat(
+                [out_native[r * width : r * width + b - a] for r, (a, b) in enumerate(elems)]
+            )
+        )
     same = _digest(got) == _digest(theirs) if got.numel() else True
     digests: list[Any] = [None] * n
     dist.all_gather_object(digests, _digest(y) if coll == "allgather" else "")
-    flags = torch.tensor([err, 0.0 if exact else 1.0, 0.0 if same else 1.0],
-                         dtype=torch.float64)
+    flags = torch.tensor([err, 0.0 if exact else 1.0, 0.0 if same else 1.0], dtype=torch.float64)
     dist.all_reduce(flags, op=dist.ReduceOp.MAX)
     del y, buf
 
     identical = coll != "allgather" or len(set(digests)) == 1
-    res = {"collective": coll, "native_op": native_op, "equal_shards": equal,
-           "numel": case.numel, "bytes": case.numel * x.element_size(), "dtype": dtype_name,
-           "nprocs": n, "correct": flags[1].item() == 0 and identical,
-           "matches_native": flags[2].item() == 0,
-           "identical_on_all_ranks": identical,
-           "max_abs_err": flags[0].item(), **_time_pair(x, ex.run, native, case)}
+    res = {
+        "collective": coll,
+        "native_op": native_op,
+        "equal_shards": equal,
+        "numel": case.numel,
+        "bytes": case.numel * x.element_size(),
+        "dtype": dtype_name,
+        "nprocs": n,
+        "correct": flags[1].item() == 0 and identical,
+        "matches_native": flags[2].item() == 0,
+        "identical_on_all_ranks": identical,
+        "max_abs_err": flags[0].item(),
+        **_time_pair(x, ex.run, native, case),
+    }
     plan_s, native_s = res["plan_s"], res["native_s"]
     if progress and rank == 0:
-        print(f"  {coll} {res['bytes']:>12,d} B  plan {plan_s * 1e3:9.3f} ms  {native_op} "
-              f"{native_s * 1e3:9.3f} ms  ratio {res['ratio']:.3f}  correct={res['correct']}  "
-              f"matches_native={res['matches_native']}", file=sys.stderr, flush=True)
+        print(
+            f"  {coll} {res['bytes']:>12,d} B  plan {plan_s * 1e3:9.3f} ms  {native_op} "
+            f"{native_s * 1e3:9.3f} ms  ratio {res['ratio']:.3f}  correct={res['correct']}  "
+            f"matches_native={res['matches_native']}",
+            file=sys.stderr,
+            flush=True,
+        )
     return res
 
 
-def run_bench(plan: dict[str, Any], nprocs: int, cases: Sequence[BenchCase], *,
-              dtype: str = "float32", seed: int = 0, timeout_s: float = 600.0,
-              progress: bool = True, segment_bytes: int | None = None
-              ) -> list[dict[str, Any]]:
+def run_bench(
+    plan: dict[str, Any],
+    nprocs: int,
+    cases: Sequence[BenchCase],
+    *,
+    dtype: str = "float32",
+    seed: int = 0,
+    timeout_s: float = 600.0,
+    progress: bool = True,
+    segment_bytes: int | None = None,
+) -> list[dict[str, Any]]:
     """Spawn ``nprocs`` gloo processes on loopback and benchmark every case."""
     from syncplan.executor.localrun import LocalRunConfig, run_local
 
     if dtype not in DTYPES:
         raise ValueError(f"dtype must be one of {', '.join(DTYPES)}, got {dtype!r}")
-    results = run_local(bench_worker, (plan, list(cases), dtype, seed, progress, segment_bytes),
-                        LocalRunConfig(nprocs, timeout_s=timeout_s, pg_timeout_s=timeout_s))
+    results = run_local(
+        bench_worker,
+        (plan, list(cases), dtype, seed, progress, segment_bytes),
+        LocalRunConfig(nprocs, timeout_s=timeout_s, pg_timeout_s=timeout_s),
+    )
     return results[0]

@@ -80,13 +80,24 @@ def block_ranges(program: Program, nblocks: int) -> Ranges:
     u = program.units
     out: Ranges = []
     for step in program.steps:
-        out.append([(t.src, t.dst, t.start * nblocks // u, t.stop * nblocks // u, t.reduce)
-                     for t in step if t.start * nblocks // u < t.stop * nblocks // u])
+        out.append(
+            [
+                (t.src, t.dst, t.start * nblocks // u, t.stop * nblocks // u, t.reduce)
+                for t in step
+                if t.start * nblocks // u < t.stop * nblocks // u
+            ]
+        )
     return out
 
 
-def block_flow(program: Program, rank: int, bitmaps: np.ndarray, flow: Flow,
-               sched: RankSchedule, ranges: Ranges | None = None) -> BlockFlow:
+def block_flow(
+    program: Program,
+    rank: int,
+    bitmaps: np.ndarray,
+    flow: Flow,
+    sched: RankSchedule,
+    ranges: Ranges | None = None,
+) -> BlockFlow:
     """Replay ``program`` on ``bitmaps`` (bool, ranks x blocks: plan rank i's non-zero
     blocks) and list the blocks of plan rank ``rank``'s messages in ``flow`` (built from
     ``sched`` for ``bitmaps.shape[1]`` elements, one element per block, with
@@ -132,12 +143,23 @@ def block_flow(program: Program, rank: int, bitmaps: np.ndarray, flow: Flow,
                     raise ValueError("block_flow needs build_schedule(canonical=False)")
                 lo = int(np.searchsorted(idx, ap.start))
                 hi = int(np.searchsorted(idx, ap.stop))
-                zero = (np.flatnonzero(bm[rank, ap.start:ap.stop] & ~bm[peer, ap.start:ap.stop])
-                        + ap.start) if not ap.reduce else np.empty(0, np.int64)
+                zero = (
+                    (
+                        np.flatnonzero(bm[rank, ap.start : ap.stop] & ~bm[peer, ap.start : ap.stop])
+                        + ap.start
+                    )
+                    if not ap.reduce
+                    else np.empty(0, np.int64)
+                )
                 parts.append(Part(lo, hi, idx[lo:hi], ap.reduce, zero))
             recv_parts[j] = tuple(parts)
-        fold_blocks([(j, flow.recvs[j][0]) for j in recvs_at.get(s, ())], rank, row_of,
-                    recv_parts, recv_folds)
+        fold_blocks(
+            [(j, flow.recvs[j][0]) for j in recvs_at.get(s, ())],
+            rank,
+            row_of,
+            recv_parts,
+            recv_folds,
+        )
         vals = [bm[src, a:b].copy() for src, _, a, b, _ in step]
         for (_, dst, a, b, reduce), v in zip(step, vals, strict=True):
             moved += int(np.count_nonzero(v))
@@ -146,20 +168,36 @@ def block_flow(program: Program, rank: int, bitmaps: np.ndarray, flow: Flow,
                 bm[dst, a:b] |= v
             else:
                 bm[dst, a:b] = v
-    return BlockFlow(tuple(send_blocks), tuple(recv_blocks), tuple(recv_parts), moved, dense,
-                     tuple(recv_folds) if any(f is not None for f in recv_folds) else ())
+    return BlockFlow(
+        tuple(send_blocks),
+        tuple(recv_blocks),
+        tuple(recv_parts),
+        moved,
+        dense,
+        tuple(recv_folds) if any(f is not None for f in recv_folds) else (),
+    )
 
 
-def fold_blocks(recvs: list[tuple[int, int]], rank: int, row_of: list[int],
-                parts: list[tuple[Part, ...]], folds: list[Fold | None]) -> None:
+def fold_blocks(
+    recvs: list[tuple[int, int]],
+    rank: int,
+    row_of: list[int],
+    parts: list[tuple[Part, ...]],
+    folds: list[Fold | None],
+) -> None:
     """One step's applies in rank order, per block (``executor.schedule.fold_in_rank_order``
     on packed rows): ``recvs`` lists (message, peer) in message order (peers ascending).
     For a block that two or more messages from ranks below ``rank`` add to, the first one's
     row is not applied, each later one's row is added into it, and the last of them adds it
     to the block. Blocks a sender holds as zero are not sent: x + 0 == x, so the sum is the
     dense fold's. Rewrites ``parts`` and sets ``folds`` of the messages concerned."""
-    low = [(j, k, p) for j, peer in recvs if peer < rank
-           for k, p in enumerate(parts[j]) if p.reduce and p.hi > p.lo]
+    low = [
+        (j, k, p)
+        for j, peer in recvs
+        if peer < rank
+        for k, p in enumerate(parts[j])
+        if p.reduce and p.hi > p.lo
+    ]
     if len({j for j, _, _ in low}) < 2:
         return
     blk = np.concatenate([p.blocks for _, _, p in low])

@@ -60,15 +60,16 @@ class CoarseSparsifier:
         residual = blocks * ~keep[:, None]
         blocks.masked_fill_(~keep[:, None], 0)
         if pad:
-            flat.copy_(work[:flat.numel()])
+            flat.copy_(work[: flat.numel()])
         if key not in self.residuals and len(self.residuals) >= self.config.max_keys:
             self.residuals.pop(next(iter(self.residuals)))
-        self.residuals[key] = residual.view(-1)[:flat.numel()].clone()
+        self.residuals[key] = residual.view(-1)[: flat.numel()].clone()
         total = float(norms.sum())
         return float(norms[keep].sum()) / total if total else 1.0
 
-    def all_reduce(self, tensor: torch.Tensor, comm: PlanComm, key: Hashable, *,
-                   average: bool = False) -> torch.Tensor:
+    def all_reduce(
+        self, tensor: torch.Tensor, comm: PlanComm, key: Hashable, *, average: bool = False
+    ) -> torch.Tensor:
         """Select (above), then sum the kept blocks over the group with
         ``comm.sparse_all_reduce`` (collective; every rank uses the same keys in order)."""
         if not tensor.is_contiguous():

@@ -27,8 +27,14 @@ class PlanComm:
     stops its watcher.
     """
 
-    def __init__(self, executor: PlanExecutor | None, group: Any = None, *,
-                 reason: str | None = None, replanner: Replanner | None = None) -> None:
+    def __init__(
+        self,
+        executor: PlanExecutor | None,
+        group: Any = None,
+        *,
+        reason: str | None = None,
+        replanner: Replanner | None = None,
+    ) -> None:
         if executor is None and not reason:
             raise ValueError("a PlanComm without an executor needs a reason")
         self.executor = executor
@@ -73,8 +79,7 @@ class PlanComm:
         self._sparse = None
         self.reason = reason
         level = logging.WARNING if dist.get_rank(self.group) == 0 else logging.INFO
-        log.log(level, "syncplan executor: %s; using torch.distributed.all_reduce instead",
-                reason)
+        log.log(level, "syncplan executor: %s; using torch.distributed.all_reduce instead", reason)
 
     def all_reduce(self, tensor: torch.Tensor, *, average: bool = False) -> torch.Tensor:
         """Sum (or average) ``tensor`` over the group in place and return it."""
@@ -85,8 +90,9 @@ class PlanComm:
                 self.executor.prepare(tensor.numel(), tensor.dtype, tensor.device)
             except PlanError as exc:
                 # Raised before any message, identically on every rank: safe to fall back.
-                self._fall_back(f"plan {self.executor.program.plan_id} cannot run on "
-                                f"this tensor: {exc}")
+                self._fall_back(
+                    f"plan {self.executor.program.plan_id} cannot run on this tensor: {exc}"
+                )
         if self.executor is not None:
             self.executor.all_reduce(tensor)
         else:

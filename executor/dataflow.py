@@ -105,8 +105,10 @@ def dataflow(sched: RankSchedule, lookahead: int | None = None) -> Flow:
             rd = sorted({i for p in pieces(a, b) for i in readers[p]})
             recv_readers[j] = rd
             if staged[j] is None:
-                recv_trigger[j] = max([*(last_writer[p] for p in pieces(a, b)),
-                                       *(send_trigger[i] for i in rd)], default=-1)
+                recv_trigger[j] = max(
+                    [*(last_writer[p] for p in pieces(a, b)), *(send_trigger[i] for i in rd)],
+                    default=-1,
+                )
         for j in ri:
             for p in pieces(recvs[j][1], recvs[j][2]):
                 last_writer[p] = j
@@ -145,8 +147,9 @@ def dataflow(sched: RankSchedule, lookahead: int | None = None) -> Flow:
         t = max(t, last_recv_before[k - 1]) if k > 0 else t
         triggered[t].append((k, 1, j))
 
-    code: list[tuple[int, int]] = [(POST_RECV, j) for j in range(len(recvs))
-                                   if staged[j] is not None]
+    code: list[tuple[int, int]] = [
+        (POST_RECV, j) for j in range(len(recvs)) if staged[j] is not None
+    ]
     waited: set[int] = set()
 
     def wait_sends(items: list[int]) -> None:

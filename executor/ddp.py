@@ -13,8 +13,9 @@ from syncplan.executor.coarse import CoarseSparsifier
 from syncplan.executor.comm import PlanComm
 
 
-def plan_allreduce_hook(state: PlanComm,
-                        bucket: dist.GradBucket) -> torch.futures.Future[torch.Tensor]:
+def plan_allreduce_hook(
+    state: PlanComm, bucket: dist.GradBucket
+) -> torch.futures.Future[torch.Tensor]:
     """``model.register_comm_hook(comm, plan_allreduce_hook)``: average each gradient
     bucket over the group with the plan (as DDP's default hook does: divide, then sum)."""
     buf = bucket.buffer()
@@ -43,12 +44,14 @@ class SparseHookState:
 def embedding_params(model: torch.nn.Module) -> frozenset:
     """Ids of the parameters of the model's ``nn.Embedding`` and ``nn.EmbeddingBag``."""
     kinds = (torch.nn.Embedding, torch.nn.EmbeddingBag)
-    return frozenset(id(p) for m in model.modules() if isinstance(m, kinds)
-                     for p in m.parameters(recurse=False))
+    return frozenset(
+        id(p) for m in model.modules() if isinstance(m, kinds) for p in m.parameters(recurse=False)
+    )
 
 
-def sparse_allreduce_hook(state: SparseHookState,
-                          bucket: dist.GradBucket) -> torch.futures.Future[torch.Tensor]:
+def sparse_allreduce_hook(
+    state: SparseHookState, bucket: dist.GradBucket
+) -> torch.futures.Future[torch.Tensor]:
     """``model.register_comm_hook(SparseHookState(comm, embedding_params(model)),
     sparse_allreduce_hook)``: average each bucket over the group; a bucket with an
     embedding's gradient sends only its non-zero blocks (``comm.sparse_all_reduce``)."""
@@ -100,8 +103,13 @@ class TensorFusion:
         return [b for lists in groups.values() for b in lists if b]
 
 
-def fused_allreduce(tensors: Sequence[torch.Tensor], comm: PlanComm, *, average: bool = False,
-                    fusion: TensorFusion | None = None) -> None:
+def fused_allreduce(
+    tensors: Sequence[torch.Tensor],
+    comm: PlanComm,
+    *,
+    average: bool = False,
+    fusion: TensorFusion | None = None,
+) -> None:
     """Sum (or average) every tensor over the group in place, packing them into few large
     buffers first so each plan run moves many small tensors at once."""
     fusion = fusion if fusion is not None else TensorFusion()
@@ -116,6 +124,6 @@ def fused_allreduce(tensors: Sequence[torch.Tensor], comm: PlanComm, *, average:
         views: list[Any] = []
         off = 0
         for t in bucket:
-            views.append(flat[off:off + t.numel()].view_as(t))
+            views.append(flat[off : off + t.numel()].view_as(t))
             off += t.numel()
         torch._foreach_copy_(list(bucket), views)

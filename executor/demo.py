@@ -30,12 +30,16 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
     with distributed(timeout_s=args.timeout):
-        device = (torch.device("cuda", torch.cuda.current_device())
-                  if dist.get_backend() == "nccl" else torch.device("cpu"))
+        device = (
+            torch.device("cuda", torch.cuda.current_device())
+            if dist.get_backend() == "nccl"
+            else torch.device("cpu")
+        )
         comm = init_plan_comm(device=device)
         torch.manual_seed(0)
-        model = torch.nn.Sequential(torch.nn.Linear(32, 64), torch.nn.ReLU(),
-                                    torch.nn.Linear(64, 8)).to(device)
+        model = torch.nn.Sequential(
+            torch.nn.Linear(32, 64), torch.nn.ReLU(), torch.nn.Linear(64, 8)
+        ).to(device)
         ddp = DDP(model, bucket_cap_mb=0.01)
         ddp.register_comm_hook(comm, plan_allreduce_hook)
         opt = torch.optim.SGD(ddp.parameters(), lr=0.05)
@@ -46,8 +50,14 @@ def main(argv: list[str] | None = None) -> int:
             torch.nn.functional.mse_loss(ddp(x.to(device)), y.to(device)).backward()
             opt.step()
         checksum = float(sum(p.detach().double().sum() for p in model.parameters()))
-        line = json.dumps({"rank": dist.get_rank(), "using_plan": comm.using_plan,
-                           "reason": comm.reason, "checksum": checksum})
+        line = json.dumps(
+            {
+                "rank": dist.get_rank(),
+                "using_plan": comm.using_plan,
+                "reason": comm.reason,
+                "checksum": checksum,
+            }
+        )
         sys.stdout.write(line + "\n")  # one write: lines of the ranks do not interleave
         sys.stdout.flush()
     return 0

@@ -61,8 +61,10 @@ class ExecutorConfig:
         if self.segment_bytes < 0:
             raise ValueError(f"segment_bytes must be >= 0, got {self.segment_bytes}")
         if self.split_pieces < 1 or self.split_min_bytes < 1:
-            raise ValueError("split_pieces and split_min_bytes must be >= 1, got "
-                             f"{self.split_pieces}, {self.split_min_bytes}")
+            raise ValueError(
+                "split_pieces and split_min_bytes must be >= 1, got "
+                f"{self.split_pieces}, {self.split_min_bytes}"
+            )
         if not self.timeout_s > 0:
             raise ValueError(f"timeout_s must be > 0, got {self.timeout_s}")
         if self.eager_recv_factor < 0:
@@ -78,8 +80,14 @@ class _GlooPrepared:
     count, dtype) with its staging buffer. Messages go through the ProcessGroup's own send
     and recv, which is what batch_isend_irecv does on gloo, minus its per-op Python checks."""
 
-    def __init__(self, sched: RankSchedule, rank_map: Sequence[int], dtype: torch.dtype,
-                 group: Any, lookahead: int | None = None) -> None:
+    def __init__(
+        self,
+        sched: RankSchedule,
+        rank_map: Sequence[int],
+        dtype: torch.dtype,
+        group: Any,
+        lookahead: int | None = None,
+    ) -> None:
         flow = dataflow(sched, lookahead)
         self.flow = flow
         self.staging = torch.empty(flow.staging_numel, dtype=dtype)
@@ -88,13 +96,19 @@ class _GlooPrepared:
         self.recvs = [(rank_map[p], a, b, tag) for p, a, b, tag in flow.recvs]
         self.code = list(flow.instructions)
         self._for: int | None = None  # data_ptr of the buffer the cached views point into
-        self._views: tuple[list[list[torch.Tensor]], list[list[torch.Tensor]],
-                           list[list[tuple[torch.Tensor, torch.Tensor, bool]]]] = ([], [], [])
+        self._views: tuple[
+            list[list[torch.Tensor]],
+            list[list[torch.Tensor]],
+            list[list[tuple[torch.Tensor, torch.Tensor, bool]]],
+        ] = ([], [], [])
 
-    def views(self, flat: torch.Tensor) -> tuple[list[list[torch.Tensor]],
-                                                 list[list[torch.Tensor]],
-                                                 list[list[tuple[torch.Tensor, torch.Tensor,
-                                                                 bool]]]]:
+    def views(
+        self, flat: torch.Tensor
+    ) -> tuple[
+        list[list[torch.Tensor]],
+        list[list[torch.Tensor]],
+        list[list[tuple[torch.Tensor, torch.Tensor, bool]]],
+    ]:
         """Send buffers, receive buffers and applies for ``flat``, cached for the last
         buffer seen (the cached views keep it alive, so no other tensor can take its
         address while it is cached)."""
@@ -103,9 +117,12 @@ class _GlooPrepared:
             st, flow = self.staging, self.flow
             self._views = (
                 [[flat[a:b]] for _, a, b, _ in self.sends],
-                [[flat[a:b] if off is None else st[off:off + b - a]]
-                 for (_, a, b, _), off in zip(self.recvs, flow.staged, strict=True)],
-                [[_apply_views(flat, st, x) for x in applies] for applies in flow.recv_applies])
+                [
+                    [flat[a:b] if off is None else st[off : off + b - a]]
+                    for (_, a, b, _), off in zip(self.recvs, flow.staged, strict=True)
+                ],
+                [[_apply_views(flat, st, x) for x in applies] for applies in flow.recv_applies],
+            )
             self._for = ptr
         return self._views
 
@@ -134,30 +151,45 @@ class _StepPrepared:
     """One batch_isend_irecv per step, staged values applied after the step. Used for NCCL,
     which runs a group's kernels in stream order, so steps are not overlapped."""
 
-    def __init__(self, sched: RankSchedule, rank_map: Sequence[int], dtype: torch.dtype,
-                 device: torch.device, group: Any) -> None:
+    def __init__(
+        self,
+        sched: RankSchedule,
+        rank_map: Sequence[int],
+        dtype: torch.dtype,
+        device: torch.device,
+        group: Any,
+    ) -> None:
         self.staging = torch.empty(sched.staging_numel, dtype=dtype, device=device)
         self.sched = sched
         self.group = group
         g = group
         self.glob = [dist.get_global_rank(g, r) if g is not None else r for r in rank_map]
         self._for: int | None = None
-        self._ops: list[tuple[list[dist.P2POp],
-                              list[tuple[torch.Tensor, torch.Tensor, bool]]]] = []
+        self._ops: list[tuple[list[dist.P2POp], list[tuple[torch.Tensor, torch.Tensor, bool]]]] = []
 
-    def ops(self, flat: torch.Tensor) -> list[tuple[list[dist.P2POp],
-                                                    list[tuple[torch.Tensor, torch.Tensor,
-                                                               bool]]]]:
+    def ops(
+        self, flat: torch.Tensor
+    ) -> list[tuple[list[dist.P2POp], list[tuple[torch.Tensor, torch.Tensor, bool]]]]:
         ptr = flat.data_ptr()
         if self._for != ptr:
             st, g, glob = self.staging, self.group, self.glob
             self._ops = []
             for step in self.sched.steps:
-                ops = [dist.P2POp(dist.isend, flat[m.start:m.stop], glob[m.peer], g)
-                       for m in step.sends]
-                ops += [dist.P2POp(dist.irecv, flat[m.start:m.stop] if m.staged is None else
-                                   st[m.staged:m.staged + m.stop - m.start], glob[m.peer], g)
-                        for m in step.recvs]
+                ops = [
+                    dist.P2POp(dist.isend, flat[m.start : m.stop], glob[m.peer], g)
+                    for m in step.sends
+                ]
+                ops += [
+                    dist.P2POp(
+                        dist.irecv,
+                        flat[m.start : m.stop]
+                        if m.staged is None
+                        else st[m.staged : m.staged + m.stop - m.start],
+                        glob[m.peer],
+                        g,
+                    )
+                    for m in step.recvs
+                ]
                 applies = [_apply_views(flat, st, x) for m in step.recvs for x in m.applies]
                 self._ops.append((ops, applies))
             self._for = ptr
@@ -176,9 +208,14 @@ class PlanExecutor:
     ``rank_map[i]`` is the rank in ``group`` that plays plan rank i (identity by default).
     """
 
-    def __init__(self, plan: Program | Mapping[str, Any], group: Any = None, *,
-                 rank_map: Sequence[int] | None = None,
-                 config: ExecutorConfig | None = None) -> None:
+    def __init__(
+        self,
+        plan: Program | Mapping[str, Any],
+        group: Any = None,
+        *,
+        rank_map: Sequence[int] | None = None,
+        config: ExecutorConfig | None = None,
+    ) -> None:
         self.config = config or ExecutorConfig()
         self.program = plan if isinstance(plan, Program) else Program.from_plan(plan)
         # the plan's "sparse" object (planner.sparse), read by executor.sparse
@@ -201,16 +238,18 @@ class PlanExecutor:
         self.plan_rank = rmap.index(me)
         self.backend = str(dist.get_backend(group))
         self._timeout = timedelta(seconds=self.config.timeout_s)
-        self._prepared: dict[tuple[int, torch.dtype, torch.device],
-                             _GlooPrepared | _StepPrepared] = {}
+        self._prepared: dict[
+            tuple[int, torch.dtype, torch.device], _GlooPrepared | _StepPrepared
+        ] = {}
         self._warmed: set[torch.device] = set()
 
     @property
     def world_size(self) -> int:
         return self.program.nranks
 
-    def prepare(self, numel: int, dtype: torch.dtype,
-                device: torch.device | str) -> _GlooPrepared | _StepPrepared:
+    def prepare(
+        self, numel: int, dtype: torch.dtype, device: torch.device | str
+    ) -> _GlooPrepared | _StepPrepared:
         """Build (or fetch) this rank's schedule and staging buffer for one tensor shape."""
         device = torch.device(device)
         key = (numel, dtype, device)
@@ -218,8 +257,10 @@ class PlanExecutor:
         if prep is not None:
             return prep
         if dtype not in FLOAT_DTYPES:
-            raise PlanError(f"dtype {dtype} is not supported; use one of "
-                            f"{', '.join(str(d) for d in FLOAT_DTYPES)}")
+            raise PlanError(
+                f"dtype {dtype} is not supported; use one of "
+                f"{', '.join(str(d) for d in FLOAT_DTYPES)}"
+            )
         if device.type == "cuda" and "nccl" not in self.backend:
             raise PlanError(f"CUDA tensors need an NCCL process group, not {self.backend!r}")
         if device.type == "cpu" and "gloo" not in self.backend:
@@ -227,23 +268,33 @@ class PlanExecutor:
         prep: _GlooPrepared | _StepPrepared
         if device.type == "cpu" and self.config.schedule == "auto":
             esize = torch.empty(0, dtype=dtype).element_size()
-            cut = {"segment": self.config.segment_bytes // esize or None,
-                   "pieces": self.config.split_pieces,
-                   "piece_min": max(self.config.split_min_bytes // esize, 1)}
+            cut = {
+                "segment": self.config.segment_bytes // esize or None,
+                "pieces": self.config.split_pieces,
+                "piece_min": max(self.config.split_min_bytes // esize, 1),
+            }
             eager = self.config.eager_recv_factor > 0
             sched = build_schedule(self.program, self.plan_rank, numel, stage_all=eager, **cut)
             if eager and sched.total_recv_numel > self.config.eager_recv_factor * numel:
                 sched = build_schedule(self.program, self.plan_rank, numel, **cut)
-            prep = _GlooPrepared(sched, self.rank_map, dtype, self.group,
-                                 self.config.lookahead_steps)
+            prep = _GlooPrepared(
+                sched, self.rank_map, dtype, self.group, self.config.lookahead_steps
+            )
         else:
             sched = build_schedule(self.program, self.plan_rank, numel)
             prep = _StepPrepared(sched, self.rank_map, dtype, device, self.group)
         if len(self._prepared) >= self.config.max_prepared:
             self._prepared.pop(next(iter(self._prepared)))
         self._prepared[key] = prep
-        log.debug("prepared plan %s for %d x %s on %s: %d steps, %d messages",
-                  self.program.plan_id, numel, dtype, device, len(sched.steps), sched.messages)
+        log.debug(
+            "prepared plan %s for %d x %s on %s: %d steps, %d messages",
+            self.program.plan_id,
+            numel,
+            dtype,
+            device,
+            len(sched.steps),
+            sched.messages,
+        )
         return prep
 
     def all_reduce(self, tensor: torch.Tensor) -> torch.Tensor:
@@ -278,17 +329,19 @@ class PlanExecutor:
         try:
             prep.run(flat, self._timeout)
         except RuntimeError as exc:
-            raise ExecutorError(f"plan {self.program.plan_id}: a transfer failed on rank "
-                                f"{dist.get_rank()}: {exc}") from exc
+            raise ExecutorError(
+                f"plan {self.program.plan_id}: a transfer failed on rank {dist.get_rank()}: {exc}"
+            ) from exc
 
 
-def _apply_views(flat: torch.Tensor, staging: torch.Tensor, x: Apply
-                 ) -> tuple[torch.Tensor, torch.Tensor, bool]:
+def _apply_views(
+    flat: torch.Tensor, staging: torch.Tensor, x: Apply
+) -> tuple[torch.Tensor, torch.Tensor, bool]:
     """(destination, staged value, reduce) of one apply: the destination is the buffer, or
     the staging of a partial sum (``Apply.target``)."""
     n = x.stop - x.start
-    dst = flat[x.start:x.stop] if x.target is None else staging[x.target:x.target + n]
-    return dst, staging[x.staged:x.staged + n], x.reduce
+    dst = flat[x.start : x.stop] if x.target is None else staging[x.target : x.target + n]
+    return dst, staging[x.staged : x.staged + n], x.reduce
 
 
 def _apply(applies: list[tuple[torch.Tensor, torch.Tensor, bool]]) -> None:

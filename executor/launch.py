@@ -77,8 +77,10 @@ class LaunchConfig:
             "host": env.get("SYNCPLAN_HOST") or None,
             "endpoint": env.get("SYNCPLAN_ENDPOINT") or None,
         }
-        for name, key, kind in (("SYNCPLAN_REFRESH_EVERY", "refresh_every", int),
-                                ("SYNCPLAN_REFRESH_INTERVAL_S", "refresh_interval_s", float)):
+        for name, key, kind in (
+            ("SYNCPLAN_REFRESH_EVERY", "refresh_every", int),
+            ("SYNCPLAN_REFRESH_INTERVAL_S", "refresh_interval_s", float),
+        ):
             if env.get(name):
                 try:
                     values[key] = kind(env[name])
@@ -112,8 +114,9 @@ def fetch_plan(config: LaunchConfig) -> dict[str, Any]:
     return doc
 
 
-def fetch_plan_if_changed(config: LaunchConfig,
-                          etag: str | None) -> tuple[dict[str, Any] | None, str | None]:
+def fetch_plan_if_changed(
+    config: LaunchConfig, etag: str | None
+) -> tuple[dict[str, Any] | None, str | None]:
     """As fetch_plan, sending ``etag`` in If-None-Match: (None, etag) when the service
     answers 304 (the plan it would send is the one already held), else (document, its
     ETag or None)."""
@@ -134,8 +137,7 @@ def fetch_plan_if_changed(config: LaunchConfig,
                 time.sleep(delay)
                 delay *= 2
             try:
-                resp = client.get(url, params={"format": "compact"} if config.compact
-                                  else None)
+                resp = client.get(url, params={"format": "compact"} if config.compact else None)
             except httpx.HTTPError as exc:
                 last = f"{type(exc).__name__}: {exc}"
                 continue
@@ -150,8 +152,11 @@ def fetch_plan_if_changed(config: LaunchConfig,
                 body = resp.json()
             except ValueError as exc:
                 raise FetchError(f"GET {url}: the answer is not JSON") from exc
-            if isinstance(body, dict) and "program" not in body and isinstance(
-                    body.get("plan"), dict):
+            if (
+                isinstance(body, dict)
+                and "program" not in body
+                and isinstance(body.get("plan"), dict)
+            ):
                 body = {**body["plan"], "topology_version": body.get("topology_version")}
             if not isinstance(body, dict):
                 raise FetchError(f"GET {url}: the answer is not a plan document")
@@ -162,21 +167,26 @@ def fetch_plan_if_changed(config: LaunchConfig,
     raise FetchError(f"GET {url} failed after {config.retries + 1} attempts: {last}")
 
 
-def _check(doc: dict[str, Any], endpoints: list[str], config: LaunchConfig) -> tuple[Program,
-                                                                                     list[int]]:
+def _check(
+    doc: dict[str, Any], endpoints: list[str], config: LaunchConfig
+) -> tuple[Program, list[int]]:
     """The program and rank map of ``doc`` for a world whose rank r is ``endpoints[r]``;
     raises PlanError when the plan does not fit."""
     program = Program.from_plan(doc)
     if program.nranks != len(endpoints):
-        raise PlanError(f"plan {program.plan_id} has {program.nranks} ranks but the job has "
-                        f"{len(endpoints)} processes")
+        raise PlanError(
+            f"plan {program.plan_id} has {program.nranks} ranks but the job has "
+            f"{len(endpoints)} processes"
+        )
     where = {e: r for r, e in enumerate(endpoints)}
     if len(where) != len(endpoints):
         raise PlanError(f"two processes claim the same endpoint: {sorted(endpoints)}")
     missing = [e for e in program.ranks if e not in where]
     if missing:
-        raise PlanError(f"plan {program.plan_id} names endpoints no process of this job runs "
-                        f"on: {missing[:4]} (this job: {endpoints[:4]}...)")
+        raise PlanError(
+            f"plan {program.plan_id} names endpoints no process of this job runs "
+            f"on: {missing[:4]} (this job: {endpoints[:4]}...)"
+        )
     program.check_allreduce()
     if config.topology is not None:
         from syncplan.planner.verify import verify_plan
@@ -187,15 +197,18 @@ def _check(doc: dict[str, Any], endpoints: list[str], config: LaunchConfig) -> t
     return program, [where[e] for e in program.ranks]
 
 
-def init_plan_comm(config: LaunchConfig | None = None, group: Any = None, *,
-                   device: torch.device | None = None) -> PlanComm:
+def init_plan_comm(
+    config: LaunchConfig | None = None, group: Any = None, *, device: torch.device | None = None
+) -> PlanComm:
     """Collective over ``group``: rank 0 fetches the job's plan and broadcasts it, every
     rank checks it, and all agree on running it or on torch's own all-reduce. With
     ``config.refresh_every`` the comm also follows the service's newer plans
     (executor.replan); close it (or use it in a ``with`` block) to stop the watcher."""
     if not dist.is_initialized():
-        raise RuntimeError("torch.distributed is not initialised: call init_process_group "
-                           "(or use executor.launch.distributed()) first")
+        raise RuntimeError(
+            "torch.distributed is not initialised: call init_process_group "
+            "(or use executor.launch.distributed()) first"
+        )
     config = config or LaunchConfig.from_env()
     me = dist.get_rank(group)
     box: list[Any] = [None]
@@ -214,8 +227,9 @@ def init_plan_comm(config: LaunchConfig | None = None, group: Any = None, *,
 
     def admit(doc: dict[str, Any]) -> PlanExecutor:
         program, rank_map = _check(doc, endpoints, config)
-        return PlanExecutor(program, group, rank_map=rank_map,
-                            config=replace(config.executor, verify=False))
+        return PlanExecutor(
+            program, group, rank_map=rank_map, config=replace(config.executor, verify=False)
+        )
 
     executor: PlanExecutor | None = None
     reason = result.get("error")
@@ -233,18 +247,25 @@ def init_plan_comm(config: LaunchConfig | None = None, group: Any = None, *,
         watcher = None
         if me == 0:
             running = None if reason is not None else result["plan"].get("plan_id")
-            watcher = PlanWatcher(lambda tag: fetch_plan_if_changed(config, tag),
-                                  config.refresh_interval_s, running,
-                                  etag if reason is None else None)
+            watcher = PlanWatcher(
+                lambda tag: fetch_plan_if_changed(config, tag),
+                config.refresh_interval_s,
+                running,
+                etag if reason is None else None,
+            )
         replanner = Replanner(group, config.refresh_every, admit, watcher)
     if reason is not None:
         return PlanComm(None, group, reason=reason, replanner=replanner)
     assert executor is not None
     if me == 0:
         doc = result["plan"]
-        log.info("syncplan executor: running plan %s (%s, topology version %s) on %d ranks",
-                 executor.program.plan_id, doc.get("algorithm", "?"),
-                 doc.get("topology_version", "?"), executor.world_size)
+        log.info(
+            "syncplan executor: running plan %s (%s, topology version %s) on %d ranks",
+            executor.program.plan_id,
+            doc.get("algorithm", "?"),
+            doc.get("topology_version", "?"),
+            executor.world_size,
+        )
     return PlanComm(executor, group, replanner=replanner)
 
 

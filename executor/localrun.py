@@ -41,19 +41,35 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def _worker(local_rank: int, fn: Callable[..., Any], args: tuple[Any, ...], nprocs: int,
-            port: int, pg_timeout_s: float, env: dict[str, str], outdir: str) -> None:
+def _worker(
+    local_rank: int,
+    fn: Callable[..., Any],
+    args: tuple[Any, ...],
+    nprocs: int,
+    port: int,
+    pg_timeout_s: float,
+    env: dict[str, str],
+    outdir: str,
+) -> None:
     import torch
     import torch.distributed as dist
 
     os.environ.update(env)
-    os.environ.update({"MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(port),
-                       "RANK": str(local_rank), "LOCAL_RANK": str(local_rank),
-                       "WORLD_SIZE": str(nprocs), "LOCAL_WORLD_SIZE": str(nprocs)})
+    os.environ.update(
+        {
+            "MASTER_ADDR": "127.0.0.1",
+            "MASTER_PORT": str(port),
+            "RANK": str(local_rank),
+            "LOCAL_RANK": str(local_rank),
+            "WORLD_SIZE": str(nprocs),
+            "LOCAL_WORLD_SIZE": str(nprocs),
+        }
+    )
     os.environ.setdefault("GLOO_SOCKET_IFNAME", "lo")
     torch.set_num_threads(1)  # as torchrun does: one intra-op thread per process
-    dist.init_process_group("gloo", rank=local_rank, world_size=nprocs,
-                            timeout=timedelta(seconds=pg_timeout_s))
+    dist.init_process_group(
+        "gloo", rank=local_rank, world_size=nprocs, timeout=timedelta(seconds=pg_timeout_s)
+    )
     try:
         result = fn(*args)
         tmp = Path(outdir) / f"{local_rank}.tmp"
@@ -71,15 +87,27 @@ def run_local(fn: Callable[..., Any], args: tuple[Any, ...], config: LocalRunCon
 
     with tempfile.TemporaryDirectory(prefix="syncplan-exec-") as outdir:
         ctx = mp.start_processes(
-            _worker, args=(fn, args, config.nprocs, free_port(), config.pg_timeout_s,
-                           dict(config.env), outdir),
-            nprocs=config.nprocs, join=False, start_method="spawn")
+            _worker,
+            args=(
+                fn,
+                args,
+                config.nprocs,
+                free_port(),
+                config.pg_timeout_s,
+                dict(config.env),
+                outdir,
+            ),
+            nprocs=config.nprocs,
+            join=False,
+            start_method="spawn",
+        )
         deadline = time.monotonic() + config.timeout_s
         try:
             while not ctx.join(timeout=0.2):
                 if time.monotonic() > deadline:
-                    raise RuntimeError(f"local run of {config.nprocs} processes exceeded "
-                                       f"{config.timeout_s:.0f} s")
+                    raise RuntimeError(
+                        f"local run of {config.nprocs} processes exceeded {config.timeout_s:.0f} s"
+                    )
         except mp.ProcessRaisedException as exc:
             raise RuntimeError(f"a worker process failed:\n{exc}") from None
         except mp.ProcessExitedException as exc:
@@ -87,8 +115,7 @@ def run_local(fn: Callable[..., Any], args: tuple[Any, ...], config: LocalRunCon
             if not done:
                 raise RuntimeError(f"a worker process exited abnormally: {exc}") from None
             # every rank returned its result; the crash came while tearing the group down
-            log.warning("a worker process exited abnormally after every rank finished: %s",
-                        exc)
+            log.warning("a worker process exited abnormally after every rank finished: %s", exc)
         finally:
             for p in ctx.processes:
                 if p.is_alive():
@@ -99,5 +126,6 @@ def run_local(fn: Callable[..., Any], args: tuple[Any, ...], config: LocalRunCon
                     with contextlib.suppress(ProcessLookupError):
                         p.kill()
                     p.join(5)
-        return [pickle.loads((Path(outdir) / f"{r}.pkl").read_bytes())
-                for r in range(config.nprocs)]
+        return [
+            pickle.loads((Path(outdir) / f"{r}.pkl").read_bytes()) for r in range(config.nprocs)
+        ]

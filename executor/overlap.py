@@ -52,8 +52,9 @@ class CommThread:
             else:
                 fut.set_result(result)
 
-    def submit(self, fn: Callable[[], Any], device: torch.device | None = None
-               ) -> torch.futures.Future[Any]:
+    def submit(
+        self, fn: Callable[[], Any], device: torch.device | None = None
+    ) -> torch.futures.Future[Any]:
         """Run ``fn()`` after everything submitted before; CUDA ``device``: on a side stream
         that waits for the current stream's work first."""
         fut: torch.futures.Future[Any] = torch.futures.Future()
@@ -82,19 +83,22 @@ class AsyncPlanComm:
         self.thread = thread or CommThread()
         self.world_size = comm.world_size
 
-    def all_reduce(self, tensor: torch.Tensor, *, average: bool = False
-                   ) -> torch.futures.Future[torch.Tensor]:
+    def all_reduce(
+        self, tensor: torch.Tensor, *, average: bool = False
+    ) -> torch.futures.Future[torch.Tensor]:
         """Sum (or average) ``tensor`` in place, asynchronously; the future yields it."""
-        return self.thread.submit(lambda: self.comm.all_reduce(tensor, average=average),
-                                  tensor.device)
+        return self.thread.submit(
+            lambda: self.comm.all_reduce(tensor, average=average), tensor.device
+        )
 
     def close(self) -> None:
         self.thread.close()
         self.comm.close()
 
 
-def async_plan_allreduce_hook(state: AsyncPlanComm,
-                              bucket: dist.GradBucket) -> torch.futures.Future[torch.Tensor]:
+def async_plan_allreduce_hook(
+    state: AsyncPlanComm, bucket: dist.GradBucket
+) -> torch.futures.Future[torch.Tensor]:
     """``model.register_comm_hook(AsyncPlanComm(comm), async_plan_allreduce_hook)``: average
     each bucket with the plan on the communication thread; backward continues meanwhile."""
     buf = bucket.buffer()

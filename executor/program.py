@@ -53,11 +53,15 @@ class Program:
             raise PlanError(f"plan document must be a JSON object, got {type(doc).__name__}")
         collective = doc.get("collective", "allreduce")
         if collective not in COLLECTIVES:
-            raise PlanError(f"collective {collective!r} is not supported (one of "
-                            f"{', '.join(COLLECTIVES)})")
+            raise PlanError(
+                f"collective {collective!r} is not supported (one of {', '.join(COLLECTIVES)})"
+            )
         ranks = doc.get("ranks")
-        if (not isinstance(ranks, list) or not ranks
-                or not all(isinstance(r, str) and r for r in ranks)):
+        if (
+            not isinstance(ranks, list)
+            or not ranks
+            or not all(isinstance(r, str) and r for r in ranks)
+        ):
             raise PlanError("ranks must be a non-empty list of endpoint ids")
         if len(set(ranks)) != len(ranks):
             raise PlanError("ranks must not repeat an endpoint id")
@@ -73,15 +77,23 @@ class Program:
         n = len(ranks)
         steps = tuple(
             tuple(_transfer(t, s, i, n, units) for i, t in enumerate(_step(step, s)))
-            for s, step in enumerate(raw_steps))
-        canonical = json.dumps({"ranks": ranks, "program": prog}, sort_keys=True,
-                               separators=(",", ":"))
+            for s, step in enumerate(raw_steps)
+        )
+        canonical = json.dumps(
+            {"ranks": ranks, "program": prog}, sort_keys=True, separators=(",", ":")
+        )
         digest = hashlib.sha256(canonical.encode()).hexdigest()
         plan_id = doc.get("plan_id")
         shards = _shards(doc, n, units) if collective != "allreduce" else None
-        return cls(ranks=tuple(ranks), units=units, steps=steps,
-                   plan_id=str(plan_id) if plan_id is not None else digest[:16], digest=digest,
-                   collective=collective, shards=shards)
+        return cls(
+            ranks=tuple(ranks),
+            units=units,
+            steps=steps,
+            plan_id=str(plan_id) if plan_id is not None else digest[:16],
+            digest=digest,
+            collective=collective,
+            shards=shards,
+        )
 
     def check(self) -> None:
         """Check the program is a correct instance of its collective; raise PlanError."""
@@ -99,7 +111,7 @@ class Program:
                 for t in step:
                     if t.reduce:
                         raise PlanError(f"step {s}: an all-gather has no reductions")
-                    valid[t.dst, t.start:t.stop] = start[t.src, t.start:t.stop]
+                    valid[t.dst, t.start : t.stop] = start[t.src, t.start : t.stop]
             if not valid.all():
                 r, u = (int(x) for x in np.argwhere(~valid)[0])
                 raise PlanError(f"not an all-gather: rank {r} lacks the owner's unit {u}")
@@ -110,9 +122,11 @@ class Program:
         """Simulate which inputs each rank holds per unit; raise PlanError unless every rank
         ends with every input counted exactly once (with ``owners``, a reduce-scatter: only
         each unit's owner)."""
-        bounds = sorted({0, self.units} | {b for st in self.steps for t in st
-                                           for b in (t.start, t.stop)}
-                        | {b for sh in (self.shards or ()) for b in sh})
+        bounds = sorted(
+            {0, self.units}
+            | {b for st in self.steps for t in st for b in (t.start, t.stop)}
+            | {b for sh in (self.shards or ()) for b in sh}
+        )
         index = {b: i for i, b in enumerate(bounds)}
         nseg, n = len(bounds) - 1, self.nranks
         dtype: Any = np.uint64 if n <= 63 else object
@@ -127,8 +141,10 @@ class Program:
                 a, b = index[t.start], index[t.stop]
                 where = f"step {s} transfer {i} ({t.src}->{t.dst}, units [{t.start}, {t.stop}))"
                 if replaced[t.dst, a:b].any() or (not t.reduce and reduced[t.dst, a:b].any()):
-                    raise PlanError(f"{where}: rank {t.dst} receives a replacing value and "
-                                    "another value for the same units in one step")
+                    raise PlanError(
+                        f"{where}: rank {t.dst} receives a replacing value and "
+                        "another value for the same units in one step"
+                    )
                 vals = start[t.src, a:b]
                 if t.reduce:
                     if np.any(masks[t.dst, a:b] & vals != 0):
@@ -141,16 +157,17 @@ class Program:
         full = (1 << n) - 1
         wrong = masks != (np.uint64(full) if dtype is np.uint64 else full)
         if owners is not None:
-            wrong &= np.array([[owners[bounds[k]] == r for k in range(nseg)]
-                               for r in range(n)])
+            wrong &= np.array([[owners[bounds[k]] == r for k in range(nseg)] for r in range(n)])
         bad = np.argwhere(wrong)
         if len(bad):
             r, k = (int(x) for x in bad[0])
             missing = full & ~int(masks[r, k])
             who = [i for i in range(n) if missing >> i & 1]
-            raise PlanError(f"not an all-reduce: after the last step rank {r} units "
-                            f"[{bounds[k]}, {bounds[k + 1]}) lack the inputs of ranks "
-                            f"{who[:8]}{'...' if len(who) > 8 else ''}")
+            raise PlanError(
+                f"not an all-reduce: after the last step rank {r} units "
+                f"[{bounds[k]}, {bounds[k + 1]}) lack the inputs of ranks "
+                f"{who[:8]}{'...' if len(who) > 8 else ''}"
+            )
 
 
 def _shards(doc: Mapping[str, Any], n: int, units: int) -> tuple[tuple[int, int], ...]:
@@ -159,9 +176,12 @@ def _shards(doc: Mapping[str, Any], n: int, units: int) -> tuple[tuple[int, int]
         raise PlanError(f"shards must be a list of {n} [a, b] unit ranges, one per rank")
     out = []
     for i, sh in enumerate(raw):
-        if (not isinstance(sh, list) or len(sh) != 2
-                or not all(isinstance(c, int) and not isinstance(c, bool) for c in sh)
-                or not 0 <= sh[0] <= sh[1] <= units):
+        if (
+            not isinstance(sh, list)
+            or len(sh) != 2
+            or not all(isinstance(c, int) and not isinstance(c, bool) for c in sh)
+            or not 0 <= sh[0] <= sh[1] <= units
+        ):
             raise PlanError(f"shards[{i}] must be [a, b] with 0 <= a <= b <= {units}")
         out.append((sh[0], sh[1]))
     at = 0
@@ -190,9 +210,12 @@ def _transfer(t: Any, s: int, i: int, n: int, units: int) -> Transfer:
             raise PlanError(f"{where}.{name} must be a rank index in [0, {n}), got {v!r}")
     if src == dst:
         raise PlanError(f"{where}: src and dst are both rank {src}")
-    if (not isinstance(chunk, list) or len(chunk) != 2
-            or not all(isinstance(c, int) and not isinstance(c, bool) for c in chunk)
-            or not 0 <= chunk[0] < chunk[1] <= units):
+    if (
+        not isinstance(chunk, list)
+        or len(chunk) != 2
+        or not all(isinstance(c, int) and not isinstance(c, bool) for c in chunk)
+        or not 0 <= chunk[0] < chunk[1] <= units
+    ):
         raise PlanError(f"{where}.chunk must be [a, b] with 0 <= a < b <= {units}, got {chunk!r}")
     if not isinstance(reduce, bool):
         raise PlanError(f"{where}.reduce must be true or false, got {reduce!r}")

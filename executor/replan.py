@@ -32,8 +32,15 @@ class PlanWatcher:
     ``plan_id`` is neither the running one nor one the job refused. ``take`` hands it over
     once; ``close`` stops the thread (also a daemon, so it never holds the process)."""
 
-    def __init__(self, fetch: Fetch, interval_s: float, running: str | None,
-                 etag: str | None = None, *, start: bool = True) -> None:
+    def __init__(
+        self,
+        fetch: Fetch,
+        interval_s: float,
+        running: str | None,
+        etag: str | None = None,
+        *,
+        start: bool = True,
+    ) -> None:
         if not interval_s > 0:
             raise ValueError(f"interval_s must be > 0, got {interval_s}")
         self._fetch = fetch
@@ -48,8 +55,9 @@ class PlanWatcher:
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         if start:
-            self._thread = threading.Thread(target=self._loop, name="syncplan-plan-watcher",
-                                            daemon=True)
+            self._thread = threading.Thread(
+                target=self._loop, name="syncplan-plan-watcher", daemon=True
+            )
             self._thread.start()
 
     def _loop(self) -> None:
@@ -102,8 +110,13 @@ class Replanner:
     switching to a plan rank 0's watcher found. ``admit`` turns a document into an executor
     or raises PlanError (identically on every rank for the same document)."""
 
-    def __init__(self, group: Any, every: int, admit: Callable[[dict[str, Any]], PlanExecutor],
-                 watcher: PlanWatcher | None) -> None:
+    def __init__(
+        self,
+        group: Any,
+        every: int,
+        admit: Callable[[dict[str, Any]], PlanExecutor],
+        watcher: PlanWatcher | None,
+    ) -> None:
         if every < 1:
             raise ValueError(f"every must be >= 1, got {every}")
         self.group = group
@@ -140,16 +153,25 @@ class Replanner:
             self.watcher.settled(plan_id, adopted=reason is None)
         if reason is not None:
             if self._rank == 0:
-                log.warning("syncplan executor: the service's new plan %s was not adopted: "
-                            "%s; keeping the current one", plan_id, reason)
+                log.warning(
+                    "syncplan executor: the service's new plan %s was not adopted: "
+                    "%s; keeping the current one",
+                    plan_id,
+                    reason,
+                )
             return False
         assert executor is not None
         comm.adopt(executor)
         self.switches += 1
         if self._rank == 0:
-            log.info("syncplan executor: switched to plan %s (%s, topology version %s) "
-                     "after %d all-reduces", plan_id, doc.get("algorithm", "?"),
-                     doc.get("topology_version", "?"), self.calls)
+            log.info(
+                "syncplan executor: switched to plan %s (%s, topology version %s) "
+                "after %d all-reduces",
+                plan_id,
+                doc.get("algorithm", "?"),
+                doc.get("topology_version", "?"),
+                self.calls,
+            )
         return True
 
     def close(self) -> None:

@@ -37,8 +37,13 @@ class Apply:
 
     def shifted(self, by: int) -> Apply:
         """The same apply with its staging offsets moved by ``by``."""
-        return Apply(self.start, self.stop, self.staged + by, self.reduce,
-                     None if self.target is None else self.target + by)
+        return Apply(
+            self.start,
+            self.stop,
+            self.staged + by,
+            self.reduce,
+            None if self.target is None else self.target + by,
+        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -88,8 +93,13 @@ def element_bounds(units: int, numel: int) -> list[int]:
 Part = tuple[int, int, bool]  # element range and reduce flag of one transfer's share
 
 
-def _messages(transfers: list[Transfer], bounds: list[int], segment: int | None,
-              pieces: int = 1, piece_min: int = 1) -> list[list[Part]]:
+def _messages(
+    transfers: list[Transfer],
+    bounds: list[int],
+    segment: int | None,
+    pieces: int = 1,
+    piece_min: int = 1,
+) -> list[list[Part]]:
     """One pair's transfers as messages, each a list of contiguous parts; empty parts are
     dropped, touching ones coalesced, long ones cut into segments: at most ``segment``
     elements, and a message of at least ``pieces`` x ``piece_min`` elements into at least
@@ -117,10 +127,17 @@ def _messages(transfers: list[Transfer], bounds: list[int], segment: int | None,
     return out
 
 
-def build_schedule(program: Program, rank: int, numel: int, *,
-                   segment: int | None = None, stage_all: bool = False,
-                   canonical: bool = True, pieces: int = 1,
-                   piece_min: int = 1) -> RankSchedule:
+def build_schedule(
+    program: Program,
+    rank: int,
+    numel: int,
+    *,
+    segment: int | None = None,
+    stage_all: bool = False,
+    canonical: bool = True,
+    pieces: int = 1,
+    piece_min: int = 1,
+) -> RankSchedule:
     """The messages plan rank ``rank`` sends and receives per step for ``numel`` elements,
     messages cut at ``segment`` elements (None: never), and a message of at least ``pieces``
     x ``piece_min`` elements into at least ``pieces`` segments. ``stage_all`` stages every receive
@@ -155,19 +172,24 @@ def build_schedule(program: Program, rank: int, numel: int, *,
                 out[t.dst].append(t)
             elif t.dst == rank:
                 inc[t.src].append(t)
-        sends = [Send(peer, m[0][0], m[-1][1]) for peer in sorted(out)
-                 for m in _messages(out[peer], bounds, segment, pieces, piece_min)]
-        incoming = [(peer, m) for peer in sorted(inc)
-                    for m in _messages(inc[peer], bounds, segment, pieces, piece_min)]
+        sends = [
+            Send(peer, m[0][0], m[-1][1])
+            for peer in sorted(out)
+            for m in _messages(out[peer], bounds, segment, pieces, piece_min)
+        ]
+        incoming = [
+            (peer, m)
+            for peer in sorted(inc)
+            for m in _messages(inc[peer], bounds, segment, pieces, piece_min)
+        ]
         ranges = [(m[0][0], m[-1][1]) for _, m in incoming]
         busy = [(m.start, m.stop) for m in sends] + busy_before
         recvs: list[Recv] = []
         staged = 0
         for j, (peer, m) in enumerate(incoming):
             a, b = ranges[j]
-            others = ranges[:j] + ranges[j + 1:]
-            if (not stage_all and not any(p[2] for p in m)
-                    and not _overlaps(a, b, busy + others)):
+            others = ranges[:j] + ranges[j + 1 :]
+            if not stage_all and not any(p[2] for p in m) and not _overlaps(a, b, busy + others):
                 recvs.append(Recv(peer, a, b, None))
                 continue
             applies: list[Apply] = []
@@ -203,8 +225,7 @@ def fold_in_rank_order(recvs: list[Recv], rank: int) -> list[Recv]:
     first such value is not applied, each later one is added into the first one's staging,
     and the last of them also adds that partial sum to the buffer. Ranges need not match:
     this works per elementary piece between all the step's range boundaries."""
-    low = [(j, x) for j, r in enumerate(recvs) if r.peer < rank for x in r.applies
-           if x.reduce]
+    low = [(j, x) for j, r in enumerate(recvs) if r.peer < rank for x in r.applies if x.reduce]
     if len({recvs[j].peer for j, _ in low}) < 2:
         return recvs
     cuts = sorted({v for _, x in low for v in (x.start, x.stop)})
@@ -216,8 +237,9 @@ def fold_in_rank_order(recvs: list[Recv], rank: int) -> list[Recv]:
     if all(len(c) < 2 for c in cover):
         return recvs
     partial: list[list[Apply]] = [[] for _ in recvs]  # staging += staging
-    final: list[list[Apply]] = [[x for x in r.applies if not (x.reduce and r.peer < rank)]
-                                for r in recvs]
+    final: list[list[Apply]] = [
+        [x for x in r.applies if not (x.reduce and r.peer < rank)] for r in recvs
+    ]
     for k, c in enumerate(cover):
         a, b = cuts[k], cuts[k + 1]
         if not c:  # between two ranges
@@ -229,10 +251,18 @@ def fold_in_rank_order(recvs: list[Recv], rank: int) -> list[Recv]:
         for j, off in c[1:]:
             partial[j].append(Apply(a, b, off, True, first))
         final[c[-1][0]].append(Apply(a, b, first, True))
-    return [Recv(r.peer, r.start, r.stop, r.staged,
-                 tuple(_merged(partial[j]) + _merged(sorted(final[j], key=lambda x: x.start))))
-            if partial[j] or final[j] != list(r.applies) else r
-            for j, r in enumerate(recvs)]
+    return [
+        Recv(
+            r.peer,
+            r.start,
+            r.stop,
+            r.staged,
+            tuple(_merged(partial[j]) + _merged(sorted(final[j], key=lambda x: x.start))),
+        )
+        if partial[j] or final[j] != list(r.applies)
+        else r
+        for j, r in enumerate(recvs)
+    ]
 
 
 def _merged(applies: list[Apply]) -> list[Apply]:
@@ -240,10 +270,14 @@ def _merged(applies: list[Apply]) -> list[Apply]:
     out: list[Apply] = []
     for x in applies:
         p = out[-1] if out else None
-        if (p is not None and p.reduce == x.reduce and p.stop == x.start
-                and p.staged + p.stop - p.start == x.staged
-                and (p.target is None) == (x.target is None)
-                and (p.target is None or p.target + p.stop - p.start == x.target)):
+        if (
+            p is not None
+            and p.reduce == x.reduce
+            and p.stop == x.start
+            and p.staged + p.stop - p.start == x.staged
+            and (p.target is None) == (x.target is None)
+            and (p.target is None or p.target + p.stop - p.start == x.target)
+        ):
             out[-1] = Apply(p.start, x.stop, p.staged, p.reduce, p.target)
         else:
             out.append(x)

@@ -38,8 +38,14 @@ from syncplan.executor.schedule import RankSchedule, build_schedule
 
 log = logging.getLogger(__name__)
 
-SPARSE_DTYPES = (torch.float32, torch.float16, torch.bfloat16, torch.float64, torch.int32,
-                 torch.int64)
+SPARSE_DTYPES = (
+    torch.float32,
+    torch.float16,
+    torch.bfloat16,
+    torch.float64,
+    torch.int32,
+    torch.int64,
+)
 DEFAULT_MAX_DENSITY = 0.5
 
 
@@ -83,16 +89,17 @@ class SparseStats:
 class _Prepared:
     """One (block count, block size, dtype, device): schedule and data-flow order."""
 
-    def __init__(self, ex: SparseExecutor, nblocks: int, block: int, dtype: torch.dtype,
-                 steps: bool) -> None:
+    def __init__(
+        self, ex: SparseExecutor, nblocks: int, block: int, dtype: torch.dtype, steps: bool
+    ) -> None:
         cfg = ex.config
         seg = None
         if cfg.segment_bytes and not steps:
             esize = torch.empty(0, dtype=dtype).element_size()
             seg = max(cfg.segment_bytes // (block * esize), 1)
-        self.sched: RankSchedule = build_schedule(ex.program, ex.plan_rank, nblocks,
-                                                  segment=seg, stage_all=True,
-                                                  canonical=False)
+        self.sched: RankSchedule = build_schedule(
+            ex.program, ex.plan_rank, nblocks, segment=seg, stage_all=True, canonical=False
+        )
         self.flow: Flow = dataflow(self.sched, None if steps else cfg.lookahead_steps)
         self.ranges = block_ranges(ex.program, nblocks)
 
@@ -101,8 +108,12 @@ class SparseExecutor:
     """Block-sparse all-reduce over the program of ``dense`` (a PlanExecutor), which it runs
     instead when the data is denser than ``max_density``."""
 
-    def __init__(self, dense: PlanExecutor, config: SparseConfig | None = None,
-                 plan: Mapping[str, Any] | None = None) -> None:
+    def __init__(
+        self,
+        dense: PlanExecutor,
+        config: SparseConfig | None = None,
+        plan: Mapping[str, Any] | None = None,
+    ) -> None:
         self.dense = dense
         self.program = dense.program
         self.plan_rank = dense.plan_rank
@@ -121,8 +132,7 @@ class SparseExecutor:
         self._prepared: dict[tuple[int, int, torch.dtype, bool], _Prepared] = {}
         self.last: SparseStats | None = None
 
-    def prepare(self, nblocks: int, dtype: torch.dtype, device: torch.device | str = "cpu"
-                ) -> None:
+    def prepare(self, nblocks: int, dtype: torch.dtype, device: torch.device | str = "cpu") -> None:
         """Build this rank's schedule for ``nblocks`` blocks ahead of the first call."""
         dev = torch.device(device)
         self._prepare(nblocks, dtype, self.config.schedule == "steps" or dev.type == "cuda")
@@ -172,7 +182,7 @@ class SparseExecutor:
             return tensor
         if flat.numel() % b:
             work = torch.zeros(nblocks * b, dtype=flat.dtype, device=flat.device)
-            work[:flat.numel()] = flat
+            work[: flat.numel()] = flat
         else:
             work = flat
         blocks = work.view(nblocks, b)
@@ -193,12 +203,15 @@ class SparseExecutor:
             else:
                 self._run_flow(prep, bf, blocks)
         except RuntimeError as exc:
-            raise ExecutorError(f"plan {self.program.plan_id}: a sparse transfer failed on "
-                                f"rank {dist.get_rank()}: {exc}") from exc
+            raise ExecutorError(
+                f"plan {self.program.plan_id}: a sparse transfer failed on "
+                f"rank {dist.get_rank()}: {exc}"
+            ) from exc
         if work is not flat:
-            flat.copy_(work[:flat.numel()])
-        self.last = SparseStats("sparse", density, rank_density, union, bf.traffic_fraction,
-                                self.max_density)
+            flat.copy_(work[: flat.numel()])
+        self.last = SparseStats(
+            "sparse", density, rank_density, union, bf.traffic_fraction, self.max_density
+        )
         return tensor
 
     def _probe(self, flat: torch.Tensor, b: int) -> float:
@@ -206,9 +219,12 @@ class SparseExecutor:
         blocks whose first element is non-zero, averaged over the ranks (one small
         all-reduce). Dense data is sent to the dense plan without the full bitmap pass."""
         nfull = flat.numel() // b
-        first = flat[:nfull * b].view(nfull, b)[:, 0] if nfull else flat[:0]
-        hits = torch.tensor([float(first.ne(0).sum()) if nfull else 0.0,
-                             float(max(nfull, 1))], dtype=torch.float64, device=flat.device)
+        first = flat[: nfull * b].view(nfull, b)[:, 0] if nfull else flat[:0]
+        hits = torch.tensor(
+            [float(first.ne(0).sum()) if nfull else 0.0, float(max(nfull, 1))],
+            dtype=torch.float64,
+            device=flat.device,
+        )
         dist.all_reduce(hits, group=self.group)
         return float(hits[0] / hits[1])
 
@@ -230,9 +246,9 @@ class SparseExecutor:
         self.dense.all_reduce(flat)
         return "dense"
 
-    def _buffers(self, bf: BlockFlow, blocks: torch.Tensor
-                 ) -> tuple[list[torch.Tensor], list[torch.Tensor], list[torch.Tensor],
-                            torch.Tensor]:
+    def _buffers(
+        self, bf: BlockFlow, blocks: torch.Tensor
+    ) -> tuple[list[torch.Tensor], list[torch.Tensor], list[torch.Tensor], torch.Tensor]:
         """Packed send and receive buffers (rows of blocks), the send index tensors and the
         whole receive buffer."""
         b, dev = blocks.shape[1], blocks.device
@@ -242,17 +258,18 @@ class SparseExecutor:
         rbuf = torch.empty(sum(nr), b, dtype=blocks.dtype, device=dev)
         sends, recvs, off = [], [], 0
         for k in ns:
-            sends.append(sbuf[off:off + k])
+            sends.append(sbuf[off : off + k])
             off += k
         off = 0
         for k in nr:
-            recvs.append(rbuf[off:off + k])
+            recvs.append(rbuf[off : off + k])
             off += k
         sidx = [torch.from_numpy(x).to(dev) for x in bf.send_blocks]
         return sends, recvs, sidx, rbuf
 
-    def _apply(self, blocks: torch.Tensor, bf: BlockFlow, j: int, rows: torch.Tensor,
-               whole: torch.Tensor) -> None:
+    def _apply(
+        self, blocks: torch.Tensor, bf: BlockFlow, j: int, rows: torch.Tensor, whole: torch.Tensor
+    ) -> None:
         dev = blocks.device
 
         def t(x: np.ndarray) -> torch.Tensor:
@@ -264,7 +281,7 @@ class SparseExecutor:
         for part in bf.recv_parts[j]:
             if len(part.blocks):
                 idx = t(part.blocks)
-                src = rows[part.lo:part.hi] if part.rows is None else rows[t(part.rows)]
+                src = rows[part.lo : part.hi] if part.rows is None else rows[t(part.rows)]
                 if part.reduce:
                     blocks.index_add_(0, idx, src)
                 else:

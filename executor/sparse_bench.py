@@ -35,8 +35,17 @@ class SparseCase:
             raise ValueError("repeat must be >= 1 and warmup >= 0")
 
 
-def block_sparse(numel: int, block: int, density: float, overlap: bool, dtype: Any,
-                 seed: int, rank: int, negzero: bool = False, ints: bool = False) -> Any:
+def block_sparse(
+    numel: int,
+    block: int,
+    density: float,
+    overlap: bool,
+    dtype: Any,
+    seed: int,
+    rank: int,
+    negzero: bool = False,
+    ints: bool = False,
+) -> Any:
     """Random data whose blocks are non-zero with probability ``density``, zero blocks all
     +0.0 (``negzero``: every other zero block -0.0); with ``overlap`` every rank has the
     same non-zero blocks (different values). ``ints``: integer values in any dtype (sums
@@ -65,28 +74,47 @@ def torch_sparse_all_reduce(t: Any, block: int) -> Any:
     import torch.distributed as dist
 
     nb = t.numel() // block
-    head = t[:nb * block].view(nb, block)
+    head = t[: nb * block].view(nb, block)
     coo = head.to_sparse(sparse_dim=1)
     dist.all_reduce(coo)
     head.copy_(coo.to_dense())
     if nb * block < t.numel():
-        dist.all_reduce(t[nb * block:])
+        dist.all_reduce(t[nb * block :])
     return t
 
 
-def sparse_bench_worker(plans: Sequence[dict[str, Any]], cases: Sequence[SparseCase],
-                        dtype_name: str, block: int | None, seed: int,
-                        methods: Sequence[str] = METHODS) -> list[dict[str, Any]]:
+def sparse_bench_worker(
+    plans: Sequence[dict[str, Any]],
+    cases: Sequence[SparseCase],
+    dtype_name: str,
+    block: int | None,
+    seed: int,
+    methods: Sequence[str] = METHODS,
+) -> list[dict[str, Any]]:
     """Runs in every process (rank i plays plan rank i); one result per case."""
     out = []
     for ci, case in enumerate(cases):
-        out.append(_bench_case(plans[case.plan], case, dtype_name, block, seed * 100 + ci,
-                               case.methods or tuple(methods)))
+        out.append(
+            _bench_case(
+                plans[case.plan],
+                case,
+                dtype_name,
+                block,
+                seed * 100 + ci,
+                case.methods or tuple(methods),
+            )
+        )
     return out
 
 
-def _bench_case(plan: dict[str, Any], case: SparseCase, dtype_name: str, block: int | None,
-                seed: int, methods: Sequence[str]) -> dict[str, Any]:
+def _bench_case(
+    plan: dict[str, Any],
+    case: SparseCase,
+    dtype_name: str,
+    block: int | None,
+    seed: int,
+    methods: Sequence[str],
+) -> dict[str, Any]:
     import torch
     import torch.distributed as dist
     from syncplan.executor.engine import PlanExecutor
@@ -101,18 +129,23 @@ def _bench_case(plan: dict[str, Any], case: SparseCase, dtype_name: str, block: 
     cfg = SparseConfig(block_elems=block, max_density=None if "sparse" in plan else 1.0)
     sp = SparseExecutor(dense, cfg, plan=plan)
     ops: dict[str, Callable[[Any], Any]] = {
-        "sparse": sp.all_reduce, "plan": dense.all_reduce, "gloo": dist.all_reduce,
-        "torch_sparse": lambda t: torch_sparse_all_reduce(t, sp.block_elems)}
+        "sparse": sp.all_reduce,
+        "plan": dense.all_reduce,
+        "gloo": dist.all_reduce,
+        "torch_sparse": lambda t: torch_sparse_all_reduce(t, sp.block_elems),
+    }
     order = [m for m in METHODS if m in methods]
     try:
         dense.prepare(case.numel, dtype, torch.device("cpu"))
     except PlanError:  # the dense plan takes floating types only
         order = [m for m in order if m != "plan"]
+
     # integer values: every order of summation is exact, so every call of every method is
     # checked bit for bit against the sum each rank computes locally (no extra traffic)
     def data(r: int) -> Any:
-        return block_sparse(case.numel, sp.block_elems, case.density, case.overlap, dtype,
-                            seed, r, ints=True)
+        return block_sparse(
+            case.numel, sp.block_elems, case.density, case.overlap, dtype, seed, r, ints=True
+        )
 
     x = data(rank)
     if "sparse" in order:  # prepare the schedule outside the timed calls, as for the plan
@@ -149,28 +182,44 @@ def _bench_case(plan: dict[str, Any], case: SparseCase, dtype_name: str, block: 
     dist.all_reduce(flat, op=dist.ReduceOp.MAX)  # a call lasts until its slowest rank
     per = flat.view(len(order), case.repeat).tolist()
     res: dict[str, Any] = {
-        "numel": case.numel, "bytes": case.numel * x.element_size(), "dtype": dtype_name,
-        "nprocs": n, "density": case.density, "overlap": case.overlap,
-        "block_elems": sp.block_elems, "correct": not wrong, "wrong": wrong,
-        "repeat": case.repeat, "methods": order, "plan_algorithm": plan.get("algorithm"),
+        "numel": case.numel,
+        "bytes": case.numel * x.element_size(),
+        "dtype": dtype_name,
+        "nprocs": n,
+        "density": case.density,
+        "overlap": case.overlap,
+        "block_elems": sp.block_elems,
+        "correct": not wrong,
+        "wrong": wrong,
+        "repeat": case.repeat,
+        "methods": order,
+        "plan_algorithm": plan.get("algorithm"),
         "plan_mode": plan.get("sparse", {}).get("mode"),
         "measured_density": stats.density if stats else None,
         "union_density": stats.union_density if stats else None,
         "traffic_fraction": stats.traffic_fraction if stats else None,
-        "max_density": sp.max_density, "sparse_modes": sorted(set(modes)),
+        "max_density": sp.max_density,
+        "sparse_modes": sorted(set(modes)),
         **{f"{m}_s": statistics.median(per[k]) for k, m in enumerate(order)},
-        "samples": {f"{m}_s": per[k] for k, m in enumerate(order)}}
+        "samples": {f"{m}_s": per[k] for k, m in enumerate(order)},
+    }
     for m in order:
         if m != "sparse" and "sparse" in order:
             res[f"speedup_vs_{m}"] = res[f"{m}_s"] / res["sparse_s"]
     return res
 
 
-def run_sparse_bench(plan: dict[str, Any] | list[dict[str, Any]], nprocs: int,
-                     cases: Sequence[SparseCase], *,
-                     dtype: str = "float32", block: int | None = None, seed: int = 0,
-                     methods: Sequence[str] = METHODS, timeout_s: float = 600.0
-                     ) -> list[dict[str, Any]]:
+def run_sparse_bench(
+    plan: dict[str, Any] | list[dict[str, Any]],
+    nprocs: int,
+    cases: Sequence[SparseCase],
+    *,
+    dtype: str = "float32",
+    block: int | None = None,
+    seed: int = 0,
+    methods: Sequence[str] = METHODS,
+    timeout_s: float = 600.0,
+) -> list[dict[str, Any]]:
     """Spawn ``nprocs`` gloo processes on loopback and benchmark every case (``plan``: one
     plan document, or a list that the cases index)."""
     from syncplan.executor.localrun import LocalRunConfig, run_local
@@ -181,7 +230,9 @@ def run_sparse_bench(plan: dict[str, Any] | list[dict[str, Any]], nprocs: int,
     if bad or not methods:
         raise ValueError(f"methods must be among {', '.join(METHODS)}, got {list(methods)}")
     plans = plan if isinstance(plan, list) else [plan]
-    results = run_local(sparse_bench_worker, (plans, list(cases), dtype, block, seed,
-                                              list(methods)),
-                        LocalRunConfig(nprocs, timeout_s=timeout_s, pg_timeout_s=timeout_s))
+    results = run_local(
+        sparse_bench_worker,
+        (plans, list(cases), dtype, block, seed, list(methods)),
+        LocalRunConfig(nprocs, timeout_s=timeout_s, pg_timeout_s=timeout_s),
+    )
     return results[0]

@@ -43,8 +43,12 @@ DEFAULT_BUCKET_BYTES = 25 << 20  # DDP's default
 def gradients_of(model: torch.nn.Module) -> list[dict[str, Any]]:
     """The job's ``gradients`` (PUT /v1/jobs/{id}): trainable parameters in backward order
     (the reverse of ``model.parameters()``, as DDP assumes)."""
-    names = {torch.float32: "float32", torch.float16: "float16", torch.bfloat16: "bfloat16",
-             torch.float64: "float64"}
+    names = {
+        torch.float32: "float32",
+        torch.float16: "float16",
+        torch.bfloat16: "bfloat16",
+        torch.float64: "float64",
+    }
     return [{"numel": p.numel(), "dtype": names[p.dtype]} for p in _backward_order(model)]
 
 
@@ -72,9 +76,13 @@ def schedule_key(schedule: Mapping[str, Any] | None, mode: str) -> str | None:
     if not isinstance(entry, Mapping):
         return None
     try:
-        return json.dumps([[b["tensors"], {k: d.get("plan_id") for k, d in
-                                           sorted(b["plans"].items())}]
-                           for b in entry["buckets"]], sort_keys=True)
+        return json.dumps(
+            [
+                [b["tensors"], {k: d.get("plan_id") for k, d in sorted(b["plans"].items())}]
+                for b in entry["buckets"]
+            ],
+            sort_keys=True,
+        )
     except (KeyError, TypeError, AttributeError):
         return None
 
@@ -96,49 +104,69 @@ class ScheduledOptimizer:
     reading parameters (it applies the last all-gathers and steps); there is no zero_grad:
     gradients are consumed into the buckets as they are produced."""
 
-    def __init__(self, model: torch.nn.Module,
-                 make_optimizer: Callable[[list[torch.nn.Parameter]], Any],
-                 schedule: Mapping[str, Any] | None = None, *, mode: str = "dear",
-                 group: Any = None, config: ExecutorConfig | None = None,
-                 bucket_bytes: int = DEFAULT_BUCKET_BYTES) -> None:
+    def __init__(
+        self,
+        model: torch.nn.Module,
+        make_optimizer: Callable[[list[torch.nn.Parameter]], Any],
+        schedule: Mapping[str, Any] | None = None,
+        *,
+        mode: str = "dear",
+        group: Any = None,
+        config: ExecutorConfig | None = None,
+        bucket_bytes: int = DEFAULT_BUCKET_BYTES,
+    ) -> None:
         if mode not in ("allreduce", "dear"):
             raise ValueError(f"mode must be 'allreduce' or 'dear', got {mode!r}")
         self.model, self.mode = model, mode
         self.world = dist.get_world_size(group)
         # a group of its own: the thread's messages never interleave with the caller's
-        self.group = dist.new_group(list(range(self.world)) if group is None else
-                                    dist.get_process_group_ranks(group))
+        self.group = dist.new_group(
+            list(range(self.world)) if group is None else dist.get_process_group_ranks(group)
+        )
         self.thread = CommThread()
         self._make_optimizer, self._config = make_optimizer, config
         self._caller_group = group
         params = _backward_order(model)
         self._install(schedule, params)
-        self._handles = [p.register_post_accumulate_grad_hook(self._grad_ready)
-                         for p in params]
+        self._handles = [p.register_post_accumulate_grad_hook(self._grad_ready) for p in params]
         self.profile = _Profile(len(params))
-        self._handles.append(model.register_forward_pre_hook(
-            lambda _m, _a: self.profile.forward_start()))
-        self._handles.append(model.register_forward_hook(
-            lambda _m, _a, _o: self.profile.forward_end()))
+        self._handles.append(
+            model.register_forward_pre_hook(lambda _m, _a: self.profile.forward_start())
+        )
+        self._handles.append(
+            model.register_forward_hook(lambda _m, _a, _o: self.profile.forward_end())
+        )
 
-    def _install(self, schedule: Mapping[str, Any] | None,
-                 params: list[torch.nn.Parameter]) -> None:
+    def _install(
+        self, schedule: Mapping[str, Any] | None, params: list[torch.nn.Parameter]
+    ) -> None:
         """Buckets, their plans and optimizers, and (dear) the forward pre-hooks."""
         self.reason: str | None = None
         self.schedule_key = schedule_key(schedule, self.mode)
         buckets, plans = self._from_schedule(schedule, params, self._config)
-        self.buckets = [self._bucket(params[lo:hi], self._make_optimizer, p)
-                        for (lo, hi), p in zip(buckets, plans, strict=True)]
-        self._where = {id(p): (k, i) for k, b in enumerate(self.buckets)
-                       for i, p in enumerate(b.params)}
+        self.buckets = [
+            self._bucket(params[lo:hi], self._make_optimizer, p)
+            for (lo, hi), p in zip(buckets, plans, strict=True)
+        ]
+        self._where = {
+            id(p): (k, i) for k, b in enumerate(self.buckets) for i, p in enumerate(b.params)
+        }
         self._module_handles: list[Any] = []
         if self.mode == "dear":
             for m in self.model.modules():
-                mine = sorted({self._where[id(p)][0] for p in m.parameters(recurse=False)
-                               if id(p) in self._where})
+                mine = sorted(
+                    {
+                        self._where[id(p)][0]
+                        for p in m.parameters(recurse=False)
+                        if id(p) in self._where
+                    }
+                )
                 if mine:
-                    self._module_handles.append(m.register_forward_pre_hook(
-                        lambda _m, _a, ks=tuple(mine): self._before_forward(ks)))
+                    self._module_handles.append(
+                        m.register_forward_pre_hook(
+                            lambda _m, _a, ks=tuple(mine): self._before_forward(ks)
+                        )
+                    )
 
     def adopt(self, schedule: Mapping[str, Any] | None, *, mode: str | None = None) -> bool:
         """Switch to another schedule (one re-planned after the profile or the fabric
@@ -152,8 +180,7 @@ class ScheduledOptimizer:
             raise ValueError(f"mode must be 'allreduce' or 'dear', got {mode!r}")
         self.finish()
         if any(b.pending is not None for b in self.buckets):
-            raise RuntimeError("adopt() between iterations: after step(), before the next "
-                               "backward")
+            raise RuntimeError("adopt() between iterations: after step(), before the next backward")
         state: dict[int, tuple[Any, dict[str, Any]]] = {}
         for b in self.buckets:
             opt = b.optimizer
@@ -179,9 +206,12 @@ class ScheduledOptimizer:
         return self.using_plans
 
     # ---- set-up ---------------------------------------------------------------------------
-    def _from_schedule(self, schedule: Mapping[str, Any] | None,
-                       params: list[torch.nn.Parameter], config: ExecutorConfig | None
-                       ) -> tuple[list[tuple[int, int]], list[dict[str, PlanExecutor]]]:
+    def _from_schedule(
+        self,
+        schedule: Mapping[str, Any] | None,
+        params: list[torch.nn.Parameter],
+        config: ExecutorConfig | None,
+    ) -> tuple[list[tuple[int, int]], list[dict[str, PlanExecutor]]]:
         fallback = fixed_buckets(params, DEFAULT_BUCKET_BYTES)
         try:
             if schedule is None:
@@ -191,16 +221,24 @@ class ScheduledOptimizer:
                 raise PlanError(f"the schedule has no {self.mode!r} mode")
             buckets = [tuple(b["tensors"]) for b in entry["buckets"]]
             if [i for lo, hi in buckets for i in range(lo, hi)] != list(range(len(params))):
-                raise PlanError(f"the schedule's buckets do not cover the model's "
-                                f"{len(params)} gradients in order")
+                raise PlanError(
+                    f"the schedule's buckets do not cover the model's "
+                    f"{len(params)} gradients in order"
+                )
             plans = []
             for (lo, hi), b in zip(buckets, entry["buckets"], strict=True):
                 nbytes = sum(p.numel() * p.element_size() for p in params[lo:hi])
                 if nbytes != b["size_bytes"]:
-                    raise PlanError(f"bucket [{lo}, {hi}) holds {nbytes} bytes here, "
-                                    f"{b['size_bytes']} in the schedule")
-                plans.append({k: PlanExecutor(doc, self.group, config=config)
-                              for k, doc in b["plans"].items()})
+                    raise PlanError(
+                        f"bucket [{lo}, {hi}) holds {nbytes} bytes here, "
+                        f"{b['size_bytes']} in the schedule"
+                    )
+                plans.append(
+                    {
+                        k: PlanExecutor(doc, self.group, config=config)
+                        for k, doc in b["plans"].items()
+                    }
+                )
             return buckets, plans  # type: ignore[return-value]
         except (PlanError, KeyError, TypeError, ValueError) as exc:
             self._fall_back(str(exc))
@@ -209,12 +247,18 @@ class ScheduledOptimizer:
     def _fall_back(self, reason: str) -> None:
         self.reason = reason
         level = logging.WARNING if dist.get_rank() == 0 else logging.INFO
-        log.log(level, "syncplan schedule: %s; using torch.distributed.all_reduce per bucket "
-                "instead", reason)
+        log.log(
+            level,
+            "syncplan schedule: %s; using torch.distributed.all_reduce per bucket instead",
+            reason,
+        )
 
     @staticmethod
-    def _bucket(params: list[torch.nn.Parameter], make_optimizer: Callable[..., Any],
-                plans: dict[str, PlanExecutor]) -> _Bucket:
+    def _bucket(
+        params: list[torch.nn.Parameter],
+        make_optimizer: Callable[..., Any],
+        plans: dict[str, PlanExecutor],
+    ) -> _Bucket:
         offsets = [0]
         for p in params:
             offsets.append(offsets[-1] + p.numel())
@@ -227,15 +271,19 @@ class ScheduledOptimizer:
         b = self.buckets[k]
         self.profile.grad_ready(self._index(k, i))
         assert p.grad is not None
-        b.flat[b.offsets[i]:b.offsets[i + 1]].copy_(p.grad.reshape(-1)).div_(self.world)
+        b.flat[b.offsets[i] : b.offsets[i + 1]].copy_(p.grad.reshape(-1)).div_(self.world)
         p.grad = None
         b.ready += 1
         if b.ready == len(b.params):
             b.ready = 0
-            op = "reducescatter" if self.mode == "dear" and "reducescatter" in b.plans \
+            op = (
+                "reducescatter"
+                if self.mode == "dear" and "reducescatter" in b.plans
                 else "allreduce"
-            b.pending = self.thread.submit(self.profile.traced(op, k, self._first_half(b)),
-                                           b.flat.device)
+            )
+            b.pending = self.thread.submit(
+                self.profile.traced(op, k, self._first_half(b)), b.flat.device
+            )
 
     def _index(self, k: int, i: int) -> int:
         return sum(len(b.params) for b in self.buckets[:k]) + i
@@ -252,8 +300,10 @@ class ScheduledOptimizer:
         """After backward: apply the update (allreduce) or queue the all-gathers (dear)."""
         missing = [k for k, b in enumerate(self.buckets) if b.pending is None]
         if missing:
-            raise RuntimeError(f"buckets {missing[:8]} got no gradients in this backward "
-                               "(unused parameters are not supported)")
+            raise RuntimeError(
+                f"buckets {missing[:8]} got no gradients in this backward "
+                "(unused parameters are not supported)"
+            )
         self.profile.backward_done()
         if self.mode == "allreduce":
             for k in range(len(self.buckets)):
@@ -263,8 +313,7 @@ class ScheduledOptimizer:
             b = self.buckets[k]
             ag = b.plans.get("allgather")
             fn = (lambda b=b, ag=ag: ag.run(b.flat)) if ag else (lambda: None)
-            b.gathered = self.thread.submit(self.profile.traced("allgather", k, fn),
-                                            b.flat.device)
+            b.gathered = self.thread.submit(self.profile.traced("allgather", k, fn), b.flat.device)
 
     def _apply(self, k: int) -> None:
         b = self.buckets[k]
@@ -274,7 +323,7 @@ class ScheduledOptimizer:
             b.gathered.wait()
         b.pending = b.gathered = None
         for i, p in enumerate(b.params):
-            p.grad = b.flat[b.offsets[i]:b.offsets[i + 1]].view_as(p)
+            p.grad = b.flat[b.offsets[i] : b.offsets[i + 1]].view_as(p)
         b.optimizer.step()
         for p in b.params:
             p.grad = None
@@ -310,8 +359,9 @@ class ScheduledOptimizer:
             try:
                 box[0] = fetch()
             except Exception as exc:  # any failure keeps the schedule in use
-                log.warning("syncplan schedule: refresh failed (%s); keeping the schedule "
-                            "in use", exc)
+                log.warning(
+                    "syncplan schedule: refresh failed (%s); keeping the schedule in use", exc
+                )
         src = 0 if group is None else dist.get_global_rank(group, 0)
         dist.broadcast_object_list(box, src=src, group=group)
         new = box[0]
@@ -364,10 +414,10 @@ class _Profile:
                 return fn()
             finally:
                 self._event(kind, bucket, submitted, t0, time.perf_counter())
+
         return run
 
-    def _event(self, kind: str, bucket: int, submitted: float, start: float, end: float
-               ) -> None:
+    def _event(self, kind: str, bucket: int, submitted: float, start: float, end: float) -> None:
         self.events.append((kind, bucket, submitted, start, end))
         if len(self.events) > 4096:
             del self.events[:2048]
@@ -398,8 +448,11 @@ class _Profile:
         """The PUT /v1/jobs/{id}/profile body; the forward time is spread evenly over the
         gradients (module times are not split per gradient)."""
         it = max(1, self.iterations)
-        return {"forward_s": [self.forward / it / self.n] * self.n,
-                "backward_s": [t / it for t in self.backward], "iterations": it}
+        return {
+            "forward_s": [self.forward / it / self.n] * self.n,
+            "backward_s": [t / it for t in self.backward],
+            "iterations": it,
+        }
 
     def timeline(self) -> list[dict[str, Any]]:
         """The last complete iteration measured, from one forward start to the next, its
@@ -412,14 +465,24 @@ class _Profile:
         for kind, bucket, sub, start, end in self.events:
             lo, hi = (prev, t0) if kind == "allgather" else (t0, t1)
             if lo <= sub < hi:
-                out.append({"op": kind, "bucket": bucket, "submitted_s": sub - t0,
-                            "start_s": start - t0, "end_s": end - t0})
+                out.append(
+                    {
+                        "op": kind,
+                        "bucket": bucket,
+                        "submitted_s": sub - t0,
+                        "start_s": start - t0,
+                        "end_s": end - t0,
+                    }
+                )
         return sorted(out, key=lambda e: e["start_s"])
 
 
-def run_iterations(model: torch.nn.Module, opt: ScheduledOptimizer,
-                   batches: Iterable[tuple[torch.Tensor, torch.Tensor]],
-                   loss_fn: Callable[..., torch.Tensor]) -> None:
+def run_iterations(
+    model: torch.nn.Module,
+    opt: ScheduledOptimizer,
+    batches: Iterable[tuple[torch.Tensor, torch.Tensor]],
+    loss_fn: Callable[..., torch.Tensor],
+) -> None:
     """The training loop: forward, backward, step; then finish."""
     for x, y in batches:
         loss_fn(model(x), y).backward()

@@ -86,12 +86,17 @@ def lower_bound(ctx: PlanContext) -> Bound:
     fill = fill_bound(ctx, boundary)
     if fill > boundary:
         boundary = fill
-        method = (f"{method}; partition over hosts with aggregation fill and per-step "
-                  "latency binds")
+        method = f"{method}; partition over hosts with aggregation fill and per-step latency binds"
     lat = _latency_floor(ctx)
     if lat >= boundary:
-        return Bound(lat, cut, lat, method + "; latency floor binds", partition_s=part_time,
-                     bandwidth_s=bw_time)
+        return Bound(
+            lat,
+            cut,
+            lat,
+            method + "; latency floor binds",
+            partition_s=part_time,
+            bandwidth_s=bw_time,
+        )
     return Bound(boundary, cut, lat, method, partition_s=part_time, bandwidth_s=bw_time)
 
 
@@ -132,8 +137,11 @@ def _packing_bound(ctx: PlanContext) -> float:
     # every price vector gives a valid bound, and degenerate LPs have many optimal ones: up
     # to PACKING_BOUND_ALL_MAX ranks the prices of every packing are tried (the best is often
     # not the unlimited packing's), above only the deepest two (Edmonds per root costs)
-    keys = (list(packings) if len(ctx.ranks) <= PACKING_BOUND_ALL_MAX
-            else [k for k in (("any", None), ("any", 2)) if k in packings])
+    keys = (
+        list(packings)
+        if len(ctx.ranks) <= PACKING_BOUND_ALL_MAX
+        else [k for k in (("any", None), ("any", 2)) if k in packings]
+    )
     cold = len(ctx.ranks) <= COLD_BOUND_MAX
     # below the floor lower_bound takes the partition or the cut instead; where the cold LP
     # may run, its test below needs the exact value, unless that is sure to pass it as well
@@ -259,8 +267,10 @@ def _rank_to_rank_latency(ctx: PlanContext) -> float:
     ranks = set(ctx.ranks)
     out = min((d["lat"] for r in ranks for _, _, d in g.out_edges(r, data=True)), default=0.0)
     inn = min((d["lat"] for r in ranks for _, _, d in g.in_edges(r, data=True)), default=0.0)
-    direct = min((d["lat"] for r in ranks for _, v, d in g.out_edges(r, data=True)
-                  if v in ranks), default=float("inf"))
+    direct = min(
+        (d["lat"] for r in ranks for _, v, d in g.out_edges(r, data=True) if v in ranks),
+        default=float("inf"),
+    )
     return min(direct, out + inn)
 
 
@@ -288,13 +298,15 @@ def _cross_host_latency(ctx: PlanContext) -> float:
         h.add_weighted_edges_from(((u, "__out__", w) for u, w in exits.items()), weight="lat")
         h.add_weighted_edges_from((("__in__", v, w) for v, w in entries.items()), weight="lat")
         if "__out__" in h:
-            to_exit = nx.single_source_dijkstra_path_length(h.reverse(copy=False), "__out__",
-                                                            weight="lat")
+            to_exit = nx.single_source_dijkstra_path_length(
+                h.reverse(copy=False), "__out__", weight="lat"
+            )
             leave = min(leave, min((to_exit[r] for r in ranks if r in to_exit), default=leave))
         if "__in__" in h:
             from_entry = nx.single_source_dijkstra_path_length(h, "__in__", weight="lat")
-            enter = min(enter, min((from_entry[r] for r in ranks if r in from_entry),
-                                   default=enter))
+            enter = min(
+                enter, min((from_entry[r] for r in ranks if r in from_entry), default=enter)
+            )
     if not (leave < float("inf") and enter < float("inf")):
         return _rank_to_rank_latency(ctx)
     return max(leave, enter) if direct else leave + enter

@@ -77,8 +77,11 @@ def lower_bound_any(ctx: PlanContext, cut_Bps: float | None = None) -> AnyBound:
             bw, method = t, f"partition over {name}"
             cross = _cross_host_latency(ctx) if name == "hosts" else _rank_to_rank_latency(ctx)
     diameter = latency_diameter(ctx)
-    parts = {"bandwidth + crossing latency": bw + cross, "latency diameter": diameter,
-             "least step": ctx.cost.min_step_s}
+    parts = {
+        "bandwidth + crossing latency": bw + cross,
+        "latency diameter": diameter,
+        "least step": ctx.cost.min_step_s,
+    }
     binding = max(parts, key=lambda k: parts[k])
     return AnyBound(parts[binding], bw, diameter, f"{method}; {binding} binds")
 
@@ -87,9 +90,14 @@ def _partitions(ctx: PlanContext) -> list[tuple[str, int, float, float]]:
     """(name, parts, capacity out of the parts, capacity into them) for single ranks and
     hosts."""
     g = ctx.topo.graph
-    out = [("single ranks", len(ctx.ranks),  # a part of one node: all its arcs cross
+    out = [
+        (
+            "single ranks",
+            len(ctx.ranks),  # a part of one node: all its arcs cross
             sum(d for _, d in g.out_degree(ctx.ranks, weight="bw")),
-            sum(d for _, d in g.in_degree(ctx.ranks, weight="bw")))]
+            sum(d for _, d in g.in_degree(ctx.ranks, weight="bw")),
+        )
+    ]
     if len(ctx.host_groups) >= 2:
         caps = [_caps(ctx, p) for p in parts_by_host(ctx)]
         out.append(("hosts", len(caps), sum(c[0] for c in caps), sum(c[1] for c in caps)))

@@ -39,8 +39,7 @@ class CollectiveBound:
     family: str
 
 
-def _part_time(size: float, owned: float | None, out: float, inn: float,
-               collective: str) -> float:
+def _part_time(size: float, owned: float | None, out: float, inn: float, collective: str) -> float:
     if collective == "allgather":
         out, inn = inn, out  # mirror image: what must enter is what a reduce-scatter sends
     if owned is None:
@@ -53,8 +52,9 @@ def _part_time(size: float, owned: float | None, out: float, inn: float,
     return t
 
 
-def collective_bound(ctx: PlanContext, collective: str,
-                     shards: Sequence[tuple[int, int]] | None, units: int) -> CollectiveBound:
+def collective_bound(
+    ctx: PlanContext, collective: str, shards: Sequence[tuple[int, int]] | None, units: int
+) -> CollectiveBound:
     """The bound for ``collective`` on ``ctx``; ``shards`` None means any shard sizes."""
     family = FAMILY_RS if collective == "reducescatter" else FAMILY_AG
     n = len(ctx.ranks)
@@ -71,8 +71,13 @@ def collective_bound(ctx: PlanContext, collective: str,
         for part, (out, inn) in zip(parts, caps, strict=True):
             owned = None
             if shards is not None:
-                owned = size * sum(shards[rank_of[r]][1] - shards[rank_of[r]][0]
-                                   for r in part if r in rank_of) / units
+                owned = (
+                    size
+                    * sum(
+                        shards[rank_of[r]][1] - shards[rank_of[r]][0] for r in part if r in rank_of
+                    )
+                    / units
+                )
             t = _part_time(size, owned, out, inn, collective)
             if t > best:
                 best, method = t, f"one part of the partition into {name}"

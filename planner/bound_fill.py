@@ -80,8 +80,17 @@ CUMULATIVE = "XYRBIJCD"  # per host and step, cumulative bytes (fractions of the
 # host, C / D reduce / broadcast coverage (ranks x bytes)
 
 
-def _lp(steps: int, first_intra: bool, last_intra: bool, ranks: list[int], count: list[int],
-        out: list[float], inn: list[float], intra: list[float], total: float) -> float:
+def _lp(
+    steps: int,
+    first_intra: bool,
+    last_intra: bool,
+    ranks: list[int],
+    count: list[int],
+    out: list[float],
+    inn: list[float],
+    intra: list[float],
+    total: float,
+) -> float:
     """The LP's least sum of step times, in units of the capacities' time (inf: no K-step
     program of this pattern). Hosts come in classes of ``count`` alike hosts (the same
     ranks and capacities): the LP is the same under any exchange of alike hosts, so it has
@@ -122,9 +131,12 @@ def _lp(steps: int, first_intra: bool, last_intra: bool, ranks: list[int], count
         others = [(k, float(count[k] - (k == h))) for k in hosts if count[k] > (k == h)]
         for s in range(steps):
             for t in CUMULATIVE:
-                fixed = ((t in "YB" and s == 0) or (t in "XR" and s == last)
-                         or (first_intra and s == 0 and t in crossing)
-                         or (last_intra and s == last and t in crossing))
+                fixed = (
+                    (t in "YB" and s == 0)
+                    or (t in "XR" and s == last)
+                    or (first_intra and s == 0 and t in crossing)
+                    or (last_intra and s == last and t in crossing)
+                )
                 lp.row(inc(t, h, s), 0.0, 0.0 if fixed else inf)
             lp.row(add((1, inc("C", h, s)), (-g, inc("X", h, s))), -inf, 0.0)
             lp.row(add((1, inc("D", h, s)), (-g, inc("Y", h, s))), -inf, 0.0)
@@ -132,11 +144,16 @@ def _lp(steps: int, first_intra: bool, last_intra: bool, ranks: list[int], count
             if s > 0:
                 reduce[cum["I", h, s - 1]] = -1.0
             lp.row(reduce, -inf, 0.0)
-            bcast = add((1, {cum["D", h, last]: 1.0}), (-1, {cum["Y", h, last]: 1.0}),
-                        (-1, {cum["J", h, last]: 1.0}), (1, {cum["J", h, s]: 1.0}))
+            bcast = add(
+                (1, {cum["D", h, last]: 1.0}),
+                (-1, {cum["Y", h, last]: 1.0}),
+                (-1, {cum["J", h, last]: 1.0}),
+                (1, {cum["J", h, s]: 1.0}),
+            )
             if s > 0:
-                bcast = add((1, bcast), (-1, {cum["D", h, s - 1]: 1.0}),
-                            (1, {cum["Y", h, s - 1]: 1.0}))
+                bcast = add(
+                    (1, bcast), (-1, {cum["D", h, s - 1]: 1.0}), (1, {cum["Y", h, s - 1]: 1.0})
+                )
             lp.row(bcast, -inf, 0.0)
             covered = {done[k, s]: g * m for k, m in others}
             covered[cum["C", h, s]] = -1.0
@@ -149,12 +166,11 @@ def _lp(steps: int, first_intra: bool, last_intra: bool, ranks: list[int], count
             lp.row({done[h, s]: 1.0, root[h]: -1.0}, -inf, 0.0)
             if s > 0:
                 lp.row({done[h, s]: 1.0, done[h, s - 1]: -1.0}, 0.0, inf)
-            lp.row(add((1, inc("X", h, s)), (1, inc("B", h, s)), (-out[h], {u[s]: 1.0})),
-                   -inf, 0.0)
-            lp.row(add((1, inc("Y", h, s)), (1, inc("R", h, s)), (-inn[h], {u[s]: 1.0})),
-                   -inf, 0.0)
-            lp.row(add((1, inc("I", h, s)), (1, inc("J", h, s)), (-intra[h], {u[s]: 1.0})),
-                   -inf, 0.0)
+            lp.row(add((1, inc("X", h, s)), (1, inc("B", h, s)), (-out[h], {u[s]: 1.0})), -inf, 0.0)
+            lp.row(add((1, inc("Y", h, s)), (1, inc("R", h, s)), (-inn[h], {u[s]: 1.0})), -inf, 0.0)
+            lp.row(
+                add((1, inc("I", h, s)), (1, inc("J", h, s)), (-intra[h], {u[s]: 1.0})), -inf, 0.0
+            )
     for s in range(steps):
         parts = [(float(count[h]), inc(t, h, s)) for h in hosts for t in "XY"]
         lp.row(add(*parts, (-total, {u[s]: 1.0})), -inf, 0.0)
@@ -217,8 +233,15 @@ def _fluid(count: list[int], out: list[float], inn: list[float], total: float) -
     eq[0, :n] = count
     cost = np.zeros(u + 1)
     cost[u] = 1.0
-    res = linprog(cost, A_ub=np.asarray(rows), b_ub=rhs, A_eq=eq, b_eq=[1.0],
-                  bounds=[(0, None)] * (u + 1), method="highs")
+    res = linprog(
+        cost,
+        A_ub=np.asarray(rows),
+        b_ub=rhs,
+        A_eq=eq,
+        b_eq=[1.0],
+        bounds=[(0, None)] * (u + 1),
+        method="highs",
+    )
     return float(res.fun) if res.status == 0 else 0.0
 
 
@@ -291,6 +314,7 @@ def fill_bound(ctx: PlanContext, beat: float = 0.0) -> float:
         o = sum(d["bw"] for r in ranks for _, v, d in graph.out_edges(r, data=True) if v in part)
         i = sum(d["bw"] for r in ranks for v, _, d in graph.in_edges(r, data=True) if v in part)
         intra.append(min(o, i) * scale)
+
     def charge(k: int, quiet: int) -> float:
         """Latency of K steps, ``quiet`` of them (the first, the last) without crossings."""
         return (k - quiet) * cross_s + quiet * step_s
@@ -309,8 +333,10 @@ def fill_bound(ctx: PlanContext, beat: float = 0.0) -> float:
     # the bound is at most any one K's LP plus its latency: where one is (about) below
     # ``beat``, the search cannot raise the bound (by more than GAIN)
     if _lp(most, True, True, sizes, count, out, inn, intra, total) * part_s + charge(
-            most, 2) <= beat * (1 + GAIN):
+        most, 2
+    ) <= beat * (1 + GAIN):
         return _remember(ctx, beat, 0.0)
+
     # the pattern whose first and last steps do not cross, exactly; then one LP without that
     # restriction (below every pattern's LP) charged the latency of one quiet step (below
     # the other patterns' latency), which bounds the other three together and, where it
@@ -323,8 +349,16 @@ def fill_bound(ctx: PlanContext, beat: float = 0.0) -> float:
     if others < best:
         for first, last in ((False, False), (True, False), (False, True)):
             quiet = int(first) + int(last)
-            best = min(best, _least(lambda k, a=first, b=last: lp(k, a, b),
-                                    lambda k, q=quiet: charge(k, q), 2 + quiet, floor, most))
+            best = min(
+                best,
+                _least(
+                    lambda k, a=first, b=last: lp(k, a, b),
+                    lambda k, q=quiet: charge(k, q),
+                    2 + quiet,
+                    floor,
+                    most,
+                ),
+            )
     return _remember(ctx, beat, best)
 
 

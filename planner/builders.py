@@ -31,8 +31,9 @@ class TopologyBuilder:
         return nid
 
     def link(self, src: str, dst: str, bw: float, lat: float, kind: str) -> None:
-        self.links.append({"src": src, "dst": dst, "bandwidth_GBps": bw, "latency_us": lat,
-                           "kind": kind})
+        self.links.append(
+            {"src": src, "dst": dst, "bandwidth_GBps": bw, "latency_us": lat, "kind": kind}
+        )
 
     def dgx_host(self, host: str, gpus: int = 8, nic_GBps: list[float] | None = None) -> list[str]:
         """An NVSwitch host: GPUs on one NVSwitch; GPU pairs and NICs under PCIe switches.
@@ -82,15 +83,22 @@ class TopologyBuilder:
         return {"nodes": self.nodes, "links": self.links}
 
 
-def dgx_cluster(hosts: int, nics_per_host: int = 1, nic_GBps: float = 12.5,
-                slow: dict[int, float] | None = None, gpus: int = 8) -> dict[str, Any]:
+def dgx_cluster(
+    hosts: int,
+    nics_per_host: int = 1,
+    nic_GBps: float = 12.5,
+    slow: dict[int, float] | None = None,
+    gpus: int = 8,
+) -> dict[str, Any]:
     """Hosts of ``gpus`` GPUs; one NIC -> one switch, several NICs -> one rail switch per NIC.
 
     ``slow`` maps a host index to the rate of all its NICs (a slow or degraded host).
     """
     b = TopologyBuilder()
-    rails = [b.node(f"rail{j}" if nics_per_host > 1 else "switch0", "switch")
-             for j in range(nics_per_host)]
+    rails = [
+        b.node(f"rail{j}" if nics_per_host > 1 else "switch0", "switch")
+        for j in range(nics_per_host)
+    ]
     for h in range(hosts):
         rate = (slow or {}).get(h, nic_GBps)
         nics = b.dgx_host(f"h{h}", gpus, [rate] * nics_per_host)
@@ -99,8 +107,13 @@ def dgx_cluster(hosts: int, nics_per_host: int = 1, nic_GBps: float = 12.5,
     return b.to_dict()
 
 
-def two_tier(racks: int = 2, hosts_per_rack: int = 4, gpus: int = 4, nic_GBps: float = 12.5,
-             oversubscription: float = 2.0) -> dict[str, Any]:
+def two_tier(
+    racks: int = 2,
+    hosts_per_rack: int = 4,
+    gpus: int = 4,
+    nic_GBps: float = 12.5,
+    oversubscription: float = 2.0,
+) -> dict[str, Any]:
     """PCIe hosts under top-of-rack switches, ToRs joined by an oversubscribed spine."""
     b = TopologyBuilder()
     spine = b.node("spine0", "switch")
@@ -134,8 +147,9 @@ def star(rates: list[float], latency_us: float = 1.0) -> dict[str, Any]:
     return b.to_dict()
 
 
-def degraded_rail(hosts: int = 4, degraded_host: int = 1, degraded_rail: int = 2,
-                  factor: float = 0.25) -> dict[str, Any]:
+def degraded_rail(
+    hosts: int = 4, degraded_host: int = 1, degraded_rail: int = 2, factor: float = 0.25
+) -> dict[str, Any]:
     """A rail-optimised cluster whose one NIC-to-rail link runs at ``factor`` of its rate."""
     topo = dgx_cluster(hosts, nics_per_host=8, nic_GBps=25.0)
     for link in topo["links"]:

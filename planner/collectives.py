@@ -60,8 +60,10 @@ def _owners(program: Program, n: int, cuts: list[int]) -> list[int]:
     for s in range(nseg):
         roots = [r for r in range(n) if mask[r][s] == full]
         if not roots:
-            raise InfeasibleError("not reduce-then-broadcast: no rank holds the full sum of "
-                                  f"units [{cuts[s]}, {cuts[s + 1]}) after the reduce part")
+            raise InfeasibleError(
+                "not reduce-then-broadcast: no rank holds the full sum of "
+                f"units [{cuts[s]}, {cuts[s + 1]}) after the reduce part"
+            )
         owner.append(roots[0])
     return owner
 
@@ -87,8 +89,9 @@ def _renumber(steps: Sequence[Step], cuts: list[int], new_lo: list[int]) -> list
     for step in steps:
         moved: list[Transfer] = []
         for t in step:
-            runs = sorted((new_lo[s], new_lo[s] + cuts[s + 1] - cuts[s])
-                          for s in range(seg[t.lo], seg[t.hi]))
+            runs = sorted(
+                (new_lo[s], new_lo[s] + cuts[s + 1] - cuts[s]) for s in range(seg[t.lo], seg[t.hi])
+            )
             lo, hi = runs[0]
             for a, b in runs[1:]:
                 if a != hi:
@@ -105,8 +108,9 @@ def split_allreduce(program: Program, n: int, algorithm: str = "") -> SplitProgr
     reduce_steps = [s for s in ([t for t in s if t.reduce] for s in program.steps) if s]
     bcast_steps = [s for s in ([t for t in s if not t.reduce] for s in program.steps) if s]
     if n == 1:
-        return SplitProgram(algorithm, Program(1, []), Program(1, []), [(0, 1)],
-                            {"owned_units": [1]})
+        return SplitProgram(
+            algorithm, Program(1, []), Program(1, []), [(0, 1)], {"owned_units": [1]}
+        )
     cuts = _cuts(program)
     owner = _owners(Program(program.units, reduce_steps), n, cuts)
     _check_gather(Program(program.units, bcast_steps), owner, n, cuts)
@@ -122,17 +126,22 @@ def split_allreduce(program: Program, n: int, algorithm: str = "") -> SplitProgr
     for c in counts:
         shards.append((lo, lo + c))
         lo += c
-    return SplitProgram(algorithm, Program(program.units, _renumber(reduce_steps, cuts, new_lo)),
-                        Program(program.units, _renumber(bcast_steps, cuts, new_lo)), shards,
-                        {"owned_units": counts})
+    return SplitProgram(
+        algorithm,
+        Program(program.units, _renumber(reduce_steps, cuts, new_lo)),
+        Program(program.units, _renumber(bcast_steps, cuts, new_lo)),
+        shards,
+        {"owned_units": counts},
+    )
 
 
 def equal_shards(shards: Sequence[tuple[int, int]]) -> bool:
     return len({b - a for a, b in shards}) == 1
 
 
-def price_splits(ctx: PlanContext, names: Sequence[str], shards: str = "equal"
-                 ) -> tuple[dict[str, tuple[SplitProgram, float, float]], dict[str, str]]:
+def price_splits(
+    ctx: PlanContext, names: Sequence[str], shards: str = "equal"
+) -> tuple[dict[str, tuple[SplitProgram, float, float]], dict[str, str]]:
     """Build and split every named algorithm; ({name: (split, rs time, ag time)}, why not)."""
     priced: dict[str, tuple[SplitProgram, float, float]] = {}
     infeasible: dict[str, str] = {}
@@ -144,8 +153,10 @@ def price_splits(ctx: PlanContext, names: Sequence[str], shards: str = "equal"
             infeasible[name] = str(exc)
             continue
         if shards == "equal" and not equal_shards(split.shards):
-            infeasible[name] = ("its roots own unequal unit counts "
-                                f"{split.details['owned_units']}; ask for shards 'any'")
+            infeasible[name] = (
+                "its roots own unequal unit counts "
+                f"{split.details['owned_units']}; ask for shards 'any'"
+            )
             continue
         priced[name] = (split, _price(ctx, split.rs), _price(ctx, split.ag))
     return priced, infeasible
@@ -155,9 +166,17 @@ def _price(ctx: PlanContext, program: Program) -> float:
     return ctx.cost.program_time(ctx.ranks, program, ctx.size_bytes)
 
 
-def make_collective_plan(topo: Any, ranks: list[str], size_bytes: int, algorithm: str,
-                         collective: str, *, shards: str = "equal", seed: int = 0,
-                         min_step_s: float = 0.0) -> dict[str, Any]:
+def make_collective_plan(
+    topo: Any,
+    ranks: list[str],
+    size_bytes: int,
+    algorithm: str,
+    collective: str,
+    *,
+    shards: str = "equal",
+    seed: int = 0,
+    min_step_s: float = 0.0,
+) -> dict[str, Any]:
     """A reduce-scatter or all-gather plan document (CONTRACTS section 3, with ``shards``)."""
     from syncplan.planner.plan import PLAN_FORMAT_VERSION, TIE_TOLERANCE, plan_id, with_routes
 
@@ -170,18 +189,24 @@ def make_collective_plan(topo: Any, ranks: list[str], size_bytes: int, algorithm
     names = list(ALGORITHMS) if algorithm == "auto" else [algorithm]
     splits, infeasible = price_splits(ctx, names, shards)
     half_of = 1 if collective == "reducescatter" else 2
-    priced = {k: (v[0], v[0].rs if half_of == 1 else v[0].ag, v[half_of])
-              for k, v in splits.items()}
+    priced = {
+        k: (v[0], v[0].rs if half_of == 1 else v[0].ag, v[half_of]) for k, v in splits.items()
+    }
     if not priced:
-        raise InfeasibleError(f"no algorithm can serve this {collective}: " +
-                              "; ".join(f"{k}: {v}" for k, v in infeasible.items()))
+        raise InfeasibleError(
+            f"no algorithm can serve this {collective}: "
+            + "; ".join(f"{k}: {v}" for k, v in infeasible.items())
+        )
     fastest = min(p[2] for p in priced.values())
     order = {name: i for i, name in enumerate(ALGORITHMS)}
-    chosen = min((k for k, p in priced.items() if p[2] <= fastest * (1 + TIE_TOLERANCE)),
-                 key=lambda k: (order.get(k, len(order)), priced[k][2]))
+    chosen = min(
+        (k for k, p in priced.items() if p[2] <= fastest * (1 + TIE_TOLERANCE)),
+        key=lambda k: (order.get(k, len(order)), priced[k][2]),
+    )
     split, half, predicted = priced[chosen]
-    bound: CollectiveBound = collective_bound(ctx, collective, split.shards if shards == "equal"
-                                              else None, split.rs.units)
+    bound: CollectiveBound = collective_bound(
+        ctx, collective, split.shards if shards == "equal" else None, split.rs.units
+    )
     program = with_routes(half, ranks, ctx.router)
     doc: dict[str, Any] = {
         "plan_id": "",

@@ -40,8 +40,10 @@ def compact_program(program: dict[str, Any]) -> dict[str, Any]:
     if keys not in (["units", "steps"], ["units", "routes", "steps"]):
         raise CompactError(f"program has fields {keys}, not units and steps (and routes)")
     table = program.get("routes")
-    if table is not None and not (isinstance(table, list) and all(
-            isinstance(p, list) and all(isinstance(n, str) for n in p) for p in table)):
+    if table is not None and not (
+        isinstance(table, list)
+        and all(isinstance(p, list) and all(isinstance(n, str) for n in p) for p in table)
+    ):
         raise CompactError("program.routes is not a list of paths")
     paths: dict[tuple[str, ...], int] = {}
     for k, path in enumerate(table or ()):
@@ -51,19 +53,32 @@ def compact_program(program: dict[str, Any]) -> dict[str, Any]:
     per_pair = True
     steps: list[dict[str, list[int]]] = []
     for s, step in enumerate(program["steps"]):
-        cols: dict[str, list[int]] = {"src": [], "dst": [], "lo": [], "hi": [], "reduce": [],
-                                      "path": []}
+        cols: dict[str, list[int]] = {
+            "src": [],
+            "dst": [],
+            "lo": [],
+            "hi": [],
+            "reduce": [],
+            "path": [],
+        }
         for i, t in enumerate(step):
             if not isinstance(t, dict) or not set(t) <= _FIELDS or len(t) < 4:
                 raise CompactError(f"steps[{s}][{i}]: not a plain transfer")
             src, dst, chunk, reduce = t["src"], t["dst"], t["chunk"], t["reduce"]
-            if not (_is_int(src) and _is_int(dst) and isinstance(chunk, list)
-                    and len(chunk) == 2 and _is_int(chunk[0]) and _is_int(chunk[1])
-                    and isinstance(reduce, bool)):
+            if not (
+                _is_int(src)
+                and _is_int(dst)
+                and isinstance(chunk, list)
+                and len(chunk) == 2
+                and _is_int(chunk[0])
+                and _is_int(chunk[1])
+                and isinstance(reduce, bool)
+            ):
                 raise CompactError(f"steps[{s}][{i}]: not a plain transfer")
             path = t.get("path")
-            if "path" in t and not (isinstance(path, list)
-                                    and all(isinstance(n, str) for n in path)):
+            if "path" in t and not (
+                isinstance(path, list) and all(isinstance(n, str) for n in path)
+            ):
                 raise CompactError(f"steps[{s}][{i}]: path is not a list of node ids")
             if (table is not None) != ("route" in t) and ("path" in t or "route" in t):
                 raise CompactError(f"steps[{s}][{i}]: routes and inline paths mixed")
@@ -82,8 +97,11 @@ def compact_program(program: dict[str, Any]) -> dict[str, Any]:
             cols["reduce"].append(int(reduce))
             cols["path"].append(p)
         steps.append(cols)
-    out: dict[str, Any] = {"encoding": ENCODING, "units": program["units"],
-                           "paths": [list(p) for p in paths]}
+    out: dict[str, Any] = {
+        "encoding": ENCODING,
+        "units": program["units"],
+        "paths": [list(p) for p in paths],
+    }
     if table is not None:
         out["route_table"] = True
     if per_pair:
@@ -106,6 +124,7 @@ def expand_program(compact: Any) -> dict[str, Any]:
     raw_steps = compact.get("steps")
     if not isinstance(raw_steps, list):
         raise CompactError(f"{COMPACT_KEY}.steps must be a list")
+
     def path_of(p: Any, where: str) -> list[str] | None:
         if p == -1 and _is_int(p):
             return None
@@ -118,10 +137,10 @@ def expand_program(compact: Any) -> dict[str, Any]:
         try:
             triples = [(a, b, p) for a, b, p in compact["routes"]]
         except (TypeError, ValueError):
-            raise CompactError(f"{COMPACT_KEY}.routes must be [src, dst, path] triples"
-                               ) from None
-        route = {(a, b): path_of(p, f"{COMPACT_KEY}.routes[{i}]")
-                 for i, (a, b, p) in enumerate(triples)}
+            raise CompactError(f"{COMPACT_KEY}.routes must be [src, dst, path] triples") from None
+        route = {
+            (a, b): path_of(p, f"{COMPACT_KEY}.routes[{i}]") for i, (a, b, p) in enumerate(triples)
+        }
     table = compact.get("route_table") is True  # the program lists its paths in routes
     index_of = {id(p): k for k, p in enumerate(paths)}
     steps: list[list[dict[str, Any]]] = []
@@ -141,13 +160,12 @@ def expand_program(compact: Any) -> dict[str, Any]:
                 try:
                     pcol.append(route[k])
                 except (KeyError, TypeError):
-                    raise CompactError(f"{where}[{i}]: no route for {k[0]!r} -> {k[1]!r}"
-                                       ) from None
+                    raise CompactError(f"{where}[{i}]: no route for {k[0]!r} -> {k[1]!r}") from None
         step: list[dict[str, Any]] = []
-        for src, dst, lo, hi, red, path in zip(cols["src"], cols["dst"], cols["lo"],
-                                               cols["hi"], cols["reduce"], pcol, strict=True):
-            t: dict[str, Any] = {"src": src, "dst": dst, "chunk": [lo, hi],
-                                 "reduce": bool(red)}
+        for src, dst, lo, hi, red, path in zip(
+            cols["src"], cols["dst"], cols["lo"], cols["hi"], cols["reduce"], pcol, strict=True
+        ):
+            t: dict[str, Any] = {"src": src, "dst": dst, "chunk": [lo, hi], "reduce": bool(red)}
             if path is not None:
                 if table:
                     t["route"] = index_of[id(path)]
@@ -156,15 +174,16 @@ def expand_program(compact: Any) -> dict[str, Any]:
             step.append(t)
         steps.append(step)
     if table:
-        return {"units": compact.get("units"), "routes": [p.copy() for p in paths],
-                "steps": steps}
+        return {"units": compact.get("units"), "routes": [p.copy() for p in paths], "steps": steps}
     return {"units": compact.get("units"), "steps": steps}
 
 
 def compact_document(doc: dict[str, Any]) -> dict[str, Any]:
     """``doc`` with ``program`` replaced by ``program_compact`` (same key position)."""
-    return {(COMPACT_KEY if k == "program" else k): (compact_program(v) if k == "program"
-                                                       else v) for k, v in doc.items()}
+    return {
+        (COMPACT_KEY if k == "program" else k): (compact_program(v) if k == "program" else v)
+        for k, v in doc.items()
+    }
 
 
 def expand_document(doc: dict[str, Any]) -> dict[str, Any]:
@@ -174,8 +193,10 @@ def expand_document(doc: dict[str, Any]) -> dict[str, Any]:
         return doc
     if "program" in doc:
         raise CompactError(f"document has both program and {COMPACT_KEY}")
-    return {("program" if k == COMPACT_KEY else k): (expand_program(v) if k == COMPACT_KEY
-                                                       else v) for k, v in doc.items()}
+    return {
+        ("program" if k == COMPACT_KEY else k): (expand_program(v) if k == COMPACT_KEY else v)
+        for k, v in doc.items()
+    }
 
 
 def _is_int(x: Any) -> bool:

@@ -33,9 +33,15 @@ from syncplan.planner.routing import Router
 
 
 class CostModel:
-    def __init__(self, router: Router, min_step_s: float = 0.0,
-                 message_overhead_s: float = 0.0, message_cores: int | None = None,
-                 exchange_overhead_s: float = 0.0, switch_overhead: float = 0.0) -> None:
+    def __init__(
+        self,
+        router: Router,
+        min_step_s: float = 0.0,
+        message_overhead_s: float = 0.0,
+        message_cores: int | None = None,
+        exchange_overhead_s: float = 0.0,
+        switch_overhead: float = 0.0,
+    ) -> None:
         if min_step_s < 0:
             raise ValueError("min_step_s must be >= 0")
         if message_overhead_s < 0:
@@ -44,9 +50,11 @@ class CostModel:
             raise ValueError("exchange_overhead_s must be >= 0")
         if not switch_overhead >= 0:
             raise ValueError("switch_overhead must be >= 0")
-        if message_cores is not None and (isinstance(message_cores, bool)
-                                          or not isinstance(message_cores, int)
-                                          or message_cores < 0):
+        if message_cores is not None and (
+            isinstance(message_cores, bool)
+            or not isinstance(message_cores, int)
+            or message_cores < 0
+        ):
             raise ValueError("message_cores must be a whole number >= 0 (0 or None: unlimited)")
         self.router = router
         self.min_step_s = min_step_s
@@ -67,8 +75,13 @@ class CostModel:
     def route(self, ranks: Sequence[str], t: Transfer) -> tuple[str, ...]:
         return t.path if t.path is not None else self.router.path(ranks[t.src], ranks[t.dst])
 
-    def step_time(self, ranks: Sequence[str], step: Sequence[Transfer],
-                  bytes_per_unit: float, weights: np.ndarray | None = None) -> float:
+    def step_time(
+        self,
+        ranks: Sequence[str],
+        step: Sequence[Transfer],
+        bytes_per_unit: float,
+        weights: np.ndarray | None = None,
+    ) -> float:
         """Time of one step; ``weights[i]`` (default 1) scales transfer i's bytes (the
         expected fraction of its units a sparse run sends)."""
         if not step:
@@ -80,9 +93,13 @@ class CostModel:
             base = overlapped(base, self.message_ends(step), o)
         return base + x * exchange_ends(step, self.message_cores) if x else base
 
-    def transfer_wires(self, ranks: Sequence[str], step: Sequence[Transfer],
-                       bytes_per_unit: float, weights: np.ndarray | None = None
-                       ) -> tuple[np.ndarray, np.ndarray]:
+    def transfer_wires(
+        self,
+        ranks: Sequence[str],
+        step: Sequence[Transfer],
+        bytes_per_unit: float,
+        weights: np.ndarray | None = None,
+    ) -> tuple[np.ndarray, np.ndarray]:
         """Per transfer of a non-empty step: its wire time (its bytes' share of its busiest
         arc, the step's transfers sharing every arc) and its path's latency."""
         path_arcs = self._path_arcs
@@ -91,14 +108,15 @@ class CostModel:
         for i, t in enumerate(step):
             arcs, lats[i] = path_arcs(route(ranks, t))
             arc_lists.append(arcs)
-        nbytes = np.fromiter((t.hi - t.lo for t in step), dtype=np.float64,
-                             count=len(step)) * bytes_per_unit
+        nbytes = (
+            np.fromiter((t.hi - t.lo for t in step), dtype=np.float64, count=len(step))
+            * bytes_per_unit
+        )
         if weights is not None:
             nbytes = nbytes * weights
         counts = np.fromiter(map(len, arc_lists), dtype=np.int64, count=len(step))
         flat = np.concatenate(arc_lists)
-        loads = np.bincount(flat, weights=np.repeat(nbytes, counts),
-                            minlength=len(self.router.bw))
+        loads = np.bincount(flat, weights=np.repeat(nbytes, counts), minlength=len(self.router.bw))
         ratio = loads[flat] / self.router.bw[flat]
         offsets = np.concatenate(([0], np.cumsum(counts)[:-1]))
         return np.maximum.reduceat(ratio, offsets), lats
@@ -115,8 +133,9 @@ class CostModel:
             total = sum(self._wire_step_times(ranks, program.steps, bpu).tolist())
         return total + self.switch_time(ranks, program, bpu) if self.switch_overhead else total
 
-    def _wire_step_times(self, ranks: Sequence[str], steps: Sequence[Sequence[Transfer]],
-                         bytes_per_unit: float) -> np.ndarray:
+    def _wire_step_times(
+        self, ranks: Sequence[str], steps: Sequence[Sequence[Transfer]], bytes_per_unit: float
+    ) -> np.ndarray:
         """``step_time`` of every step without message or exchange overhead, for all steps at
         once (the same sums in the same order: equal to the step-by-step figures)."""
         ids: dict = {}  # a pinned path, or (src, dst) for the router's route
@@ -161,8 +180,7 @@ class CostModel:
         out[live] = np.maximum(np.maximum.reduceat(finish, step_start), self.min_step_s)
         return out
 
-    def switch_time(self, ranks: Sequence[str], program: Program, bytes_per_unit: float
-                    ) -> float:
+    def switch_time(self, ranks: Sequence[str], program: Program, bytes_per_unit: float) -> float:
         """``switch_overhead`` times, summed over the steps, the wire time of each step's
         slowest switched transfer (``switched``)."""
         total, prev = 0.0, None
@@ -190,8 +208,9 @@ def message_ends(step: Sequence[Transfer], message_cores: int | None = None) -> 
     when that is more: the messages a step's per-message overhead is paid for."""
     if not step:
         return 0.0
-    ends = np.fromiter((r for t in step for r in (t.src, t.dst)), dtype=np.int64,
-                       count=2 * len(step))
+    ends = np.fromiter(
+        (r for t in step for r in (t.src, t.dst)), dtype=np.int64, count=2 * len(step)
+    )
     busiest = float(np.bincount(ends).max())
     if message_cores:
         busiest = max(busiest, 2 * len(step) / message_cores)

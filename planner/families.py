@@ -32,9 +32,24 @@ LAT_DIRECT, LAT_SWITCH = 1.0, 2.0
 
 # DGX-1V NVLink: quads 0-3 and 4-7 fully connected plus i <-> i+4; 6 links per GPU, so two of
 # each GPU's 4 neighbours get 2 links (the NV2 entries of ``nvidia-smi topo -m`` on a DGX-1V).
-CUBE_MESH_PAIRS = [(0, 1), (0, 2), (0, 3), (1, 2), (1, 3), (2, 3),
-                   (4, 5), (4, 6), (4, 7), (5, 6), (5, 7), (6, 7),
-                   (0, 4), (1, 5), (2, 6), (3, 7)]
+CUBE_MESH_PAIRS = [
+    (0, 1),
+    (0, 2),
+    (0, 3),
+    (1, 2),
+    (1, 3),
+    (2, 3),
+    (4, 5),
+    (4, 6),
+    (4, 7),
+    (5, 6),
+    (5, 7),
+    (6, 7),
+    (0, 4),
+    (1, 5),
+    (2, 6),
+    (3, 7),
+]
 CUBE_MESH_DOUBLE = frozenset({(0, 3), (0, 4), (1, 2), (1, 5), (2, 3), (4, 7), (5, 6), (6, 7)})
 
 Pair = tuple[int, int]
@@ -47,8 +62,9 @@ class FamilyBuilder(TopologyBuilder):
         super().__init__()
         self._index: dict[tuple[str, str, bool], int] = {}
 
-    def add(self, src: str, dst: str, bw: float, lat: float, kind: str,
-            directed: bool = False) -> None:
+    def add(
+        self, src: str, dst: str, bw: float, lat: float, kind: str, directed: bool = False
+    ) -> None:
         key = (src, dst, True) if directed else (*sorted((src, dst)), False)
         if key in self._index:
             self.links[self._index[key]]["bandwidth_GBps"] += bw
@@ -71,9 +87,15 @@ def _check_factor(factor: float) -> None:
         raise ValueError(f"degradation factor must be in (0, 1], got {factor}")
 
 
-def add_cube_mesh_host(b: FamilyBuilder, host: str, nvlink_gen: int = 2, nics: int = 0,
-                       nic_GBps: float = 12.5, degraded: Pair | None = None,
-                       factor: float = 0.25) -> list[str]:
+def add_cube_mesh_host(
+    b: FamilyBuilder,
+    host: str,
+    nvlink_gen: int = 2,
+    nics: int = 0,
+    nic_GBps: float = 12.5,
+    degraded: Pair | None = None,
+    factor: float = 0.25,
+) -> list[str]:
     """A DGX-1-style host into ``b``; returns its NIC ids.
 
     8 GPUs on the hybrid cube-mesh (CUBE_MESH_PAIRS; with ``nvlink_gen=2`` the
@@ -112,8 +134,14 @@ def add_cube_mesh_host(b: FamilyBuilder, host: str, nvlink_gen: int = 2, nics: i
     return out
 
 
-def hybrid_cube_mesh(hosts: int = 1, nvlink_gen: int = 2, nics: int = 0, nic_GBps: float = 12.5,
-                     degraded: Pair | None = None, factor: float = 0.25) -> dict[str, Any]:
+def hybrid_cube_mesh(
+    hosts: int = 1,
+    nvlink_gen: int = 2,
+    nics: int = 0,
+    nic_GBps: float = 12.5,
+    degraded: Pair | None = None,
+    factor: float = 0.25,
+) -> dict[str, Any]:
     """DGX-1-style hosts (see add_cube_mesh_host); several hosts share one switch by their NICs.
 
     ``degraded`` applies to host h0 only.
@@ -123,15 +151,21 @@ def hybrid_cube_mesh(hosts: int = 1, nvlink_gen: int = 2, nics: int = 0, nic_GBp
     b = FamilyBuilder()
     sw = b.node("switch0", "switch") if hosts > 1 else None
     for h in range(hosts):
-        for nic in add_cube_mesh_host(b, f"h{h}", nvlink_gen, nics, nic_GBps,
-                                      degraded if h == 0 else None, factor):
+        for nic in add_cube_mesh_host(
+            b, f"h{h}", nvlink_gen, nics, nic_GBps, degraded if h == 0 else None, factor
+        ):
             if sw is not None:
                 b.add(nic, sw, nic_GBps, LAT_SWITCH, "network")
     return b.to_dict()
 
 
-def full_mesh(gpus: int = 8, link_GBps: float = XGMI_GBPS, pcie: bool = True,
-              slow_pair: Pair | None = None, factor: float = 0.25) -> dict[str, Any]:
+def full_mesh(
+    gpus: int = 8,
+    link_GBps: float = XGMI_GBPS,
+    pcie: bool = True,
+    slow_pair: Pair | None = None,
+    factor: float = 0.25,
+) -> dict[str, Any]:
     """One host of ``gpus`` GPUs, every pair joined by one xGMI link (MI250X/MI300X style).
 
     With ``pcie`` each GPU also has a PCIe gen4 link to one CPU socket. ``slow_pair``: the
@@ -157,9 +191,17 @@ def full_mesh(gpus: int = 8, link_GBps: float = XGMI_GBPS, pcie: bool = True,
     return b.to_dict()
 
 
-def _direct_grid(rows: int, cols: int, wrap: bool, gpus_per_host: int, link_GBps: float,
-                 intra_GBps: float, ports: bool, degraded: int | None,
-                 factor: float) -> dict[str, Any]:
+def _direct_grid(
+    rows: int,
+    cols: int,
+    wrap: bool,
+    gpus_per_host: int,
+    link_GBps: float,
+    intra_GBps: float,
+    ports: bool,
+    degraded: int | None,
+    factor: float,
+) -> dict[str, Any]:
     """Hosts on a rows x cols grid wired to their neighbours; ``degraded`` indexes the
     inter-host links in the order they are made (row-major, east link before south link)."""
     if rows < 1 or cols < 1 or rows * cols < 2:
@@ -207,30 +249,52 @@ def _direct_grid(rows: int, cols: int, wrap: bool, gpus_per_host: int, link_GBps
     return b.to_dict()
 
 
-def mesh2d(rows: int, cols: int, gpus_per_host: int = 1, link_GBps: float = DIRECT_GBPS,
-           intra_GBps: float = 2 * NVLINK2_GBPS, ports: bool = False,
-           degraded: int | None = None, factor: float = 0.25) -> dict[str, Any]:
+def mesh2d(
+    rows: int,
+    cols: int,
+    gpus_per_host: int = 1,
+    link_GBps: float = DIRECT_GBPS,
+    intra_GBps: float = 2 * NVLINK2_GBPS,
+    ports: bool = False,
+    degraded: int | None = None,
+    factor: float = 0.25,
+) -> dict[str, Any]:
     """A 2D mesh of hosts wired directly to their neighbours, no switch (TPU-slice style).
 
     ``gpus_per_host`` GPUs per host are fully connected at ``intra_GBps``; with ``ports`` each
     host has one forwarding port node (kind ``nic``) per direction. ``degraded``: the index
     of the inter-host link (row-major, east then south) running at ``factor``.
     """
-    return _direct_grid(rows, cols, False, gpus_per_host, link_GBps, intra_GBps, ports,
-                        degraded, factor)
+    return _direct_grid(
+        rows, cols, False, gpus_per_host, link_GBps, intra_GBps, ports, degraded, factor
+    )
 
 
-def torus(rows: int, cols: int, gpus_per_host: int = 1, link_GBps: float = DIRECT_GBPS,
-          intra_GBps: float = 2 * NVLINK2_GBPS, ports: bool = False,
-          degraded: int | None = None, factor: float = 0.25) -> dict[str, Any]:
+def torus(
+    rows: int,
+    cols: int,
+    gpus_per_host: int = 1,
+    link_GBps: float = DIRECT_GBPS,
+    intra_GBps: float = 2 * NVLINK2_GBPS,
+    ports: bool = False,
+    degraded: int | None = None,
+    factor: float = 0.25,
+) -> dict[str, Any]:
     """mesh2d with wrap-around links on every axis longer than 2."""
-    return _direct_grid(rows, cols, True, gpus_per_host, link_GBps, intra_GBps, ports,
-                        degraded, factor)
+    return _direct_grid(
+        rows, cols, True, gpus_per_host, link_GBps, intra_GBps, ports, degraded, factor
+    )
 
 
-def host_ring(hosts: int, gpus_per_host: int = 2, link_GBps: float = DIRECT_GBPS,
-              intra_GBps: float = 2 * NVLINK2_GBPS, ports: bool = False,
-              slow: int | None = None, factor: float = 0.25) -> dict[str, Any]:
+def host_ring(
+    hosts: int,
+    gpus_per_host: int = 2,
+    link_GBps: float = DIRECT_GBPS,
+    intra_GBps: float = 2 * NVLINK2_GBPS,
+    ports: bool = False,
+    slow: int | None = None,
+    factor: float = 0.25,
+) -> dict[str, Any]:
     """A ring of hosts, each cabled directly to the next (2 hosts: one cable).
 
     A cable leaves a host from its last GPU and enters the next host at its GPU 0. ``slow``:
@@ -238,14 +302,23 @@ def host_ring(hosts: int, gpus_per_host: int = 2, link_GBps: float = DIRECT_GBPS
     """
     if hosts < 2:
         raise ValueError("a ring needs at least 2 hosts")
-    return _direct_grid(1, hosts, True, gpus_per_host, link_GBps, intra_GBps, ports, slow,
-                        factor)
+    return _direct_grid(1, hosts, True, gpus_per_host, link_GBps, intra_GBps, ports, slow, factor)
 
 
-def fat_tree3(pods: int = 2, tors_per_pod: int = 2, hosts_per_tor: int = 2, gpus: int = 2,
-              nics_per_host: int = 1, nic_GBps: float = 25.0, aggs_per_pod: int = 2,
-              cores: int = 2, oversubscription: float = 2.0, slow_host: int | None = None,
-              slow_uplink: int | None = None, factor: float = 0.25) -> dict[str, Any]:
+def fat_tree3(
+    pods: int = 2,
+    tors_per_pod: int = 2,
+    hosts_per_tor: int = 2,
+    gpus: int = 2,
+    nics_per_host: int = 1,
+    nic_GBps: float = 25.0,
+    aggs_per_pod: int = 2,
+    cores: int = 2,
+    oversubscription: float = 2.0,
+    slow_host: int | None = None,
+    slow_uplink: int | None = None,
+    factor: float = 0.25,
+) -> dict[str, Any]:
     """Three-tier fat tree: PCIe hosts -> ToR -> aggregation (per pod) -> core.
 
     A ToR's uplinks carry 1/``oversubscription`` of its hosts' NIC rate, spread over the pod's
@@ -272,8 +345,13 @@ def fat_tree3(pods: int = 2, tors_per_pod: int = 2, hosts_per_tor: int = 2, gpus
             tor = b.node(f"pod{p}/tor{t}", "switch")
             for a, agg in enumerate(aggs):
                 slow = tor_index == slow_uplink and a == 0
-                b.add(tor, agg, tor_up / aggs_per_pod * (factor if slow else 1.0), LAT_SWITCH,
-                      "network")
+                b.add(
+                    tor,
+                    agg,
+                    tor_up / aggs_per_pod * (factor if slow else 1.0),
+                    LAT_SWITCH,
+                    "network",
+                )
             for _ in range(hosts_per_tor):
                 rate = nic_GBps * (factor if host_index == slow_host else 1.0)
                 for nic in b.pcie_host(f"p{p}t{t}h{host_index}", gpus, [rate] * nics_per_host):
@@ -294,14 +372,25 @@ def random_two_switch(seed: int, max_hosts: int = 6, max_gpus: int = 4) -> dict[
         rates = [rng.choice([3.125, 6.25, 12.5, 25.0, 50.0]) for _ in range(rng.randint(1, 2))]
         make = b.dgx_host if rng.random() < 0.5 else b.pcie_host
         for nic, rate in zip(make(f"h{h}", rng.randint(1, max_gpus), rates), rates, strict=True):
-            b.add(nic, sw[h % 2 if h < 2 else rng.randint(0, 1)], rate,
-                  round(rng.uniform(1.0, 5.0), 2), "network")
+            b.add(
+                nic,
+                sw[h % 2 if h < 2 else rng.randint(0, 1)],
+                rate,
+                round(rng.uniform(1.0, 5.0), 2),
+                "network",
+            )
     return b.to_dict()
 
 
-def directed_cluster(hosts: int = 4, gpus_per_host: int = 2, forward_GBps: float = 25.0,
-                     reverse_GBps: float = 6.25, intra_GBps: float = 2 * NVLINK2_GBPS,
-                     slow: int | None = None, factor: float = 0.25) -> dict[str, Any]:
+def directed_cluster(
+    hosts: int = 4,
+    gpus_per_host: int = 2,
+    forward_GBps: float = 25.0,
+    reverse_GBps: float = 6.25,
+    intra_GBps: float = 2 * NVLINK2_GBPS,
+    slow: int | None = None,
+    factor: float = 0.25,
+) -> dict[str, Any]:
     """Hosts on a directed ring (NIC h -> NIC h+1 at ``forward_GBps``) with a slower reverse
     ring (NIC h+1 -> NIC h at ``reverse_GBps``): asymmetric links, ``"directed": true``.
 
@@ -317,7 +406,7 @@ def directed_cluster(hosts: int = 4, gpus_per_host: int = 2, forward_GBps: float
         nics.append(b.node(f"h{h}/nic0", "nic", f"h{h}"))
         for i, gid in enumerate(gpu):
             b.add(gid, nics[-1], PCIE_GBPS, LAT_PCIE, "pcie")
-            for other in gpu[i + 1:]:
+            for other in gpu[i + 1 :]:
                 b.add(gid, other, intra_GBps, LAT_NVLINK, "nvlink")
     if slow is not None:
         _check_factor(factor)
@@ -341,9 +430,14 @@ def _random_member(family: str, rng: random.Random, max_ranks: int) -> dict[str,
         if max_ranks < 8:
             raise ValueError("hybrid_cube_mesh needs max_ranks >= 8")
         hosts = rng.randint(1, min(2, max_ranks // 8))
-        return hybrid_cube_mesh(hosts, rng.choice([1, 2]), rng.randint(1 if hosts > 1 else 0, 4),
-                                rng.choice([12.5, 25.0]),
-                                rng.choice(CUBE_MESH_PAIRS) if _maybe(rng) else None, factor)
+        return hybrid_cube_mesh(
+            hosts,
+            rng.choice([1, 2]),
+            rng.randint(1 if hosts > 1 else 0, 4),
+            rng.choice([12.5, 25.0]),
+            rng.choice(CUBE_MESH_PAIRS) if _maybe(rng) else None,
+            factor,
+        )
     if family == "full_mesh":
         gpus = rng.randint(2, min(8, max_ranks))
         pair = tuple(rng.sample(range(gpus), 2)) if _maybe(rng) else None
@@ -357,12 +451,17 @@ def _random_member(family: str, rng: random.Random, max_ranks: int) -> dict[str,
             rows = rng.randint(1, min(4, hosts_max // 2))
             cols = rng.randint(2, min(4, hosts_max // rows))
         make = {"mesh2d": mesh2d, "torus": torus}.get(family)
-        ncables = len(_direct_grid(rows, cols, family != "mesh2d", 1, 1.0, 1.0, False, None,
-                                   1.0)["links"])
+        ncables = len(
+            _direct_grid(rows, cols, family != "mesh2d", 1, 1.0, 1.0, False, None, 1.0)["links"]
+        )
         degraded = rng.randrange(ncables) if _maybe(rng) else None
-        kw = {"gpus_per_host": g, "link_GBps": rng.choice([12.5, 25.0, 50.0]),
-              "intra_GBps": rng.choice([25.0, 50.0, 100.0]), "ports": _maybe(rng),
-              "factor": factor}
+        kw = {
+            "gpus_per_host": g,
+            "link_GBps": rng.choice([12.5, 25.0, 50.0]),
+            "intra_GBps": rng.choice([25.0, 50.0, 100.0]),
+            "ports": _maybe(rng),
+            "factor": factor,
+        }
         if make is None:
             return host_ring(cols, slow=degraded, **kw)
         return make(rows, cols, degraded=degraded, **kw)
@@ -377,13 +476,18 @@ def _random_member(family: str, rng: random.Random, max_ranks: int) -> dict[str,
             gpus = 1
         nhosts, ntors = dims[0] * dims[1] * dims[2], dims[0] * dims[1]
         slow = rng.choice(["none", "host", "uplink"])
-        return fat_tree3(*dims, gpus=gpus, nics_per_host=rng.randint(1, 2),
-                         nic_GBps=rng.choice([12.5, 25.0, 50.0]),
-                         aggs_per_pod=rng.randint(1, 2), cores=rng.randint(1, 2),
-                         oversubscription=rng.choice([1.0, 2.0, 3.0]),
-                         slow_host=rng.randrange(nhosts) if slow == "host" else None,
-                         slow_uplink=rng.randrange(ntors) if slow == "uplink" else None,
-                         factor=factor)
+        return fat_tree3(
+            *dims,
+            gpus=gpus,
+            nics_per_host=rng.randint(1, 2),
+            nic_GBps=rng.choice([12.5, 25.0, 50.0]),
+            aggs_per_pod=rng.randint(1, 2),
+            cores=rng.randint(1, 2),
+            oversubscription=rng.choice([1.0, 2.0, 3.0]),
+            slow_host=rng.randrange(nhosts) if slow == "host" else None,
+            slow_uplink=rng.randrange(ntors) if slow == "uplink" else None,
+            factor=factor,
+        )
     if family == "random_two_switch":
         max_gpus = min(4, max_ranks // 2)
         return random_two_switch(rng.randrange(1 << 30), max(2, max_ranks // max_gpus), max_gpus)
@@ -391,14 +495,28 @@ def _random_member(family: str, rng: random.Random, max_ranks: int) -> dict[str,
         g = rng.randint(1, min(3, max_ranks // 3))
         hosts = rng.randint(3, max(3, min(8, max_ranks // g)))
         fwd = rng.choice([12.5, 25.0, 50.0])
-        return directed_cluster(hosts, g, fwd, fwd * rng.choice([0.125, 0.25, 0.5, 1.0]),
-                                rng.choice([25.0, 50.0]),
-                                rng.randrange(hosts) if _maybe(rng) else None, factor)
+        return directed_cluster(
+            hosts,
+            g,
+            fwd,
+            fwd * rng.choice([0.125, 0.25, 0.5, 1.0]),
+            rng.choice([25.0, 50.0]),
+            rng.randrange(hosts) if _maybe(rng) else None,
+            factor,
+        )
     raise ValueError(f"unknown family {family!r}; choose one of {', '.join(FAMILIES)}")
 
 
-FAMILIES = ("hybrid_cube_mesh", "full_mesh", "mesh2d", "torus", "host_ring", "fat_tree3",
-            "random_two_switch", "directed_cluster")
+FAMILIES = (
+    "hybrid_cube_mesh",
+    "full_mesh",
+    "mesh2d",
+    "torus",
+    "host_ring",
+    "fat_tree3",
+    "random_two_switch",
+    "directed_cluster",
+)
 
 
 def random_family(family: str, seed: int, max_ranks: int = 16) -> dict[str, Any]:

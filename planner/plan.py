@@ -53,8 +53,9 @@ class Comparison:
         ``algorithm``'s programs: the any-program bound holds every program, the
         reduce-then-broadcast bound all but OUTSIDE_REDUCE_BROADCAST."""
         b = self.bound_any
-        if b is not None and (algorithm in OUTSIDE_REDUCE_BROADCAST
-                              or b.time_s > self.bound.time_s):
+        if b is not None and (
+            algorithm in OUTSIDE_REDUCE_BROADCAST or b.time_s > self.bound.time_s
+        ):
             return b.time_s, b.family, b.method, b.bandwidth_s
         return self.bound.time_s, self.bound.family, self.bound.method, self.bound.bandwidth_s
 
@@ -87,10 +88,18 @@ class Comparison:
             for c in tied:
                 program = c.build()
                 c.build = partial(_same, program)  # built once
-                counts[c.algorithm] = (exchanged_count(program) if self.exchange_priced else 0,
-                                       program.transfer_count)
-        return min(tied, key=lambda c: (counts[c.algorithm], order.get(c.algorithm, len(order)),
-                                        c.predicted_time_s))
+                counts[c.algorithm] = (
+                    exchanged_count(program) if self.exchange_priced else 0,
+                    program.transfer_count,
+                )
+        return min(
+            tied,
+            key=lambda c: (
+                counts[c.algorithm],
+                order.get(c.algorithm, len(order)),
+                c.predicted_time_s,
+            ),
+        )
 
 
 def exchanged_count(program: Program) -> int:
@@ -113,35 +122,49 @@ def _check_overhead(value: float, name: str = "message_overhead_s") -> None:
 
 
 def _check_cores(message_cores: int | None) -> None:
-    if message_cores is not None and (isinstance(message_cores, bool)
-                                      or not isinstance(message_cores, int)
-                                      or message_cores < 0):
-        raise RequestError("message_cores must be a whole number >= 0 (0 or None: unlimited), "
-                           f"got {message_cores!r}")
+    if message_cores is not None and (
+        isinstance(message_cores, bool) or not isinstance(message_cores, int) or message_cores < 0
+    ):
+        raise RequestError(
+            "message_cores must be a whole number >= 0 (0 or None: unlimited), "
+            f"got {message_cores!r}"
+        )
 
 
 def _same(program: Program) -> Program:
     return program
 
 
-def _check_request(topo: Topology, ranks: list[str], size_bytes: int, algorithm: str,
-                   collective: str) -> None:
+def _check_request(
+    topo: Topology, ranks: list[str], size_bytes: int, algorithm: str, collective: str
+) -> None:
     if collective not in COLLECTIVES:
-        raise RequestError(f"collective {collective!r} is not supported; choose one of "
-                           f"{', '.join(COLLECTIVES)}")
+        raise RequestError(
+            f"collective {collective!r} is not supported; choose one of {', '.join(COLLECTIVES)}"
+        )
     if algorithm != "auto" and algorithm not in ALGORITHMS:
-        raise RequestError(f"algorithm {algorithm!r} is unknown; choose auto or one of "
-                           f"{', '.join(ALGORITHMS)}")
+        raise RequestError(
+            f"algorithm {algorithm!r} is unknown; choose auto or one of {', '.join(ALGORITHMS)}"
+        )
     if isinstance(size_bytes, bool) or not isinstance(size_bytes, int) or size_bytes <= 0:
         raise RequestError(f"size_bytes must be a positive integer, got {size_bytes!r}")
     topo.check_ranks(ranks)
 
 
-def compare(topo: Topology, ranks: list[str], size_bytes: int, *,
-            algorithms: list[str] | None = None, seed: int = 0,
-            min_step_s: float = 0.0, message_overhead_s: float = 0.0,
-            message_cores: int | None = None, exchange_overhead_s: float = 0.0,
-            switch_overhead: float = 0.0, effort: str = "fast") -> Comparison:
+def compare(
+    topo: Topology,
+    ranks: list[str],
+    size_bytes: int,
+    *,
+    algorithms: list[str] | None = None,
+    seed: int = 0,
+    min_step_s: float = 0.0,
+    message_overhead_s: float = 0.0,
+    message_cores: int | None = None,
+    exchange_overhead_s: float = 0.0,
+    switch_overhead: float = 0.0,
+    effort: str = "fast",
+) -> Comparison:
     """Price every named algorithm (default: all) on one request."""
     _check_request(topo, ranks, size_bytes, "auto", "allreduce")
     _check_effort(effort)
@@ -149,11 +172,18 @@ def compare(topo: Topology, ranks: list[str], size_bytes: int, *,
     _check_overhead(exchange_overhead_s, "exchange_overhead_s")
     _check_overhead(switch_overhead, "switch_overhead")
     _check_cores(message_cores)
-    ctx = PlanContext.create(topo, ranks, size_bytes, seed=seed, min_step_s=min_step_s,
-                             message_overhead_s=message_overhead_s,
-                             message_cores=message_cores or None,
-                             exchange_overhead_s=exchange_overhead_s,
-                             switch_overhead=switch_overhead, effort=effort)
+    ctx = PlanContext.create(
+        topo,
+        ranks,
+        size_bytes,
+        seed=seed,
+        min_step_s=min_step_s,
+        message_overhead_s=message_overhead_s,
+        message_cores=message_cores or None,
+        exchange_overhead_s=exchange_overhead_s,
+        switch_overhead=switch_overhead,
+        effort=effort,
+    )
     cands: dict[str, Candidate] = {}
     infeasible: dict[str, str] = {}
     for name in algorithms or list(ALGORITHMS):
@@ -165,22 +195,41 @@ def compare(topo: Topology, ranks: list[str], size_bytes: int, *,
             continue
         log.debug("%s priced in %.3f s", name, time.perf_counter() - t0)
     if not cands:
-        raise InfeasibleError("no algorithm can serve this request: " +
-                              "; ".join(f"{k}: {v}" for k, v in infeasible.items()))
+        raise InfeasibleError(
+            "no algorithm can serve this request: "
+            + "; ".join(f"{k}: {v}" for k, v in infeasible.items())
+        )
     bound = lower_bound(ctx)
-    return Comparison(bound, cands, infeasible, ctx.router,
-                      lower_bound_any(ctx, bound.cut_bandwidth_Bps), tuple(ranks),
-                      exchange_priced=exchange_overhead_s > 0)
+    return Comparison(
+        bound,
+        cands,
+        infeasible,
+        ctx.router,
+        lower_bound_any(ctx, bound.cut_bandwidth_Bps),
+        tuple(ranks),
+        exchange_priced=exchange_overhead_s > 0,
+    )
 
 
-def make_plan(topo: Topology, ranks: list[str], size_bytes: int, algorithm: str = "auto",
-              collective: str = "allreduce", *, seed: int = 0,
-              min_step_s: float = 0.0, shards: str = "equal", density: Any = None,
-              block_elems: Any = 256, density_overlap: Any = False,
-              message_overhead_s: float = 0.0,
-              message_cores: int | None = None,
-              exchange_overhead_s: float = 0.0,
-              switch_overhead: float = 0.0, effort: str = "fast") -> dict[str, Any]:
+def make_plan(
+    topo: Topology,
+    ranks: list[str],
+    size_bytes: int,
+    algorithm: str = "auto",
+    collective: str = "allreduce",
+    *,
+    seed: int = 0,
+    min_step_s: float = 0.0,
+    shards: str = "equal",
+    density: Any = None,
+    block_elems: Any = 256,
+    density_overlap: Any = False,
+    message_overhead_s: float = 0.0,
+    message_cores: int | None = None,
+    exchange_overhead_s: float = 0.0,
+    switch_overhead: float = 0.0,
+    effort: str = "fast",
+) -> dict[str, Any]:
     """Plan a collective; return the plan document. Raise RequestError / InfeasibleError.
     ``shards`` (``equal`` or ``any``) applies to reduce-scatter and all-gather only; with
     ``density`` the all-reduce is block-sparse (planner.sparse); ``message_overhead_s``
@@ -194,61 +243,126 @@ def make_plan(topo: Topology, ranks: list[str], size_bytes: int, algorithm: str 
     with gc_paused():
         if collective != "allreduce":
             if message_overhead_s or message_cores or exchange_overhead_s or switch_overhead:
-                raise RequestError("message_overhead_s, message_cores, exchange_overhead_s "
-                                   "and switch_overhead are priced for all-reduce plans only")
+                raise RequestError(
+                    "message_overhead_s, message_cores, exchange_overhead_s "
+                    "and switch_overhead are priced for all-reduce plans only"
+                )
             if effort != "fast":
                 raise RequestError(f"effort {effort!r} applies to all-reduce plans only")
             from syncplan.planner.collectives import make_collective_plan
 
             _check_request(topo, ranks, size_bytes, algorithm, collective)
-            return make_collective_plan(topo, ranks, size_bytes, algorithm, collective,
-                                        shards=shards, seed=seed, min_step_s=min_step_s)
-        return _make_plan(topo, ranks, size_bytes, algorithm, collective, seed=seed,
-                          min_step_s=min_step_s, sparse=None if density is None else
-                          Density.from_request(density, len(ranks), overlap=density_overlap,
-                                               block_elems=block_elems),
-                          message_overhead_s=message_overhead_s,
-                          message_cores=message_cores,
-                          exchange_overhead_s=exchange_overhead_s,
-                          switch_overhead=switch_overhead, effort=effort)[0]
+            return make_collective_plan(
+                topo,
+                ranks,
+                size_bytes,
+                algorithm,
+                collective,
+                shards=shards,
+                seed=seed,
+                min_step_s=min_step_s,
+            )
+        return _make_plan(
+            topo,
+            ranks,
+            size_bytes,
+            algorithm,
+            collective,
+            seed=seed,
+            min_step_s=min_step_s,
+            sparse=None
+            if density is None
+            else Density.from_request(
+                density, len(ranks), overlap=density_overlap, block_elems=block_elems
+            ),
+            message_overhead_s=message_overhead_s,
+            message_cores=message_cores,
+            exchange_overhead_s=exchange_overhead_s,
+            switch_overhead=switch_overhead,
+            effort=effort,
+        )[0]
 
 
-def plan_and_compare(topo: Topology, ranks: list[str], size_bytes: int,
-                     algorithm: str = "auto", *, min_step_s: float = 0.0,
-                     message_overhead_s: float = 0.0, message_cores: int | None = None,
-                     exchange_overhead_s: float = 0.0, switch_overhead: float = 0.0,
-                     effort: str = "fast") -> tuple[dict[str, Any], Comparison]:
+def plan_and_compare(
+    topo: Topology,
+    ranks: list[str],
+    size_bytes: int,
+    algorithm: str = "auto",
+    *,
+    min_step_s: float = 0.0,
+    message_overhead_s: float = 0.0,
+    message_cores: int | None = None,
+    exchange_overhead_s: float = 0.0,
+    switch_overhead: float = 0.0,
+    effort: str = "fast",
+) -> tuple[dict[str, Any], Comparison]:
     """An all-reduce plan document and the comparison it was chosen from (every algorithm
     priced once when ``algorithm`` is auto; only the named one otherwise)."""
     with gc_paused():
-        return _make_plan(topo, ranks, size_bytes, algorithm, "allreduce", seed=0,
-                          min_step_s=min_step_s, message_overhead_s=message_overhead_s,
-                          message_cores=message_cores,
-                          exchange_overhead_s=exchange_overhead_s,
-                          switch_overhead=switch_overhead, effort=effort)
+        return _make_plan(
+            topo,
+            ranks,
+            size_bytes,
+            algorithm,
+            "allreduce",
+            seed=0,
+            min_step_s=min_step_s,
+            message_overhead_s=message_overhead_s,
+            message_cores=message_cores,
+            exchange_overhead_s=exchange_overhead_s,
+            switch_overhead=switch_overhead,
+            effort=effort,
+        )
 
 
-def _make_plan(topo: Topology, ranks: list[str], size_bytes: int, algorithm: str,
-               collective: str, *, seed: int, min_step_s: float,
-               sparse: Density | None = None, message_overhead_s: float = 0.0,
-               message_cores: int | None = None, exchange_overhead_s: float = 0.0,
-               switch_overhead: float = 0.0, effort: str = "fast"
-               ) -> tuple[dict[str, Any], Comparison]:
+def _make_plan(
+    topo: Topology,
+    ranks: list[str],
+    size_bytes: int,
+    algorithm: str,
+    collective: str,
+    *,
+    seed: int,
+    min_step_s: float,
+    sparse: Density | None = None,
+    message_overhead_s: float = 0.0,
+    message_cores: int | None = None,
+    exchange_overhead_s: float = 0.0,
+    switch_overhead: float = 0.0,
+    effort: str = "fast",
+) -> tuple[dict[str, Any], Comparison]:
     _check_request(topo, ranks, size_bytes, algorithm, collective)
     names = list(ALGORITHMS) if algorithm == "auto" else [algorithm]
     t0 = time.perf_counter()
-    comp = compare(topo, ranks, size_bytes, algorithms=names, seed=seed,
-                   min_step_s=min_step_s, message_overhead_s=message_overhead_s,
-                   message_cores=message_cores, exchange_overhead_s=exchange_overhead_s,
-                   switch_overhead=switch_overhead, effort=effort)
+    comp = compare(
+        topo,
+        ranks,
+        size_bytes,
+        algorithms=names,
+        seed=seed,
+        min_step_s=min_step_s,
+        message_overhead_s=message_overhead_s,
+        message_cores=message_cores,
+        exchange_overhead_s=exchange_overhead_s,
+        switch_overhead=switch_overhead,
+        effort=effort,
+    )
     # without an overhead the cores change nothing
     cores = message_cores if message_overhead_s or exchange_overhead_s else None
     chosen = comp.best
     sparse_info = None
     if sparse is not None:
-        chosen, sparse_info = _choose_sparse(comp, ranks, size_bytes, sparse, min_step_s,
-                                             message_overhead_s, cores, exchange_overhead_s,
-                                             switch_overhead)
+        chosen, sparse_info = _choose_sparse(
+            comp,
+            ranks,
+            size_bytes,
+            sparse,
+            min_step_s,
+            message_overhead_s,
+            cores,
+            exchange_overhead_s,
+            switch_overhead,
+        )
     program = with_routes(chosen.build(), ranks, comp.router)
     solve_s = time.perf_counter() - t0
     bound_s, family, method, bandwidth_s = comp.bound_for(chosen.algorithm)
@@ -295,15 +409,33 @@ def _make_plan(topo: Topology, ranks: list[str], size_bytes: int, algorithm: str
     return doc, comp
 
 
-def _choose_sparse(comp: Comparison, ranks: list[str], size_bytes: int, density: Density,
-                   min_step_s: float, message_overhead_s: float = 0.0,
-                   message_cores: int | None = None, exchange_overhead_s: float = 0.0,
-                   switch_overhead: float = 0.0) -> tuple[Candidate, dict[str, Any]]:
+def _choose_sparse(
+    comp: Comparison,
+    ranks: list[str],
+    size_bytes: int,
+    density: Density,
+    min_step_s: float,
+    message_overhead_s: float = 0.0,
+    message_cores: int | None = None,
+    exchange_overhead_s: float = 0.0,
+    switch_overhead: float = 0.0,
+) -> tuple[Candidate, dict[str, Any]]:
     cands = {k: (c.predicted_time_s, c.build()) for k, c in comp.candidates.items()}
-    name, info = choose_sparse(CostModel(comp.router, min_step_s, message_overhead_s,
-                                         message_cores, exchange_overhead_s,
-                                         switch_overhead), ranks,
-                               size_bytes, density, cands, comp.best.algorithm)
+    name, info = choose_sparse(
+        CostModel(
+            comp.router,
+            min_step_s,
+            message_overhead_s,
+            message_cores,
+            exchange_overhead_s,
+            switch_overhead,
+        ),
+        ranks,
+        size_bytes,
+        density,
+        cands,
+        comp.best.algorithm,
+    )
     return comp.candidates[name], info
 
 
@@ -311,32 +443,56 @@ def with_routes(program: Program, ranks: list[str], router: Router) -> Program:
     """Pin every transfer without a path to the route the cost model priced it on."""
     if all(t.path is not None for step in program.steps for t in step):
         return program  # forest programs pin every path already (700,000 transfers at 64)
-    steps = [[t if t.path is not None else
-              Transfer(t.src, t.dst, t.lo, t.hi, t.reduce, router.path(ranks[t.src], ranks[t.dst]))
-              for t in step] for step in program.steps]
+    steps = [
+        [
+            t
+            if t.path is not None
+            else Transfer(
+                t.src, t.dst, t.lo, t.hi, t.reduce, router.path(ranks[t.src], ranks[t.dst])
+            )
+            for t in step
+        ]
+        for step in program.steps
+    ]
     return Program(program.units, steps)
 
 
 def plan_id(topo: Topology, doc: dict[str, Any]) -> str:
     """A stable id from the topology, the request and the chosen algorithm."""
-    key = json.dumps({"topology": topo.to_dict(), "ranks": doc["ranks"],
-                      "size_bytes": doc["size_bytes"], "algorithm": doc["algorithm"],
-                      "requested": doc["requested_algorithm"],
-                      "version": PLAN_FORMAT_VERSION,
-                      **({"overhead": doc["min_step_s"]} if doc.get("min_step_s")
-                         else {}),
-                      **({"message_overhead": doc["message_overhead_s"]}
-                         if doc.get("message_overhead_s") else {}),
-                      **({"message_cores": doc["message_cores"]}
-                         if doc.get("message_cores") else {}),
-                      **({"exchange_overhead": doc["exchange_overhead_s"]}
-                         if doc.get("exchange_overhead_s") else {}),
-                      **({"switch_overhead": doc["switch_overhead"]}
-                         if doc.get("switch_overhead") else {}),
-                      **({"effort": doc["effort"]} if doc.get("effort") else {}),
-                      **({"sparse": {k: doc["sparse"][k] for k in
-                                     ("density", "density_overlap", "block_elems")}}
-                         if doc.get("sparse") else {})}, sort_keys=True)
+    key = json.dumps(
+        {
+            "topology": topo.to_dict(),
+            "ranks": doc["ranks"],
+            "size_bytes": doc["size_bytes"],
+            "algorithm": doc["algorithm"],
+            "requested": doc["requested_algorithm"],
+            "version": PLAN_FORMAT_VERSION,
+            **({"overhead": doc["min_step_s"]} if doc.get("min_step_s") else {}),
+            **(
+                {"message_overhead": doc["message_overhead_s"]}
+                if doc.get("message_overhead_s")
+                else {}
+            ),
+            **({"message_cores": doc["message_cores"]} if doc.get("message_cores") else {}),
+            **(
+                {"exchange_overhead": doc["exchange_overhead_s"]}
+                if doc.get("exchange_overhead_s")
+                else {}
+            ),
+            **({"switch_overhead": doc["switch_overhead"]} if doc.get("switch_overhead") else {}),
+            **({"effort": doc["effort"]} if doc.get("effort") else {}),
+            **(
+                {
+                    "sparse": {
+                        k: doc["sparse"][k] for k in ("density", "density_overlap", "block_elems")
+                    }
+                }
+                if doc.get("sparse")
+                else {}
+            ),
+        },
+        sort_keys=True,
+    )
     return hashlib.sha256(key.encode()).hexdigest()[:20]
 
 

@@ -78,9 +78,20 @@ def program_from_doc(doc: dict[str, Any]) -> Program:
             return routes[t["route"]]
         return tuple(t["path"]) if t.get("path") else None
 
-    steps = [[Transfer(int(t["src"]), int(t["dst"]), int(t["chunk"][0]), int(t["chunk"][1]),
-                       bool(t["reduce"]), path_of(t))
-              for t in step] for step in doc["steps"]]
+    steps = [
+        [
+            Transfer(
+                int(t["src"]),
+                int(t["dst"]),
+                int(t["chunk"][0]),
+                int(t["chunk"][1]),
+                bool(t["reduce"]),
+                path_of(t),
+            )
+            for t in step
+        ]
+        for step in doc["steps"]
+    ]
     return Program(int(doc["units"]), steps)
 
 

@@ -95,8 +95,11 @@ class Router:
             raise RequestError(f"no route from {src!r} to {dst!r}")
         if best > shortest * (1 + _TIE):
             # equally short exits: take the least used so far, so that routes spread
-            tied = [(self._exit_use[(u, v)], i) for i, (c, u, v) in enumerate(options)
-                    if c <= shortest * (1 + _TIE)]
+            tied = [
+                (self._exit_use[(u, v)], i)
+                for i, (c, u, v) in enumerate(options)
+                if c <= shortest * (1 + _TIE)
+            ]
             _, u, v = options[min(tied)[1]]
             self._exit_use[(u, v)] += 1
             via = (u, v)
@@ -114,8 +117,9 @@ class Router:
         hit = self._exits.get(host)
         if hit is None:
             inside = self._members[host]
-            hit = self._exits[host] = [(u, v, w) for u in sorted(inside)
-                                       for v, w in self._adj[u] if v not in inside]
+            hit = self._exits[host] = [
+                (u, v, w) for u in sorted(inside) for v, w in self._adj[u] if v not in inside
+            ]
         return hit
 
     def _local_tree(self, s: int, host: str) -> _Tree:

@@ -79,8 +79,9 @@ def check_tensors(tensors: Sequence[TensorSpec]) -> None:
         raise RequestError(f"at most {MAX_TENSORS} tensors, got {len(tensors)}")
     for i, t in enumerate(tensors):
         if t.dtype not in DTYPE_BYTES:
-            raise RequestError(f"tensors[{i}].dtype {t.dtype!r} is not one of "
-                               f"{', '.join(DTYPE_BYTES)}")
+            raise RequestError(
+                f"tensors[{i}].dtype {t.dtype!r} is not one of {', '.join(DTYPE_BYTES)}"
+            )
         if isinstance(t.numel, bool) or not isinstance(t.numel, int) or t.numel < 1:
             raise RequestError(f"tensors[{i}].numel must be a positive integer")
         for name in ("forward_s", "backward_s"):
@@ -112,8 +113,14 @@ class _Prog:
         return (self.fan, round(self.largest, 9), self.nsteps)
 
     @classmethod
-    def of(cls, algorithm: str, program: Program, shards: list[tuple[int, int]] | None,
-           cost: CostModel, ranks: list[str]) -> _Prog:
+    def of(
+        cls,
+        algorithm: str,
+        program: Program,
+        shards: list[tuple[int, int]] | None,
+        cost: CostModel,
+        ranks: list[str],
+    ) -> _Prog:
         lats, slopes, steps = [], [], []
         bw = cost.router.bw
         fan = 1
@@ -138,13 +145,24 @@ class _Prog:
                 lats.append(lat)
                 slopes.append(float((loads[a] / bw[a]).max()))
                 steps.append(k)
-        return cls(algorithm, program, shards, np.array(lats), np.array(slopes),
-                   np.array(steps, dtype=np.int64), fan, sum(1 for s in program.steps if s),
-                   ends, max(((t.hi - t.lo) / program.units
-                                  for step in program.steps for t in step), default=0.0))
+        return cls(
+            algorithm,
+            program,
+            shards,
+            np.array(lats),
+            np.array(slopes),
+            np.array(steps, dtype=np.int64),
+            fan,
+            sum(1 for s in program.steps if s),
+            ends,
+            max(
+                ((t.hi - t.lo) / program.units for step in program.steps for t in step), default=0.0
+            ),
+        )
 
-    def times(self, sizes: np.ndarray, min_step_s: float, message_overhead_s: float = 0.0
-              ) -> np.ndarray:
+    def times(
+        self, sizes: np.ndarray, min_step_s: float, message_overhead_s: float = 0.0
+    ) -> np.ndarray:
         """Cost-model time of the program at each of ``sizes`` bytes, with
         ``message_overhead_s`` per message end the cost model charges (``ends``), two per
         step in series with the wire and the rest overlapping it (``cost.overlapped``)."""
@@ -158,34 +176,56 @@ class _Prog:
         base = np.maximum(step_max[used], min_step_s)
         if message_overhead_s and self.ends is not None:
             e = self.ends[:nsteps][used][:, None]
-            base = np.maximum(base + message_overhead_s * np.minimum(e, 2.0),
-                              message_overhead_s * e)
+            base = np.maximum(
+                base + message_overhead_s * np.minimum(e, 2.0), message_overhead_s * e
+            )
         return base.sum(axis=0)
 
 
 class CommCurves:
     """Per kind, the programs found at the anchor sizes, and their times on a size grid."""
 
-    def __init__(self, topo: Topology, ranks: list[str], lo: int, hi: int, *, anchors: int = 4,
-                 algorithms: Sequence[str] | None = None, min_step_s: float = 0.0,
-                 message_overhead_s: float = 0.0, message_cores: int | None = None) -> None:
+    def __init__(
+        self,
+        topo: Topology,
+        ranks: list[str],
+        lo: int,
+        hi: int,
+        *,
+        anchors: int = 4,
+        algorithms: Sequence[str] | None = None,
+        min_step_s: float = 0.0,
+        message_overhead_s: float = 0.0,
+        message_cores: int | None = None,
+    ) -> None:
         if not 1 <= anchors <= MAX_ANCHORS:
             raise RequestError(f"anchors must be in [1, {MAX_ANCHORS}], got {anchors}")
         if not (math.isfinite(message_overhead_s) and 0 <= message_overhead_s <= 1):
             raise RequestError("message_overhead_s must be in [0, 1] s")
         self.topo, self.ranks, self.min_step_s = topo, ranks, min_step_s
         self.message_overhead_s, self.message_cores = message_overhead_s, message_cores
-        base = PlanContext.create(topo, ranks, max(hi, 1), min_step_s=min_step_s,
-                                  message_overhead_s=message_overhead_s,
-                                  message_cores=message_cores)
+        base = PlanContext.create(
+            topo,
+            ranks,
+            max(hi, 1),
+            min_step_s=min_step_s,
+            message_overhead_s=message_overhead_s,
+            message_cores=message_cores,
+        )
         self.router, self.cost = base.router, base.cost
         sizes = sorted({int(x) for x in np.geomspace(max(lo, 1), max(hi, lo, 1), anchors)})
         self.solves = 0
         self.progs: dict[str, list[_Prog]] = {k: [] for k in KINDS}
         for size in sizes:
-            ctx = PlanContext.create(topo, ranks, size, min_step_s=min_step_s,
-                                     router=self.router, message_overhead_s=message_overhead_s,
-                                     message_cores=message_cores)
+            ctx = PlanContext.create(
+                topo,
+                ranks,
+                size,
+                min_step_s=min_step_s,
+                router=self.router,
+                message_overhead_s=message_overhead_s,
+                message_cores=message_cores,
+            )
             for name in algorithms or list(ALGORITHMS):
                 try:
                     program = ALGORITHMS[name](ctx).build()
@@ -206,13 +246,13 @@ class CommCurves:
         self.table: dict[str, np.ndarray | None] = {k: None for k in KINDS}
         ov = message_overhead_s
         ar = np.array([p.times(self.grid, min_step_s, ov) for p in self.progs["allreduce"]])
-        self.table["allreduce"] = ar[self._pick(ar, self.progs["allreduce"]),
-                                     np.arange(len(self.grid))]
+        self.table["allreduce"] = ar[
+            self._pick(ar, self.progs["allreduce"]), np.arange(len(self.grid))
+        ]
         if self.progs["reducescatter"]:
             # a DeAR bucket runs a reduce-scatter and the all-gather of the same split (the
             # same shards): per size, the pair with the least sum
-            rs = np.array([p.times(self.grid, min_step_s, ov)
-                           for p in self.progs["reducescatter"]])
+            rs = np.array([p.times(self.grid, min_step_s, ov) for p in self.progs["reducescatter"]])
             ag = np.array([p.times(self.grid, min_step_s, ov) for p in self.progs["allgather"]])
             pick = self._pick(rs + ag, self._pairs())
             cols = np.arange(len(self.grid))
@@ -220,8 +260,10 @@ class CommCurves:
 
     def _pairs(self) -> list[_Prog]:
         """Per reduce-scatter / all-gather pair, the half that ranks it (the larger fan)."""
-        return [max(a, b, key=lambda p: p.rank_key) for a, b in
-                zip(self.progs["reducescatter"], self.progs["allgather"], strict=True)]
+        return [
+            max(a, b, key=lambda p: p.rank_key)
+            for a, b in zip(self.progs["reducescatter"], self.progs["allgather"], strict=True)
+        ]
 
     @staticmethod
     def _pick(times: np.ndarray, progs: list[_Prog]) -> np.ndarray:
@@ -234,8 +276,7 @@ class CommCurves:
             pick[ok[i]] = i
         return pick
 
-    def _prog(self, name: str, program: Program, shards: list[tuple[int, int]] | None
-              ) -> _Prog:
+    def _prog(self, name: str, program: Program, shards: list[tuple[int, int]] | None) -> _Prog:
         return _Prog.of(name, program, shards, self.cost, self.ranks)
 
     def best(self, kind: str, size: float) -> tuple[_Prog, float]:
@@ -244,14 +285,20 @@ class CommCurves:
             raise InfeasibleError(f"no {kind} program: no algorithm splits at its roots")
         at = np.array([float(size)])
         if kind == "allreduce":
-            times = np.array([p.times(at, self.min_step_s, self.message_overhead_s)
-                              for p in self.progs[kind]])
+            times = np.array(
+                [p.times(at, self.min_step_s, self.message_overhead_s) for p in self.progs[kind]]
+            )
             prog = self.progs[kind][int(self._pick(times, self.progs[kind])[0])]
         else:  # the pair (same split, same shards) with the least reduce-scatter + all-gather
             ov = self.message_overhead_s
-            times = np.array([a.times(at, self.min_step_s, ov) + b.times(at, self.min_step_s, ov)
-                              for a, b in zip(self.progs["reducescatter"],
-                                              self.progs["allgather"], strict=True)])
+            times = np.array(
+                [
+                    a.times(at, self.min_step_s, ov) + b.times(at, self.min_step_s, ov)
+                    for a, b in zip(
+                        self.progs["reducescatter"], self.progs["allgather"], strict=True
+                    )
+                ]
+            )
             prog = self.progs[kind][int(self._pick(times, self._pairs())[0])]
         return prog, self.cost.program_time(self.ranks, prog.program, size)
 
@@ -266,8 +313,9 @@ class CommCurves:
         from syncplan.planner.plan import PLAN_FORMAT_VERSION, with_routes
 
         prog, t = self.best(kind, size)
-        ctx = PlanContext.create(self.topo, self.ranks, size, min_step_s=self.min_step_s,
-                                 router=self.router)
+        ctx = PlanContext.create(
+            self.topo, self.ranks, size, min_step_s=self.min_step_s, router=self.router
+        )
         if kind == "allreduce":
             b = lower_bound(ctx)
             bound = (b.time_s, b.family, b.method, b.bandwidth_s)
@@ -276,11 +324,20 @@ class CommCurves:
             bound = (c.time_s, c.family, c.method, c.bandwidth_s)
         program = program_to_doc(with_routes(prog.program, self.ranks, self.router))
         doc: dict[str, Any] = {
-            "plan_id": "", "format_version": PLAN_FORMAT_VERSION, "algorithm": prog.algorithm,
-            "requested_algorithm": "schedule", "collective": kind, "ranks": list(self.ranks),
-            "size_bytes": size, "predicted_time_s": t, "lower_bound_time_s": bound[0],
-            "lower_bound_family": bound[1], "lower_bound_method": bound[2],
-            "lower_bound_bandwidth_s": bound[3], "program": program}
+            "plan_id": "",
+            "format_version": PLAN_FORMAT_VERSION,
+            "algorithm": prog.algorithm,
+            "requested_algorithm": "schedule",
+            "collective": kind,
+            "ranks": list(self.ranks),
+            "size_bytes": size,
+            "predicted_time_s": t,
+            "lower_bound_time_s": bound[0],
+            "lower_bound_family": bound[1],
+            "lower_bound_method": bound[2],
+            "lower_bound_bandwidth_s": bound[3],
+            "program": program,
+        }
         if prog.shards is not None:
             doc["shards"] = [list(s) for s in prog.shards]
             doc["shards_request"] = "any"
@@ -290,14 +347,14 @@ class CommCurves:
             doc["message_overhead_s"] = self.message_overhead_s
             if self.message_cores:
                 doc["message_cores"] = self.message_cores
-        key = json.dumps([self.topo.to_dict(), doc["ranks"], kind, size, program],
-                         sort_keys=True)
+        key = json.dumps([self.topo.to_dict(), doc["ranks"], kind, size, program], sort_keys=True)
         doc["plan_id"] = hashlib.sha256(key.encode()).hexdigest()[:20]
         return doc
 
 
-def partition(nbytes: np.ndarray, ready: np.ndarray, groups: np.ndarray,
-              curves: CommCurves, kind: str) -> list[tuple[int, int]]:
+def partition(
+    nbytes: np.ndarray, ready: np.ndarray, groups: np.ndarray, curves: CommCurves, kind: str
+) -> list[tuple[int, int]]:
     """Contiguous buckets [lo, hi) of tensors (same ``groups`` value) that minimise the end
     of a sequential communication chain; tensor i's gradient is ready at ``ready[i]``."""
     m = len(nbytes)
@@ -311,7 +368,7 @@ def partition(nbytes: np.ndarray, ready: np.ndarray, groups: np.ndarray,
         same = groups[js] == groups[i - 1]
         # a bucket [j, i) may not cross a dtype change: only the trailing same-dtype run
         if not same.all():
-            js = js[np.nonzero(~same)[0][-1] + 1:]
+            js = js[np.nonzero(~same)[0][-1] + 1 :]
         sizes = prefix[i] - prefix[js]
         cand = np.maximum(end[js], ready[i - 1]) + curves.time(kind, sizes)
         k = int(np.argmin(cand))
@@ -324,8 +381,12 @@ def partition(nbytes: np.ndarray, ready: np.ndarray, groups: np.ndarray,
     return out[::-1]
 
 
-def simulate(tensors: Sequence[TensorSpec], buckets: list[tuple[int, int]], mode: str,
-             comm: list[float] | list[tuple[float, float]]) -> dict[str, Any]:
+def simulate(
+    tensors: Sequence[TensorSpec],
+    buckets: list[tuple[int, int]],
+    mode: str,
+    comm: list[float] | list[tuple[float, float]],
+) -> dict[str, Any]:
     """Predicted iteration time (steady state) with and without overlap, and a timeline.
 
     ``comm[k]`` is bucket k's all-reduce time, or its (reduce-scatter, all-gather) times.
@@ -344,9 +405,14 @@ def simulate(tensors: Sequence[TensorSpec], buckets: list[tuple[int, int]], mode
             t_end = start + ar[k]
             events.append({"bucket": k, "op": "allreduce", "start_s": start, "end_s": t_end})
         overlap = max(t_end, forward_s + backward_s)
-        return {"overlap_s": overlap, "no_overlap_s": forward_s + backward_s + sum(ar),
-                "forward_s": forward_s, "backward_s": backward_s, "comm_s": sum(ar),
-                "events": events}
+        return {
+            "overlap_s": overlap,
+            "no_overlap_s": forward_s + backward_s + sum(ar),
+            "forward_s": forward_s,
+            "backward_s": backward_s,
+            "comm_s": sum(ar),
+            "events": events,
+        }
     rs = [c[0] for c in comm]  # type: ignore[index]
     ag = [c[1] for c in comm]  # type: ignore[index]
     bucket_of = [0] * m
@@ -356,8 +422,7 @@ def simulate(tensors: Sequence[TensorSpec], buckets: list[tuple[int, int]], mode
     # forward: all-gathers in forward order (last bucket first), each layer waits for its own
     t_comm, ag_end = 0.0, [0.0] * len(buckets)
     for k in range(len(buckets) - 1, -1, -1):
-        events.append({"bucket": k, "op": "allgather", "start_s": t_comm,
-                       "end_s": t_comm + ag[k]})
+        events.append({"bucket": k, "op": "allgather", "start_s": t_comm, "end_s": t_comm + ag[k]})
         t_comm += ag[k]
         ag_end[k] = t_comm
     t = 0.0
@@ -371,32 +436,44 @@ def simulate(tensors: Sequence[TensorSpec], buckets: list[tuple[int, int]], mode
         events.append({"bucket": k, "op": "reducescatter", "start_s": start, "end_s": t_comm})
     overlap = max(t_comm, fwd_end + backward_s)
     total = sum(rs) + sum(ag)
-    return {"overlap_s": overlap, "no_overlap_s": forward_s + backward_s + total,
-            "forward_s": forward_s, "backward_s": backward_s, "comm_s": total,
-            "events": events}
+    return {
+        "overlap_s": overlap,
+        "no_overlap_s": forward_s + backward_s + total,
+        "forward_s": forward_s,
+        "backward_s": backward_s,
+        "comm_s": total,
+        "events": events,
+    }
 
 
-def _comm_times(curves: CommCurves, nbytes: np.ndarray, buckets: list[tuple[int, int]],
-                mode: str, exact: bool) -> list[Any]:
+def _comm_times(
+    curves: CommCurves, nbytes: np.ndarray, buckets: list[tuple[int, int]], mode: str, exact: bool
+) -> list[Any]:
     sizes = [float(nbytes[lo:hi].sum()) for lo, hi in buckets]
     if mode == "allreduce":
         if exact:
             return [curves.best("allreduce", s)[1] for s in sizes]
         return list(curves.time("allreduce", np.array(sizes)))
     if exact:
-        return [(curves.best("reducescatter", s)[1], curves.best("allgather", s)[1])
-                for s in sizes]
+        return [(curves.best("reducescatter", s)[1], curves.best("allgather", s)[1]) for s in sizes]
     arr = np.array(sizes)
-    return list(zip(curves.time("reducescatter", arr), curves.time("allgather", arr),
-                    strict=True))
+    return list(zip(curves.time("reducescatter", arr), curves.time("allgather", arr), strict=True))
 
 
-def make_schedule(topo: Topology, ranks: list[str], tensors: Sequence[TensorSpec], *,
-                  modes: Sequence[str] = MODES, anchors: int = 4,
-                  algorithms: Sequence[str] | None = None, min_step_s: float = 0.0,
-                  message_overhead_s: float = 0.0, message_cores: int | None = None,
-                  curves: CommCurves | None = None, with_plans: bool = True
-                  ) -> dict[str, Any]:
+def make_schedule(
+    topo: Topology,
+    ranks: list[str],
+    tensors: Sequence[TensorSpec],
+    *,
+    modes: Sequence[str] = MODES,
+    anchors: int = 4,
+    algorithms: Sequence[str] | None = None,
+    min_step_s: float = 0.0,
+    message_overhead_s: float = 0.0,
+    message_cores: int | None = None,
+    curves: CommCurves | None = None,
+    with_plans: bool = True,
+) -> dict[str, Any]:
     """The schedule document for one job (see docs/schedule.md). ``message_overhead_s``: the
     cost model's per-message overhead (planner/cost.py: o per message end of each step's
     busiest rank, shared by ``message_cores`` cores when set); bucket sizes, plan choices
@@ -409,48 +486,73 @@ def make_schedule(topo: Topology, ranks: list[str], tensors: Sequence[TensorSpec
             raise RequestError(f"mode {mode!r} is not one of {', '.join(MODES)}")
     nbytes = np.array([t.nbytes for t in tensors], dtype=np.float64)
     if curves is None:
-        curves = CommCurves(topo, ranks, int(nbytes.min()), int(nbytes.sum()), anchors=anchors,
-                            algorithms=algorithms, min_step_s=min_step_s,
-                            message_overhead_s=message_overhead_s,
-                            message_cores=message_cores)
+        curves = CommCurves(
+            topo,
+            ranks,
+            int(nbytes.min()),
+            int(nbytes.sum()),
+            anchors=anchors,
+            algorithms=algorithms,
+            min_step_s=min_step_s,
+            message_overhead_s=message_overhead_s,
+            message_cores=message_cores,
+        )
     dtypes = {d: i for i, d in enumerate(dict.fromkeys(t.dtype for t in tensors))}
     groups = np.array([dtypes[t.dtype] for t in tensors])
     ready = np.cumsum([t.backward_s for t in tensors])
-    out: dict[str, Any] = {"ranks": list(ranks), "tensors": len(tensors),
-                           "total_bytes": int(nbytes.sum()), "solves": curves.solves,
-                           "profile": ("declared" if any(t.forward_s or t.backward_s
-                                                         for t in tensors) else "none"),
-                           "modes": {}}
+    out: dict[str, Any] = {
+        "ranks": list(ranks),
+        "tensors": len(tensors),
+        "total_bytes": int(nbytes.sum()),
+        "solves": curves.solves,
+        "profile": ("declared" if any(t.forward_s or t.backward_s for t in tensors) else "none"),
+        "modes": {},
+    }
     for mode in modes:
         if mode == "dear" and not curves.progs["reducescatter"]:
             continue
-        options = {"dp": partition(nbytes, ready, groups, curves,
-                                   "allreduce" if mode == "allreduce" else "reducescatter")}
+        options = {
+            "dp": partition(
+                nbytes,
+                ready,
+                groups,
+                curves,
+                "allreduce" if mode == "allreduce" else "reducescatter",
+            )
+        }
         if mode == "dear":
             options["dp-allreduce"] = partition(nbytes, ready, groups, curves, "allreduce")
             options["per-tensor"] = [(i, i + 1) for i in range(len(tensors))]
             cuts = [0] + [i for i in range(1, len(tensors)) if groups[i] != groups[i - 1]]
             options["one-per-dtype"] = list(zip(cuts, [*cuts[1:], len(tensors)], strict=True))
-        scored = {name: simulate(tensors, b, mode, _comm_times(curves, nbytes, b, mode, False))
-                  for name, b in options.items()}
+        scored = {
+            name: simulate(tensors, b, mode, _comm_times(curves, nbytes, b, mode, False))
+            for name, b in options.items()
+        }
         pick = min(scored, key=lambda k: scored[k]["overlap_s"])
         buckets = options[pick]
         sim = simulate(tensors, buckets, mode, _comm_times(curves, nbytes, buckets, mode, True))
         entries = []
         for lo, hi in buckets:
             size = int(nbytes[lo:hi].sum())
-            entry: dict[str, Any] = {"tensors": [lo, hi], "size_bytes": size,
-                                     "dtype": tensors[lo].dtype}
+            entry: dict[str, Any] = {
+                "tensors": [lo, hi],
+                "size_bytes": size,
+                "dtype": tensors[lo].dtype,
+            }
             if with_plans:
-                kinds = ("allreduce",) if mode == "allreduce" else ("reducescatter",
-                                                                     "allgather")
+                kinds = ("allreduce",) if mode == "allreduce" else ("reducescatter", "allgather")
                 entry["plans"] = {kind: curves.plan_doc(kind, size) for kind in kinds}
             entries.append(entry)
         out["modes"][mode] = {
-            "buckets": entries, "partition": pick,
+            "buckets": entries,
+            "partition": pick,
             "predicted_iteration_s": sim["overlap_s"],
             "predicted_iteration_no_overlap_s": sim["no_overlap_s"],
-            "forward_s": sim["forward_s"], "backward_s": sim["backward_s"],
-            "comm_s": sim["comm_s"], "timeline": sim["events"]}
+            "forward_s": sim["forward_s"],
+            "backward_s": sim["backward_s"],
+            "comm_s": sim["comm_s"],
+            "timeline": sim["events"],
+        }
     out["recommended"] = min(out["modes"], key=lambda k: out["modes"][k]["predicted_iteration_s"])
     return out

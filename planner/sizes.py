@@ -6,9 +6,22 @@ import re
 
 from syncplan.planner.errors import RequestError
 
-_UNITS = {"": 1, "b": 1, "k": 1000, "kb": 1000, "kib": 1024, "m": 1000**2, "mb": 1000**2,
-          "mib": 1024**2, "g": 1000**3, "gb": 1000**3, "gib": 1024**3, "t": 1000**4,
-          "tb": 1000**4, "tib": 1024**4}
+_UNITS = {
+    "": 1,
+    "b": 1,
+    "k": 1000,
+    "kb": 1000,
+    "kib": 1024,
+    "m": 1000**2,
+    "mb": 1000**2,
+    "mib": 1024**2,
+    "g": 1000**3,
+    "gb": 1000**3,
+    "gib": 1024**3,
+    "t": 1000**4,
+    "tb": 1000**4,
+    "tib": 1024**4,
+}
 _SIZE_RE = re.compile(r"^\s*(\d+(?:\.\d+)?(?:[eE]\+?\d+)?)\s*([a-zA-Z]*)\s*$")
 
 
@@ -21,8 +34,10 @@ def parse_size(text: str | int) -> int:
         match = _SIZE_RE.match(str(text))
         unit = match.group(2).lower() if match else None
         if not match or unit not in _UNITS:
-            raise RequestError(f"size {text!r}: expected a number of bytes, optionally with a "
-                               "unit such as KiB, MiB, GiB, KB, MB, GB")
+            raise RequestError(
+                f"size {text!r}: expected a number of bytes, optionally with a "
+                "unit such as KiB, MiB, GiB, KB, MB, GB"
+            )
         value = float(match.group(1)) * _UNITS[unit]
         if value > 1 << 62:
             raise RequestError(f"size {text!r} is too large")

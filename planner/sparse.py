@@ -36,25 +36,39 @@ class Density:
     block_elems: int = DEFAULT_BLOCK_ELEMS
 
     @classmethod
-    def from_request(cls, density: Any, nranks: int, *, overlap: Any = False,
-                     block_elems: Any = DEFAULT_BLOCK_ELEMS) -> Density:
+    def from_request(
+        cls,
+        density: Any,
+        nranks: int,
+        *,
+        overlap: Any = False,
+        block_elems: Any = DEFAULT_BLOCK_ELEMS,
+    ) -> Density:
         """Validate a plan request's ``density`` (a number, or one per rank),
         ``density_overlap`` and ``block_elems``; raise RequestError naming the field."""
         vals = density if isinstance(density, list) else [density]
         if isinstance(density, list) and len(density) != nranks:
-            raise RequestError(f"density lists {len(density)} values but there are "
-                               f"{nranks} ranks")
+            raise RequestError(f"density lists {len(density)} values but there are {nranks} ranks")
         for v in vals:
-            if (isinstance(v, bool) or not isinstance(v, int | float) or not math.isfinite(v)
-                    or not 0 < v <= 1):
-                raise RequestError(f"density must be a number in (0, 1] or a list of them, "
-                                   f"got {v!r}")
+            if (
+                isinstance(v, bool)
+                or not isinstance(v, int | float)
+                or not math.isfinite(v)
+                or not 0 < v <= 1
+            ):
+                raise RequestError(
+                    f"density must be a number in (0, 1] or a list of them, got {v!r}"
+                )
         if not isinstance(overlap, bool):
             raise RequestError(f"density_overlap must be true or false, got {overlap!r}")
-        if (isinstance(block_elems, bool) or not isinstance(block_elems, int)
-                or not 1 <= block_elems <= 1 << 20):
-            raise RequestError(f"block_elems must be an integer in 1..{1 << 20}, "
-                               f"got {block_elems!r}")
+        if (
+            isinstance(block_elems, bool)
+            or not isinstance(block_elems, int)
+            or not 1 <= block_elems <= 1 << 20
+        ):
+            raise RequestError(
+                f"block_elems must be an integer in 1..{1 << 20}, got {block_elems!r}"
+            )
         per = tuple(float(v) for v in vals) if len(vals) == nranks else (float(vals[0]),) * nranks
         return cls(per, overlap, block_elems)
 
@@ -65,8 +79,9 @@ class Density:
 def transfer_weights(program: Program, density: Density) -> list[np.ndarray]:
     """Per step, per transfer: the expected fraction of its units that hold non-zero blocks
     in the value its source sends."""
-    bounds = sorted({0, program.units} | {b for st in program.steps for t in st
-                                          for b in (t.lo, t.hi)})
+    bounds = sorted(
+        {0, program.units} | {b for st in program.steps for t in st for b in (t.lo, t.hi)}
+    )
     index = {b: i for i, b in enumerate(bounds)}
     seglen = np.diff(np.asarray(bounds, dtype=np.float64))
     d = np.asarray(density.per_rank, dtype=np.float64)
@@ -74,7 +89,7 @@ def transfer_weights(program: Program, density: Density) -> list[np.ndarray]:
     state = np.repeat((d if density.overlap else 1 - d)[:, None], len(seglen), axis=1)
     out = []
     for step in program.steps:
-        snaps = [state[t.src, index[t.lo]:index[t.hi]].copy() for t in step]
+        snaps = [state[t.src, index[t.lo] : index[t.hi]].copy() for t in step]
         w = np.empty(len(step))
         for i, (t, v) in enumerate(zip(step, snaps, strict=True)):
             a, b = index[t.lo], index[t.hi]
@@ -98,21 +113,30 @@ def bitmap_bytes(size_bytes: int, block_elems: int) -> int:
     return -(-nblocks // 8)
 
 
-def sparse_time(cost: CostModel, ranks: Sequence[str], program: Program, size_bytes: int,
-                density: Density) -> float:
+def sparse_time(
+    cost: CostModel, ranks: Sequence[str], program: Program, size_bytes: int, density: Density
+) -> float:
     """Cost-model time of ``program`` run block-sparse at ``density``, index overhead
     included."""
     bpu = size_bytes / program.units
     weights = transfer_weights(program, density)
-    data = sum(cost.step_time(ranks, step, bpu, w)
-               for step, w in zip(program.steps, weights, strict=True))
-    index = 0.5 * cost.program_time(ranks, program,
-                                    len(ranks) * bitmap_bytes(size_bytes, density.block_elems))
+    data = sum(
+        cost.step_time(ranks, step, bpu, w) for step, w in zip(program.steps, weights, strict=True)
+    )
+    index = 0.5 * cost.program_time(
+        ranks, program, len(ranks) * bitmap_bytes(size_bytes, density.block_elems)
+    )
     return data + index
 
 
-def break_even(cost: CostModel, ranks: Sequence[str], program: Program, size_bytes: int,
-               density: Density, dense_s: float) -> float:
+def break_even(
+    cost: CostModel,
+    ranks: Sequence[str],
+    program: Program,
+    size_bytes: int,
+    density: Density,
+    dense_s: float,
+) -> float:
     """The uniform density below which the sparse run is predicted faster than ``dense_s``
     (0.0 when it never is; 1.0 when it always is)."""
     if sparse_time(cost, ranks, program, size_bytes, density.uniform(1.0)) < dense_s:
@@ -127,15 +151,22 @@ def break_even(cost: CostModel, ranks: Sequence[str], program: Program, size_byt
     return lo
 
 
-def choose(cost: CostModel, ranks: Sequence[str], size_bytes: int, density: Density,
-           candidates: dict[str, tuple[float, Program]], dense_best: str
-           ) -> tuple[str, dict[str, Any]]:
+def choose(
+    cost: CostModel,
+    ranks: Sequence[str],
+    size_bytes: int,
+    density: Density,
+    candidates: dict[str, tuple[float, Program]],
+    dense_best: str,
+) -> tuple[str, dict[str, Any]]:
     """Pick the algorithm and mode: the fastest sparse candidate when it beats the fastest
     dense one (``dense_best``) by SPARSE_MARGIN, else dense. ``candidates`` maps algorithm
     to (dense predicted time, program). Returns the algorithm and the plan's ``sparse``
     object (mode, predictions, the executor's fallback density ``max_density``)."""
-    priced = {name: sparse_time(cost, ranks, prog, size_bytes, density)
-              for name, (_, prog) in candidates.items()}
+    priced = {
+        name: sparse_time(cost, ranks, prog, size_bytes, density)
+        for name, (_, prog) in candidates.items()
+    }
     best_sparse = min(priced, key=lambda k: priced[k])
     dense_s = candidates[dense_best][0]
     sparse_wins = priced[best_sparse] < dense_s * (1 - SPARSE_MARGIN)
@@ -151,7 +182,8 @@ def choose(cost: CostModel, ranks: Sequence[str], size_bytes: int, density: Dens
         "predicted_dense_s": own_dense,
         "candidates_sparse": priced,
         # the executor runs the dense plan above it: where sparse stops winning by the margin
-        "max_density": break_even(cost, ranks, prog, size_bytes, density,
-                                  own_dense * (1 - SPARSE_MARGIN)),
+        "max_density": break_even(
+            cost, ranks, prog, size_bytes, density, own_dense * (1 - SPARSE_MARGIN)
+        ),
     }
     return name, info

@@ -66,22 +66,35 @@ class Topology:
                 raise TopologyError(f"{where}: unknown node {end!r}")
         if link.src == link.dst:
             raise TopologyError(f"{where}: a link must join two different nodes")
-        if not (isinstance(link.bandwidth_GBps, int | float) and math.isfinite(link.bandwidth_GBps)
-                and link.bandwidth_GBps > 0):
-            raise TopologyError(f"{where}: bandwidth_GBps must be a positive number, "
-                                f"got {link.bandwidth_GBps!r}")
-        if not (isinstance(link.latency_us, int | float) and math.isfinite(link.latency_us)
-                and link.latency_us >= 0):
-            raise TopologyError(f"{where}: latency_us must be a non-negative number, "
-                                f"got {link.latency_us!r}")
-        arcs = [(link.src, link.dst)] if link.directed else [(link.src, link.dst),
-                                                             (link.dst, link.src)]
+        if not (
+            isinstance(link.bandwidth_GBps, int | float)
+            and math.isfinite(link.bandwidth_GBps)
+            and link.bandwidth_GBps > 0
+        ):
+            raise TopologyError(
+                f"{where}: bandwidth_GBps must be a positive number, got {link.bandwidth_GBps!r}"
+            )
+        if not (
+            isinstance(link.latency_us, int | float)
+            and math.isfinite(link.latency_us)
+            and link.latency_us >= 0
+        ):
+            raise TopologyError(
+                f"{where}: latency_us must be a non-negative number, got {link.latency_us!r}"
+            )
+        arcs = (
+            [(link.src, link.dst)]
+            if link.directed
+            else [(link.src, link.dst), (link.dst, link.src)]
+        )
         for u, v in arcs:
             if self.graph.has_edge(u, v):
-                raise TopologyError(f"{where}: duplicate link {u} -> {v}; give one link with "
-                                    "the total bandwidth")
-            self.graph.add_edge(u, v, bw=link.bandwidth_GBps * GBPS, lat=link.latency_us * US,
-                                kind=link.kind)
+                raise TopologyError(
+                    f"{where}: duplicate link {u} -> {v}; give one link with the total bandwidth"
+                )
+            self.graph.add_edge(
+                u, v, bw=link.bandwidth_GBps * GBPS, lat=link.latency_us * US, kind=link.kind
+            )
 
     # ---- construction -------------------------------------------------------------------
 
@@ -108,8 +121,13 @@ class Topology:
             nodes.append(entry)
         links = []
         for lk in self.links:
-            entry = {"src": lk.src, "dst": lk.dst, "bandwidth_GBps": lk.bandwidth_GBps,
-                     "latency_us": lk.latency_us, "kind": lk.kind}
+            entry = {
+                "src": lk.src,
+                "dst": lk.dst,
+                "bandwidth_GBps": lk.bandwidth_GBps,
+                "latency_us": lk.latency_us,
+                "kind": lk.kind,
+            }
             if lk.directed:
                 entry["directed"] = True
             links.append(entry)
@@ -119,8 +137,12 @@ class Topology:
         """A short hash of the graph (nodes, links, rates), independent of their order: two
         topologies with the same fingerprint plan the same way."""
         data = self.to_dict()
-        key = json.dumps([sorted(json.dumps(n, sort_keys=True) for n in data["nodes"]),
-                          sorted(json.dumps(lk, sort_keys=True) for lk in data["links"])])
+        key = json.dumps(
+            [
+                sorted(json.dumps(n, sort_keys=True) for n in data["nodes"]),
+                sorted(json.dumps(lk, sort_keys=True) for lk in data["links"]),
+            ]
+        )
         return hashlib.sha256(key.encode()).hexdigest()[:20]
 
     # ---- queries --------------------------------------------------------------------------
@@ -152,8 +174,10 @@ class Topology:
             if r not in self.nodes:
                 raise RequestError(f"ranks[{i}]: unknown node {r!r}")
             if not self.nodes[r].can_hold_rank:
-                raise RequestError(f"ranks[{i}]: node {r!r} is a {self.nodes[r].kind}, which only "
-                                   "forwards data and cannot hold a rank")
+                raise RequestError(
+                    f"ranks[{i}]: node {r!r} is a {self.nodes[r].kind}, which only "
+                    "forwards data and cannot hold a rank"
+                )
             if r in seen:
                 raise RequestError(f"ranks[{i}]: node {r!r} appears twice")
             seen.add(r)
@@ -169,8 +193,11 @@ class Topology:
     def resolve_ranks(self, spec: str | list[str]) -> list[str]:
         """``"all"`` (every endpoint), a comma-separated string, or a list of ids."""
         if isinstance(spec, str):
-            ranks = self.endpoints() if spec == "all" else [s.strip() for s in spec.split(",")
-                                                             if s.strip()]
+            ranks = (
+                self.endpoints()
+                if spec == "all"
+                else [s.strip() for s in spec.split(",") if s.strip()]
+            )
         else:
             ranks = list(spec)
         self.check_ranks(ranks)
@@ -200,13 +227,15 @@ def _parse_link(i: int, raw: Any) -> Link:
     lat = raw.get("latency_us", 0.0)
     for name, value in (("bandwidth_GBps", bw), ("latency_us", lat)):
         if isinstance(value, bool) or not isinstance(value, int | float):
-            raise TopologyError(f"links[{i}] ({src} -> {dst}): '{name}' must be a number, "
-                                f"got {value!r}")
+            raise TopologyError(
+                f"links[{i}] ({src} -> {dst}): '{name}' must be a number, got {value!r}"
+            )
     kind = raw.get("kind", "network")
     directed = raw.get("directed", False)
     if not isinstance(kind, str) or not isinstance(directed, bool):
-        raise TopologyError(f"links[{i}] ({src} -> {dst}): 'kind' must be a string and "
-                            "'directed' a boolean")
+        raise TopologyError(
+            f"links[{i}] ({src} -> {dst}): 'kind' must be a string and 'directed' a boolean"
+        )
     return Link(src, dst, float(bw), float(lat), kind, directed)
 
 
@@ -228,8 +257,9 @@ def load_topology(path: str | Path) -> Topology:
         try:
             data = json.loads(text)
         except json.JSONDecodeError as exc:
-            raise TopologyError(f"{p}: invalid JSON at line {exc.lineno} column {exc.colno}: "
-                                f"{exc.msg}") from None
+            raise TopologyError(
+                f"{p}: invalid JSON at line {exc.lineno} column {exc.colno}: {exc.msg}"
+            ) from None
     try:
         return Topology.from_dict(data)
     except TopologyError as exc:

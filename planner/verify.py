@@ -42,11 +42,17 @@ class _Invalid(Exception):
     pass
 
 
-def verify_plan(plan: dict[str, Any], topo: Topology, *, size_bytes: float | None = None,
-                min_step_s: float = 0.0, message_overhead_s: float = 0.0,
-                message_cores: int | None = None,
-                exchange_overhead_s: float = 0.0,
-                switch_overhead: float = 0.0) -> VerifyReport:
+def verify_plan(
+    plan: dict[str, Any],
+    topo: Topology,
+    *,
+    size_bytes: float | None = None,
+    min_step_s: float = 0.0,
+    message_overhead_s: float = 0.0,
+    message_cores: int | None = None,
+    exchange_overhead_s: float = 0.0,
+    switch_overhead: float = 0.0,
+) -> VerifyReport:
     """Check that ``plan`` is a correct collective on ``topo``; never raises on bad plans.
     The simulated time uses the cost model's ``min_step_s`` and per-message overhead (shared
     by ``message_cores`` CPU cores when set), per-exchange overhead and switch overhead."""
@@ -65,16 +71,25 @@ def verify_plan(plan: dict[str, Any], topo: Topology, *, size_bytes: float | Non
                     _replay(ranks, units, steps, shards)
                 else:
                     _replay_gather(ranks, units, steps, shards)
-            sim = _simulate_time(topo, ranks, units, steps, table, size, min_step_s,
-                                 message_overhead_s, message_cores, exchange_overhead_s,
-                                 switch_overhead)
+            sim = _simulate_time(
+                topo,
+                ranks,
+                units,
+                steps,
+                table,
+                size,
+                min_step_s,
+                message_overhead_s,
+                message_cores,
+                exchange_overhead_s,
+                switch_overhead,
+            )
     except _Invalid as exc:
         return VerifyReport(False, str(exc), None, steps_n, transfers_n)
     return VerifyReport(True, None, sim, steps_n, transfers_n)
 
 
-def _shape(plan: Any, topo: Topology
-           ) -> tuple[list[str], int, list[list[dict]], list[list[str]]]:
+def _shape(plan: Any, topo: Topology) -> tuple[list[str], int, list[list[dict]], list[list[str]]]:
     if not isinstance(plan, dict):
         raise _Invalid("plan must be an object")
     if plan.get("collective", "allreduce") not in COLLECTIVES:
@@ -102,8 +117,7 @@ def _shape(plan: Any, topo: Topology
     if not isinstance(table, list):
         raise _Invalid("program.routes must be a list of paths")
     for k, path in enumerate(table):
-        if not isinstance(path, list) or len(path) < 2 or not all(
-                isinstance(p, str) for p in path):
+        if not isinstance(path, list) or len(path) < 2 or not all(isinstance(p, str) for p in path):
             raise _Invalid(f"program.routes[{k}] must be a list of at least two node ids")
         _check_path(f"program.routes[{k}]", path, path[0], path[-1], topo)
     n = len(ranks)
@@ -121,9 +135,12 @@ def _shape(plan: Any, topo: Topology
                     raise _Invalid(f"{where}: {name} must be a rank index in [0, {n})")
             if src == dst:
                 raise _Invalid(f"{where}: src and dst are both rank {src}")
-            if (not isinstance(chunk, list) or len(chunk) != 2
-                    or not all(isinstance(c, int) and not isinstance(c, bool) for c in chunk)
-                    or not 0 <= chunk[0] < chunk[1] <= units):
+            if (
+                not isinstance(chunk, list)
+                or len(chunk) != 2
+                or not all(isinstance(c, int) and not isinstance(c, bool) for c in chunk)
+                or not 0 <= chunk[0] < chunk[1] <= units
+            ):
                 raise _Invalid(f"{where}: chunk must be [a, b] with 0 <= a < b <= {units}")
             if not isinstance(t.get("reduce"), bool):
                 raise _Invalid(f"{where}: reduce must be true or false")
@@ -132,12 +149,13 @@ def _shape(plan: Any, topo: Topology
                 if "path" in t:
                     raise _Invalid(f"{where}: has both path and route")
                 if not isinstance(k, int) or isinstance(k, bool) or not 0 <= k < len(table):
-                    raise _Invalid(f"{where}: route must index program.routes "
-                                   f"[0, {len(table)})")
+                    raise _Invalid(f"{where}: route must index program.routes [0, {len(table)})")
                 if table[k][0] != ranks[src] or table[k][-1] != ranks[dst]:
-                    raise _Invalid(f"{where}: route {k} runs from {table[k][0]!r} to "
-                                   f"{table[k][-1]!r}, not from {ranks[src]!r} to "
-                                   f"{ranks[dst]!r}")
+                    raise _Invalid(
+                        f"{where}: route {k} runs from {table[k][0]!r} to "
+                        f"{table[k][-1]!r}, not from {ranks[src]!r} to "
+                        f"{ranks[dst]!r}"
+                    )
             path = t.get("path")
             if path is not None:
                 key = tuple(path) if isinstance(path, list) else None
@@ -153,8 +171,9 @@ def _check_path(where: str, path: Any, src: str, dst: str, topo: Topology) -> No
     if not isinstance(path, list) or len(path) < 2 or not all(isinstance(p, str) for p in path):
         raise _Invalid(f"{where}: path must be a list of at least two node ids")
     if path[0] != src or path[-1] != dst:
-        raise _Invalid(f"{where}: path must run from {src!r} to {dst!r}, "
-                       f"got {path[0]!r} .. {path[-1]!r}")
+        raise _Invalid(
+            f"{where}: path must run from {src!r} to {dst!r}, got {path[0]!r} .. {path[-1]!r}"
+        )
     for a, b in itertools.pairwise(path):
         if not topo.graph.has_edge(a, b):
             raise _Invalid(f"{where}: path uses a missing link {a!r} -> {b!r}")
@@ -166,25 +185,31 @@ def _shards(plan: dict[str, Any], n: int, units: int) -> list[tuple[int, int]]:
         raise _Invalid(f"shards must be a list of {n} [a, b] unit ranges, one per rank")
     out = []
     for i, sh in enumerate(shards):
-        if (not isinstance(sh, list) or len(sh) != 2
-                or not all(isinstance(c, int) and not isinstance(c, bool) for c in sh)
-                or not 0 <= sh[0] <= sh[1] <= units):
+        if (
+            not isinstance(sh, list)
+            or len(sh) != 2
+            or not all(isinstance(c, int) and not isinstance(c, bool) for c in sh)
+            or not 0 <= sh[0] <= sh[1] <= units
+        ):
             raise _Invalid(f"shards[{i}] must be [a, b] with 0 <= a <= b <= {units}")
         out.append((sh[0], sh[1]))
     covered = sorted(s for s in out if s[0] < s[1])
     at = 0
     for a, b in covered:
         if a != at:
-            raise _Invalid(f"shards must be disjoint and cover [0, {units}): "
-                           f"{'overlap' if a < at else 'gap'} at unit {min(a, at)}")
+            raise _Invalid(
+                f"shards must be disjoint and cover [0, {units}): "
+                f"{'overlap' if a < at else 'gap'} at unit {min(a, at)}"
+            )
         at = b
     if at != units:
         raise _Invalid(f"shards must cover [0, {units}): units from {at} are owned by no rank")
     return out
 
 
-def _segments(units: int, steps: list[list[dict]],
-              shards: list[tuple[int, int]] | None) -> list[int]:
+def _segments(
+    units: int, steps: list[list[dict]], shards: list[tuple[int, int]] | None
+) -> list[int]:
     cuts = {0, units}
     for step in steps:
         for t in step:
@@ -201,8 +226,9 @@ def _owner_of(bounds: list[int], shards: list[tuple[int, int]]) -> list[int]:
     return owner
 
 
-def _replay_gather(ranks: list[str], units: int, steps: list[list[dict]],
-                   shards: list[tuple[int, int]]) -> None:
+def _replay_gather(
+    ranks: list[str], units: int, steps: list[list[dict]], shards: list[tuple[int, int]]
+) -> None:
     n = len(ranks)
     bounds = _segments(units, steps, shards)
     seg_of = {b: i for i, b in enumerate(bounds)}
@@ -217,21 +243,29 @@ def _replay_gather(ranks: list[str], units: int, steps: list[list[dict]],
             for s in range(seg_of[t["chunk"][0]], seg_of[t["chunk"][1]]):
                 key = (t["dst"], s)
                 if key in written:
-                    raise _Invalid(f"step {si}: conflicting writes to rank {t['dst']} units "
-                                   f"[{bounds[s]}, {bounds[s + 1]}) by transfers "
-                                   f"{written[key]}, {ti} (a replace must be the only write)")
+                    raise _Invalid(
+                        f"step {si}: conflicting writes to rank {t['dst']} units "
+                        f"[{bounds[s]}, {bounds[s + 1]}) by transfers "
+                        f"{written[key]}, {ti} (a replace must be the only write)"
+                    )
                 written[key] = ti
                 valid[t["dst"]][s] = start[t["src"]][s]
     for r in range(n):
         for s, ok in enumerate(valid[r]):
             if not ok:
-                raise _Invalid(f"after the last step rank {r} units [{bounds[s]}, "
-                               f"{bounds[s + 1]}) do not hold the value of their owner, "
-                               f"rank {owner[s]}")
+                raise _Invalid(
+                    f"after the last step rank {r} units [{bounds[s]}, "
+                    f"{bounds[s + 1]}) do not hold the value of their owner, "
+                    f"rank {owner[s]}"
+                )
 
 
-def _replay(ranks: list[str], units: int, steps: list[list[dict]],
-            shards: list[tuple[int, int]] | None = None) -> None:
+def _replay(
+    ranks: list[str],
+    units: int,
+    steps: list[list[dict]],
+    shards: list[tuple[int, int]] | None = None,
+) -> None:
     """All-reduce (``shards`` None) or reduce-scatter: replay the input bitmasks."""
     n = len(ranks)
     bounds = _segments(units, steps, shards)
@@ -251,8 +285,10 @@ def _replay(ranks: list[str], units: int, steps: list[list[dict]],
             lo, hi = bounds[s], bounds[s + 1]
             if len(writes) > 1 and not all(red for _, red, _ in writes):
                 tis = ", ".join(str(w[2]) for w in writes)
-                raise _Invalid(f"step {si}: conflicting writes to rank {dst} units [{lo}, {hi}) "
-                               f"by transfers {tis} (a replace must be the only write)")
+                raise _Invalid(
+                    f"step {si}: conflicting writes to rank {dst} units [{lo}, {hi}) "
+                    f"by transfers {tis} (a replace must be the only write)"
+                )
             mask = value[dst][s]
             for m, red, ti in writes:
                 if not red:
@@ -261,8 +297,10 @@ def _replay(ranks: list[str], units: int, steps: list[list[dict]],
                 twice = mask & m
                 if twice:
                     who = twice.bit_length() - 1
-                    raise _Invalid(f"step {si} transfer {ti}: rank {dst} units [{lo}, {hi}) "
-                                   f"would count the input of rank {who} twice")
+                    raise _Invalid(
+                        f"step {si} transfer {ti}: rank {dst} units [{lo}, {hi}) "
+                        f"would count the input of rank {who} twice"
+                    )
                 mask |= m
             value[dst][s] = mask
     full = (1 << n) - 1
@@ -274,12 +312,19 @@ def _replay(ranks: list[str], units: int, steps: list[list[dict]],
             missing = full & ~value[r][s]
             if missing or value[r][s] != full:
                 who = (missing & -missing).bit_length() - 1
-                raise _Invalid(f"after the last step rank {r} units [{bounds[s]}, {bounds[s + 1]})"
-                               f" lack the input of rank {who}")
+                raise _Invalid(
+                    f"after the last step rank {r} units [{bounds[s]}, {bounds[s + 1]})"
+                    f" lack the input of rank {who}"
+                )
 
 
-def step_features(plan: dict[str, Any], topo: Topology, *, size_bytes: float | None = None,
-                  message_cores: int | None = None) -> list[tuple[float, float]]:
+def step_features(
+    plan: dict[str, Any],
+    topo: Topology,
+    *,
+    size_bytes: float | None = None,
+    message_cores: int | None = None,
+) -> list[tuple[float, float]]:
     """Per non-empty step of ``plan`` on ``topo``: (wire time, message ends charged). The
     cost model prices the step ``max(w + o * min(ends, 2), o * ends)`` with ``w = max(wire,
     min_step_s)`` and ``o = message_overhead_s``; the
@@ -291,24 +336,29 @@ def step_features(plan: dict[str, Any], topo: Topology, *, size_bytes: float | N
     except _Invalid as exc:
         raise ValueError(str(exc)) from exc
     size = float(size_bytes if size_bytes is not None else plan.get("size_bytes", units))
-    return [(w, e) for w, e, _, _ in _step_costs(topo, ranks, units, steps, table, size, True,
-                                                 message_cores)]
+    return [
+        (w, e)
+        for w, e, _, _ in _step_costs(topo, ranks, units, steps, table, size, True, message_cores)
+    ]
 
 
-def step_exchange_ends(plan: dict[str, Any], topo: Topology, *,
-                       message_cores: int | None = None) -> list[float]:
+def step_exchange_ends(
+    plan: dict[str, Any], topo: Topology, *, message_cores: int | None = None
+) -> list[float]:
     """Per non-empty step of ``plan``: the message ends ``exchange_overhead_s`` is charged
     for (``syncplan.planner.cost.exchange_ends``), aligned with ``step_features``."""
     try:
         ranks, units, steps, table = _shape(plan, topo)
     except _Invalid as exc:
         raise ValueError(str(exc)) from exc
-    return [x for _, _, x, _ in _step_costs(topo, ranks, units, steps, table, 1.0, True,
-                                            message_cores)]
+    return [
+        x for _, _, x, _ in _step_costs(topo, ranks, units, steps, table, 1.0, True, message_cores)
+    ]
 
 
-def step_switch_wires(plan: dict[str, Any], topo: Topology, *,
-                      size_bytes: float | None = None) -> list[float]:
+def step_switch_wires(
+    plan: dict[str, Any], topo: Topology, *, size_bytes: float | None = None
+) -> list[float]:
     """Per non-empty step of ``plan``: the wire time of its slowest switched transfer
     (``syncplan.planner.cost.switched``; 0 when none), what ``switch_overhead`` is a fraction of;
     aligned with ``step_features``."""
@@ -317,29 +367,50 @@ def step_switch_wires(plan: dict[str, Any], topo: Topology, *,
     except _Invalid as exc:
         raise ValueError(str(exc)) from exc
     size = float(size_bytes if size_bytes is not None else plan.get("size_bytes", units))
-    return [w for _, _, _, w in _step_costs(topo, ranks, units, steps, table, size, False,
-                                            None)]
+    return [w for _, _, _, w in _step_costs(topo, ranks, units, steps, table, size, False, None)]
 
 
-def _simulate_time(topo: Topology, ranks: list[str], units: int, steps: list[list[dict]],
-                   table: list[list[str]], size: float, min_step_s: float,
-                   message_overhead_s: float = 0.0, message_cores: int | None = None,
-                   exchange_overhead_s: float = 0.0, switch_overhead: float = 0.0) -> float:
+def _simulate_time(
+    topo: Topology,
+    ranks: list[str],
+    units: int,
+    steps: list[list[dict]],
+    table: list[list[str]],
+    size: float,
+    min_step_s: float,
+    message_overhead_s: float = 0.0,
+    message_cores: int | None = None,
+    exchange_overhead_s: float = 0.0,
+    switch_overhead: float = 0.0,
+) -> float:
     total = 0.0
     for worst, busiest, exchanged, switch in _step_costs(
-            topo, ranks, units, steps, table, size,
-            bool(message_overhead_s or exchange_overhead_s), message_cores):
+        topo,
+        ranks,
+        units,
+        steps,
+        table,
+        size,
+        bool(message_overhead_s or exchange_overhead_s),
+        message_cores,
+    ):
         wire = max(worst, min_step_s)
         if message_overhead_s:  # two ends in series with the wire, the rest overlapping it
-            wire = max(wire + message_overhead_s * min(busiest, 2.0),
-                       message_overhead_s * busiest)
+            wire = max(wire + message_overhead_s * min(busiest, 2.0), message_overhead_s * busiest)
         total += wire + exchange_overhead_s * exchanged + switch_overhead * switch
     return total
 
 
-def _step_costs(topo: Topology, ranks: list[str], units: int, steps: list[list[dict]],
-                table: list[list[str]], size: float, count_messages: bool,
-                message_cores: int | None) -> Iterator[tuple[float, float, float, float]]:
+def _step_costs(
+    topo: Topology,
+    ranks: list[str],
+    units: int,
+    steps: list[list[dict]],
+    table: list[list[str]],
+    size: float,
+    count_messages: bool,
+    message_cores: int | None,
+) -> Iterator[tuple[float, float, float, float]]:
     """(wire time, message ends, exchanged message ends, wire time of the slowest switched
     transfer) of every non-empty step; the ends 0 unless ``count_messages``."""
     g = topo.graph
@@ -348,7 +419,8 @@ def _step_costs(topo: Topology, ranks: list[str], units: int, steps: list[list[d
     def route(a: str, b: str) -> list[str]:
         if (a, b) not in routes:
             routes[(a, b)] = nx.shortest_path(
-                g, a, b, weight=lambda u, v, d: d["lat"] + _ROUTE_REF_BYTES / d["bw"])
+                g, a, b, weight=lambda u, v, d: d["lat"] + _ROUTE_REF_BYTES / d["bw"]
+            )
         return routes[(a, b)]
 
     per_unit = size / units

@@ -39,9 +39,14 @@ class OneLineParser(argparse.ArgumentParser):
 
 def build_parser() -> argparse.ArgumentParser:
     parser = OneLineParser(
-        prog="syncplan", description="Topology-aware all-reduce planning and execution.")
-    parser.add_argument("-v", "--verbose", action="store_true",
-                        help="log debug messages (and show tracebacks of unexpected errors)")
+        prog="syncplan", description="Topology-aware all-reduce planning and execution."
+    )
+    parser.add_argument(
+        "-v",
+        "--verbose",
+        action="store_true",
+        help="log debug messages (and show tracebacks of unexpected errors)",
+    )
     parser.add_argument("--version", action="version", version=f"%(prog)s {version()}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name in COMPONENTS:
@@ -90,8 +95,10 @@ def main(argv: list[str] | None = None) -> int:
 def _main(argv: list[str] | None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
-    logging.basicConfig(level=logging.DEBUG if args.verbose else logging.INFO,
-                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    logging.basicConfig(
+        level=logging.DEBUG if args.verbose else logging.INFO,
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+    )
     if not getattr(args, "func", None):
         parser.print_help()
         return 2
@@ -101,8 +108,11 @@ def _main(argv: list[str] | None) -> int:
         print(f"syncplan {args.command}: error: {exc}", file=sys.stderr)
         return 2
     except ModuleNotFoundError as exc:
-        print(f"syncplan {args.command}: error: missing dependency {exc.name!r}; install "
-              "the matching extra, for example: pip install 'syncplan[all]'", file=sys.stderr)
+        print(
+            f"syncplan {args.command}: error: missing dependency {exc.name!r}; install "
+            "the matching extra, for example: pip install 'syncplan[all]'",
+            file=sys.stderr,
+        )
         return 2
     except KeyboardInterrupt:
         return 130
@@ -112,8 +122,11 @@ def _main(argv: list[str] | None) -> int:
         # Reached only by a case no component turned into a CLIError: still one line.
         if args.verbose:
             raise
-        print(f"syncplan {args.command}: error: {type(exc).__name__}: {exc} "
-              "(run with -v for the traceback)", file=sys.stderr)
+        print(
+            f"syncplan {args.command}: error: {type(exc).__name__}: {exc} "
+            "(run with -v for the traceback)",
+            file=sys.stderr,
+        )
         return 2
 
 

@@ -36,20 +36,29 @@ PROBE_SLOT_S = 1.5
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     p = subparsers.add_parser(
-        "demo", help="service + local agents + a gloo job running the service's plan",
+        "demo",
+        help="service + local agents + a gloo job running the service's plan",
         description="Start the service, one agent per emulated host on loopback and a "
-                    "gloo job of one process per host on this machine; print the plan, "
-                    "its measured time against gloo's all_reduce and the executor's "
-                    "log line. Needs the api and executor extras.")
-    p.add_argument("--hosts", type=int, default=4, help="emulated hosts = processes (2..8, "
-                                                         "default 4)")
+        "gloo job of one process per host on this machine; print the plan, "
+        "its measured time against gloo's all_reduce and the executor's "
+        "log line. Needs the api and executor extras.",
+    )
+    p.add_argument(
+        "--hosts", type=int, default=4, help="emulated hosts = processes (2..8, default 4)"
+    )
     p.add_argument("--size", default="16MiB", help="all-reduce buffer size (default 16MiB)")
-    p.add_argument("--port", type=int, default=0,
-                   help="service port (default: a free one; the service's usual is 8080)")
-    p.add_argument("--timeout", type=float, default=120.0,
-                   help="seconds for the whole demo (default 120)")
-    p.add_argument("--keep", action="store_true",
-                   help="keep the working directory (logs, SQLite file)")
+    p.add_argument(
+        "--port",
+        type=int,
+        default=0,
+        help="service port (default: a free one; the service's usual is 8080)",
+    )
+    p.add_argument(
+        "--timeout", type=float, default=120.0, help="seconds for the whole demo (default 120)"
+    )
+    p.add_argument(
+        "--keep", action="store_true", help="keep the working directory (logs, SQLite file)"
+    )
     p.set_defaults(func=cmd_demo)
 
 
@@ -74,13 +83,19 @@ class _Run:
     say: Callable[[str], None]
     procs: list[tuple[str, subprocess.Popen[bytes], Path]] = field(default_factory=list)
 
-    def spawn(self, name: str, argv: list[str], env: dict[str, str],
-              stdout: int | None = None) -> subprocess.Popen[bytes]:
+    def spawn(
+        self, name: str, argv: list[str], env: dict[str, str], stdout: int | None = None
+    ) -> subprocess.Popen[bytes]:
         log = self.work / f"{name}.log"
         with log.open("wb") as f:
-            proc = subprocess.Popen(argv, stdout=stdout if stdout is not None else f,
-                                    stderr=f, stdin=subprocess.DEVNULL,
-                                    env={**os.environ, **env}, start_new_session=True)
+            proc = subprocess.Popen(
+                argv,
+                stdout=stdout if stdout is not None else f,
+                stderr=f,
+                stdin=subprocess.DEVNULL,
+                env={**os.environ, **env},
+                start_new_session=True,
+            )
         self.procs.append((name, proc, log))
         return proc
 
@@ -90,8 +105,9 @@ class _Run:
     def check_alive(self) -> None:
         for name, proc, log in self.procs:
             if proc.poll() is not None and not name.startswith("rank"):
-                raise CLIError(f"{name} exited with status {proc.returncode}: "
-                               f"{_last_line(log)} (log: {log})")
+                raise CLIError(
+                    f"{name} exited with status {proc.returncode}: {_last_line(log)} (log: {log})"
+                )
 
     def wait(self, what: str, done: Callable[[], Any], every: float = 0.3) -> Any:
         while True:
@@ -100,8 +116,9 @@ class _Run:
                 return value
             self.check_alive()
             if self.left() <= 0:
-                raise CLIError(f"timed out waiting for {what} (logs in {self.work}; "
-                               "--keep keeps them)")
+                raise CLIError(
+                    f"timed out waiting for {what} (logs in {self.work}; --keep keeps them)"
+                )
             time.sleep(every)
 
     def stop(self) -> None:
@@ -165,21 +182,28 @@ def cmd_demo(args: argparse.Namespace) -> int:
             say(f"logs and the SQLite store are in {work}")
     plan, job, line = result
     ratio = job["gloo_s"] / job["plan_s"] if job["plan_s"] > 0 else float("nan")
-    print(f"\nplan {plan['plan_id']}: {plan['algorithm']} over {len(plan['ranks'])} ranks, "
-          f"{format_size(size)}, predicted {format_time(plan['predicted_time_s'])} "
-          f"(lower bound {format_time(plan['lower_bound_time_s'])}) on the measured graph")
+    print(
+        f"\nplan {plan['plan_id']}: {plan['algorithm']} over {len(plan['ranks'])} ranks, "
+        f"{format_size(size)}, predicted {format_time(plan['predicted_time_s'])} "
+        f"(lower bound {format_time(plan['lower_bound_time_s'])}) on the measured graph"
+    )
     print(f"executor: {line}")
-    print(f"measured per all-reduce: plan {format_time(job['plan_s'])}, gloo all_reduce "
-          f"{format_time(job['gloo_s'])} (gloo / plan {ratio:.2f}); results agree "
-          f"(max |difference| {job['max_abs_err']:.1e})")
-    print("(every process shares this machine's cores and loopback: the times show the plan "
-          "running, not a cluster's speed; syncplan testbed emulates real links)")
+    print(
+        f"measured per all-reduce: plan {format_time(job['plan_s'])}, gloo all_reduce "
+        f"{format_time(job['gloo_s'])} (gloo / plan {ratio:.2f}); results agree "
+        f"(max |difference| {job['max_abs_err']:.1e})"
+    )
+    print(
+        "(every process shares this machine's cores and loopback: the times show the plan "
+        "running, not a cluster's speed; syncplan testbed emulates real links)"
+    )
     print(f"done in {time.monotonic() - t0:.1f} s")
     return 0
 
 
-def _demo(run: _Run, nhosts: int, port: int, size: int
-          ) -> tuple[dict[str, Any], dict[str, Any], str]:
+def _demo(
+    run: _Run, nhosts: int, port: int, size: int
+) -> tuple[dict[str, Any], dict[str, Any], str]:
     import logging
 
     import httpx
@@ -190,26 +214,70 @@ def _demo(run: _Run, nhosts: int, port: int, size: int
     tokens = {k: f"{k}-{secrets.token_hex(12)}" for k in ("admin", "agent", "job")}
     server = f"http://127.0.0.1:{port}"
     py = [sys.executable, "-m", "syncplan"]
-    run.spawn("service", [*py, "serve", "--port", str(port), "--log-level", "warning",
-                          "--database-url", f"sqlite:///{run.work / 'syncplan.db'}"],
-              {"SYNCPLAN_ENVIRONMENT": "development", "SYNCPLAN_ADMIN_TOKEN": tokens["admin"],
-               "SYNCPLAN_AGENT_TOKEN": tokens["agent"], "SYNCPLAN_JOB_TOKEN": tokens["job"]})
+    run.spawn(
+        "service",
+        [
+            *py,
+            "serve",
+            "--port",
+            str(port),
+            "--log-level",
+            "warning",
+            "--database-url",
+            f"sqlite:///{run.work / 'syncplan.db'}",
+        ],
+        {
+            "SYNCPLAN_ENVIRONMENT": "development",
+            "SYNCPLAN_ADMIN_TOKEN": tokens["admin"],
+            "SYNCPLAN_AGENT_TOKEN": tokens["agent"],
+            "SYNCPLAN_JOB_TOKEN": tokens["job"],
+        },
+    )
     hosts = [f"demo{i}" for i in range(nhosts)]
     probe = {h: _free_port() for h in hosts}
     agents = []
     for h in hosts:
         peers = ",".join(f"{o}=127.0.0.1:{probe[o]}" for o in hosts if o != h)
-        agents.append(run.spawn(f"agent-{h}", [
-            *py, "agent", "--server", server, "--host-name", h, "--interval", "1",
-            "--probe-interval", "1e9", "--probe-duration", str(PROBE_DURATION_S),
-            "--slot", str(PROBE_SLOT_S), "--peers", peers, "--bind", "127.0.0.1",
-            "--probe-port", str(probe[h]), "--http-port", "-1", "--no-gpu-copy",
-            "--spool-dir", str(run.work / f"spool-{h}")], {"SYNCPLAN_AGENT_TOKEN":
-                                                           tokens["agent"]}))
-    run.say(f"service {server} (SQLite in {run.work}), {nhosts} agents on loopback: "
-            f"{', '.join(hosts)}")
-    run.wait("the service and the agents to listen",
-             lambda: all(_listening(p) for p in [port, *probe.values()]))
+        agents.append(
+            run.spawn(
+                f"agent-{h}",
+                [
+                    *py,
+                    "agent",
+                    "--server",
+                    server,
+                    "--host-name",
+                    h,
+                    "--interval",
+                    "1",
+                    "--probe-interval",
+                    "1e9",
+                    "--probe-duration",
+                    str(PROBE_DURATION_S),
+                    "--slot",
+                    str(PROBE_SLOT_S),
+                    "--peers",
+                    peers,
+                    "--bind",
+                    "127.0.0.1",
+                    "--probe-port",
+                    str(probe[h]),
+                    "--http-port",
+                    "-1",
+                    "--no-gpu-copy",
+                    "--spool-dir",
+                    str(run.work / f"spool-{h}"),
+                ],
+                {"SYNCPLAN_AGENT_TOKEN": tokens["agent"]},
+            )
+        )
+    run.say(
+        f"service {server} (SQLite in {run.work}), {nhosts} agents on loopback: {', '.join(hosts)}"
+    )
+    run.wait(
+        "the service and the agents to listen",
+        lambda: all(_listening(p) for p in [port, *probe.values()]),
+    )
     # One probe cycle now, started by every agent in the same slot (as the testbed does).
     phase = time.time() % PROBE_SLOT_S
     if phase > PROBE_SLOT_S * 0.6:
@@ -217,8 +285,9 @@ def _demo(run: _Run, nhosts: int, port: int, size: int
     for proc in agents:
         proc.send_signal(signal.SIGUSR1)
     # The cycle every agent computes from its trigger: its end, plus the reports after it.
-    cycle_end = (next_cycle_start(time.time(), PROBE_SLOT_S)
-                 + len(circle_rounds(hosts)) * PROBE_SLOT_S)
+    cycle_end = (
+        next_cycle_start(time.time(), PROBE_SLOT_S) + len(circle_rounds(hosts)) * PROBE_SLOT_S
+    )
     run.say("agents listening; probing each other")
     client = httpx.Client(base_url=server, timeout=30)
     job_auth = {"Authorization": f"Bearer {tokens['job']}"}
@@ -238,8 +307,9 @@ def _demo(run: _Run, nhosts: int, port: int, size: int
     rates = run.wait("every host's measured rate in the service", measured, every=0.5)
     run.say("measured: " + ", ".join(f"{h} {r:g} GB/s" for h, r in rates.items()))
     ranks = [f"{h}/cpu0" for h in hosts]
-    res = client.put(f"/v1/jobs/{JOB_ID}", json={"ranks": ranks, "size_bytes": size},
-                     headers=job_auth)
+    res = client.put(
+        f"/v1/jobs/{JOB_ID}", json={"ranks": ranks, "size_bytes": size}, headers=job_auth
+    )
     if res.status_code != 200:
         raise CLIError(f"PUT /v1/jobs/{JOB_ID}: HTTP {res.status_code}: {res.text[:300]}")
     res = client.get(f"/v1/jobs/{JOB_ID}/plan", headers=job_auth)
@@ -250,42 +320,61 @@ def _demo(run: _Run, nhosts: int, port: int, size: int
     from syncplan.planner.verify import verify_plan
 
     graph = client.get("/v1/topology").json()
-    report = verify_plan(plan, Topology.from_dict({"nodes": graph["nodes"],
-                                                   "links": graph["links"]}))
+    report = verify_plan(
+        plan, Topology.from_dict({"nodes": graph["nodes"], "links": graph["links"]})
+    )
     if not report.ok:
-        raise CLIError(f"the service's plan {plan['plan_id']} fails verification: "
-                       f"{report.error}")
-    run.say(f"job {JOB_ID}: ranks {', '.join(ranks)}; the service planned {plan['algorithm']} "
-            f"({plan['plan_id']}), verified")
+        raise CLIError(f"the service's plan {plan['plan_id']} fails verification: {report.error}")
+    run.say(
+        f"job {JOB_ID}: ranks {', '.join(ranks)}; the service planned {plan['algorithm']} "
+        f"({plan['plan_id']}), verified"
+    )
     master = _free_port()
-    env = {"MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(master),
-           "WORLD_SIZE": str(nhosts), "LOCAL_RANK": "0", "LOCAL_WORLD_SIZE": "1",
-           "GLOO_SOCKET_IFNAME": "lo", "SYNCPLAN_JOB_ID": JOB_ID, "SYNCPLAN_SERVER": server,
-           "SYNCPLAN_JOB_TOKEN": tokens["job"], "OMP_NUM_THREADS": "1"}
-    workers = [run.spawn(f"rank{r}", [sys.executable, "-m", "syncplan.demo_job",
-                                      "--numel", str(size // 4)],
-                         {**env, "RANK": str(r), "SYNCPLAN_HOST": h},
-                         stdout=subprocess.PIPE)
-               for r, h in enumerate(hosts)]
-    run.say(f"job: {nhosts} gloo processes, process r runs as host demo<r> "
-            "(SYNCPLAN_HOST), endpoint demo<r>/cpu0")
+    env = {
+        "MASTER_ADDR": "127.0.0.1",
+        "MASTER_PORT": str(master),
+        "WORLD_SIZE": str(nhosts),
+        "LOCAL_RANK": "0",
+        "LOCAL_WORLD_SIZE": "1",
+        "GLOO_SOCKET_IFNAME": "lo",
+        "SYNCPLAN_JOB_ID": JOB_ID,
+        "SYNCPLAN_SERVER": server,
+        "SYNCPLAN_JOB_TOKEN": tokens["job"],
+        "OMP_NUM_THREADS": "1",
+    }
+    workers = [
+        run.spawn(
+            f"rank{r}",
+            [sys.executable, "-m", "syncplan.demo_job", "--numel", str(size // 4)],
+            {**env, "RANK": str(r), "SYNCPLAN_HOST": h},
+            stdout=subprocess.PIPE,
+        )
+        for r, h in enumerate(hosts)
+    ]
+    run.say(
+        f"job: {nhosts} gloo processes, process r runs as host demo<r> "
+        "(SYNCPLAN_HOST), endpoint demo<r>/cpu0"
+    )
     outputs: list[bytes] = []
     for proc in workers:
         try:
             out, _ = proc.communicate(timeout=max(1.0, run.left()))
         except subprocess.TimeoutExpired:
-            raise CLIError(f"the job did not finish in time (logs in {run.work}; --keep "
-                           "keeps them)") from None
+            raise CLIError(
+                f"the job did not finish in time (logs in {run.work}; --keep keeps them)"
+            ) from None
         outputs.append(out)
     for r, proc in enumerate(workers):
         if proc.returncode != 0:
             log = run.work / f"rank{r}.log"
-            raise CLIError(f"rank {r} exited with status {proc.returncode}: "
-                           f"{_last_line(log)}")
+            raise CLIError(f"rank {r} exited with status {proc.returncode}: {_last_line(log)}")
     job = json.loads(outputs[0].decode().strip().splitlines()[-1])
     log0 = (run.work / "rank0.log").read_text(errors="replace")
-    lines = [ln[ln.index("syncplan executor:"):] for ln in log0.splitlines()
-             if "syncplan executor:" in ln]
+    lines = [
+        ln[ln.index("syncplan executor:") :]
+        for ln in log0.splitlines()
+        if "syncplan executor:" in ln
+    ]
     if not job["using_plan"]:
         raise CLIError(f"the job fell back to torch's all_reduce: {job['reason']}")
     return plan, job, lines[0] if lines else "(no log line)"

@@ -48,10 +48,20 @@ def main(argv: list[str] | None = None) -> int:
         err = float((results["plan"] - results["gloo"]).abs().max())
         if rank == 0:
             plan = comm.executor.program.plan_id if comm.executor is not None else None
-            sys.stdout.write(json.dumps({
-                "using_plan": comm.using_plan, "reason": comm.reason, "plan_id": plan,
-                "numel": args.numel, "plan_s": timings["plan"], "gloo_s": timings["gloo"],
-                "max_abs_err": err}) + "\n")
+            sys.stdout.write(
+                json.dumps(
+                    {
+                        "using_plan": comm.using_plan,
+                        "reason": comm.reason,
+                        "plan_id": plan,
+                        "numel": args.numel,
+                        "plan_s": timings["plan"],
+                        "gloo_s": timings["gloo"],
+                        "max_abs_err": err,
+                    }
+                )
+                + "\n"
+            )
             sys.stdout.flush()
     return 0
 

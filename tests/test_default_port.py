@@ -11,8 +11,15 @@ from syncplan.cli import build_parser
 
 ROOT = Path(__file__).resolve().parents[1]
 URL_PORT = re.compile(r"https?://[A-Za-z0-9_.\-]+:(\d+)")
-SOURCES = ["README.md", "docs/*.md", "deploy/*", "executor/*.py", "agents/cli.py",
-           "api/cli.py", "syncplan/**/*.py"]
+SOURCES = [
+    "README.md",
+    "docs/*.md",
+    "deploy/*",
+    "executor/*.py",
+    "agents/cli.py",
+    "api/cli.py",
+    "syncplan/**/*.py",
+]
 
 
 def _sub(parser: argparse.ArgumentParser, name: str) -> argparse.ArgumentParser:
@@ -38,8 +45,14 @@ def test_every_service_url_uses_the_default_port() -> None:
     wrong = {f: ps for f, ps in seen.items() if any(p != port for p in ps)}
     assert not wrong, f"service URLs not on port {port}: {wrong}"
     # The places a new user copies from all name the service with its port.
-    for needed in ("README.md", "deploy/syncplan-agent.service", "docs/agent.md",
-                   "docs/executor.md", "executor/demo.py", "agents/cli.py"):
+    for needed in (
+        "README.md",
+        "deploy/syncplan-agent.service",
+        "docs/agent.md",
+        "docs/executor.md",
+        "executor/demo.py",
+        "agents/cli.py",
+    ):
         assert needed in seen, needed
 
 

@@ -16,8 +16,13 @@ ROOT = Path(__file__).resolve().parents[1]
 @pytest.mark.slow
 def test_demo_runs_the_services_plan() -> None:
     pytest.importorskip("torch")
-    res = subprocess.run([sys.executable, "-m", "syncplan", "demo", "--timeout", "150"],
-                         capture_output=True, text=True, cwd=ROOT, timeout=200)
+    res = subprocess.run(
+        [sys.executable, "-m", "syncplan", "demo", "--timeout", "150"],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=200,
+    )
     assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]
     out = res.stdout
     planned = re.search(r"^plan (\w+): (\w+) over 4 ranks", out, re.M)
@@ -33,8 +38,11 @@ def test_demo_runs_the_services_plan() -> None:
 def test_demo_bad_arguments(capsys: pytest.CaptureFixture[str]) -> None:
     from syncplan.cli import main
 
-    for args, message in ((["--hosts", "1"], "--hosts must be in 2..8"),
-                          (["--size", "3"], "float32"), (["--size", "x"], "size 'x'")):
+    for args, message in (
+        (["--hosts", "1"], "--hosts must be in 2..8"),
+        (["--size", "3"], "float32"),
+        (["--size", "x"], "size 'x'"),
+    ):
         assert main(["demo", *args]) == 2
         err = capsys.readouterr().err
         assert message in err and len(err.strip().splitlines()) == 1, err

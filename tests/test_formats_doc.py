@@ -17,10 +17,27 @@ ROOT = Path(__file__).resolve().parents[1]
 DOC = (ROOT / "docs" / "formats.md").read_text()
 EXAMPLE = re.compile(r"<!-- example: ([\w-]+) -->\s*```json\n(.*?)```", re.S)
 # The models whose fields users write or read (request and response bodies).
-MODELS = ("PlanCreate", "PlanPublic", "FabricCreate", "FabricNode", "FabricLink", "JobCreate",
-          "RankRef", "JobPublic", "JobPlanPublic", "TopologyPublic")
-CONTRACT_REQUEST_FIELDS = {"ranks", "collective", "size_bytes", "algorithm", "shards",
-                           "density", "block_elems"}
+MODELS = (
+    "PlanCreate",
+    "PlanPublic",
+    "FabricCreate",
+    "FabricNode",
+    "FabricLink",
+    "JobCreate",
+    "RankRef",
+    "JobPublic",
+    "JobPlanPublic",
+    "TopologyPublic",
+)
+CONTRACT_REQUEST_FIELDS = {
+    "ranks",
+    "collective",
+    "size_bytes",
+    "algorithm",
+    "shards",
+    "density",
+    "block_elems",
+}
 
 
 def examples(kind: str) -> list[Any]:
@@ -54,8 +71,9 @@ def test_every_example_is_json() -> None:
 
 def test_model_fields_are_documented(openapi: dict[str, Any]) -> None:
     schemas = openapi["components"]["schemas"]
-    missing = [f"{m}.{f}" for m in MODELS for f in schemas[m].get("properties", {})
-               if f"`{f}`" not in DOC]
+    missing = [
+        f"{m}.{f}" for m in MODELS for f in schemas[m].get("properties", {}) if f"`{f}`" not in DOC
+    ]
     assert not missing, f"fields of the service's models not in docs/formats.md: {missing}"
 
 
@@ -102,14 +120,21 @@ def test_plan_examples_verify(topo: Topology) -> None:
     for plan in (doc, routed):
         report = verify_plan(plan, topo)
         assert report.ok, report.error
-    assert routed["program"]["routes"] and all("route" in t for s in routed["program"]["steps"]
-                                               for t in s)
+    assert routed["program"]["routes"] and all(
+        "route" in t for s in routed["program"]["steps"] for t in s
+    )
     # The example is what the planner writes today, field for field (timing aside), and
     # every field the planner writes is described.
     fresh = make_plan(topo, doc["ranks"], doc["size_bytes"], doc["algorithm"])
     assert set(fresh) == set(doc)
-    for key in ("program", "ranks", "plan_id", "predicted_time_s", "lower_bound_time_s",
-                "topology_fingerprint"):
+    for key in (
+        "program",
+        "ranks",
+        "plan_id",
+        "predicted_time_s",
+        "lower_bound_time_s",
+        "topology_fingerprint",
+    ):
         assert fresh[key] == doc[key], key
     assert all(f"`{k}`" in DOC for k in fresh)
 
@@ -140,7 +165,9 @@ def test_reducescatter_then_allgather_is_an_allreduce() -> None:
     held = _replay(rs, [[{r} for _ in range(units)] for r in range(n)])
     for r, (a, b) in enumerate(rs["shards"]):
         assert all(held[r][u] == set(range(n)) for u in range(a, b))
-    start = [[held[r][u] if a <= u < b else None for u in range(units)]
-             for r, (a, b) in enumerate(ag["shards"])]
+    start = [
+        [held[r][u] if a <= u < b else None for u in range(units)]
+        for r, (a, b) in enumerate(ag["shards"])
+    ]
     done = _replay(ag, start)
     assert all(v == set(range(n)) for row in done for v in row)

@@ -43,12 +43,13 @@ def test_first_command_installs_the_service_without_torch() -> None:
     assert first == 'pip install -e ".[api]" && syncplan serve --demo'
     meta = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
     extras = meta["optional-dependencies"]
-    light = {re.split(r"[<>=\[ ;]", r, maxsplit=1)[0].lower()
-             for r in meta["dependencies"]} | extra_closure("api", extras)
+    light = {
+        re.split(r"[<>=\[ ;]", r, maxsplit=1)[0].lower() for r in meta["dependencies"]
+    } | extra_closure("api", extras)
     assert not light & {"torch", "nvidia-ml-py", "matplotlib"}, light
     assert "torch" in extra_closure("executor", extras)
     text = (ROOT / "pyproject.toml").read_text()
-    executor_notes = text[:text.index("executor = [")].rsplit("\n\n", 1)[-1]
+    executor_notes = text[: text.index("executor = [")].rsplit("\n\n", 1)[-1]
     assert "--index-url https://download.pytorch.org/whl/cpu" in executor_notes
     assert "--index-url https://download.pytorch.org/whl/cpu" in README.read_text()
 
@@ -72,8 +73,13 @@ def test_curl_asks_the_demo_cluster_and_prints_a_summary(tmp_path: Path) -> None
     topo = load_topology(ROOT / "examples" / "demo.json")
     doc = make_plan(topo, body["ranks"], body["size_bytes"], "ring")
     code = shlex.split(curl.split("| python3 -c ", 1)[1])[0]
-    res = subprocess.run([sys.executable, "-c", code], input=json.dumps(doc),
-                         capture_output=True, text=True, timeout=60)
+    res = subprocess.run(
+        [sys.executable, "-c", code],
+        input=json.dumps(doc),
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert res.returncode == 0, res.stderr
     assert res.stdout.split()[:2] == [doc["plan_id"], doc["algorithm"]]
     assert len(res.stdout) < 200
@@ -92,9 +98,14 @@ def test_top_links_exist() -> None:
 
 
 def _syncplan(cmd: str, cwd: Path) -> str:
-    res = subprocess.run([sys.executable, "-m", "syncplan", *shlex.split(cmd)[1:]],
-                         capture_output=True, text=True, cwd=cwd, timeout=300,
-                         env={**os.environ, "PYTHONPATH": str(ROOT)})
+    res = subprocess.run(
+        [sys.executable, "-m", "syncplan", *shlex.split(cmd)[1:]],
+        capture_output=True,
+        text=True,
+        cwd=cwd,
+        timeout=300,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+    )
     assert res.returncode == 0, (cmd, res.stderr)
     return res.stdout
 
@@ -110,10 +121,12 @@ def test_quickstart_runs_and_the_compare_sample_is_current(tmp_path: Path) -> No
             outputs[line] = _syncplan(line, tmp_path)
     compare = next(out for cmd, out in outputs.items() if "--compare" in cmd)
     start = text.index(SAMPLE_INTRO) + len(SAMPLE_INTRO)
-    sample = text[start:text.index("```", start)]
+    sample = text[start : text.index("```", start)]
     if os.environ.get("SYNCPLAN_UPDATE_README") == "1":
-        README.write_text(text[:start] + compare + text[start + len(sample):])
+        README.write_text(text[:start] + compare + text[start + len(sample) :])
         return
-    assert sample == compare, ("README's plan --compare sample is stale; regenerate it with "
-                               "SYNCPLAN_UPDATE_README=1 python3 -m pytest tests/test_readme.py")
+    assert sample == compare, (
+        "README's plan --compare sample is stale; regenerate it with "
+        "SYNCPLAN_UPDATE_README=1 python3 -m pytest tests/test_readme.py"
+    )
     assert next(out for cmd, out in outputs.items() if "verify" in cmd).startswith("correct")

@@ -20,8 +20,7 @@ router = APIRouter(prefix="/v1/fabric", tags=["fabric"], responses=AUTH_ERRORS)
 
 
 @router.put("", response_model=FabricPublic, responses=responses(413, 422))
-async def put_fabric(fabric: FabricCreate, _: AdminToken, cluster: ClusterDep
-                     ) -> FabricPublic:
+async def put_fabric(fabric: FabricCreate, _: AdminToken, cluster: ClusterDep) -> FabricPublic:
     """Replace the fabric: switches, racks, uplinks, or a whole declared cluster. Links may
     name agents' nodes (``{host}/nic0``) that are not declared here."""
     data = normalize_fabric(fabric)
@@ -31,8 +30,7 @@ async def put_fabric(fabric: FabricCreate, _: AdminToken, cluster: ClusterDep
         raise planner_error(exc, ["body"]) from None
     now = time.time()
     digest = await run_sync(_store, cluster, data, now)
-    return FabricPublic(nodes=fabric.nodes, links=fabric.links, digest=digest,
-                        updated_at=utc(now))
+    return FabricPublic(nodes=fabric.nodes, links=fabric.links, digest=digest, updated_at=utc(now))
 
 
 def _store(cluster: ClusterState, data: dict[str, Any], now: float) -> str:
@@ -49,8 +47,9 @@ def get_fabric(_: ReadToken, session: SessionDep) -> FabricPublic:
     if row is None:
         raise APIError(404, "no fabric declared", [], "not_found")
     data = json.loads(row.body)
-    return FabricPublic(nodes=data["nodes"], links=data["links"], digest=row.digest,
-                        updated_at=utc(row.updated_at))
+    return FabricPublic(
+        nodes=data["nodes"], links=data["links"], digest=row.digest, updated_at=utc(row.updated_at)
+    )
 
 
 @router.delete("", status_code=204, response_class=Response, responses=responses(404))

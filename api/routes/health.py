@@ -24,14 +24,17 @@ async def readyz(request: Request) -> Ready:
     try:
         await run_sync(ping, engine)
     except Exception as exc:
-        raise APIError(503, f"store unreachable: {type(exc).__name__}", [], "unavailable"
-                       ) from None
+        raise APIError(503, f"store unreachable: {type(exc).__name__}", [], "unavailable") from None
     return Ready(status="ready", database=engine.url.get_backend_name())
 
 
-@router.get("/metrics", response_class=Response,
-            responses={200: {"content": {CONTENT_TYPE_LATEST: {}},
-                             "description": "Prometheus text format"}})
+@router.get(
+    "/metrics",
+    response_class=Response,
+    responses={
+        200: {"content": {CONTENT_TYPE_LATEST: {}}, "description": "Prometheus text format"}
+    },
+)
 async def metrics(metrics: MetricsDep, cluster: ClusterDep) -> Response:
     snap = cluster.current()
     if snap is None:

@@ -28,21 +28,26 @@ JobPath = Annotated[JobId, Path()]
 
 
 @router.put("/{job_id}", response_model=JobPublic, responses=responses(413, 422))
-async def put_job(job_id: JobPath, job: JobCreate, _: JobToken, snapshot: SnapshotDep,
-                  jobs: JobsDep) -> JobPublic:
+async def put_job(
+    job_id: JobPath, job: JobCreate, _: JobToken, snapshot: SnapshotDep, jobs: JobsDep
+) -> JobPublic:
     """Register or replace a job: ranks by endpoint id or ``{"host", "gpu"|"local_rank"}``,
     and ``size_bytes`` or ``bucket_sizes``. Ranks must resolve in the current graph."""
     ranks = resolve_ranks(snapshot, job.ranks, status=422)
     sizes = sizes_of(job)
     updated = await run_sync(jobs.put, job_id, job)
-    return JobPublic(job_id=job_id, spec=job.model_dump(mode="json", exclude_none=True),
-                     sizes=sizes, ranks=ranks, topology_version=snapshot.version,
-                     updated_at=utc(updated))
+    return JobPublic(
+        job_id=job_id,
+        spec=job.model_dump(mode="json", exclude_none=True),
+        sizes=sizes,
+        ranks=ranks,
+        topology_version=snapshot.version,
+        updated_at=utc(updated),
+    )
 
 
 @router.get("/{job_id}", response_model=JobPublic, responses=responses(404))
-async def get_job(job_id: JobPath, _: JobToken, snapshot: SnapshotDep, jobs: JobsDep
-                  ) -> JobPublic:
+async def get_job(job_id: JobPath, _: JobToken, snapshot: SnapshotDep, jobs: JobsDep) -> JobPublic:
     """The stored job and its ranks in the current graph."""
     entry = await jobs.entry(job_id, snapshot)
     ranks: list[str] | None
@@ -51,17 +56,33 @@ async def get_job(job_id: JobPath, _: JobToken, snapshot: SnapshotDep, jobs: Job
         ranks = resolve_ranks(snapshot, entry.spec.ranks, status=409)
     except APIError as exc:
         ranks, problem = None, exc.msg
-    return JobPublic(job_id=job_id, spec=entry.spec.model_dump(mode="json", exclude_none=True),
-                     sizes=entry.sizes, ranks=ranks, problem=problem,
-                     topology_version=snapshot.version, updated_at=utc(entry.updated_at))
+    return JobPublic(
+        job_id=job_id,
+        spec=entry.spec.model_dump(mode="json", exclude_none=True),
+        sizes=entry.sizes,
+        ranks=ranks,
+        problem=problem,
+        topology_version=snapshot.version,
+        updated_at=utc(entry.updated_at),
+    )
 
 
-@router.get("/{job_id}/plan", response_class=Response,
-            responses={200: {"model": JobPlanPublic, "description": "the job's plan"},
-                       **responses(404, 409, 422, 503, 504)})
+@router.get(
+    "/{job_id}/plan",
+    response_class=Response,
+    responses={
+        200: {"model": JobPlanPublic, "description": "the job's plan"},
+        **responses(404, 409, 422, 503, 504),
+    },
+)
 async def get_job_plan(
-        http: Request, job_id: JobPath, _: JobToken, snapshot: SnapshotDep, jobs: JobsDep,
-        form: PlanFormat = "full") -> Response:
+    http: Request,
+    job_id: JobPath,
+    _: JobToken,
+    snapshot: SnapshotDep,
+    jobs: JobsDep,
+    form: PlanFormat = "full",
+) -> Response:
     """The job's plan for the current graph, cached per (graph version, request). For a
     ``size_bytes`` job: the plan document plus ``job_id`` and ``topology_version``; for a
     ``bucket_sizes`` job: ``plans``, one document per bucket. 409 when the job's ranks are
@@ -71,11 +92,17 @@ async def get_job_plan(
     return respond(http, body)
 
 
-@router.get("/{job_id}/schedule", response_class=Response,
-            responses={200: {"model": JobSchedulePublic, "description": "the job's schedule"},
-                       **responses(404, 409)})
-async def get_job_schedule(http: Request, job_id: JobPath, _: JobToken, snapshot: SnapshotDep,
-                           jobs: JobsDep) -> Response:
+@router.get(
+    "/{job_id}/schedule",
+    response_class=Response,
+    responses={
+        200: {"model": JobSchedulePublic, "description": "the job's schedule"},
+        **responses(404, 409),
+    },
+)
+async def get_job_schedule(
+    http: Request, job_id: JobPath, _: JobToken, snapshot: SnapshotDep, jobs: JobsDep
+) -> Response:
     """The job's synchronization schedule (docs/schedule.md): fusion buckets chosen by the
     cost model, per bucket its plans (all-reduce, or reduce-scatter + all-gather for DeAR),
     the predicted iteration time with and without overlap, and ``topology_version``. Built
@@ -84,16 +111,16 @@ async def get_job_schedule(http: Request, job_id: JobPath, _: JobToken, snapshot
 
 
 @router.put("/{job_id}/profile", response_model=ProfileAccepted, responses=responses(404, 409))
-async def put_job_profile(job_id: JobPath, profile: JobProfile, _: JobToken,
-                          snapshot: SnapshotDep, jobs: JobsDep) -> ProfileAccepted:
+async def put_job_profile(
+    job_id: JobPath, profile: JobProfile, _: JobToken, snapshot: SnapshotDep, jobs: JobsDep
+) -> ProfileAccepted:
     """Measured forward/backward times per gradient (the executor reports them); the
     schedule is re-planned once when they differ from the stored profile."""
     changed = await schedules_of(jobs).put_profile(job_id, profile, snapshot)
     return ProfileAccepted(job_id=job_id, changed=changed)
 
 
-@router.delete("/{job_id}", status_code=204, response_class=Response,
-               responses=responses(404))
+@router.delete("/{job_id}", status_code=204, response_class=Response, responses=responses(404))
 async def delete_job(job_id: JobPath, _: JobToken, jobs: JobsDep) -> Response:
     """Forget a job."""
     if not await run_sync(jobs.delete, job_id):

@@ -17,26 +17,48 @@ router = APIRouter(prefix="/v1/plans", tags=["plans"], responses=AUTH_ERRORS)
 PLAN_DOC = {200: {"model": PlanPublic, "description": "a plan document"}}
 
 
-@router.post("", response_class=Response,
-             responses={**PLAN_DOC, **responses(409, 413, 422, 429, 503, 504)})
-async def create_plan(http: Request, request: PlanCreate, _: JobToken, snapshot: SnapshotDep,
-                      plans: PlansDep, form: PlanFormat = "full") -> Response:
+@router.post(
+    "", response_class=Response, responses={**PLAN_DOC, **responses(409, 413, 422, 429, 503, 504)}
+)
+async def create_plan(
+    http: Request,
+    request: PlanCreate,
+    _: JobToken,
+    snapshot: SnapshotDep,
+    plans: PlansDep,
+    form: PlanFormat = "full",
+) -> Response:
     """Plan on the current graph. Identical requests on the same graph version share one
     solve and one ``plan_id``; 422 names a bad field, 409 means no plan of that algorithm
     exists for the request."""
     d = request.density
-    sparse = None if d is None else (tuple(d) if isinstance(d, list) else d,
-                                     request.density_overlap, request.block_elems)
-    key = PlanKey(snapshot.version, tuple(request.ranks), request.collective,
-                  parse_size(request.size_bytes, ["body", "size_bytes"]), request.algorithm,
-                  sparse=sparse, shards=request.shards, effort=request.effort)
+    sparse = (
+        None
+        if d is None
+        else (tuple(d) if isinstance(d, list) else d, request.density_overlap, request.block_elems)
+    )
+    key = PlanKey(
+        snapshot.version,
+        tuple(request.ranks),
+        request.collective,
+        parse_size(request.size_bytes, ["body", "size_bytes"]),
+        request.algorithm,
+        sparse=sparse,
+        shards=request.shards,
+        effort=request.effort,
+    )
     plan = await plans.get(snapshot, key, owner=token_owner(http.headers.get("authorization")))
     return respond(http, await plans.in_form(plan, form))
 
 
 @router.get("/{plan_id}", response_class=Response, responses={**PLAN_DOC, **responses(404)})
-async def get_plan(http: Request, plan_id: Annotated[str, Path(max_length=128)],
-                   _: JobToken, plans: PlansDep, form: PlanFormat = "full") -> Response:
+async def get_plan(
+    http: Request,
+    plan_id: Annotated[str, Path(max_length=128)],
+    _: JobToken,
+    plans: PlansDep,
+    form: PlanFormat = "full",
+) -> Response:
     """A plan made earlier (kept in the store across restarts)."""
     plan = await plans.by_id(plan_id)
     if plan is None:

@@ -9,8 +9,11 @@ from syncplan.api.models import TopologyPublic
 router = APIRouter(prefix="/v1", tags=["topology"])
 
 
-@router.get("/topology", response_class=Response,
-            responses={200: {"model": TopologyPublic, "description": "the merged graph"}})
+@router.get(
+    "/topology",
+    response_class=Response,
+    responses={200: {"model": TopologyPublic, "description": "the merged graph"}},
+)
 async def get_topology(snapshot: SnapshotDep) -> Response:
     """The merged graph (CONTRACTS section 1) without stale hosts, its ``version``, and each
     reporting host's freshness. Needs no token: agents, launchers and dashboards read it,

@@ -37,9 +37,11 @@ text-align:left}th{background:#f3f4f6}.stale{color:#c62828;font-weight:bold}.fre
 
 
 def _page(title: str, body: str) -> HTMLResponse:
-    return HTMLResponse(f"<!doctype html><html><head><meta charset='utf-8'><title>"
-                        f"{escape(title)}</title><style>{CSS}</style></head><body>{body}"
-                        "</body></html>")
+    return HTMLResponse(
+        f"<!doctype html><html><head><meta charset='utf-8'><title>"
+        f"{escape(title)}</title><style>{CSS}</style></head><body>{body}"
+        "</body></html>"
+    )
 
 
 def _age(seconds: float) -> str:
@@ -55,34 +57,55 @@ def _ms(x: Any) -> str:
 
 
 def _graph_doc(snapshot: Snapshot) -> dict[str, Any]:
-    return {"nodes": snapshot.graph.get("nodes", []), "links": snapshot.graph.get("links", []),
-            "stale_hosts": sorted(snapshot.stale)}
+    return {
+        "nodes": snapshot.graph.get("nodes", []),
+        "links": snapshot.graph.get("links", []),
+        "stale_hosts": sorted(snapshot.stale),
+    }
 
 
 def _jobs_and_replans(cluster: Any) -> tuple[list[tuple[str, dict, float]], list[dict]]:
     """The most recently updated jobs, and the plans made most recently (head of each
     stored document only: documents can be tens of MB)."""
     with cluster.sessions() as s:
-        jobs = [(r.job_id, json.loads(r.spec), r.updated_at) for r in s.execute(
-            select(JobRow).order_by(JobRow.updated_at.desc()).limit(JOBS_SHOWN)).scalars()]
-        rows = s.execute(select(PlanRow.plan_id, PlanRow.topology_version, PlanRow.created_at,
-                                func.substr(PlanRow.document, 1, 4096))
-                         .order_by(PlanRow.created_at.desc()).limit(10)).all()
+        jobs = [
+            (r.job_id, json.loads(r.spec), r.updated_at)
+            for r in s.execute(
+                select(JobRow).order_by(JobRow.updated_at.desc()).limit(JOBS_SHOWN)
+            ).scalars()
+        ]
+        rows = s.execute(
+            select(
+                PlanRow.plan_id,
+                PlanRow.topology_version,
+                PlanRow.created_at,
+                func.substr(PlanRow.document, 1, 4096),
+            )
+            .order_by(PlanRow.created_at.desc())
+            .limit(10)
+        ).all()
     plans = []
     for plan_id, version, created, head in rows:
         alg = re.search(r'"algorithm":\s*"([^"]+)"', head)
         n = re.search(r'"ranks":\s*\[([^\]]*)', head)
-        plans.append({"plan_id": plan_id, "version": version, "created_at": created,
-                      "algorithm": alg.group(1) if alg else "?",
-                      "ranks": n.group(1).count(",") + 1 if n else None})
+        plans.append(
+            {
+                "plan_id": plan_id,
+                "version": version,
+                "created_at": created,
+                "algorithm": alg.group(1) if alg else "?",
+                "ranks": n.group(1).count(",") + 1 if n else None,
+            }
+        )
     return jobs, plans
 
 
 async def _job_plan(jobs: Any, job_id: str, snapshot: Snapshot) -> dict[str, Any] | str:
     """The job's first plan document, or why there is none."""
     try:
-        body = await asyncio.wait_for(asyncio.shield(jobs.plan(job_id, snapshot, "full")),
-                                      PLAN_WAIT_S)
+        body = await asyncio.wait_for(
+            asyncio.shield(jobs.plan(job_id, snapshot, "full")), PLAN_WAIT_S
+        )
     except TimeoutError:
         return "planning (reload in a moment)"
     except APIError as exc:
@@ -96,28 +119,37 @@ def _host_table(snapshot: Snapshot, stale_after: float) -> str:
     rows = []
     for h, st in sorted(snapshot.hosts.items()):
         age = now - st.last_report_at.timestamp()
-        state = ("<span class='stale'>stale</span>" if st.stale
-                 else "<span class='fresh'>fresh</span>")
+        state = (
+            "<span class='stale'>stale</span>" if st.stale else "<span class='fresh'>fresh</span>"
+        )
         rate = f"{st.measured_GBps:g} GB/s" if st.measured_GBps else "-"
-        rows.append(f"<tr><td><a href='/ui/hosts/{escape(h)}'>{escape(h)}</a></td>"
-                    f"<td>{state}</td><td>{_age(age)}</td><td>{st.seq}</td>"
-                    f"<td>{st.endpoints}</td><td>{rate}</td></tr>")
+        rows.append(
+            f"<tr><td><a href='/ui/hosts/{escape(h)}'>{escape(h)}</a></td>"
+            f"<td>{state}</td><td>{_age(age)}</td><td>{st.seq}</td>"
+            f"<td>{st.endpoints}</td><td>{rate}</td></tr>"
+        )
     if not rows:
         return "<p class='muted'>No agent has reported yet.</p>"
-    return (f"<p class='muted'>A host is stale when its last report is older than "
-            f"{stale_after:g} s; stale hosts leave the graph.</p><table><tr><th>host</th>"
-            "<th>state</th><th>last report</th><th>seq</th><th>endpoints</th>"
-            "<th>measured rate</th></tr>" + "".join(rows) + "</table>")
+    return (
+        f"<p class='muted'>A host is stale when its last report is older than "
+        f"{stale_after:g} s; stale hosts leave the graph.</p><table><tr><th>host</th>"
+        "<th>state</th><th>last report</th><th>seq</th><th>endpoints</th>"
+        "<th>measured rate</th></tr>" + "".join(rows) + "</table>"
+    )
 
 
 @router.get("", response_class=HTMLResponse)
-async def cluster_page(snapshot: SnapshotDep, cluster: ClusterDep, jobs: JobsDep,
-                       settings: SettingsDep) -> HTMLResponse:
+async def cluster_page(
+    snapshot: SnapshotDep, cluster: ClusterDep, jobs: JobsDep, settings: SettingsDep
+) -> HTMLResponse:
     from syncplan.draw.topology import topology_picture
 
     doc = _graph_doc(snapshot)
-    picture = (await run_sync(lambda: topology_picture(doc, title="cluster").to_svg())
-               if doc["nodes"] else "<p class='muted'>The graph is empty.</p>")
+    picture = (
+        await run_sync(lambda: topology_picture(doc, title="cluster").to_svg())
+        if doc["nodes"]
+        else "<p class='muted'>The graph is empty.</p>"
+    )
     job_rows, replans = await run_sync(_jobs_and_replans, cluster)
     plans = await asyncio.gather(*(_job_plan(jobs, j, snapshot) for j, _, _ in job_rows))
     jrows = []
@@ -125,37 +157,59 @@ async def cluster_page(snapshot: SnapshotDep, cluster: ClusterDep, jobs: JobsDep
         link = f"<a href='/ui/jobs/{escape(job_id)}'>{escape(job_id)}</a>"
         sizes = spec.get("bucket_sizes") or [spec.get("size_bytes")]
         if isinstance(plan, str):
-            jrows.append(f"<tr><td>{link}</td><td>{len(spec['ranks'])}</td><td>{len(sizes)}"
-                         f"</td><td colspan='4' class='muted'>{escape(plan)}</td></tr>")
+            jrows.append(
+                f"<tr><td>{link}</td><td>{len(spec['ranks'])}</td><td>{len(sizes)}"
+                f"</td><td colspan='4' class='muted'>{escape(plan)}</td></tr>"
+            )
             continue
         pred, bound = plan.get("predicted_time_s"), plan.get("lower_bound_time_s")
         ratio = f"{pred / bound:.3f}x" if pred and bound else "-"
-        jrows.append(f"<tr><td>{link}</td><td>{len(plan['ranks'])}</td><td>{len(sizes)}</td>"
-                     f"<td>{escape(str(plan.get('algorithm')))}</td><td>{_ms(pred)}</td>"
-                     f"<td>{_ms(bound)}</td><td>{ratio}</td></tr>")
-    jobs_html = ("<table><tr><th>job</th><th>ranks</th><th>buckets</th><th>algorithm</th>"
-                 "<th>predicted</th><th>bound</th><th>predicted / bound</th></tr>" +
-                 "".join(jrows) + "</table>") if jrows else "<p class='muted'>No jobs.</p>"
+        jrows.append(
+            f"<tr><td>{link}</td><td>{len(plan['ranks'])}</td><td>{len(sizes)}</td>"
+            f"<td>{escape(str(plan.get('algorithm')))}</td><td>{_ms(pred)}</td>"
+            f"<td>{_ms(bound)}</td><td>{ratio}</td></tr>"
+        )
+    jobs_html = (
+        (
+            "<table><tr><th>job</th><th>ranks</th><th>buckets</th><th>algorithm</th>"
+            "<th>predicted</th><th>bound</th><th>predicted / bound</th></tr>"
+            + "".join(jrows)
+            + "</table>"
+        )
+        if jrows
+        else "<p class='muted'>No jobs.</p>"
+    )
     now = time.time()
-    rrows = "".join(f"<tr><td><code>{escape(p['plan_id'])}</code></td>"
-                    f"<td>{escape(p['algorithm'])}</td><td>{p['ranks'] or '-'}</td>"
-                    f"<td><code>{escape(p['version'])}</code></td>"
-                    f"<td>{_age(now - p['created_at'])}</td></tr>" for p in replans)
-    replans_html = ("<table><tr><th>plan</th><th>algorithm</th><th>ranks</th><th>graph "
-                    "version</th><th>made</th></tr>" + rrows + "</table>") if rrows else \
-        "<p class='muted'>No plans yet.</p>"
-    body = (f"<h1>syncplan</h1><p class='muted'>graph version <code>"
-            f"{escape(snapshot.version)}</code> · {len(snapshot.hosts)} hosts reporting, "
-            f"{len(snapshot.stale)} stale</p><h2>Cluster</h2><div class='pic'>{picture}</div>"
-            f"<h2>Hosts</h2>{_host_table(snapshot, settings.stale_after_s)}"
-            f"<h2>Jobs</h2>{jobs_html}<h2>Last plans (a new graph version replans)</h2>"
-            f"{replans_html}")
+    rrows = "".join(
+        f"<tr><td><code>{escape(p['plan_id'])}</code></td>"
+        f"<td>{escape(p['algorithm'])}</td><td>{p['ranks'] or '-'}</td>"
+        f"<td><code>{escape(p['version'])}</code></td>"
+        f"<td>{_age(now - p['created_at'])}</td></tr>"
+        for p in replans
+    )
+    replans_html = (
+        (
+            "<table><tr><th>plan</th><th>algorithm</th><th>ranks</th><th>graph "
+            "version</th><th>made</th></tr>" + rrows + "</table>"
+        )
+        if rrows
+        else "<p class='muted'>No plans yet.</p>"
+    )
+    body = (
+        f"<h1>syncplan</h1><p class='muted'>graph version <code>"
+        f"{escape(snapshot.version)}</code> · {len(snapshot.hosts)} hosts reporting, "
+        f"{len(snapshot.stale)} stale</p><h2>Cluster</h2><div class='pic'>{picture}</div>"
+        f"<h2>Hosts</h2>{_host_table(snapshot, settings.stale_after_s)}"
+        f"<h2>Jobs</h2>{jobs_html}<h2>Last plans (a new graph version replans)</h2>"
+        f"{replans_html}"
+    )
     return _page("syncplan cluster", body)
 
 
 @router.get("/jobs/{job_id}", response_class=HTMLResponse)
-async def job_page(job_id: Annotated[JobId, Path()], snapshot: SnapshotDep,
-                   jobs: JobsDep) -> HTMLResponse:
+async def job_page(
+    job_id: Annotated[JobId, Path()], snapshot: SnapshotDep, jobs: JobsDep
+) -> HTMLResponse:
     from syncplan.draw.plan import plan_picture
 
     plan = await _job_plan(jobs, job_id, snapshot)
@@ -172,14 +226,16 @@ async def job_page(job_id: Annotated[JobId, Path()], snapshot: SnapshotDep,
         while len(_pictures) > 32:
             _pictures.popitem(last=False)
     pred, bound = plan.get("predicted_time_s"), plan.get("lower_bound_time_s")
-    body = (f"<p><a href='/ui'>cluster</a></p><h1>job {escape(job_id)}</h1>"
-            f"<p>plan <code>{escape(pid)}</code>: {escape(str(plan.get('algorithm')))}, "
-            f"{len(plan['ranks'])} ranks, {plan.get('size_bytes', 0) / 2**20:g} MiB, "
-            f"predicted {_ms(pred)}, bound {_ms(bound)} "
-            f"({escape(str(plan.get('lower_bound_family', '')))}), graph version "
-            f"<code>{escape(str(plan.get('topology_version', snapshot.version)))}</code></p>"
-            f"<p class='muted'>MSCCL XML: <code>GET /v1/plans/{escape(pid)}/export?format="
-            f"msccl</code> (job token)</p><div class='pic'>{svg}</div>")
+    body = (
+        f"<p><a href='/ui'>cluster</a></p><h1>job {escape(job_id)}</h1>"
+        f"<p>plan <code>{escape(pid)}</code>: {escape(str(plan.get('algorithm')))}, "
+        f"{len(plan['ranks'])} ranks, {plan.get('size_bytes', 0) / 2**20:g} MiB, "
+        f"predicted {_ms(pred)}, bound {_ms(bound)} "
+        f"({escape(str(plan.get('lower_bound_family', '')))}), graph version "
+        f"<code>{escape(str(plan.get('topology_version', snapshot.version)))}</code></p>"
+        f"<p class='muted'>MSCCL XML: <code>GET /v1/plans/{escape(pid)}/export?format="
+        f"msccl</code> (job token)</p><div class='pic'>{svg}</div>"
+    )
     return _page(f"job {job_id}", body)
 
 
@@ -190,6 +246,9 @@ async def host_page(host: Annotated[HostName, Path()], snapshot: SnapshotDep) ->
     if not any(n.get("host") == host for n in snapshot.graph.get("nodes", [])):
         raise APIError(404, f"no host {host!r} in the graph", ["path", "host"], "not_found")
     svg = await run_sync(lambda: host_picture(_graph_doc(snapshot), host).to_svg())
-    return _page(f"host {host}", f"<p><a href='/ui'>cluster</a></p><h1>host {escape(host)}"
-                 f"</h1><p class='muted'>NCCL topology file: <code>GET /v1/topology/export?"
-                 f"format=nccl&amp;host={escape(host)}</code></p><div class='pic'>{svg}</div>")
+    return _page(
+        f"host {host}",
+        f"<p><a href='/ui'>cluster</a></p><h1>host {escape(host)}"
+        f"</h1><p class='muted'>NCCL topology file: <code>GET /v1/topology/export?"
+        f"format=nccl&amp;host={escape(host)}</code></p><div class='pic'>{svg}</div>",
+    )

@@ -33,11 +33,15 @@ TARGET = 1.2  # plan within 20% of native at >= 1 MiB
 def ring_plan(nprocs: int) -> dict[str, Any]:
     """The planner's ring on one host whose CPU endpoints share a switch (loopback)."""
     ranks = [f"lo/cpu{i}" for i in range(nprocs)]
-    topo = Topology.from_dict({
-        "nodes": [{"id": r, "kind": "cpu", "host": "lo"} for r in ranks]
-                 + [{"id": "lo/sw", "kind": "switch", "host": "lo"}],
-        "links": [{"src": r, "dst": "lo/sw", "bandwidth_GBps": 10.0, "latency_us": 5.0}
-                  for r in ranks]})
+    topo = Topology.from_dict(
+        {
+            "nodes": [{"id": r, "kind": "cpu", "host": "lo"} for r in ranks]
+            + [{"id": "lo/sw", "kind": "switch", "host": "lo"}],
+            "links": [
+                {"src": r, "dst": "lo/sw", "bandwidth_GBps": 10.0, "latency_us": 5.0} for r in ranks
+            ],
+        }
+    )
     return make_plan(topo, ranks, 64 << 20, algorithm="ring")
 
 
@@ -49,7 +53,8 @@ def pool(parts: list[dict[str, Any]]) -> dict[str, Any]:
     out.update(med)
     out["ratio"] = med["plan_s"] / med["native_s"]
     out["paired_ratio"] = statistics.median(
-        p / q for p, q in zip(samples["plan_s"], samples["native_s"], strict=True))
+        p / q for p, q in zip(samples["plan_s"], samples["native_s"], strict=True)
+    )
     out["repeat"] = len(samples["plan_s"])
     out["correct"] = all(p["correct"] for p in parts)
     out["identical_on_all_ranks"] = all(p["identical_on_all_ranks"] for p in parts)
@@ -72,8 +77,9 @@ def plot(doc: dict[str, Any], path: Path) -> None:
 
     rows = doc["results"]
     sizes = [r["bytes"] / 1024 for r in rows]
-    fig, (ax, ax2) = plt.subplots(2, 1, figsize=(7, 7), sharex=True,
-                                  gridspec_kw={"height_ratios": [2, 1]})
+    fig, (ax, ax2) = plt.subplots(
+        2, 1, figsize=(7, 7), sharex=True, gridspec_kw={"height_ratios": [2, 1]}
+    )
     ax.loglog(sizes, [r["plan_s"] * 1e3 for r in rows], "o-", label="executor (ring plan)")
     ax.loglog(sizes, [r["native_s"] * 1e3 for r in rows], "s--", label="torch all_reduce")
     ax.set_ylabel("median time per call (ms)")
@@ -94,17 +100,25 @@ def plot(doc: dict[str, Any], path: Path) -> None:
 
 
 def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__,
-                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     ap.add_argument("--nprocs", type=int, default=4)
     ap.add_argument("--min-size", default="64KiB")
     ap.add_argument("--max-size", default="64MiB")
-    ap.add_argument("--repeat", type=int, default=60,
-                    help="timed calls per size up to 4 MiB over all rounds, fewer above "
-                         "(default 60)")
+    ap.add_argument(
+        "--repeat",
+        type=int,
+        default=60,
+        help="timed calls per size up to 4 MiB over all rounds, fewer above (default 60)",
+    )
     ap.add_argument("--rounds", type=int, default=3, help="sweeps over all sizes (default 3)")
-    ap.add_argument("--segment-bytes", type=int, default=None,
-                    help="executor message segment size (default: ExecutorConfig's)")
+    ap.add_argument(
+        "--segment-bytes",
+        type=int,
+        default=None,
+        help="executor message segment size (default: ExecutorConfig's)",
+    )
     ap.add_argument("--out", type=Path, default=RESULTS / "executor.json")
     args = ap.parse_args()
     lo, hi = parse_size(args.min_size), parse_size(args.max_size)
@@ -116,36 +130,55 @@ def main() -> int:
     # Several rounds over all sizes, so a burst of load on this shared machine does not
     # land on one size only; samples of all rounds are pooled per size.
     rounds = args.rounds
-    cases = [BenchCase(numel=b // 4, warmup=1,
-                       repeat=max(4, args.repeat // rounds // max(1, b // (4 << 20))))
-             for _ in range(rounds) for b in sizes]
+    cases = [
+        BenchCase(
+            numel=b // 4, warmup=1, repeat=max(4, args.repeat // rounds // max(1, b // (4 << 20)))
+        )
+        for _ in range(rounds)
+        for b in sizes
+    ]
     plan = ring_plan(args.nprocs)
-    print(f"executor bench: ring plan {plan['plan_id']}, {args.nprocs} processes, "
-          f"{len(sizes)} sizes x {rounds} rounds", file=sys.stderr)
+    print(
+        f"executor bench: ring plan {plan['plan_id']}, {args.nprocs} processes, "
+        f"{len(sizes)} sizes x {rounds} rounds",
+        file=sys.stderr,
+    )
     t0 = time.perf_counter()
-    raw = run_bench(plan, args.nprocs, cases, dtype="float32", timeout_s=1200,
-                    segment_bytes=args.segment_bytes)
+    raw = run_bench(
+        plan, args.nprocs, cases, dtype="float32", timeout_s=1200, segment_bytes=args.segment_bytes
+    )
     rows = [pool([r for r in raw if r["bytes"] == b]) for b in sizes]
     big = [r for r in rows if r["bytes"] >= 1 << 20]
     doc = {
-        "bench": "executor", "what": "median per-call time, executor running a plain ring "
+        "bench": "executor",
+        "what": "median per-call time, executor running a plain ring "
         "plan vs torch.distributed.all_reduce, same inputs, gloo over loopback",
-        "nprocs": args.nprocs, "dtype": "float32", "plan_id": plan["plan_id"],
+        "nprocs": args.nprocs,
+        "dtype": "float32",
+        "plan_id": plan["plan_id"],
         "segment_bytes": args.segment_bytes or ExecutorConfig().segment_bytes,
-        "plan_units": plan["program"]["units"], "plan_steps": len(plan["program"]["steps"]),
+        "plan_units": plan["program"]["units"],
+        "plan_steps": len(plan["program"]["steps"]),
         "target_ratio_at_1MiB_and_above": TARGET,
         "max_ratio_at_1MiB_and_above": max((r["ratio"] for r in big), default=None),
         "meets_target": all(r["ratio"] <= TARGET for r in big),
         "all_correct": all(r["correct"] for r in rows),
-        "host": {"python": platform.python_version(), "cpus": os.cpu_count(),
-                 "load_avg_1m": os.getloadavg()[0]},
-        "wall_s": time.perf_counter() - t0, "results": rows,
+        "host": {
+            "python": platform.python_version(),
+            "cpus": os.cpu_count(),
+            "load_avg_1m": os.getloadavg()[0],
+        },
+        "wall_s": time.perf_counter() - t0,
+        "results": rows,
     }
     args.out.parent.mkdir(parents=True, exist_ok=True)
     write_atomic(args.out, (json.dumps(doc, indent=2) + "\n").encode())
     plot(doc, args.out.with_suffix(".png"))
-    print(f"wrote {args.out} and {args.out.with_suffix('.png')}; max ratio at >= 1 MiB: "
-          f"{doc['max_ratio_at_1MiB_and_above']:.3f} (target {TARGET})", file=sys.stderr)
+    print(
+        f"wrote {args.out} and {args.out.with_suffix('.png')}; max ratio at >= 1 MiB: "
+        f"{doc['max_ratio_at_1MiB_and_above']:.3f} (target {TARGET})",
+        file=sys.stderr,
+    )
     return 0 if doc["all_correct"] else 1
 
 

@@ -24,8 +24,10 @@ from syncplan.export.msccl_xml import ExportError
 
 def strip_paths(doc: dict) -> dict:
     prog = doc["program"]
-    steps = [[{k: v for k, v in t.items() if k not in ("path", "route")} for t in s]
-             for s in prog["steps"]]
+    steps = [
+        [{k: v for k, v in t.items() if k not in ("path", "route")} for t in s]
+        for s in prog["steps"]
+    ]
     return {**doc, "program": {"units": prog["units"], "steps": steps}}
 
 
@@ -48,15 +50,20 @@ def main() -> None:
             xml_bytes = len(algo.to_xml())
             base = verify_plan(strip_paths(plan), topo).simulated_time_s
             chunked = verify_plan(chunked_doc(plan, info), topo).simulated_time_s
-            row = {"example": path.stem, "algorithm": alg, "ranks": len(plan["ranks"]),
-                   **{k: v for k, v in info.items() if k != "program"},
-                   "xml_bytes": xml_bytes,
-                   "time_ratio_chunked_over_plan": round(chunked / base, 4)}
+            row = {
+                "example": path.stem,
+                "algorithm": alg,
+                "ranks": len(plan["ranks"]),
+                **{k: v for k, v in info.items() if k != "program"},
+                "xml_bytes": xml_bytes,
+                "time_ratio_chunked_over_plan": round(chunked / base, 4),
+            }
             rows.append(row)
             print(json.dumps(row), flush=True)
     out = Path("bench/results/msccl_export.json")
-    out.write_text(json.dumps({"size_bytes": size, "target": args.target, "rows": rows},
-                              indent=1) + "\n")
+    out.write_text(
+        json.dumps({"size_bytes": size, "target": args.target, "rows": rows}, indent=1) + "\n"
+    )
     print(f"wrote {out}")
 
 

@@ -40,12 +40,18 @@ def measure(path: Path, size: int) -> dict:
         rep = verify_plan(doc, topo)
         if not rep.ok:
             raise SystemExit(f"{path.stem} ({effort}): verifier: {rep.error}")
-        row[effort] = {"algorithm": doc["algorithm"],
-                       "ratio": doc["predicted_time_s"] / doc["lower_bound_time_s"],
-                       "predicted_s": doc["predicted_time_s"], "seconds": secs,
-                       "packing": doc["details"].get("packing")}
-    print(f"{path.stem:30s} {row['fast']['ratio']:8.4f} {row['fast']['seconds']:7.1f} s"
-          f" {row['thorough']['ratio']:8.4f} {row['thorough']['seconds']:7.1f} s", flush=True)
+        row[effort] = {
+            "algorithm": doc["algorithm"],
+            "ratio": doc["predicted_time_s"] / doc["lower_bound_time_s"],
+            "predicted_s": doc["predicted_time_s"],
+            "seconds": secs,
+            "packing": doc["details"].get("packing"),
+        }
+    print(
+        f"{path.stem:30s} {row['fast']['ratio']:8.4f} {row['fast']['seconds']:7.1f} s"
+        f" {row['thorough']['ratio']:8.4f} {row['thorough']['seconds']:7.1f} s",
+        flush=True,
+    )
     return row
 
 
@@ -58,11 +64,11 @@ def plot(rows: list[dict], path: Path) -> None:
     fig, ax = plt.subplots(figsize=(10, 4.5))
     xs = range(len(rows))
     for k, effort in enumerate(EFFORTS):
-        ax.bar([x + 0.4 * k - 0.2 for x in xs], [r[effort]["ratio"] for r in rows], 0.4,
-               label=effort)
+        ax.bar(
+            [x + 0.4 * k - 0.2 for x in xs], [r[effort]["ratio"] for r in rows], 0.4, label=effort
+        )
     ax.axhline(1.03, color="grey", lw=0.8, ls="--", label="3 % above the bound")
-    ax.set_xticks(list(xs), [r["example"] for r in rows], rotation=60, ha="right",
-                  fontsize=7)
+    ax.set_xticks(list(xs), [r["example"] for r in rows], rotation=60, ha="right", fontsize=7)
     top = max(max(r[e]["ratio"] for e in EFFORTS) for r in rows)
     ax.set_ylim(0.99, min(top, 1.15) + 0.01)
     ax.set(ylabel="auto / lower bound", title="auto at 256 MiB: effort fast vs thorough")

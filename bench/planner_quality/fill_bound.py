@@ -42,8 +42,13 @@ def bounds(path: Path, size: int) -> dict:
     ctx = PlanContext.create(topo, ranks, size)
     t0 = time.perf_counter()
     new = lower_bound(ctx)
-    return {"size": size, "plain_s": plain, "bound_s": new.time_s, "method": new.method,
-            "solve_s": round(time.perf_counter() - t0, 3)}
+    return {
+        "size": size,
+        "plain_s": plain,
+        "bound_s": new.time_s,
+        "method": new.method,
+        "solve_s": round(time.perf_counter() - t0, 3),
+    }
 
 
 def plot(results: dict, path: Path) -> None:
@@ -95,8 +100,11 @@ def main() -> None:
         results["auto"][path.stem] = {"auto_s": auto, "algorithm": comp.best.algorithm, **ref}
         gain = max(r["bound_s"] / r["plain_s"] for r in rows)
         worst = max(r["solve_s"] for r in rows)
-        print(f"{path.stem:32s} {auto / ref['plain_s']:10.4f} {auto / ref['bound_s']:9.4f} "
-              f"{gain:9.3f} {worst:7.2f}", flush=True)
+        print(
+            f"{path.stem:32s} {auto / ref['plain_s']:10.4f} {auto / ref['bound_s']:9.4f} "
+            f"{gain:9.3f} {worst:7.2f}",
+            flush=True,
+        )
     OUT.mkdir(parents=True, exist_ok=True)
     (OUT / "planner_fill_bound.json").write_text(json.dumps(results, indent=1))
     plot(results, OUT / "planner_fill_bound.png")

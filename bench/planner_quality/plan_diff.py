@@ -33,20 +33,30 @@ def member_sets(root: Path) -> dict[str, dict[str, Callable[[], dict]]]:
     from syncplan.planner import families as fam
     from syncplan.planner.builders import dgx_cluster
 
-    examples = {p.stem: (lambda p=p: json.loads(p.read_text()))
-                for p in sorted((root / "examples").glob("*.json"))}
-    big = {"fat-tree3-64-slow": lambda: fam.fat_tree3(2, 2, 4, 4, nics_per_host=2, slow_host=5),
-           "torus-4x8x2gpu-degraded": lambda: fam.torus(4, 8, gpus_per_host=2, degraded=3),
-           "random-torus-64": lambda: fam.random_family("torus", 0, 64),
-           "two-switch-61": lambda: fam.random_two_switch(14, 24, 4),
-           "directed-32x2": lambda: fam.directed_cluster(32, 2),
-           "xgmi-full-mesh-32": lambda: fam.full_mesh(32, slow_pair=(2, 5)),
-           "xgmi-full-mesh-64": lambda: fam.full_mesh(64, slow_pair=(2, 5)),
-           "rail-64": lambda: dgx_cluster(8, nics_per_host=8, nic_GBps=25.0, slow={3: 12.5})}
-    rand64 = {f"{f}-{s}": (lambda f=f, s=s: fam.random_family(f, s, 64))
-              for f in fam.FAMILIES for s in range(2)}
-    rand = {f"{f}-{s}": (lambda f=f, s=s: fam.random_family(f, s, 32))
-            for f in fam.FAMILIES for s in range(3)}
+    examples = {
+        p.stem: (lambda p=p: json.loads(p.read_text()))
+        for p in sorted((root / "examples").glob("*.json"))
+    }
+    big = {
+        "fat-tree3-64-slow": lambda: fam.fat_tree3(2, 2, 4, 4, nics_per_host=2, slow_host=5),
+        "torus-4x8x2gpu-degraded": lambda: fam.torus(4, 8, gpus_per_host=2, degraded=3),
+        "random-torus-64": lambda: fam.random_family("torus", 0, 64),
+        "two-switch-61": lambda: fam.random_two_switch(14, 24, 4),
+        "directed-32x2": lambda: fam.directed_cluster(32, 2),
+        "xgmi-full-mesh-32": lambda: fam.full_mesh(32, slow_pair=(2, 5)),
+        "xgmi-full-mesh-64": lambda: fam.full_mesh(64, slow_pair=(2, 5)),
+        "rail-64": lambda: dgx_cluster(8, nics_per_host=8, nic_GBps=25.0, slow={3: 12.5}),
+    }
+    rand64 = {
+        f"{f}-{s}": (lambda f=f, s=s: fam.random_family(f, s, 64))
+        for f in fam.FAMILIES
+        for s in range(2)
+    }
+    rand = {
+        f"{f}-{s}": (lambda f=f, s=s: fam.random_family(f, s, 32))
+        for f in fam.FAMILIES
+        for s in range(3)
+    }
     return {"ex": examples, "big": big, "rand64": rand64, "rand": rand}
 
 
@@ -65,10 +75,13 @@ def run(out_path: str, sets: list[str], root: Path, size: int) -> None:
                 continue
             t0 = time.perf_counter()
             doc = make_plan(topo, ranks, size)
-            row = {"algorithm": doc["algorithm"], "plan_id": doc["plan_id"],
-                   "predicted_time_s": float(doc["predicted_time_s"]),
-                   "lower_bound_time_s": float(doc["lower_bound_time_s"]),
-                   "solve_s": round(time.perf_counter() - t0, 2)}
+            row = {
+                "algorithm": doc["algorithm"],
+                "plan_id": doc["plan_id"],
+                "predicted_time_s": float(doc["predicted_time_s"]),
+                "lower_bound_time_s": float(doc["lower_bound_time_s"]),
+                "solve_s": round(time.perf_counter() - t0, 2),
+            }
             out[f"{name}/{member}"] = row
             print(f"{name}/{member}: {row}", file=sys.stderr, flush=True)
     Path(out_path).write_text(json.dumps(out, indent=1))
@@ -79,20 +92,25 @@ def diff(before_path: str, after_path: str) -> int:
     moved = 0
     for key in sorted(before.keys() & after.keys()):
         a, b = before[key], after[key]
-        same = all(a[k] == b[k] for k in ("algorithm", "plan_id", "predicted_time_s",
-                                           "lower_bound_time_s"))
+        same = all(
+            a[k] == b[k] for k in ("algorithm", "plan_id", "predicted_time_s", "lower_bound_time_s")
+        )
         if not same:
             moved += 1
             ra = a["predicted_time_s"] / a["lower_bound_time_s"]
             rb = b["predicted_time_s"] / b["lower_bound_time_s"]
-            print(f"{key}: {a['algorithm']} {ra:.5f} -> {b['algorithm']} {rb:.5f} "
-                  f"(bound x{b['lower_bound_time_s'] / a['lower_bound_time_s']:.5f})")
+            print(
+                f"{key}: {a['algorithm']} {ra:.5f} -> {b['algorithm']} {rb:.5f} "
+                f"(bound x{b['lower_bound_time_s'] / a['lower_bound_time_s']:.5f})"
+            )
     solve_a = sum(before[k]["solve_s"] for k in before.keys() & after.keys())
     solve_b = sum(after[k]["solve_s"] for k in before.keys() & after.keys())
     only = sorted(before.keys() ^ after.keys())
-    print(f"{len(before.keys() & after.keys())} members, {moved} moved"
-          + (f", {len(only)} in one file only" if only else "")
-          + f"; solve {solve_a:.1f} s -> {solve_b:.1f} s")
+    print(
+        f"{len(before.keys() & after.keys())} members, {moved} moved"
+        + (f", {len(only)} in one file only" if only else "")
+        + f"; solve {solve_a:.1f} s -> {solve_b:.1f} s"
+    )
     return 1 if moved else 0
 
 
@@ -129,8 +147,7 @@ def main() -> int:
     try:
         return diff(args.before, args.after)
     except (OSError, ValueError, KeyError) as exc:  # missing, not JSON, or not run's rows
-        print(f"plan_diff: cannot compare {args.before} and {args.after}: {exc!r}",
-              file=sys.stderr)
+        print(f"plan_diff: cannot compare {args.before} and {args.after}: {exc!r}", file=sys.stderr)
         return 2
 
 

@@ -42,8 +42,7 @@ def study(path: Path, size: int, counts: list[int], rounds: int) -> dict:
     ranks = topo.endpoints()
     ctx = PlanContext.create(topo, ranks, size)
     if reverse_arcs(ctx) is None:
-        raise SystemExit(f"{path.stem}: time reversal needs every link at one bandwidth both "
-                         "ways")
+        raise SystemExit(f"{path.stem}: time reversal needs every link at one bandwidth both ways")
     bound = lower_bound(ctx).time_s
     table = packings(ctx)
     key = min(table, key=lambda k: (table[k].theta, str(k)))
@@ -61,21 +60,41 @@ def study(path: Path, size: int, counts: list[int], rounds: int) -> dict:
         trees, offsets = lp.program_trees(found)
         program = window_program(trees, offsets, lp.height, min(1 << 20, size))
         t = ctx.cost.program_time(ranks, program, float(size))
-        levels.append({"pieces": pieces, "lp_over_bound": found.theta * size / bound,
-                       "program_over_bound": t / bound, "rounds": len(lp.values),
-                       "columns": len(lp.trees), "seconds": time.perf_counter() - t1})
-        print(f"  {path.stem}: {pieces} pieces: LP {found.theta * size / bound:.4f}x, program "
-              f"{t / bound:.4f}x the bound, {len(lp.values)} rounds, {len(lp.trees)} columns, "
-              f"{time.perf_counter() - t1:.1f} s", flush=True)
+        levels.append(
+            {
+                "pieces": pieces,
+                "lp_over_bound": found.theta * size / bound,
+                "program_over_bound": t / bound,
+                "rounds": len(lp.values),
+                "columns": len(lp.trees),
+                "seconds": time.perf_counter() - t1,
+            }
+        )
+        print(
+            f"  {path.stem}: {pieces} pieces: LP {found.theta * size / bound:.4f}x, program "
+            f"{t / bound:.4f}x the bound, {len(lp.values)} rounds, {len(lp.trees)} columns, "
+            f"{time.perf_counter() - t1:.1f} s",
+            flush=True,
+        )
         start, split = found.trees, [[2 * p, 2 * p + 1] for p in lp.live_offsets.tolist()]
-    doc = {"ranks": ranks, "size_bytes": size,
-           "program": program_to_doc(with_routes(program, ranks, ctx.router))}
+    doc = {
+        "ranks": ranks,
+        "size_bytes": size,
+        "program": program_to_doc(with_routes(program, ranks, ctx.router)),
+    }
     rep = verify_plan(doc, topo)
     if not rep.ok:
         raise SystemExit(f"{path.stem}: verifier: {rep.error}")
-    return {"topology": path.stem, "size_bytes": size, "bound_s": bound, "rounds": rounds,
-            "levels": levels, "program_s": t, "simulated_s": rep.simulated_time_s,
-            "seconds": time.perf_counter() - t0}
+    return {
+        "topology": path.stem,
+        "size_bytes": size,
+        "bound_s": bound,
+        "rounds": rounds,
+        "levels": levels,
+        "program_s": t,
+        "simulated_s": rep.simulated_time_s,
+        "seconds": time.perf_counter() - t0,
+    }
 
 
 def plot(rows: list[dict], path: Path) -> None:
@@ -88,12 +107,19 @@ def plot(rows: list[dict], path: Path) -> None:
     ax.set_xscale("log")
     for r in rows:
         xs = [lv["pieces"] for lv in r["levels"]]
-        ax.plot(xs, [lv["program_over_bound"] for lv in r["levels"]], marker="o",
-                label=f"{r['topology']} ({r['seconds']:.0f} s)")
+        ax.plot(
+            xs,
+            [lv["program_over_bound"] for lv in r["levels"]],
+            marker="o",
+            label=f"{r['topology']} ({r['seconds']:.0f} s)",
+        )
         ax.set_xticks(xs, [str(x) for x in xs])
     ax.axhline(1.03, color="grey", lw=0.8, ls="--")
-    ax.set(xlabel="pieces", ylabel="program / lower bound",
-           title="pieced LP by time reversal, no budget")
+    ax.set(
+        xlabel="pieces",
+        ylabel="program / lower bound",
+        title="pieced LP by time reversal, no budget",
+    )
     ax.minorticks_off()
     ax.legend()
     save_figure(fig, path)
@@ -101,8 +127,12 @@ def plot(rows: list[dict], path: Path) -> None:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--topology", action="append", type=Path,
-                    help="topology file (repeatable; default examples/mesh-4x4-degraded.json)")
+    ap.add_argument(
+        "--topology",
+        action="append",
+        type=Path,
+        help="topology file (repeatable; default examples/mesh-4x4-degraded.json)",
+    )
     ap.add_argument("--size", type=parse_size, default=256 << 20)
     ap.add_argument("--pieces", default="2,4,8,16,32,64", help="piece counts, in order")
     ap.add_argument("--rounds", type=int, default=30, help="column-generation rounds a count")

@@ -41,8 +41,12 @@ def run(examples: list[Path], sizes: list[int], verify_max: int) -> dict:
         for size in sizes:
             t0 = time.perf_counter()
             comp = compare(topo, ranks, size)
-            row = {"size": size, "bound_s": comp.bound.time_s, "bound_method": comp.bound.method,
-                   "algorithms": {}}
+            row = {
+                "size": size,
+                "bound_s": comp.bound.time_s,
+                "bound_method": comp.bound.method,
+                "algorithms": {},
+            }
             for name, cand in comp.candidates.items():
                 entry = {"predicted_s": cand.predicted_time_s, "simulated_s": None}
                 if len(ranks) <= verify_max:
@@ -56,21 +60,27 @@ def run(examples: list[Path], sizes: list[int], verify_max: int) -> dict:
             for name in comp.infeasible:
                 row["algorithms"][name] = None
             best = comp.best
-            row["algorithms"]["auto"] = {"predicted_s": best.predicted_time_s,
-                                         "simulated_s": row["algorithms"][best.algorithm][
-                                             "simulated_s"], "chosen": best.algorithm}
+            row["algorithms"]["auto"] = {
+                "predicted_s": best.predicted_time_s,
+                "simulated_s": row["algorithms"][best.algorithm]["simulated_s"],
+                "chosen": best.algorithm,
+            }
             row["seconds"] = time.perf_counter() - t0
             rows.append(row)
-            print(f"  {path.stem:26s} {size:>11d} B  done in {row['seconds']:.1f} s",
-                  file=sys.stderr, flush=True)
+            print(
+                f"  {path.stem:26s} {size:>11d} B  done in {row['seconds']:.1f} s",
+                file=sys.stderr,
+                flush=True,
+            )
         results["examples"][path.stem] = {"ranks": len(ranks), "rows": rows}
     return results
 
 
 def table(results: dict) -> str:
     names = results["algorithms"]
-    lines = [f"{'example':26s} {'ranks':>5s} {'bound':>10s} " +
-             " ".join(f"{n:>12s}" for n in names)]
+    lines = [
+        f"{'example':26s} {'ranks':>5s} {'bound':>10s} " + " ".join(f"{n:>12s}" for n in names)
+    ]
     for ex, data in results["examples"].items():
         row = next((r for r in data["rows"] if r["size"] == REF_SIZE), None)
         if row is None:
@@ -78,10 +88,10 @@ def table(results: dict) -> str:
         cells = []
         for n in names:
             e = row["algorithms"].get(n)
-            cells.append(f"{e['predicted_s'] / row['bound_s']:>11.3f}x" if e else
-                         f"{'-':>12s}")
-        lines.append(f"{ex:26s} {data['ranks']:>5d} {row['bound_s'] * 1e3:>8.3f}ms " +
-                     " ".join(cells))
+            cells.append(f"{e['predicted_s'] / row['bound_s']:>11.3f}x" if e else f"{'-':>12s}")
+        lines.append(
+            f"{ex:26s} {data['ranks']:>5d} {row['bound_s'] * 1e3:>8.3f}ms " + " ".join(cells)
+        )
     return "\n".join(lines)
 
 
@@ -101,8 +111,9 @@ def plot(results: dict, out: Path) -> None:
         sizes = [r["size"] for r in data]
         ax.plot(sizes, [r["bound_s"] for r in data], "k--", label="lower bound")
         for n in names:
-            ys = [r["algorithms"][n]["predicted_s"] if r["algorithms"].get(n) else None
-                  for r in data]
+            ys = [
+                r["algorithms"][n]["predicted_s"] if r["algorithms"].get(n) else None for r in data
+            ]
             pts = [(s, y) for s, y in zip(sizes, ys, strict=True) if y]
             if pts:
                 ax.plot(*zip(*pts, strict=True), marker=".", label=n)
@@ -113,15 +124,14 @@ def plot(results: dict, out: Path) -> None:
         ax.set_ylabel("time (s)", fontsize=8)
         ax.tick_params(labelsize=7)
     axes.flat[0].legend(fontsize=7)
-    for ax in list(axes.flat)[len(exs):]:
+    for ax in list(axes.flat)[len(exs) :]:
         ax.axis("off")
     ax = fig.add_subplot(rows_n, 1, rows_n)
     width = 0.8 / (len(names) + 1)
     for i, n in enumerate([*names, "auto"]):
         vals = []
         for ex in exs:
-            row = next((r for r in results["examples"][ex]["rows"] if r["size"] == REF_SIZE),
-                       None)
+            row = next((r for r in results["examples"][ex]["rows"] if r["size"] == REF_SIZE), None)
             e = row["algorithms"].get(n) if row else None
             vals.append(e["predicted_s"] / row["bound_s"] if e else 0)
         ax.bar([k + i * width for k in range(len(exs))], vals, width, label=n)

@@ -16,9 +16,16 @@ from syncplan.planner import families as fam
 from syncplan.planner.plan import compare
 from syncplan.planner.topology import Topology
 
-SETTINGS = {"default": {},
-            "testbed": {"min_step_s": 50e-6, "message_overhead_s": 80e-6, "message_cores": 2,
-                        "exchange_overhead_s": 40e-6, "switch_overhead": 0.3}}
+SETTINGS = {
+    "default": {},
+    "testbed": {
+        "min_step_s": 50e-6,
+        "message_overhead_s": 80e-6,
+        "message_cores": 2,
+        "exchange_overhead_s": 40e-6,
+        "switch_overhead": 0.3,
+    },
+}
 
 
 def main(out_path: str) -> int:
@@ -32,7 +39,8 @@ def main(out_path: str) -> int:
                     c = compare(topo, ranks, size, **kw)
                     out[f"{family}/{seed}/{size}/{label}"] = {
                         "best": c.best.algorithm,
-                        **{k: v.predicted_time_s for k, v in c.candidates.items()}}
+                        **{k: v.predicted_time_s for k, v in c.candidates.items()},
+                    }
     Path(out_path).write_text(json.dumps(out, indent=1))
     print(f"{len(out)} (member, size, settings) entries -> {out_path}")
     return 0

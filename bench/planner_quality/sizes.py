@@ -41,11 +41,9 @@ OUT = ROOT / "bench" / "results"
 RIVALS = ("star", "direct", "direct-2level")  # auto must never be worse than these
 
 
-def _verify(topo: Topology, ranks: list[str], size: int, cand: Candidate,
-            router: Router) -> float:
+def _verify(topo: Topology, ranks: list[str], size: int, cand: Candidate, router: Router) -> float:
     prog = with_routes(cand.build(), ranks, router)
-    rep = verify_plan({"ranks": ranks, "size_bytes": size, "program": program_to_doc(prog)},
-                      topo)
+    rep = verify_plan({"ranks": ranks, "size_bytes": size, "program": program_to_doc(prog)}, topo)
     if not rep.ok:
         raise SystemExit(f"{cand.algorithm} at {size} B: verifier: {rep.error}")
     return rep.simulated_time_s
@@ -59,14 +57,23 @@ def cases(examples: list[Path], per_family: int, max_ranks: int) -> list[Case]:
     out: list[Case] = [(p.stem, load_topology(p), "example") for p in examples]
     for fam in FAMILIES:
         for seed in range(per_family):
-            out.append((f"{fam}#{seed}", Topology.from_dict(random_family(fam, seed, max_ranks)),
-                        f"random_family({fam!r}, {seed}, {max_ranks})"))
+            out.append(
+                (
+                    f"{fam}#{seed}",
+                    Topology.from_dict(random_family(fam, seed, max_ranks)),
+                    f"random_family({fam!r}, {seed}, {max_ranks})",
+                )
+            )
     return out
 
 
 def run(todo: list[Case], sizes: list[int], verify_max: int) -> dict:
-    results: dict = {"sizes": sizes, "algorithms": list(ALGORITHMS),
-                     "tie_tolerance": TIE_TOLERANCE, "examples": {}}
+    results: dict = {
+        "sizes": sizes,
+        "algorithms": list(ALGORITHMS),
+        "tie_tolerance": TIE_TOLERANCE,
+        "examples": {},
+    }
     t_start = time.perf_counter()
     for k, (name, topo, origin) in enumerate(todo):
         ranks = topo.endpoints()
@@ -77,51 +84,74 @@ def run(todo: list[Case], sizes: list[int], verify_max: int) -> dict:
             assert comp.bound_any is not None
             algos = {}
             for algo, cand in comp.candidates.items():
-                sim = (_verify(topo, ranks, size, cand, comp.router)
-                       if len(ranks) <= verify_max else None)
-                algos[algo] = {"predicted_s": cand.predicted_time_s, "simulated_s": sim,
-                               "identical_bits": cand.details.get("identical_bits", True)}
+                sim = (
+                    _verify(topo, ranks, size, cand, comp.router)
+                    if len(ranks) <= verify_max
+                    else None
+                )
+                algos[algo] = {
+                    "predicted_s": cand.predicted_time_s,
+                    "simulated_s": sim,
+                    "identical_bits": cand.details.get("identical_bits", True),
+                }
             chosen = comp.best
             if algos[chosen.algorithm]["simulated_s"] is None:
-                algos[chosen.algorithm]["simulated_s"] = _verify(topo, ranks, size, chosen,
-                                                                 comp.router)
+                algos[chosen.algorithm]["simulated_s"] = _verify(
+                    topo, ranks, size, chosen, comp.router
+                )
             best = min(comp.candidates.values(), key=lambda c: c.predicted_time_s)
-            same_bits = min((c for c in comp.candidates.values()
-                             if c.details.get("identical_bits", True)),
-                            key=lambda c: c.predicted_time_s)
-            row = {"size": size, "algorithms": algos, "infeasible": comp.infeasible,
-                   "best": best.algorithm, "best_s": best.predicted_time_s,
-                   "auto": chosen.algorithm, "auto_s": chosen.predicted_time_s,
-                   "auto_simulated_s": algos[chosen.algorithm]["simulated_s"],
-                   **{f"{r}_s": algos[r]["predicted_s"] if r in algos else None
-                      for r in RIVALS},
-                   "bound_rb_s": comp.bound.time_s, "bound_rb_family": comp.bound.family,
-                   "bound_any_s": comp.bound_any.time_s,
-                   "bound_any_method": comp.bound_any.method,
-                   "auto_bound_s": comp.bound_for(chosen.algorithm)[0],
-                   "best_identical_bits": same_bits.algorithm,
-                   "best_identical_bits_s": same_bits.predicted_time_s,
-                   "auto_over_best": chosen.predicted_time_s / best.predicted_time_s,
-                   "auto_over_best_identical_bits": (chosen.predicted_time_s
-                                                     / same_bits.predicted_time_s),
-                   "auto_over_rivals": {r: chosen.predicted_time_s / algos[r]["predicted_s"]
-                                        for r in RIVALS if r in algos},
-                   "auto_over_bound_any": chosen.predicted_time_s / comp.bound_any.time_s,
-                   "seconds": time.perf_counter() - t0}
+            same_bits = min(
+                (c for c in comp.candidates.values() if c.details.get("identical_bits", True)),
+                key=lambda c: c.predicted_time_s,
+            )
+            row = {
+                "size": size,
+                "algorithms": algos,
+                "infeasible": comp.infeasible,
+                "best": best.algorithm,
+                "best_s": best.predicted_time_s,
+                "auto": chosen.algorithm,
+                "auto_s": chosen.predicted_time_s,
+                "auto_simulated_s": algos[chosen.algorithm]["simulated_s"],
+                **{f"{r}_s": algos[r]["predicted_s"] if r in algos else None for r in RIVALS},
+                "bound_rb_s": comp.bound.time_s,
+                "bound_rb_family": comp.bound.family,
+                "bound_any_s": comp.bound_any.time_s,
+                "bound_any_method": comp.bound_any.method,
+                "auto_bound_s": comp.bound_for(chosen.algorithm)[0],
+                "best_identical_bits": same_bits.algorithm,
+                "best_identical_bits_s": same_bits.predicted_time_s,
+                "auto_over_best": chosen.predicted_time_s / best.predicted_time_s,
+                "auto_over_best_identical_bits": (
+                    chosen.predicted_time_s / same_bits.predicted_time_s
+                ),
+                "auto_over_rivals": {
+                    r: chosen.predicted_time_s / algos[r]["predicted_s"]
+                    for r in RIVALS
+                    if r in algos
+                },
+                "auto_over_bound_any": chosen.predicted_time_s / comp.bound_any.time_s,
+                "seconds": time.perf_counter() - t0,
+            }
             rows.append(row)
-            print(f"  [{k + 1}/{len(todo)} {time.perf_counter() - t_start:5.0f} s] "
-                  f"{name:26s} {format_size(size):>9s}  auto {chosen.algorithm:18s} "
-                  f"best {best.algorithm:18s} {row['seconds']:.1f} s",
-                  file=sys.stderr, flush=True)
+            print(
+                f"  [{k + 1}/{len(todo)} {time.perf_counter() - t_start:5.0f} s] "
+                f"{name:26s} {format_size(size):>9s}  auto {chosen.algorithm:18s} "
+                f"best {best.algorithm:18s} {row['seconds']:.1f} s",
+                file=sys.stderr,
+                flush=True,
+            )
         results["examples"][name] = {"ranks": len(ranks), "origin": origin, "rows": rows}
     results["seconds"] = time.perf_counter() - t_start
     return results
 
 
 def table(results: dict) -> str:
-    head = (f"{'example':24s} {'size':>8s} {'best':>14s} {'auto':>14s} {'auto':>9s} "
-            f"{'/best':>6s} {'/star':>6s} {'/direct':>7s} {'rb bound':>9s} "
-            f"{'any bound':>9s}")
+    head = (
+        f"{'example':24s} {'size':>8s} {'best':>14s} {'auto':>14s} {'auto':>9s} "
+        f"{'/best':>6s} {'/star':>6s} {'/direct':>7s} {'rb bound':>9s} "
+        f"{'any bound':>9s}"
+    )
     lines = [head]
     for ex, data in results["examples"].items():
         for r in data["rows"]:
@@ -132,7 +162,8 @@ def table(results: dict) -> str:
                 f"{format_time(r['auto_s']):>9s} {r['auto_over_best']:6.3f} "
                 f"{riv.get('star', float('nan')):6.3f} "
                 f"{direct if direct is not None else float('nan'):7.3f} "
-                f"{format_time(r['bound_rb_s']):>9s} {format_time(r['bound_any_s']):>9s}")
+                f"{format_time(r['bound_rb_s']):>9s} {format_time(r['bound_any_s']):>9s}"
+            )
     return "\n".join(lines)
 
 
@@ -152,15 +183,30 @@ def plot(results: dict, out: Path) -> None:
         data = results["examples"][ex]["rows"]
         sizes = [r["size"] for r in data]
         any_b = [r["bound_any_s"] for r in data]
-        ax.plot(sizes, [r["bound_rb_s"] / b for r, b in zip(data, any_b, strict=True)], "k--",
-                lw=1, label="reduce-then-broadcast bound")
+        ax.plot(
+            sizes,
+            [r["bound_rb_s"] / b for r, b in zip(data, any_b, strict=True)],
+            "k--",
+            lw=1,
+            label="reduce-then-broadcast bound",
+        )
         for k, n in enumerate(names):
-            pts = [(s, r["algorithms"][n]["predicted_s"] / b)
-                   for s, r, b in zip(sizes, data, any_b, strict=True) if n in r["algorithms"]]
+            pts = [
+                (s, r["algorithms"][n]["predicted_s"] / b)
+                for s, r, b in zip(sizes, data, any_b, strict=True)
+                if n in r["algorithms"]
+            ]
             if pts:
                 ax.plot(*zip(*pts, strict=True), marker=".", lw=1, color=cmap(k), label=n)
-        ax.plot(sizes, [r["auto_s"] / b for r, b in zip(data, any_b, strict=True)], "o",
-                mfc="none", mec="k", ms=9, label="auto's pick")
+        ax.plot(
+            sizes,
+            [r["auto_s"] / b for r, b in zip(data, any_b, strict=True)],
+            "o",
+            mfc="none",
+            mec="k",
+            ms=9,
+            label="auto's pick",
+        )
         ax.set_xscale("log", base=2)
         ax.set_yscale("log")
         ax.set_ylim(0.5, 30)
@@ -169,7 +215,7 @@ def plot(results: dict, out: Path) -> None:
         ax.set_ylabel("time / any-program bound", fontsize=8)
         ax.tick_params(labelsize=7)
     axes.flat[0].legend(fontsize=6, ncol=2)
-    for ax in list(axes.flat)[len(exs):]:
+    for ax in list(axes.flat)[len(exs) :]:
         ax.axis("off")
     save_figure(fig, out, dpi=100)
 
@@ -179,8 +225,12 @@ def main() -> None:
     ap.add_argument("--examples", help="comma-separated example names (default: all)")
     ap.add_argument("--sizes", help="comma-separated sizes in bytes (default: the sweep)")
     ap.add_argument("--verify-max-ranks", type=int, default=32)
-    ap.add_argument("--per-family", type=int, default=3,
-                    help="random members of every family of planner/families.py (0: none)")
+    ap.add_argument(
+        "--per-family",
+        type=int,
+        default=3,
+        help="random members of every family of planner/families.py (0: none)",
+    )
     ap.add_argument("--family-max-ranks", type=int, default=12)
     ap.add_argument("--out", default=str(OUT / "planner_sizes.json"))
     args = ap.parse_args()
@@ -194,25 +244,35 @@ def main() -> None:
     dst.parent.mkdir(parents=True, exist_ok=True)
     write_json(dst, results)
     plot(results, dst.with_suffix(".png"))
-    print("auto against the best candidate, the flat star and the slower of the two direct "
-          f"exchanges (ratios; ties within {TIE_TOLERANCE:.0%} go to the fewest transfers)")
+    print(
+        "auto against the best candidate, the flat star and the slower of the two direct "
+        f"exchanges (ratios; ties within {TIE_TOLERANCE:.0%} go to the fewest transfers)"
+    )
     print(table(results))
     rows = [(ex, r) for ex, d in results["examples"].items() for r in d["rows"]]
-    for key, label in (("auto_over_best", "auto / best"),
-                       ("auto_over_best_identical_bits", "auto / best with identical bits")):
+    for key, label in (
+        ("auto_over_best", "auto / best"),
+        ("auto_over_best_identical_bits", "auto / best with identical bits"),
+    ):
         ex, r = max(rows, key=lambda x: x[1][key])
-        print(f"worst {label}: {r[key]:.4f} ({ex}, {format_size(r['size'])}: auto "
-              f"{r['auto']}, best {r['best']})")
+        print(
+            f"worst {label}: {r[key]:.4f} ({ex}, {format_size(r['size'])}: auto "
+            f"{r['auto']}, best {r['best']})"
+        )
     for rival in RIVALS:
         have = [(ex, r) for ex, r in rows if rival in r["auto_over_rivals"]]
         ex, r = max(have, key=lambda x: x[1]["auto_over_rivals"][rival])
         above = sum(x["auto_over_rivals"][rival] > 1 for _, x in have)
-        print(f"worst auto / {rival}: {r['auto_over_rivals'][rival]:.4f} ({ex}, "
-              f"{format_size(r['size'])}); above it in {above} of {len(have)} cases")
+        print(
+            f"worst auto / {rival}: {r['auto_over_rivals'][rival]:.4f} ({ex}, "
+            f"{format_size(r['size'])}); above it in {above} of {len(have)} cases"
+        )
     over = [(ex, r) for ex, r in rows if r["auto_over_best"] > 1 + TIE_TOLERANCE]
-    print(f"cases where auto is more than {TIE_TOLERANCE:.0%} above the best: {len(over)} "
-          f"of {len(rows)}; {len(results['examples'])} topologies, "
-          f"{results['seconds']:.0f} s")
+    print(
+        f"cases where auto is more than {TIE_TOLERANCE:.0%} above the best: {len(over)} "
+        f"of {len(rows)}; {len(results['examples'])} topologies, "
+        f"{results['seconds']:.0f} s"
+    )
     print(f"wrote {dst} and {dst.with_suffix('.png')}")
 
 

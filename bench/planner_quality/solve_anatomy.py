@@ -70,34 +70,45 @@ def measure(data: dict, size: int, spent: dict[str, float]) -> dict:
     start = time.perf_counter()
     doc = make_plan(topo, topo.endpoints(), size, algorithm="forest")
     label = doc["details"].get("packing") or doc["details"].get("path") or "hosts"
-    return {"ranks": len(topo.endpoints()), "total_s": round(time.perf_counter() - start, 3),
-            **{f"{k}_s": round(spent.get(k, 0.0), 3) for k in STAGES},
-            "winner": label, "pieced_won": "pieces" in label,
-            "ratio": doc["predicted_time_s"] / doc["lower_bound_time_s"]}
+    return {
+        "ranks": len(topo.endpoints()),
+        "total_s": round(time.perf_counter() - start, 3),
+        **{f"{k}_s": round(spent.get(k, 0.0), 3) for k in STAGES},
+        "winner": label,
+        "pieced_won": "pieces" in label,
+        "ratio": doc["predicted_time_s"] / doc["lower_bound_time_s"],
+    }
 
 
 def summary(rows: list[dict]) -> dict:
     """A family's totals: plan seconds, and seconds per stage."""
     won = sum(r["pieced_s"] for r in rows if r["pieced_won"])
     lost = sum(r["pieced_s"] for r in rows if not r["pieced_won"])
-    return {"members": len(rows), "total_s": round(sum(r["total_s"] for r in rows), 2),
-            "median_s": round(statistics.median(r["total_s"] for r in rows), 2),
-            "max_s": round(max(r["total_s"] for r in rows), 2),
-            "over_5s": sum(r["total_s"] > 5 for r in rows),
-            "windows_s": round(sum(r["windows_s"] for r in rows), 2),
-            "pieced_won_s": round(won, 2), "pieced_lost_s": round(lost, 2),
-            "mixed_s": round(sum(r["mixed_s"] for r in rows), 2)}
+    return {
+        "members": len(rows),
+        "total_s": round(sum(r["total_s"] for r in rows), 2),
+        "median_s": round(statistics.median(r["total_s"] for r in rows), 2),
+        "max_s": round(max(r["total_s"] for r in rows), 2),
+        "over_5s": sum(r["total_s"] > 5 for r in rows),
+        "windows_s": round(sum(r["windows_s"] for r in rows), 2),
+        "pieced_won_s": round(won, 2),
+        "pieced_lost_s": round(lost, 2),
+        "mixed_s": round(sum(r["mixed_s"] for r in rows), 2),
+    }
 
 
 def plot(result: dict, path: Path) -> None:
     import matplotlib
+
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
     names = list(result["families"])
-    parts = [("windows_s", "one-piece step-priced LPs"),
-             ("pieced_won_s", "pieced LPs (a pieced program won)"),
-             ("pieced_lost_s", "pieced LPs (another program won)")]
+    parts = [
+        ("windows_s", "one-piece step-priced LPs"),
+        ("pieced_won_s", "pieced LPs (a pieced program won)"),
+        ("pieced_lost_s", "pieced LPs (another program won)"),
+    ]
     fig, ax = plt.subplots(figsize=(8, 0.5 * len(names) + 1.5))
     left = [0.0] * len(names)
     for key, label in parts:
@@ -106,8 +117,10 @@ def plot(result: dict, path: Path) -> None:
         left = [a + b for a, b in zip(left, vals, strict=True)]
     totals = [result["families"][n]["summary"]["total_s"] for n in names]
     ax.scatter(totals, names, marker="|", s=200, color="black", label="whole plans")
-    ax.set_xlabel(f"seconds over {result['count']} members of <= {result['max_ranks']} ranks "
-                  "(mixes run beside the pieced LPs: not stacked)")
+    ax.set_xlabel(
+        f"seconds over {result['count']} members of <= {result['max_ranks']} ranks "
+        "(mixes run beside the pieced LPs: not stacked)"
+    )
     ax.set_title(f"where forest's plan time goes at {result['size_bytes'] >> 20} MiB")
     ax.legend(loc="lower right", fontsize=8)
     save_figure(fig, path)
@@ -130,30 +143,45 @@ def main() -> None:
         ap.error("--count must be >= 1 and --max-ranks >= 6")
     spent: dict[str, float] = {}
     instrument(spent)
-    result = {"size_bytes": size, "count": args.count, "max_ranks": args.max_ranks,
-              "families": {}}
+    result = {"size_bytes": size, "count": args.count, "max_ranks": args.max_ranks, "families": {}}
     for family in names:
         rows = []
         for seed in range(args.count):
-            row = {"seed": seed, **measure(fam.random_family(family, seed, args.max_ranks),
-                                           size, spent)}
+            row = {
+                "seed": seed,
+                **measure(fam.random_family(family, seed, args.max_ranks), size, spent),
+            }
             rows.append(row)
-            print(f"  {family:18s} seed {seed:3d} {row['ranks']:3d} ranks: {row['total_s']:6.2f} s"
-                  f" (windows {row['windows_s']:.2f}, pieced {row['pieced_s']:.2f}, mixed "
-                  f"{row['mixed_s']:.2f}) {row['ratio']:.4f} {row['winner']}", file=sys.stderr,
-                  flush=True)
+            print(
+                f"  {family:18s} seed {seed:3d} {row['ranks']:3d} ranks: {row['total_s']:6.2f} s"
+                f" (windows {row['windows_s']:.2f}, pieced {row['pieced_s']:.2f}, mixed "
+                f"{row['mixed_s']:.2f}) {row['ratio']:.4f} {row['winner']}",
+                file=sys.stderr,
+                flush=True,
+            )
         result["families"][family] = {"summary": summary(rows), "rows": rows}
     OUT.mkdir(parents=True, exist_ok=True)
     dst = OUT / f"{args.out}.json"
     write_json(dst, result)
     plot(result, OUT / f"{args.out}.png")
-    head = ("family", "total s", "median", "max", ">5 s", "windows", "pieced won",
-            "pieced lost", "mixed")
+    head = (
+        "family",
+        "total s",
+        "median",
+        "max",
+        ">5 s",
+        "windows",
+        "pieced won",
+        "pieced lost",
+        "mixed",
+    )
     print("| " + " | ".join(head) + " |\n|" + "---|" * len(head))
     for family, block in result["families"].items():
         s = block["summary"]
-        print(f"| {family} | {s['total_s']} | {s['median_s']} | {s['max_s']} | {s['over_5s']} | "
-              f"{s['windows_s']} | {s['pieced_won_s']} | {s['pieced_lost_s']} | {s['mixed_s']} |")
+        print(
+            f"| {family} | {s['total_s']} | {s['median_s']} | {s['max_s']} | {s['over_5s']} | "
+            f"{s['windows_s']} | {s['pieced_won_s']} | {s['pieced_lost_s']} | {s['mixed_s']} |"
+        )
     print(f"wrote {OUT / (args.out + '.json')} and {OUT / (args.out + '.png')}")
 
 

@@ -35,21 +35,31 @@ OUT = ROOT / "bench" / "results"
 # 64-rank members built with explicit sizes (name -> builder)
 MEMBERS = {
     "hybrid_cube_mesh": {"cube-mesh-8x8": lambda: fam.hybrid_cube_mesh(8, nics=2)},
-    "full_mesh": {"xgmi-full-mesh-32": lambda: fam.full_mesh(32, slow_pair=(2, 5)),
-                  "xgmi-full-mesh-64": lambda: fam.full_mesh(64, slow_pair=(2, 5))},
-    "mesh2d": {"mesh-8x8": lambda: fam.mesh2d(8, 8),
-               "mesh-4x4x4gpu": lambda: fam.mesh2d(4, 4, gpus_per_host=4, ports=True)},
-    "torus": {"torus-8x8": lambda: fam.torus(8, 8),
-              "torus-4x8x2gpu-degraded": lambda: fam.torus(4, 8, gpus_per_host=2,
-                                                           degraded=3)},
-    "host_ring": {"host-ring-32x2": lambda: fam.host_ring(32),
-                  "host-ring-16x4-slow": lambda: fam.host_ring(16, 4, slow=3)},
-    "fat_tree3": {"fat-tree3-64": lambda: fam.fat_tree3(2, 4, 4, 2),
-                  "fat-tree3-64-slow": lambda: fam.fat_tree3(2, 2, 4, 4, nics_per_host=2,
-                                                             slow_host=5)},
+    "full_mesh": {
+        "xgmi-full-mesh-32": lambda: fam.full_mesh(32, slow_pair=(2, 5)),
+        "xgmi-full-mesh-64": lambda: fam.full_mesh(64, slow_pair=(2, 5)),
+    },
+    "mesh2d": {
+        "mesh-8x8": lambda: fam.mesh2d(8, 8),
+        "mesh-4x4x4gpu": lambda: fam.mesh2d(4, 4, gpus_per_host=4, ports=True),
+    },
+    "torus": {
+        "torus-8x8": lambda: fam.torus(8, 8),
+        "torus-4x8x2gpu-degraded": lambda: fam.torus(4, 8, gpus_per_host=2, degraded=3),
+    },
+    "host_ring": {
+        "host-ring-32x2": lambda: fam.host_ring(32),
+        "host-ring-16x4-slow": lambda: fam.host_ring(16, 4, slow=3),
+    },
+    "fat_tree3": {
+        "fat-tree3-64": lambda: fam.fat_tree3(2, 4, 4, 2),
+        "fat-tree3-64-slow": lambda: fam.fat_tree3(2, 2, 4, 4, nics_per_host=2, slow_host=5),
+    },
     "random_two_switch": {"two-switch-61": lambda: fam.random_two_switch(14, 24, 4)},
-    "directed_cluster": {"directed-32x2": lambda: fam.directed_cluster(32, 2),
-                         "directed-16x4-slow": lambda: fam.directed_cluster(16, 4, slow=2)},
+    "directed_cluster": {
+        "directed-32x2": lambda: fam.directed_cluster(32, 2),
+        "directed-16x4-slow": lambda: fam.directed_cluster(16, 4, slow=2),
+    },
 }
 
 
@@ -75,13 +85,17 @@ def measure(data: dict, size: int, repeat: int) -> dict:
 
 
 def table(res: dict) -> str:
-    lines = [f"{'family':18s} {'member':28s} {'ranks':>5s} {'auto s':>7s} {'ratio':>6s} "
-             f"{'chosen':>12s} {'forest s':>8s} {'ratio':>6s}"]
+    lines = [
+        f"{'family':18s} {'member':28s} {'ranks':>5s} {'auto s':>7s} {'ratio':>6s} "
+        f"{'chosen':>12s} {'forest s':>8s} {'ratio':>6s}"
+    ]
     for family, rows in res["families"].items():
         for name, r in rows.items():
-            lines.append(f"{family:18s} {name:28s} {r['ranks']:>5d} {r['auto_s']:>7.2f} "
-                         f"{r['auto_ratio']:>6.3f} {r['chosen']:>12s} {r['forest_s']:>8.2f} "
-                         f"{r['forest_ratio']:>6.3f}")
+            lines.append(
+                f"{family:18s} {name:28s} {r['ranks']:>5d} {r['auto_s']:>7.2f} "
+                f"{r['auto_ratio']:>6.3f} {r['chosen']:>12s} {r['forest_s']:>8.2f} "
+                f"{r['forest_ratio']:>6.3f}"
+            )
     return "\n".join(lines)
 
 
@@ -95,22 +109,39 @@ def plot(res: dict, before: dict | None, path: Path) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    rows = [(f"{family}: {name} ({r['ranks']})", r["auto_s"],
-             ((before or {}).get("families", {}).get(family, {}).get(name) or {}).get("auto_s"))
-            for family, members in res["families"].items() for name, r in members.items()]
+    rows = [
+        (
+            f"{family}: {name} ({r['ranks']})",
+            r["auto_s"],
+            ((before or {}).get("families", {}).get(family, {}).get(name) or {}).get("auto_s"),
+        )
+        for family, members in res["families"].items()
+        for name, r in members.items()
+    ]
     fig, ax = plt.subplots(figsize=(8, 0.28 * len(rows) + 1.2))
     ys = range(len(rows))
     if before is not None:
-        ax.barh([y + 0.2 for y in ys], [b or 0 for _, _, b in rows], 0.4, color="#bbbbbb",
-                label=before.get("label", "before"))
-    ax.barh([y - (0.2 if before is not None else 0) for y in ys], [a for _, a, _ in rows],
-            0.4 if before is not None else 0.7, color="#3b75af", label=res.get("label", "auto"))
+        ax.barh(
+            [y + 0.2 for y in ys],
+            [b or 0 for _, _, b in rows],
+            0.4,
+            color="#bbbbbb",
+            label=before.get("label", "before"),
+        )
+    ax.barh(
+        [y - (0.2 if before is not None else 0) for y in ys],
+        [a for _, a, _ in rows],
+        0.4 if before is not None else 0.7,
+        color="#3b75af",
+        label=res.get("label", "auto"),
+    )
     ax.axvline(TARGET_S, color="gray", ls=":", lw=1)
     ax.set_yticks(list(ys), [name for name, _, _ in rows], fontsize=7)
     ax.invert_yaxis()
     ax.set_xlabel("auto solve time (s, best of --repeat; this machine)")
-    ax.set_title(f"planner solve time at {res['size_bytes'] >> 20} MiB (dotted: "
-                 f"{TARGET_S:g} s)", fontsize=10)
+    ax.set_title(
+        f"planner solve time at {res['size_bytes'] >> 20} MiB (dotted: {TARGET_S:g} s)", fontsize=10
+    )
     ax.legend(fontsize=8, loc="lower right")
     save_figure(fig, path)
 
@@ -145,21 +176,24 @@ def main() -> None:
         return
     size = parse_size(args.size)
     fams = [f.strip() for f in args.families.split(",") if f.strip()]
-    res: dict = {"size_bytes": size, "repeat": args.repeat, "label": args.label,
-                 "families": {}}
+    res: dict = {"size_bytes": size, "repeat": args.repeat, "label": args.label, "families": {}}
     for family in fams:
         members = {} if args.no_builders else dict(MEMBERS.get(family, {}))
         for seed in range(args.random):
-            members[f"random-{seed}"] = (lambda s=seed, f=family:
-                                         fam.random_family(f, s, max_ranks=64))
+            members[f"random-{seed}"] = lambda s=seed, f=family: fam.random_family(
+                f, s, max_ranks=64
+            )
         rows = res["families"].setdefault(family, {})
         for name, make in members.items():
             row = measure(make(), size, args.repeat)
             rows[name] = row
-            print(f"  {family:18s} {name:26s} {row['ranks']:3d} ranks: auto "
-                  f"{row['auto_s']:6.2f} s ({row['auto_ratio']:.3f}), forest "
-                  f"{row['forest_s']:6.2f} s ({row['forest_ratio']:.3f})",
-                  file=sys.stderr, flush=True)
+            print(
+                f"  {family:18s} {name:26s} {row['ranks']:3d} ranks: auto "
+                f"{row['auto_s']:6.2f} s ({row['auto_ratio']:.3f}), forest "
+                f"{row['forest_s']:6.2f} s ({row['forest_ratio']:.3f})",
+                file=sys.stderr,
+                flush=True,
+            )
             write_json(dst, res)
     plot(res, before, dst.with_suffix(".png"))
     print(f"solve time (s) and predicted / lower bound at {args.size}")

@@ -63,14 +63,23 @@ def study(ranks: int, limits: list[int]) -> list[dict]:
             first = min(configs.values(), key=lambda c: c[0])
             est, _, width, group, fracs, _ = forest._refine(first, float(SIZE))
             transfers = plan.transfer_counter()(len(fracs), group)
-            row = {"trees_per_lane": t, "host_tree_height": plan.hmax, "pieces": len(fracs),
-                   "stagger": width, "intra_group": group, "time_s": est,
-                   "ratio": est / bound, "transfers": transfers,
-                   "est_doc_MB": transfers * DOC_BYTES_PER_TRANSFER / 1e6}
+            row = {
+                "trees_per_lane": t,
+                "host_tree_height": plan.hmax,
+                "pieces": len(fracs),
+                "stagger": width,
+                "intra_group": group,
+                "time_s": est,
+                "ratio": est / bound,
+                "transfers": transfers,
+                "est_doc_MB": transfers * DOC_BYTES_PER_TRANSFER / 1e6,
+            }
             if est < best.get(limit, {"time_s": float("inf")})["time_s"]:
                 best[limit] = row
-        print(f"  {ranks} ranks, {t} trees per lane priced in "
-              f"{time.perf_counter() - t0:.1f} s", flush=True)
+        print(
+            f"  {ranks} ranks, {t} trees per lane priced in {time.perf_counter() - t0:.1f} s",
+            flush=True,
+        )
     rows, carried = [], None
     for limit in sorted(limits):  # a plan that fits a limit fits every larger one
         here = best.get(limit)
@@ -84,8 +93,9 @@ def study(ranks: int, limits: list[int]) -> list[dict]:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--ranks", default="1024,4096", help="comma-separated rank counts")
-    ap.add_argument("--limits", default=",".join(str(x) for x in LIMITS),
-                    help="comma-separated transfer limits")
+    ap.add_argument(
+        "--limits", default=",".join(str(x) for x in LIMITS), help="comma-separated transfer limits"
+    )
     ap.add_argument("--out", type=Path, default=ROOT / "bench" / "results" / "cap_study.json")
     args = ap.parse_args(argv)
     try:
@@ -100,16 +110,20 @@ def main(argv: list[str] | None = None) -> int:
         rows += study(ranks, limits)
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps({"size_bytes": SIZE, "rows": rows}, indent=1) + "\n")
-    print(f"\n{'ranks':>6} {'limit':>11} {'trees':>5} {'height':>6} {'pieces':>6} "
-          f"{'x bound':>8} {'doc MB':>7}")
+    print(
+        f"\n{'ranks':>6} {'limit':>11} {'trees':>5} {'height':>6} {'pieces':>6} "
+        f"{'x bound':>8} {'doc MB':>7}"
+    )
     for r in rows:
         b = r["best"]
         if b is None:
             print(f"{r['ranks']:>6} {r['limit']:>11,} {'nothing fits':>36}")
             continue
-        print(f"{r['ranks']:>6} {r['limit']:>11,} {b['trees_per_lane']:>5} "
-              f"{b['host_tree_height']:>6} {b['pieces']:>6} {b['ratio']:>8.3f} "
-              f"{b['est_doc_MB']:>7.0f}")
+        print(
+            f"{r['ranks']:>6} {r['limit']:>11,} {b['trees_per_lane']:>5} "
+            f"{b['host_tree_height']:>6} {b['pieces']:>6} {b['ratio']:>8.3f} "
+            f"{b['est_doc_MB']:>7.0f}"
+        )
     print(f"wrote {args.out}")
     return 0
 

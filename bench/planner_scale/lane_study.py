@@ -75,12 +75,12 @@ def tree_pool(cap: np.ndarray, seed: int, random_trees: int) -> list[tuple[int, 
     for k in range(random_trees):
         order = rng.permutation(fast)
         count = min(len(order) - 1, int(rng.choice([6, 8, 10, 12, 16, 24])))
-        mids = [int(h) for h in order[1:1 + count]]
+        mids = [int(h) for h in order[1 : 1 + count]]
         root = int(order[0])
         parent = [-1] * m
         for h in mids:
             parent[h] = root
-        for i, h in enumerate(order[1 + len(mids):]):
+        for i, h in enumerate(order[1 + len(mids) :]):
             parent[int(h)] = mids[i % len(mids)]
         for i, h in enumerate(slow):  # slow hosts under the root, under a hub, or mixed
             parent[int(h)] = root if (k % 3 == 0 or (k % 3 == 2 and i % 2)) else mids[i % len(mids)]
@@ -97,8 +97,9 @@ def tree_pool(cap: np.ndarray, seed: int, random_trees: int) -> list[tuple[int, 
     return pool
 
 
-def best_time(cap: np.ndarray, profiles: list[tuple[np.ndarray, np.ndarray]],
-              pieces: int) -> tuple[float, int]:
+def best_time(
+    cap: np.ndarray, profiles: list[tuple[np.ndarray, np.ndarray]], pieces: int
+) -> tuple[float, int]:
     """(lockstep seconds, trees used) of the best share mix for ``pieces`` equal pieces."""
     from scipy.optimize import linprog
     from scipy.sparse import coo_matrix, csr_matrix, hstack
@@ -110,7 +111,7 @@ def best_time(cap: np.ndarray, profiles: list[tuple[np.ndarray, np.ndarray]],
         coef = np.zeros((nt, m, steps))
         for o in range(OFFSETS):
             col = np.stack([p[k][:, o] for p in profiles])
-            coef[:, :, o:o + pieces] += col[:, :, None] / pieces
+            coef[:, :, o : o + pieces] += col[:, :, None] / pieces
         coef *= LANE_BYTES / (cap[None, :, None] * 1e9)
         blocks.append(coef.reshape(nt, m * steps).T)
     a = np.vstack(blocks)
@@ -120,10 +121,15 @@ def best_time(cap: np.ndarray, profiles: list[tuple[np.ndarray, np.ndarray]],
     rows = len(step_of)
     z = coo_matrix((-np.ones(rows), (np.arange(rows), step_of)), shape=(rows, steps))
     scale = 1e3  # HiGHS wants entries near 1
-    res = linprog(np.concatenate([np.zeros(nt), np.ones(steps)]),
-                  A_ub=hstack([csr_matrix(a * scale), z * scale]).tocsr(),
-                  b_ub=np.zeros(rows), A_eq=np.concatenate([np.ones(nt), np.zeros(steps)])[None],
-                  b_eq=[1.0], bounds=[(0, None)] * (nt + steps), method="highs")
+    res = linprog(
+        np.concatenate([np.zeros(nt), np.ones(steps)]),
+        A_ub=hstack([csr_matrix(a * scale), z * scale]).tocsr(),
+        b_ub=np.zeros(rows),
+        A_eq=np.concatenate([np.ones(nt), np.zeros(steps)])[None],
+        b_eq=[1.0],
+        bounds=[(0, None)] * (nt + steps),
+        method="highs",
+    )
     if res.status != 0:
         raise SystemExit(f"LP failed: {res.message}")
     return float(res.fun) + steps * STEP_LATENCY_S, int((res.x[:nt] > 1e-6).sum())
@@ -140,27 +146,50 @@ def main() -> None:
     cap = np.full(args.hosts, 25.0)
     if not args.homogeneous:
         cap[3::16] = 12.5
-    profiles = [p for p in (tree_profile(r, par)
-                            for r, par in tree_pool(cap, args.seed, args.random_trees)) if p]
+    profiles = [
+        p
+        for p in (tree_profile(r, par) for r, par in tree_pool(cap, args.seed, args.random_trees))
+        if p
+    ]
     bound = 2 * (args.hosts - 1) * LANE_BYTES / (cap.sum() * 1e9) + 2 * STEP_LATENCY_S
     rows = []
-    print(f"{args.hosts} hosts, {int((cap < 25).sum())} at half rate, {len(profiles)} trees; "
-          f"bound {bound * 1e3:.4f} ms (aggregate NIC bytes + 2 steps' latency)")
+    print(
+        f"{args.hosts} hosts, {int((cap < 25).sum())} at half rate, {len(profiles)} trees; "
+        f"bound {bound * 1e3:.4f} ms (aggregate NIC bytes + 2 steps' latency)"
+    )
     print("pieces  steps  time ms  x bound  latency share  trees used  LP s")
     for pieces in (int(p) for p in args.pieces.split(",")):
         t0 = time.perf_counter()
         seconds, used = best_time(cap, profiles, pieces)
         steps = pieces + OFFSETS - 1
-        rows.append({"pieces": pieces, "steps": steps, "time_s": seconds,
-                     "ratio": seconds / bound, "trees_used": used,
-                     "lp_s": time.perf_counter() - t0})
-        print(f"{pieces:6d}  {steps:5d}  {seconds * 1e3:7.4f}  {seconds / bound:7.4f}  "
-              f"{steps * STEP_LATENCY_S / bound:13.3f}  {used:10d}  {rows[-1]['lp_s']:4.1f}")
+        rows.append(
+            {
+                "pieces": pieces,
+                "steps": steps,
+                "time_s": seconds,
+                "ratio": seconds / bound,
+                "trees_used": used,
+                "lp_s": time.perf_counter() - t0,
+            }
+        )
+        print(
+            f"{pieces:6d}  {steps:5d}  {seconds * 1e3:7.4f}  {seconds / bound:7.4f}  "
+            f"{steps * STEP_LATENCY_S / bound:13.3f}  {used:10d}  {rows[-1]['lp_s']:4.1f}"
+        )
     name = "lane_study-homogeneous.json" if args.homogeneous else "lane_study.json"
     out = ROOT / "bench" / "results" / name
-    out.write_text(json.dumps({"hosts": args.hosts, "half_rate_hosts": int((cap < 25).sum()),
-                               "trees": len(profiles), "bound_s": bound, "rows": rows},
-                              indent=1))
+    out.write_text(
+        json.dumps(
+            {
+                "hosts": args.hosts,
+                "half_rate_hosts": int((cap < 25).sum()),
+                "trees": len(profiles),
+                "bound_s": bound,
+                "rows": rows,
+            },
+            indent=1,
+        )
+    )
     print(f"wrote {out.relative_to(ROOT)}")
 
 

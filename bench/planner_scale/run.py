@@ -45,13 +45,23 @@ def one(ranks: int, size: int, verify_max: int, algorithm: str) -> dict:
     doc = make_plan(topo, topo.endpoints(), size, algorithm)
     solve = time.perf_counter() - t0
     text = json.dumps(doc, separators=(",", ":"))  # as the service and CLI write it
-    out = {"ranks": ranks, "hosts": len(topo.hosts()), "algorithm": algorithm,
-           "chosen": doc["algorithm"], "solve_s": solve, "predicted_s": doc["predicted_time_s"],
-           "bound_s": doc["lower_bound_time_s"], "bound_method": doc["lower_bound_method"],
-           "candidates": doc["candidates"], "details": doc["details"],
-           "doc_bytes": len(text), "steps": len(doc["program"]["steps"]),
-           "transfers": sum(len(s) for s in doc["program"]["steps"]),
-           "simulated_s": None, "verify_s": None}
+    out = {
+        "ranks": ranks,
+        "hosts": len(topo.hosts()),
+        "algorithm": algorithm,
+        "chosen": doc["algorithm"],
+        "solve_s": solve,
+        "predicted_s": doc["predicted_time_s"],
+        "bound_s": doc["lower_bound_time_s"],
+        "bound_method": doc["lower_bound_method"],
+        "candidates": doc["candidates"],
+        "details": doc["details"],
+        "doc_bytes": len(text),
+        "steps": len(doc["program"]["steps"]),
+        "transfers": sum(len(s) for s in doc["program"]["steps"]),
+        "simulated_s": None,
+        "verify_s": None,
+    }
     if ranks <= verify_max:
         t0 = time.perf_counter()
         rep = verify_plan(json.loads(text), topo)
@@ -87,8 +97,13 @@ def plot(rows: list[dict], path: Path) -> None:
     b.set_xlabel("ranks")
     b.legend()
     c.plot(xs, [r["predicted_s"] / r["bound_s"] for r in rows], "o-", label="predicted/bound")
-    c.plot(xs, [(r["simulated_s"] or float("nan")) / r["bound_s"] for r in rows], "x",
-           ms=10, label="verifier-simulated/bound")
+    c.plot(
+        xs,
+        [(r["simulated_s"] or float("nan")) / r["bound_s"] for r in rows],
+        "x",
+        ms=10,
+        label="verifier-simulated/bound",
+    )
     c.axhline(1.05, color="gray", ls=":", lw=1)
     c.set_xscale("log", base=2)
     c.set_xlabel("ranks")
@@ -110,17 +125,29 @@ def main() -> None:
     ap.add_argument("--child", type=int, help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.child:
-        print(json.dumps(one(args.child, args.size_bytes, args.verify_max_ranks,
-                             args.algorithm)))
+        print(json.dumps(one(args.child, args.size_bytes, args.verify_max_ranks, args.algorithm)))
         return
     rows = []
     for n in [int(s) for s in args.sizes.split(",")]:
         print(f"{n} ranks ...", file=sys.stderr, flush=True)
-        proc = subprocess.run([sys.executable, __file__, "--child", str(n), "--size-bytes",
-                               str(args.size_bytes), "--algorithm", args.algorithm,
-                               "--verify-max-ranks", str(args.verify_max_ranks)],
-                              capture_output=True, text=True, timeout=args.timeout,
-                              env={**os.environ, "PYTHONPATH": str(ROOT)})
+        proc = subprocess.run(
+            [
+                sys.executable,
+                __file__,
+                "--child",
+                str(n),
+                "--size-bytes",
+                str(args.size_bytes),
+                "--algorithm",
+                args.algorithm,
+                "--verify-max-ranks",
+                str(args.verify_max_ranks),
+            ],
+            capture_output=True,
+            text=True,
+            timeout=args.timeout,
+            env={**os.environ, "PYTHONPATH": str(ROOT)},
+        )
         if proc.returncode != 0:
             raise SystemExit(f"{n} ranks failed:\n{proc.stderr[-2000:]}")
         rows.append(json.loads(proc.stdout.strip().splitlines()[-1]))
@@ -130,14 +157,18 @@ def main() -> None:
     tmp.write_text(json.dumps({"size_bytes": args.size_bytes, "rows": rows}, indent=1))
     os.replace(tmp, dst)
     plot(rows, OUT / "planner_scale.png")
-    print(f"{'ranks':>6s} {'chosen':>12s} {'plan s':>8s} {'verify s':>9s} {'RSS MiB':>8s} "
-          f"{'doc MiB':>8s} {'pred/bound':>10s} {'sim/bound':>9s}")
+    print(
+        f"{'ranks':>6s} {'chosen':>12s} {'plan s':>8s} {'verify s':>9s} {'RSS MiB':>8s} "
+        f"{'doc MiB':>8s} {'pred/bound':>10s} {'sim/bound':>9s}"
+    )
     for r in rows:
         sim = f"{r['simulated_s'] / r['bound_s']:.3f}" if r["simulated_s"] else "-"
         ver = f"{r['verify_s']:.1f}" if r["verify_s"] is not None else "-"
-        print(f"{r['ranks']:>6d} {r['chosen']:>12s} {r['solve_s']:>8.2f} {ver:>9s} "
-              f"{r['peak_rss_MiB']:>8.0f} {r['doc_bytes'] / 2**20:>8.1f} "
-              f"{r['predicted_s'] / r['bound_s']:>10.3f} {sim:>9s}")
+        print(
+            f"{r['ranks']:>6d} {r['chosen']:>12s} {r['solve_s']:>8.2f} {ver:>9s} "
+            f"{r['peak_rss_MiB']:>8.0f} {r['doc_bytes'] / 2**20:>8.1f} "
+            f"{r['predicted_s'] / r['bound_s']:>10.3f} {sim:>9s}"
+        )
     print(f"wrote {dst} and {OUT / 'planner_scale.png'}")
 
 

@@ -50,9 +50,11 @@ def _requests(port: int, agents: int) -> list[tuple[bytes, bytes]]:
     for i, h in enumerate(names):
         peers = {names[(i + k) % agents]: 12.0 - 0.5 * (i % 3) for k in (1, 2, 3, 4)}
         body = json.dumps(host_report(h, 0, gpus=8, peers=peers), separators=(",", ":"))
-        head = (f"PUT /v1/agents/{h}/report HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\n"
-                f"Authorization: Bearer {host_token(AGENT_SECRET, h)}\r\n"
-                "Content-Type: application/json\r\n")
+        head = (
+            f"PUT /v1/agents/{h}/report HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\n"
+            f"Authorization: Bearer {host_token(AGENT_SECRET, h)}\r\n"
+            "Content-Type: application/json\r\n"
+        )
         pre, post = body.split('"seq":0', 1)
         out.append((head.encode(), (pre + '"seq":').encode() + b"%d" + post.encode()))
     return out
@@ -79,8 +81,9 @@ class Conn:
             return status
 
 
-async def _run(port: int, agents: int, rate: float, duration: float, mode: str,
-               seq0: int) -> dict[str, Any]:
+async def _run(
+    port: int, agents: int, rate: float, duration: float, mode: str, seq0: int
+) -> dict[str, Any]:
     reqs = _requests(port, agents)
     nconn = 64 if mode == "saturated" else agents  # open: each agent its own connection
     conns = [Conn(port) for _ in range(nconn)]
@@ -124,11 +127,20 @@ async def _run(port: int, agents: int, rate: float, duration: float, mode: str,
     elapsed = time.perf_counter() - start
     for c in conns:
         c.writer.close()
-    return {"mode": mode, "agents": agents, "connections": nconn,
-            "offered_per_s": rate if mode == "open" else None, "reports": len(lat),
-            "achieved_per_s": len(lat) / elapsed, "p50_ms": pct(lat, 0.5) * 1e3,
-            "p99_ms": pct(lat, 0.99) * 1e3, "max_ms": max(lat) * 1e3, "errors": errors,
-            "client_cpu_s": time.process_time() - cpu0, "seconds": elapsed}
+    return {
+        "mode": mode,
+        "agents": agents,
+        "connections": nconn,
+        "offered_per_s": rate if mode == "open" else None,
+        "reports": len(lat),
+        "achieved_per_s": len(lat) / elapsed,
+        "p50_ms": pct(lat, 0.5) * 1e3,
+        "p99_ms": pct(lat, 0.99) * 1e3,
+        "max_ms": max(lat) * 1e3,
+        "errors": errors,
+        "client_cpu_s": time.process_time() - cpu0,
+        "seconds": elapsed,
+    }
 
 
 def _client(args: tuple[int, int, float, float, str, int]) -> dict[str, Any]:
@@ -140,8 +152,15 @@ def _client(args: tuple[int, int, float, float, str, int]) -> dict[str, Any]:
         return asyncio.run(_run(*args))
 
 
-def measure(servers: list[ServerProcess], port: int, agents: int, rate: float,
-            duration: float, mode: str, seq0: int) -> dict[str, Any]:
+def measure(
+    servers: list[ServerProcess],
+    port: int,
+    agents: int,
+    rate: float,
+    duration: float,
+    mode: str,
+    seq0: int,
+) -> dict[str, Any]:
     pids = [s.proc.pid for s in servers if s.proc]
     cpu0 = sum(cpu_seconds(p) for p in pids)
     with multiprocessing.get_context("spawn").Pool(1) as pool:
@@ -156,8 +175,12 @@ def start_servers(url: str, processes: int, log_dir: Path) -> tuple[list[ServerP
     env = {"SYNCPLAN_ALLOW_SHARED_AGENT_TOKEN": "false", "SYNCPLAN_STALE_AFTER_S": "600"}
     servers = []
     for k in range(processes):
-        s = ServerProcess(url, env=env, log=log_dir / f"server{k}.log",
-                          extra_args=["--reuse-port"] if processes > 1 else [])
+        s = ServerProcess(
+            url,
+            env=env,
+            log=log_dir / f"server{k}.log",
+            extra_args=["--reuse-port"] if processes > 1 else [],
+        )
         s.start(port=port)
         servers.append(s)
     if processes > 1:
@@ -175,9 +198,13 @@ def main() -> int:
     args = ap.parse_args()
     duration = 3.0 if args.quick else args.duration
     work = Path(tempfile.mkdtemp(prefix="syncplan-ingest-"))
-    result: dict[str, Any] = {"rate": args.rate, "duration_s": duration,
-                              "cpus": os.cpu_count(), "load_avg_start": os.getloadavg(),
-                              "runs": []}
+    result: dict[str, Any] = {
+        "rate": args.rate,
+        "duration_s": duration,
+        "cpus": os.cpu_count(),
+        "load_avg_start": os.getloadavg(),
+        "runs": [],
+    }
     pg = None
     try:
         for store in args.stores.split(","):
@@ -185,8 +212,8 @@ def main() -> int:
                 from tests.reliability.pg import PgCluster
 
                 pg = PgCluster()
-            for processes in ((1,) if store == "sqlite" else (1, 2)):
-                url = (pg.url if pg else f"sqlite:///{work / f'ingest-{processes}.db'}")
+            for processes in (1,) if store == "sqlite" else (1, 2):
+                url = pg.url if pg else f"sqlite:///{work / f'ingest-{processes}.db'}"
                 if pg:
                     _reset_pg(pg.url)
                 servers, port = start_servers(url, processes, work)
@@ -195,13 +222,14 @@ def main() -> int:
                     for agents in (200, 1000):
                         for mode in ("open", "saturated"):
                             log(f"{store} x{processes}: {agents} agents, {mode} ...")
-                            run = measure(servers, port, agents, args.rate, duration, mode,
-                                          seq)
+                            run = measure(servers, port, agents, args.rate, duration, mode, seq)
                             seq += run["reports"] + 1
                             run.update(store=store, processes=processes)
-                            log(f"  {run['achieved_per_s']:.0f}/s p50 {run['p50_ms']:.1f} "
+                            log(
+                                f"  {run['achieved_per_s']:.0f}/s p50 {run['p50_ms']:.1f} "
                                 f"p99 {run['p99_ms']:.1f} ms, errors {run['errors']}, "
-                                f"server {run['server_cpu_per_report_ms']:.2f} ms CPU/report")
+                                f"server {run['server_cpu_per_report_ms']:.2f} ms CPU/report"
+                            )
                             result["runs"].append(run)
                 finally:
                     for s in servers:
@@ -238,9 +266,14 @@ def plot(result: dict[str, Any], path: Path) -> None:
     for r in result["runs"]:
         if r["mode"] != "open":
             continue
-        sat = next(s for s in result["runs"] if s["mode"] == "saturated" and
-                   s["store"] == r["store"] and s["processes"] == r["processes"] and
-                   s["agents"] == r["agents"])
+        sat = next(
+            s
+            for s in result["runs"]
+            if s["mode"] == "saturated"
+            and s["store"] == r["store"]
+            and s["processes"] == r["processes"]
+            and s["agents"] == r["agents"]
+        )
         labels.append(f"{r['store']}\nx{r['processes']}, {r['agents']} agents")
         open_rate.append(r["achieved_per_s"])
         sat_rate.append(sat["achieved_per_s"])

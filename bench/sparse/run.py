@@ -38,16 +38,27 @@ TARGET_DENSE_SLOWDOWN = 1.05  # at 100 %: sparse (auto picks dense) vs the dense
 
 def loopback_topology(n: int) -> tuple[Topology, list[str]]:
     ranks = [f"lo/cpu{i}" for i in range(n)]
-    topo = Topology.from_dict({
-        "nodes": [{"id": r, "kind": "cpu", "host": "lo"} for r in ranks]
-                 + [{"id": "lo/sw", "kind": "switch", "host": "lo"}],
-        "links": [{"src": r, "dst": "lo/sw", "bandwidth_GBps": 10.0, "latency_us": 5.0}
-                  for r in ranks]})
+    topo = Topology.from_dict(
+        {
+            "nodes": [{"id": r, "kind": "cpu", "host": "lo"} for r in ranks]
+            + [{"id": "lo/sw", "kind": "switch", "host": "lo"}],
+            "links": [
+                {"src": r, "dst": "lo/sw", "bandwidth_GBps": 10.0, "latency_us": 5.0} for r in ranks
+            ],
+        }
+    )
     return topo, ranks
 
 
-def build(topo: Topology, ranks: list[str], size: int, densities: list[float], repeat: int,
-          warmup: int, torch_sparse_max: float) -> tuple[list[dict], list[SparseCase]]:
+def build(
+    topo: Topology,
+    ranks: list[str],
+    size: int,
+    densities: list[float],
+    repeat: int,
+    warmup: int,
+    torch_sparse_max: float,
+) -> tuple[list[dict], list[SparseCase]]:
     """Plans (0: dense auto; one per density and overlap) and the cases that use them."""
     numel = size // 4
     plans = [make_plan(topo, ranks, size)]
@@ -57,14 +68,14 @@ def build(topo: Topology, ranks: list[str], size: int, densities: list[float], r
         for overlap in (False, True):
             plans.append(make_plan(topo, ranks, size, density=d, density_overlap=overlap))
             methods = ("sparse", "torch_sparse") if d <= torch_sparse_max else ("sparse",)
-            cases.append(SparseCase(numel, d, overlap, repeat, warmup, len(plans) - 1,
-                                    methods))
+            cases.append(SparseCase(numel, d, overlap, repeat, warmup, len(plans) - 1, methods))
     cases.append(base)
     return plans, cases
 
 
-def run_testbed(scenario_name: str, plans: list[dict], cases: list[SparseCase],
-                timeout_s: float) -> list[dict]:
+def run_testbed(
+    scenario_name: str, plans: list[dict], cases: list[SparseCase], timeout_s: float
+) -> list[dict]:
     from syncplan.testbed.emulator import kill_recorded, spawn
     from syncplan.testbed.loop import running_testbed
     from syncplan.testbed.scenario import load_scenario
@@ -75,22 +86,56 @@ def run_testbed(scenario_name: str, plans: list[dict], cases: list[SparseCase],
         work = state_dir / f"{state.prefix}-sparse"
         work.mkdir(parents=True, exist_ok=True)
         spec = work / "spec.json"
-        spec.write_text(json.dumps({"plans": plans, "cases": [
-            {k: getattr(c, k) for k in ("numel", "density", "overlap", "repeat", "warmup",
-                                        "plan")} | {"methods": list(c.methods)}
-            for c in cases]}))
+        spec.write_text(
+            json.dumps(
+                {
+                    "plans": plans,
+                    "cases": [
+                        {
+                            k: getattr(c, k)
+                            for k in ("numel", "density", "overlap", "repeat", "warmup", "plan")
+                        }
+                        | {"methods": list(c.methods)}
+                        for c in cases
+                    ],
+                }
+            )
+        )
         out = work / "rank0.json"
         master = f"{state.hosts[0].addr}:{20000 + secrets.randbelow(30000)}"
         procs = []
         for h in state.hosts:
-            argv = [sys.executable, "-u", str(ROOT / "bench" / "sparse" / "tb_worker.py"),
-                    "--rank", str(h.rank), "--world", str(len(state.hosts)), "--master",
-                    master, "--spec", str(spec), "--timeout", str(int(timeout_s))]
+            argv = [
+                sys.executable,
+                "-u",
+                str(ROOT / "bench" / "sparse" / "tb_worker.py"),
+                "--rank",
+                str(h.rank),
+                "--world",
+                str(len(state.hosts)),
+                "--master",
+                master,
+                "--spec",
+                str(spec),
+                "--timeout",
+                str(int(timeout_s)),
+            ]
             if h.rank == 0:
                 argv += ["--out", str(out)]
-            procs.append(spawn(state, h.netns, argv, "worker", work / f"rank{h.rank}.log",
-                               env={"GLOO_SOCKET_IFNAME": h.iface, "OMP_NUM_THREADS": "1",
-                                    "TORCH_CPP_LOG_LEVEL": "ERROR"}))
+            procs.append(
+                spawn(
+                    state,
+                    h.netns,
+                    argv,
+                    "worker",
+                    work / f"rank{h.rank}.log",
+                    env={
+                        "GLOO_SOCKET_IFNAME": h.iface,
+                        "OMP_NUM_THREADS": "1",
+                        "TORCH_CPP_LOG_LEVEL": "ERROR",
+                    },
+                )
+            )
         t0, seen = time.monotonic(), 0
         try:
             while any(p.poll() is None for p in procs):
@@ -122,12 +167,21 @@ def summarise(results: list[dict]) -> list[dict]:
     for r in results:
         if "sparse" not in r.get("methods", ()):
             continue
-        row = {"density": r["density"], "overlap": r["overlap"], "sparse_s": r["sparse_s"],
-               "plan_s": plan, "gloo_s": gloo, "speedup_vs_gloo": gloo / r["sparse_s"],
-               "speedup_vs_plan": plan / r["sparse_s"], "modes": r["sparse_modes"],
-               "plan_mode": r.get("plan_mode"), "algorithm": r.get("plan_algorithm"),
-               "measured_density": r["measured_density"], "traffic": r["traffic_fraction"],
-               "correct": r["correct"]}
+        row = {
+            "density": r["density"],
+            "overlap": r["overlap"],
+            "sparse_s": r["sparse_s"],
+            "plan_s": plan,
+            "gloo_s": gloo,
+            "speedup_vs_gloo": gloo / r["sparse_s"],
+            "speedup_vs_plan": plan / r["sparse_s"],
+            "modes": r["sparse_modes"],
+            "plan_mode": r.get("plan_mode"),
+            "algorithm": r.get("plan_algorithm"),
+            "measured_density": r["measured_density"],
+            "traffic": r["traffic_fraction"],
+            "correct": r["correct"],
+        }
         if "torch_sparse_s" in r:
             row["torch_sparse_s"] = r["torch_sparse_s"]
             row["torch_sparse_speedup_vs_gloo"] = gloo / r["torch_sparse_s"]
@@ -146,15 +200,29 @@ def plot(rows: list[dict], title: str, path: Path) -> None:
         sel = [r for r in rows if r["overlap"] == overlap]
         tag = "overlapping" if overlap else "independent"
         xs = [r["density"] * 100 for r in sel]
-        ax.plot(xs, [r["speedup_vs_gloo"] for r in sel], "o" + style, color="C0",
-                label=f"syncplan sparse vs gloo ({tag})")
-        ax.plot(xs, [r["speedup_vs_plan"] for r in sel], "s" + style, color="C1",
-                label=f"syncplan sparse vs dense plan ({tag})")
+        ax.plot(
+            xs,
+            [r["speedup_vs_gloo"] for r in sel],
+            "o" + style,
+            color="C0",
+            label=f"syncplan sparse vs gloo ({tag})",
+        )
+        ax.plot(
+            xs,
+            [r["speedup_vs_plan"] for r in sel],
+            "s" + style,
+            color="C1",
+            label=f"syncplan sparse vs dense plan ({tag})",
+        )
         ts = [r for r in sel if "torch_sparse_s" in r]
         if ts:
-            ax.plot([r["density"] * 100 for r in ts],
-                    [r["torch_sparse_speedup_vs_gloo"] for r in ts], "^" + style, color="C2",
-                    label=f"torch sparse all_reduce vs gloo ({tag})")
+            ax.plot(
+                [r["density"] * 100 for r in ts],
+                [r["torch_sparse_speedup_vs_gloo"] for r in ts],
+                "^" + style,
+                color="C2",
+                label=f"torch sparse all_reduce vs gloo ({tag})",
+            )
     ax.axhline(1.0, color="gray", lw=0.8)
     ax.set_xscale("log")
     ax.set_yscale("log")
@@ -175,10 +243,14 @@ def main() -> int:
     ap.add_argument("--densities", default=",".join(map(str, DENSITIES)))
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--warmup", type=int, default=1)
-    ap.add_argument("--torch-sparse-max", type=float, default=None,
-                    help="time torch's sparse all_reduce only up to this density (default: "
-                         "0.2 on loopback, where it takes 27 s per call at 100%% at 4 MiB, "
-                         "0.05 on the testbed, where its all-gather grows with the ranks)")
+    ap.add_argument(
+        "--torch-sparse-max",
+        type=float,
+        default=None,
+        help="time torch's sparse all_reduce only up to this density (default: "
+        "0.2 on loopback, where it takes 27 s per call at 100%% at 4 MiB, "
+        "0.05 on the testbed, where its all-gather grows with the ranks)",
+    )
     ap.add_argument("--timeout", type=float, default=1500)
     ap.add_argument("--out", type=Path)
     args = ap.parse_args()
@@ -209,21 +281,38 @@ def main() -> int:
     rows = summarise(results)
     tag = "loopback" if args.where == "loopback" else f"testbed-{args.scenario}"
     out = args.out or RESULTS / f"sparse-{tag}.json"
-    doc = {"where": name, "size_bytes": size, "created": datetime.now(UTC).isoformat(),
-           "load_before": load, "load_after": list(os.getloadavg()),
-           "targets": {"speedup_vs_gloo_at_1pct": TARGET_SPEEDUP,
-                       "max_slowdown_vs_plan_at_100pct": TARGET_DENSE_SLOWDOWN},
-           "summary": rows, "results": results,
-           "plans": [{"algorithm": p["algorithm"], "sparse": p.get("sparse"),
-                      "predicted_time_s": p["predicted_time_s"]} for p in plans]}
+    doc = {
+        "where": name,
+        "size_bytes": size,
+        "created": datetime.now(UTC).isoformat(),
+        "load_before": load,
+        "load_after": list(os.getloadavg()),
+        "targets": {
+            "speedup_vs_gloo_at_1pct": TARGET_SPEEDUP,
+            "max_slowdown_vs_plan_at_100pct": TARGET_DENSE_SLOWDOWN,
+        },
+        "summary": rows,
+        "results": results,
+        "plans": [
+            {
+                "algorithm": p["algorithm"],
+                "sparse": p.get("sparse"),
+                "predicted_time_s": p["predicted_time_s"],
+            }
+            for p in plans
+        ],
+    }
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(doc, indent=1))
     for r in rows:
-        print(f"d={r['density']:<6} overlap={r['overlap']!s:<5} sparse {r['sparse_s']:.4f} s "
-              f"x{r['speedup_vs_gloo']:.2f} vs gloo ({r['gloo_s']:.4f}) "
-              f"x{r['speedup_vs_plan']:.2f} vs plan ({r['plan_s']:.4f}) "
-              f"torch_sparse {r.get('torch_sparse_s', float('nan')):.4f} "
-              f"modes {r['modes']} correct {r['correct']}", flush=True)
+        print(
+            f"d={r['density']:<6} overlap={r['overlap']!s:<5} sparse {r['sparse_s']:.4f} s "
+            f"x{r['speedup_vs_gloo']:.2f} vs gloo ({r['gloo_s']:.4f}) "
+            f"x{r['speedup_vs_plan']:.2f} vs plan ({r['plan_s']:.4f}) "
+            f"torch_sparse {r.get('torch_sparse_s', float('nan')):.4f} "
+            f"modes {r['modes']} correct {r['correct']}",
+            flush=True,
+        )
     if rows:
         plot(rows, f"block-sparse all-reduce, {size >> 20} MiB, {name}", out.with_suffix(".png"))
     print(f"wrote {out}", flush=True)

@@ -31,17 +31,38 @@ def main() -> int:
     torch.set_num_threads(1)
     spec = json.loads(args.spec.read_text())
     cases = [SparseCase(**{**c, "methods": tuple(c.get("methods", ()))}) for c in spec["cases"]]
-    dist.init_process_group("gloo", init_method=f"tcp://{args.master}", rank=args.rank,
-                            world_size=args.world, timeout=timedelta(seconds=args.timeout))
+    dist.init_process_group(
+        "gloo",
+        init_method=f"tcp://{args.master}",
+        rank=args.rank,
+        world_size=args.world,
+        timeout=timedelta(seconds=args.timeout),
+    )
     try:
         results = []
         for i, case in enumerate(cases):  # one at a time, so rank 0 can report progress
             (res,) = sparse_bench_worker(spec["plans"], [case], "float32", None, i)
             results.append(res)
             if args.rank == 0:
-                print(json.dumps({k: res.get(k) for k in (
-                    "density", "overlap", "methods", "sparse_s", "plan_s", "gloo_s",
-                    "torch_sparse_s", "correct", "sparse_modes")}), flush=True)
+                print(
+                    json.dumps(
+                        {
+                            k: res.get(k)
+                            for k in (
+                                "density",
+                                "overlap",
+                                "methods",
+                                "sparse_s",
+                                "plan_s",
+                                "gloo_s",
+                                "torch_sparse_s",
+                                "correct",
+                                "sparse_modes",
+                            )
+                        }
+                    ),
+                    flush=True,
+                )
                 args.out.write_text(json.dumps(results))
     finally:
         dist.destroy_process_group()

@@ -26,8 +26,9 @@ from syncplan.executor.localrun import LocalRunConfig, run_local  # noqa: E402
 RESULTS = ROOT / "bench" / "results"
 
 
-def worker(plan: dict[str, Any], rows: int, dim: int, batch: int, iters: int,
-           warmup: int) -> dict[str, Any]:
+def worker(
+    plan: dict[str, Any], rows: int, dim: int, batch: int, iters: int, warmup: int
+) -> dict[str, Any]:
     import torch
     import torch.distributed as dist
     from syncplan.executor.comm import PlanComm
@@ -44,8 +45,9 @@ def worker(plan: dict[str, Any], rows: int, dim: int, batch: int, iters: int,
         def __init__(self) -> None:
             super().__init__()
             self.emb = torch.nn.Embedding(rows, dim)
-            self.mlp = torch.nn.Sequential(torch.nn.Linear(dim, 64), torch.nn.ReLU(),
-                                           torch.nn.Linear(64, 1))
+            self.mlp = torch.nn.Sequential(
+                torch.nn.Linear(dim, 64), torch.nn.ReLU(), torch.nn.Linear(64, 1)
+            )
 
         def forward(self, ids: torch.Tensor) -> torch.Tensor:
             return self.mlp(self.emb(ids).sum(dim=1))
@@ -85,9 +87,9 @@ def worker(plan: dict[str, Any], rows: int, dim: int, batch: int, iters: int,
             out["sparse_density"] = comm.sparse_stats.density
             out["sparse_mode"] = comm.sparse_stats.mode
     for mode in ("plan", "sparse"):
-        out[f"{mode}_max_param_diff"] = max(float((a - b).abs().max())
-                                            for a, b in zip(finals[mode], finals["ddp"],
-                                                            strict=True))
+        out[f"{mode}_max_param_diff"] = max(
+            float((a - b).abs().max()) for a, b in zip(finals[mode], finals["ddp"], strict=True)
+        )
     return out
 
 
@@ -108,13 +110,22 @@ def main() -> int:
     topo, ranks = loopback_topology(args.nprocs)
     plan = make_plan(topo, ranks, args.rows * args.dim * 4)
     load = list(os.getloadavg())
-    (res, *_) = run_local(worker, (plan, args.rows, args.dim, args.batch, args.iters,
-                                   args.warmup),
-                          LocalRunConfig(args.nprocs, timeout_s=1200, pg_timeout_s=600))
-    doc = {"created": datetime.now(UTC).isoformat(), "nprocs": args.nprocs,
-           "embedding": [args.rows, args.dim], "batch": args.batch, "ids_per_sample": 8,
-           "plan_algorithm": plan["algorithm"], "load_before": load,
-           "load_after": list(os.getloadavg()), **res}
+    (res, *_) = run_local(
+        worker,
+        (plan, args.rows, args.dim, args.batch, args.iters, args.warmup),
+        LocalRunConfig(args.nprocs, timeout_s=1200, pg_timeout_s=600),
+    )
+    doc = {
+        "created": datetime.now(UTC).isoformat(),
+        "nprocs": args.nprocs,
+        "embedding": [args.rows, args.dim],
+        "batch": args.batch,
+        "ids_per_sample": 8,
+        "plan_algorithm": plan["algorithm"],
+        "load_before": load,
+        "load_after": list(os.getloadavg()),
+        **res,
+    }
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(doc, indent=1))
     print(json.dumps({k: v for k, v in doc.items() if not k.endswith("samples")}))

@@ -41,8 +41,9 @@ def busy_cores(n: int) -> Iterator[None]:
             p.wait()
 
 
-def one(scenario: str, burst_us: float, seconds: float, sizes: list[int], reps: int,
-        state_dir: Path) -> dict:
+def one(
+    scenario: str, burst_us: float, seconds: float, sizes: list[int], reps: int, state_dir: Path
+) -> dict:
     emulator.BURST_S = burst_us * 1e-6
     state = emulator.up(load_scenario(scenario), state_dir)
     try:
@@ -50,15 +51,23 @@ def one(scenario: str, burst_us: float, seconds: float, sizes: list[int], reps: 
         msgs = measure_messages(state, sizes, reps)
     finally:
         emulator.down(state)
-    return {"burst_us": burst_us,
-            "burst_bytes": {f"{r:g}": max(int(r * 1e6 / 8 * burst_us * 1e-6),
-                                          emulator.MIN_BURST_BYTES)
-                            for r in sorted({h.rate_mbit for h in state.hosts})},
-            "links": links, "messages": msgs,
-            "link_ratio_range": [min(m["ratio"] for m in links), max(m["ratio"] for m in links)],
-            "message_ratio_range": {n: [min(m["sizes"][str(n)]["ratio"] for m in msgs),
-                                        max(m["sizes"][str(n)]["ratio"] for m in msgs)]
-                                    for n in sizes}}
+    return {
+        "burst_us": burst_us,
+        "burst_bytes": {
+            f"{r:g}": max(int(r * 1e6 / 8 * burst_us * 1e-6), emulator.MIN_BURST_BYTES)
+            for r in sorted({h.rate_mbit for h in state.hosts})
+        },
+        "links": links,
+        "messages": msgs,
+        "link_ratio_range": [min(m["ratio"] for m in links), max(m["ratio"] for m in links)],
+        "message_ratio_range": {
+            n: [
+                min(m["sizes"][str(n)]["ratio"] for m in msgs),
+                max(m["sizes"][str(n)]["ratio"] for m in msgs),
+            ]
+            for n in sizes
+        },
+    }
 
 
 def main() -> None:
@@ -74,19 +83,33 @@ def main() -> None:
     args = ap.parse_args()
     sizes = [parse_size(s) for s in args.sizes.split(",")]
     runs = []
-    for busy in ([False, True] if args.busy else [False]):
+    for busy in [False, True] if args.busy else [False]:
         for b in (float(x) for x in args.bursts.split(",")):
             with busy_cores(os.cpu_count() or 1) if busy else contextlib.nullcontext():
                 r = one(args.scenario, b, args.seconds, sizes, args.reps, args.state_dir)
             r["busy_cores"] = (os.cpu_count() or 1) if busy else 0
             runs.append(r)
-            print(f"burst {b:g} us{' (cores busy)' if busy else ''}: links "
-                  f"{r['link_ratio_range'][0]:.3f}-{r['link_ratio_range'][1]:.3f} of shaped; "
-                  + "; ".join(f"{n / 1024:g} KiB {lo:.2f}-{hi:.2f} of wire time"
-                              for n, (lo, hi) in r["message_ratio_range"].items()), flush=True)
+            print(
+                f"burst {b:g} us{' (cores busy)' if busy else ''}: links "
+                f"{r['link_ratio_range'][0]:.3f}-{r['link_ratio_range'][1]:.3f} of shaped; "
+                + "; ".join(
+                    f"{n / 1024:g} KiB {lo:.2f}-{hi:.2f} of wire time"
+                    for n, (lo, hi) in r["message_ratio_range"].items()
+                ),
+                flush=True,
+            )
     if args.out:
-        args.out.write_text(json.dumps({"scenario": args.scenario, "created": time.strftime(
-            "%Y-%m-%dT%H:%M:%S%z"), "load_after": os.getloadavg(), "runs": runs}, indent=1))
+        args.out.write_text(
+            json.dumps(
+                {
+                    "scenario": args.scenario,
+                    "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+                    "load_after": os.getloadavg(),
+                    "runs": runs,
+                },
+                indent=1,
+            )
+        )
 
 
 if __name__ == "__main__":

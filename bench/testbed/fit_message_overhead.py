@@ -27,8 +27,9 @@ from syncplan.planner.topology import Topology
 from syncplan.testbed.calibrate import Point, fit_settings
 
 
-def step_features(graph: dict, size: int, algorithm: str, min_step_s: float, cores: int
-                  ) -> list[tuple[float, float]]:
+def step_features(
+    graph: dict, size: int, algorithm: str, min_step_s: float, cores: int
+) -> list[tuple[float, float]]:
     """(wire time, charged message ends) of every step of ``algorithm``'s program."""
     topo = Topology.from_dict(graph)
     ranks = topo.endpoints()
@@ -65,30 +66,55 @@ def main() -> None:
                 continue
             seen.add((alg, size))
             feats = step_features(loop["graph"], size, alg, min_step_s, args.cores)
-            points.append({"file": path.name, "scenario": doc.get("scenario", {}).get("name"),
-                           "algorithm": alg, "size_bytes": size, "measured_s": r["median_s"],
-                           "times_s": r.get("times_s") or [r["median_s"]],
-                           "steps": len(feats), "feats": feats})
-    fit = fit_settings([Point(p["file"], p["algorithm"], p["size_bytes"], p["times_s"],
-                              p["feats"]) for p in points])
+            points.append(
+                {
+                    "file": path.name,
+                    "scenario": doc.get("scenario", {}).get("name"),
+                    "algorithm": alg,
+                    "size_bytes": size,
+                    "measured_s": r["median_s"],
+                    "times_s": r.get("times_s") or [r["median_s"]],
+                    "steps": len(feats),
+                    "feats": feats,
+                }
+            )
+    fit = fit_settings(
+        [
+            Point(p["file"], p["algorithm"], p["size_bytes"], p["times_s"], p["feats"])
+            for p in points
+        ]
+    )
     if not fit["usable"]:
         raise SystemExit(f"no fit: {fit['reason']}")
     m, o = fit["min_step_us"] * 1e-6, fit["message_overhead_us"] * 1e-6
-    print(f"{len(points)} plans; fit: min_step {m * 1e6:.0f} us, message overhead "
-          f"{o * 1e6:.0f} us over {args.cores} cores (bootstrap 5-50-95 %: "
-          f"{fit['bootstrap']['message_overhead_us_5_50_95']} us)")
+    print(
+        f"{len(points)} plans; fit: min_step {m * 1e6:.0f} us, message overhead "
+        f"{o * 1e6:.0f} us over {args.cores} cores (bootstrap 5-50-95 %: "
+        f"{fit['bootstrap']['message_overhead_us_5_50_95']} us)"
+    )
     for p in points:
         pred = predict(p["feats"], m, o)
         p["predicted_s"] = pred
-        print(f"  {p['file']:32s} {p['algorithm']:14s} {p['size_bytes']:>8d} B  measured "
-              f"{p['measured_s'] * 1e3:7.2f} ms  fitted {pred * 1e3:7.2f} ms  "
-              f"({pred / p['measured_s']:.2f})")
+        print(
+            f"  {p['file']:32s} {p['algorithm']:14s} {p['size_bytes']:>8d} B  measured "
+            f"{p['measured_s'] * 1e3:7.2f} ms  fitted {pred * 1e3:7.2f} ms  "
+            f"({pred / p['measured_s']:.2f})"
+        )
     if args.out:
         for p in points:
             del p["feats"]
-        args.out.write_text(json.dumps({"min_step_us": m * 1e6, "message_overhead_us": o * 1e6,
-                                        "cores": args.cores, "fit": fit, "points": points},
-                                       indent=1))
+        args.out.write_text(
+            json.dumps(
+                {
+                    "min_step_us": m * 1e6,
+                    "message_overhead_us": o * 1e6,
+                    "cores": args.cores,
+                    "fit": fit,
+                    "points": points,
+                },
+                indent=1,
+            )
+        )
 
 
 if __name__ == "__main__":

@@ -41,8 +41,8 @@ def _loop_cpu_s() -> float:
     total = 0
     for t in os.listdir("/proc/self/task"):
         st = Path(f"/proc/self/task/{t}/stat").read_text()
-        if "gloo_tcp_loop" in st[st.index("("):st.rindex(")")]:
-            f = st[st.rindex(")") + 2:].split()
+        if "gloo_tcp_loop" in st[st.index("(") : st.rindex(")")]:
+            f = st[st.rindex(")") + 2 :].split()
             total += int(f[11]) + int(f[12])
     return total / os.sysconf("SC_CLK_TCK")
 
@@ -75,16 +75,19 @@ def worker(rank: int, n: int, port: int, args: dict[str, Any], q: Any) -> None:
             if ex is not None:
                 ex.all_reduce(buf)
             else:
-                got = [pg.recv([rbufs[k]], _peers(name, rank, k, n)[1], tag + k)
-                       for k in range(steps)]
+                got = [
+                    pg.recv([rbufs[k]], _peers(name, rank, k, n)[1], tag + k) for k in range(steps)
+                ]
                 for k in range(steps):
                     sent = pg.send([buf], _peers(name, rank, k, n)[0], tag + k)
                     got[k].wait()
                     buf.add_(rbufs[k])
                     sent.wait()
                 tag += steps
-            t = torch.tensor([time.perf_counter() - t0, time.process_time() - c0,
-                              _loop_cpu_s() - l0], dtype=torch.float64)
+            t = torch.tensor(
+                [time.perf_counter() - t0, time.process_time() - c0, _loop_cpu_s() - l0],
+                dtype=torch.float64,
+            )
             dist.all_reduce(t[:1], op=dist.ReduceOp.MAX)
             dist.all_reduce(t[1:])
             if rep >= 2:
@@ -93,9 +96,12 @@ def worker(rank: int, n: int, port: int, args: dict[str, Any], q: Any) -> None:
                 loop.append(t[2].item())
         per = steps if ex is None else len(ex.program.steps)
         # CPU: totals over the timed repetitions (the clock ticks are 10 ms)
-        out[name] = {"steps": per, "ms_per_step": statistics.median(wall) / per * 1e3,
-                     "cpu_ms_per_step": sum(cpu) / len(cpu) / per * 1e3,
-                     "loop_cpu_ms_per_step": sum(loop) / len(loop) / per * 1e3}
+        out[name] = {
+            "steps": per,
+            "ms_per_step": statistics.median(wall) / per * 1e3,
+            "cpu_ms_per_step": sum(cpu) / len(cpu) / per * 1e3,
+            "loop_cpu_ms_per_step": sum(loop) / len(loop) / per * 1e3,
+        }
     if rank == 0:
         q.put(out)
     dist.destroy_process_group()
@@ -115,17 +121,20 @@ def main() -> int:
     ctx = mp.get_context("spawn")
     q = ctx.Queue()
     port = 29500 + os.getpid() % 2000
-    procs = [ctx.Process(target=worker, args=(r, a.ranks, port, vars(a), q))
-             for r in range(a.ranks)]
+    procs = [
+        ctx.Process(target=worker, args=(r, a.ranks, port, vars(a), q)) for r in range(a.ranks)
+    ]
     for p in procs:
         p.start()
     res = q.get()
     for p in procs:
         p.join()
     for name, v in res.items():
-        print(f"{name:40s} {v['steps']:3d} steps  {v['ms_per_step']:7.3f} ms/step  "
-              f"CPU {v['cpu_ms_per_step']:7.3f} ms/step (gloo event threads "
-              f"{v['loop_cpu_ms_per_step']:.3f})")
+        print(
+            f"{name:40s} {v['steps']:3d} steps  {v['ms_per_step']:7.3f} ms/step  "
+            f"CPU {v['cpu_ms_per_step']:7.3f} ms/step (gloo event threads "
+            f"{v['loop_cpu_ms_per_step']:.3f})"
+        )
     if a.out:
         Path(a.out).write_text(json.dumps(res, indent=1) + "\n")
     return 0

@@ -60,18 +60,28 @@ def main(argv: list[str] | None = None) -> int:
                 got, recorded = measured(res, alg, size)
                 if got is None:
                     continue
-                plan = make_plan(topo, ranks, size, alg, min_step_s=m, message_overhead_s=o,
-                                 message_cores=cores, exchange_overhead_s=x,
-                                 switch_overhead=s)
+                plan = make_plan(
+                    topo,
+                    ranks,
+                    size,
+                    alg,
+                    min_step_s=m,
+                    message_overhead_s=o,
+                    message_cores=cores,
+                    exchange_overhead_s=x,
+                    switch_overhead=s,
+                )
                 feats = step_features(plan, topo, message_cores=cores)
                 base = sum(overlapped(max(w, m), e, o) for w, e in feats)
                 xt = x * sum(step_exchange_ends(plan, topo, message_cores=cores))
                 st = s * sum(step_switch_wires(plan, topo))
                 pred = plan["predicted_time_s"]
                 note = "" if recorded is None or abs(recorded - pred) <= 1e-9 * pred else " *"
-                print(f"| {path.stem} | {alg} | {size} | {got * 1e3:.1f} ms | "
-                      f"{pred * 1e3:.1f} ms{note} | {base * 1e3:.1f} | {xt * 1e3:.1f} | "
-                      f"{st * 1e3:.1f} |")
+                print(
+                    f"| {path.stem} | {alg} | {size} | {got * 1e3:.1f} ms | "
+                    f"{pred * 1e3:.1f} ms{note} | {base * 1e3:.1f} | {xt * 1e3:.1f} | "
+                    f"{st * 1e3:.1f} |"
+                )
     return 0
 
 

@@ -73,10 +73,19 @@ def worker(args: argparse.Namespace) -> None:
 
     engine.build_schedule = recording_build
 
-    dist.init_process_group("gloo", init_method=f"tcp://{args.master}", rank=args.rank,
-                            world_size=args.world, timeout=timedelta(seconds=300))
-    cfg = ExecutorConfig(**{k: (None if v == "None" else type_of(k)(v))
-                            for k, v in (c.split("=", 1) for c in args.config)})
+    dist.init_process_group(
+        "gloo",
+        init_method=f"tcp://{args.master}",
+        rank=args.rank,
+        world_size=args.world,
+        timeout=timedelta(seconds=300),
+    )
+    cfg = ExecutorConfig(
+        **{
+            k: (None if v == "None" else type_of(k)(v))
+            for k, v in (c.split("=", 1) for c in args.config)
+        }
+    )
     report: list[dict[str, Any]] = []
     for path in args.plans:
         plan = json.loads(Path(path).read_text())
@@ -99,10 +108,25 @@ def worker(args: argparse.Namespace) -> None:
                 starts.append(t0)
             assert bool((buf == args.world).all()), "wrong result"
         gathered: list[Any] = [None] * args.world
-        dist.all_gather_object(gathered, {"rank": args.rank, "reps": reps, "starts": starts,
-                                          **steps, "sends": prep.sends, "recvs": prep.recvs})
-        report.append({"plan": str(path), "algorithm": plan.get("algorithm"),
-                       "predicted_time_s": plan.get("predicted_time_s"), "ranks": gathered})
+        dist.all_gather_object(
+            gathered,
+            {
+                "rank": args.rank,
+                "reps": reps,
+                "starts": starts,
+                **steps,
+                "sends": prep.sends,
+                "recvs": prep.recvs,
+            },
+        )
+        report.append(
+            {
+                "plan": str(path),
+                "algorithm": plan.get("algorithm"),
+                "predicted_time_s": plan.get("predicted_time_s"),
+                "ranks": gathered,
+            }
+        )
     if args.rank == 0:
         Path(args.out).write_text(json.dumps({"config": args.config, "plans": report}))
     dist.destroy_process_group()
@@ -111,8 +135,13 @@ def worker(args: argparse.Namespace) -> None:
 def type_of(name: str) -> type:
     from syncplan.executor.engine import ExecutorConfig
 
-    return {"float": float, "int": int, "str": str, "bool": lambda v: v == "True",
-            "int | None": int}[ExecutorConfig.__dataclass_fields__[name].type]
+    return {
+        "float": float,
+        "int": int,
+        "str": str,
+        "bool": lambda v: v == "True",
+        "int | None": int,
+    }[ExecutorConfig.__dataclass_fields__[name].type]
 
 
 def summarize(doc: dict[str, Any]) -> None:
@@ -127,14 +156,18 @@ def summarize(doc: dict[str, Any]) -> None:
                     if op == 3:
                         s = r["recv"][i]
                         per_step.setdefault(s, [[] for _ in range(nrep)])[k].append(t)
-        print(f"{p['algorithm']}: median {statistics.median(totals) * 1e3:.1f} ms "
-              f"(predicted {p['predicted_time_s'] * 1e3:.1f}) reps "
-              + " ".join(f"{t * 1e3:.1f}" for t in totals))
+        print(
+            f"{p['algorithm']}: median {statistics.median(totals) * 1e3:.1f} ms "
+            f"(predicted {p['predicted_time_s'] * 1e3:.1f}) reps "
+            + " ".join(f"{t * 1e3:.1f}" for t in totals)
+        )
         prev = 0.0
         for s in sorted(per_step):
             done = statistics.median(max(x) for x in per_step[s][:nrep] if x)
-            print(f"  step {s}: last receive done at {done * 1e3:7.2f} ms "
-                  f"(+{(done - prev) * 1e3:.2f})")
+            print(
+                f"  step {s}: last receive done at {done * 1e3:7.2f} ms "
+                f"(+{(done - prev) * 1e3:.2f})"
+            )
             prev = done
 
 
@@ -166,14 +199,36 @@ def main() -> int:
     master = f"{hosts[0]['addr']}:{20000 + secrets.randbelow(30000)}"
     procs = []
     for h in hosts:
-        argv = ["ip", "netns", "exec", h["netns"], sys.executable, "-u", __file__,
-                "--rank", str(h["rank"]), "--world", str(len(hosts)), "--master", master,
-                "--reps", str(args.reps), "--warmup", str(args.warmup), "--out", args.out,
-                "--plans", *[str(Path(p).resolve()) for p in args.plans]]
+        argv = [
+            "ip",
+            "netns",
+            "exec",
+            h["netns"],
+            sys.executable,
+            "-u",
+            __file__,
+            "--rank",
+            str(h["rank"]),
+            "--world",
+            str(len(hosts)),
+            "--master",
+            master,
+            "--reps",
+            str(args.reps),
+            "--warmup",
+            str(args.warmup),
+            "--out",
+            args.out,
+            "--plans",
+            *[str(Path(p).resolve()) for p in args.plans],
+        ]
         if args.config:
             argv += ["--config", *args.config]
-        procs.append(subprocess.Popen(argv, env=child_env({"GLOO_SOCKET_IFNAME": h["iface"],
-                                                           "OMP_NUM_THREADS": "1"})))
+        procs.append(
+            subprocess.Popen(
+                argv, env=child_env({"GLOO_SOCKET_IFNAME": h["iface"], "OMP_NUM_THREADS": "1"})
+            )
+        )
     codes = [p.wait() for p in procs]
     if any(codes):
         print(f"workers failed: {codes}", file=sys.stderr)

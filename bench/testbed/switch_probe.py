@@ -39,8 +39,13 @@ def _gloo(args: argparse.Namespace, sizes: list[int], dists: list[int]) -> list[
     import torch
     import torch.distributed as dist
 
-    dist.init_process_group("gloo", init_method=f"tcp://{args.master}", rank=args.rank,
-                            world_size=args.world, timeout=timedelta(seconds=120))
+    dist.init_process_group(
+        "gloo",
+        init_method=f"tcp://{args.master}",
+        rank=args.rank,
+        world_size=args.world,
+        timeout=timedelta(seconds=120),
+    )
     pg, me = dist.group.WORLD, args.rank
     send = torch.ones(max(sizes) // 4)
     recv = [torch.empty(n // 4) for n in sizes]
@@ -51,12 +56,12 @@ def _gloo(args: argparse.Namespace, sizes: list[int], dists: list[int]) -> list[
         waits = []
         for k, (n, d) in enumerate(zip(sizes, dists, strict=True)):  # receives first
             h = n // 8
-            waits.append([pg.recv([recv[k][i * h:(i + 1) * h]], me ^ d, tag + 2 * k + i)
-                          for i in range(2)])
+            waits.append(
+                [pg.recv([recv[k][i * h : (i + 1) * h]], me ^ d, tag + 2 * k + i) for i in range(2)]
+            )
         for k, (n, d) in enumerate(zip(sizes, dists, strict=True)):
             h = n // 8
-            sent = [pg.send([send[i * h:(i + 1) * h]], me ^ d, tag + 2 * k + i)
-                    for i in range(2)]
+            sent = [pg.send([send[i * h : (i + 1) * h]], me ^ d, tag + 2 * k + i) for i in range(2)]
             for w in waits[k] + sent:
                 w.wait()
         tag += 2 * len(sizes)
@@ -146,17 +151,22 @@ def main() -> int:
     ap.add_argument("--addrs")
     args = ap.parse_args()
     dists = [int(c) for c in args.partners]
-    sizes = [n // args.scale for n in SIZES[:len(dists)]]
+    sizes = [n // args.scale for n in SIZES[: len(dists)]]
     if args.rank is not None:
         times = (_gloo if args.transport == "gloo" else _tcp)(args, sizes, dists)
         if args.rank == 0 or args.transport == "tcp":
-            print(f"{args.transport} partners {args.partners} scale 1/{args.scale} rank "
-                  f"{args.rank}: median {statistics.median(times) * 1e3:.1f} ms, "
-                  + " ".join(f"{t * 1e3:.1f}" for t in times), flush=True)
+            print(
+                f"{args.transport} partners {args.partners} scale 1/{args.scale} rank "
+                f"{args.rank}: median {statistics.median(times) * 1e3:.1f} ms, "
+                + " ".join(f"{t * 1e3:.1f}" for t in times),
+                flush=True,
+            )
         return 0
     if args.local:
-        hosts = [{"rank": r, "addr": "127.0.0.1", "netns": None, "iface": "lo"}
-                 for r in range(args.local)]
+        hosts = [
+            {"rank": r, "addr": "127.0.0.1", "netns": None, "iface": "lo"}
+            for r in range(args.local)
+        ]
     else:
         hosts = json.loads(Path(args.state).read_text())["hosts"]
     world = len(hosts)
@@ -166,15 +176,36 @@ def main() -> int:
     addrs = ",".join(h["addr"] for h in hosts)
     procs = []
     for h in hosts:
-        argv = [sys.executable, "-u", __file__, "--rank", str(h["rank"]), "--world", str(world),
-                "--master", f"{hosts[0]['addr']}:{port}", "--addrs", addrs,
-                "--transport", args.transport, "--partners", args.partners,
-                "--scale", str(args.scale), "--reps", str(args.reps),
-                "--warmup", str(args.warmup)]
+        argv = [
+            sys.executable,
+            "-u",
+            __file__,
+            "--rank",
+            str(h["rank"]),
+            "--world",
+            str(world),
+            "--master",
+            f"{hosts[0]['addr']}:{port}",
+            "--addrs",
+            addrs,
+            "--transport",
+            args.transport,
+            "--partners",
+            args.partners,
+            "--scale",
+            str(args.scale),
+            "--reps",
+            str(args.reps),
+            "--warmup",
+            str(args.warmup),
+        ]
         if h["netns"]:
             argv = ["ip", "netns", "exec", h["netns"], *argv]
-        env = {"GLOO_SOCKET_IFNAME": h["iface"], "OMP_NUM_THREADS": "1",
-               "PATH": "/usr/sbin:/usr/bin:/sbin:/bin"}
+        env = {
+            "GLOO_SOCKET_IFNAME": h["iface"],
+            "OMP_NUM_THREADS": "1",
+            "PATH": "/usr/sbin:/usr/bin:/sbin:/bin",
+        }
         procs.append(subprocess.Popen(argv, env=env))
     return max(p.wait() for p in procs)
 

@@ -25,8 +25,7 @@ TOKENS = 32_768  # batch 64 x sequence 512
 LAYERS = [1 << 20] * 8  # parameters per layer: 8 x 4 MiB of float32 gradients
 
 
-def layer_times(params: int, tokens: int = TOKENS, tflops: float = TFLOPS
-                ) -> tuple[float, float]:
+def layer_times(params: int, tokens: int = TOKENS, tflops: float = TFLOPS) -> tuple[float, float]:
     fwd = 2 * params * tokens / tflops
     return fwd, 2 * fwd
 
@@ -45,8 +44,7 @@ class TimedLayer(torch.nn.Module):
 
 class _TimedFn(torch.autograd.Function):
     @staticmethod
-    def forward(ctx: Any, x: torch.Tensor, w: torch.Tensor, fwd: float, bwd: float
-                ) -> torch.Tensor:
+    def forward(ctx: Any, x: torch.Tensor, w: torch.Tensor, fwd: float, bwd: float) -> torch.Tensor:
         ctx.bwd, ctx.n = bwd, w.numel()
         ctx.save_for_backward(x)
         time.sleep(fwd)
@@ -97,9 +95,11 @@ def emulated_batch(step: int, rank: int) -> tuple[torch.Tensor, torch.Tensor]:
 def transformer() -> torch.nn.Module:
     torch.manual_seed(0)
     layer = torch.nn.TransformerEncoderLayer(128, 4, 256, dropout=0.0, batch_first=True)
-    return torch.nn.Sequential(torch.nn.Linear(32, 128),
-                               torch.nn.TransformerEncoder(layer, 2, enable_nested_tensor=False),
-                               torch.nn.Linear(128, 32))
+    return torch.nn.Sequential(
+        torch.nn.Linear(32, 128),
+        torch.nn.TransformerEncoder(layer, 2, enable_nested_tensor=False),
+        torch.nn.Linear(128, 32),
+    )
 
 
 def transformer_batch(step: int, rank: int) -> tuple[torch.Tensor, torch.Tensor]:
@@ -112,11 +112,18 @@ def cnn() -> torch.nn.Module:
     linear head of 10 outputs; 0.24 M parameters in 10 gradient tensors."""
     torch.manual_seed(0)
     return torch.nn.Sequential(
-        torch.nn.Conv2d(3, 32, 3, padding=1), torch.nn.ReLU(),
-        torch.nn.Conv2d(32, 64, 3, stride=2, padding=1), torch.nn.ReLU(),
-        torch.nn.Conv2d(64, 128, 3, stride=2, padding=1), torch.nn.ReLU(),
-        torch.nn.Conv2d(128, 128, 3, stride=2, padding=1), torch.nn.ReLU(),
-        torch.nn.AdaptiveAvgPool2d(1), torch.nn.Flatten(), torch.nn.Linear(128, 10))
+        torch.nn.Conv2d(3, 32, 3, padding=1),
+        torch.nn.ReLU(),
+        torch.nn.Conv2d(32, 64, 3, stride=2, padding=1),
+        torch.nn.ReLU(),
+        torch.nn.Conv2d(64, 128, 3, stride=2, padding=1),
+        torch.nn.ReLU(),
+        torch.nn.Conv2d(128, 128, 3, stride=2, padding=1),
+        torch.nn.ReLU(),
+        torch.nn.AdaptiveAvgPool2d(1),
+        torch.nn.Flatten(),
+        torch.nn.Linear(128, 10),
+    )
 
 
 def cnn_batch(step: int, rank: int) -> tuple[torch.Tensor, torch.Tensor]:
@@ -124,7 +131,9 @@ def cnn_batch(step: int, rank: int) -> tuple[torch.Tensor, torch.Tensor]:
     return torch.randn(8, 3, 32, 32, generator=g), torch.randn(8, 10, generator=g)
 
 
-MODELS = {"emulated": (emulated, emulated_batch),
-          "emulated-small": (emulated_small, emulated_batch),
-          "transformer": (transformer, transformer_batch),
-          "cnn": (cnn, cnn_batch)}
+MODELS = {
+    "emulated": (emulated, emulated_batch),
+    "emulated-small": (emulated_small, emulated_batch),
+    "transformer": (transformer, transformer_batch),
+    "cnn": (cnn, cnn_batch),
+}

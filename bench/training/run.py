@@ -25,10 +25,15 @@ from syncplan.executor.localrun import LocalRunConfig, run_local  # noqa: E402
 RESULTS = ROOT / "bench" / "results"
 
 
-def rank_main(model_name: str, rounds: int, iters: int, warmup: int,
-              rates_GBps: list[float] | None = None,
-              algorithms: list[str] | None = None,
-              message_overhead: float | None = None) -> dict[str, Any]:
+def rank_main(
+    model_name: str,
+    rounds: int,
+    iters: int,
+    warmup: int,
+    rates_GBps: list[float] | None = None,
+    algorithms: list[str] | None = None,
+    message_overhead: float | None = None,
+) -> dict[str, Any]:
     """One rank: calibrate, plan the schedule on rank 0 (a star of the measured loopback
     rate, or of ``rates_GBps``), then time every method. ``message_overhead``: the
     schedule's cost per message on top of the cost model (None: measured together with a
@@ -54,51 +59,80 @@ def rank_main(model_name: str, rounds: int, iters: int, warmup: int,
         # ring all-reduces at 1 and 4 MiB run by the executor: time = messages x overhead +
         # (cost-model time) / efficiency; the schedule is planned on the rates x efficiency
         if dist.get_rank() == 0:
-            box[0] = {f"ring-{mib}MiB": make_plan(topo, ranks, mib << 20, "ring",
-                                                  min_step_s=cal["min_step_s"])
-                      for mib in (1, 4)}
+            box[0] = {
+                f"ring-{mib}MiB": make_plan(
+                    topo, ranks, mib << 20, "ring", min_step_s=cal["min_step_s"]
+                )
+                for mib in (1, 4)
+            }
         dist.broadcast_object_list(box, src=0)
         cal["plans"] = fit = worker.plan_times(box[0])
         small, large = fit["ring-1MiB"], fit["ring-4MiB"]
         eff = (large["predicted_s"] - small["predicted_s"]) / max(
-            large["measured_s"] - small["measured_s"], 1e-9)
+            large["measured_s"] - small["measured_s"], 1e-9
+        )
         eff = min(max(eff, 0.3), 1.0)
-        message_overhead = max(0.0, (small["measured_s"] - small["predicted_s"] / eff)
-                            / small["message_ends"])
+        message_overhead = max(
+            0.0, (small["measured_s"] - small["predicted_s"] / eff) / small["message_ends"]
+        )
         cal["rate_efficiency"] = eff
         topo = Topology.from_dict(star([r * eff for r in rates], latency_us=1.0))
     cal["message_overhead_s"] = message_overhead
     if dist.get_rank() == 0:
         grads = worker.describe(model_name)
         if times is not None:
-            tensors = [TensorSpec(g["numel"], g["dtype"], f, b)
-                       for g, (f, b) in zip(grads, times, strict=True)]
+            tensors = [
+                TensorSpec(g["numel"], g["dtype"], f, b)
+                for g, (f, b) in zip(grads, times, strict=True)
+            ]
         else:
-            tensors = [TensorSpec(g["numel"], g["dtype"], f, b) for g, f, b in
-                       zip(grads, prof["forward_s"], prof["backward_s"], strict=True)]
+            tensors = [
+                TensorSpec(g["numel"], g["dtype"], f, b)
+                for g, f, b in zip(grads, prof["forward_s"], prof["backward_s"], strict=True)
+            ]
         t0 = time.perf_counter()
-        sched = make_schedule(topo, ranks, tensors, min_step_s=cal["min_step_s"], anchors=3,
-                              algorithms=algorithms, message_overhead_s=message_overhead)
+        sched = make_schedule(
+            topo,
+            ranks,
+            tensors,
+            min_step_s=cal["min_step_s"],
+            anchors=3,
+            algorithms=algorithms,
+            message_overhead_s=message_overhead,
+        )
         solve_s = time.perf_counter() - t0
         plan = make_plan(topo, ranks, 25 << 20, "ring", min_step_s=cal["min_step_s"])
         box[0] = (sched, plan, solve_s)
     dist.broadcast_object_list(box, src=0)
     sched, plan, solve_s = box[0]
     res = worker.run(model_name, sched, plan, rounds, iters, warmup)
-    res.update(calibration=cal, profile=prof, solve_s=solve_s,
-               predicted={m: {"overlap_s": d["predicted_iteration_s"],
-                              "no_overlap_s": d["predicted_iteration_no_overlap_s"],
-                              "buckets": len(d["buckets"]),
-                              "algorithms": sorted({p["algorithm"] for b in d["buckets"]
-                                                    for p in b["plans"].values()}),
-                              "bucket_plans": [
-                                  {"size_bytes": b["size_bytes"],
-                                   **{k: p["algorithm"] for k, p in b["plans"].items()}}
-                                  for b in d["buckets"]],
-                              "partition": d["partition"],
-                              "timeline": d["timeline"],
-                              "forward_s": d["forward_s"], "backward_s": d["backward_s"]}
-                          for m, d in sched["modes"].items()})
+    res.update(
+        calibration=cal,
+        profile=prof,
+        solve_s=solve_s,
+        predicted={
+            m: {
+                "overlap_s": d["predicted_iteration_s"],
+                "no_overlap_s": d["predicted_iteration_no_overlap_s"],
+                "buckets": len(d["buckets"]),
+                "algorithms": sorted(
+                    {p["algorithm"] for b in d["buckets"] for p in b["plans"].values()}
+                ),
+                "bucket_plans": [
+                    {
+                        "size_bytes": b["size_bytes"],
+                        **{k: p["algorithm"] for k, p in b["plans"].items()},
+                    }
+                    for b in d["buckets"]
+                ],
+                "partition": d["partition"],
+                "timeline": d["timeline"],
+                "forward_s": d["forward_s"],
+                "backward_s": d["backward_s"],
+            }
+            for m, d in sched["modes"].items()
+        },
+    )
     return res
 
 
@@ -107,26 +141,32 @@ PREDICTED = {"schedule-allreduce": "allreduce", "schedule-dear": "dear"}
 
 def summarize(res: dict[str, Any]) -> dict[str, Any]:
     med = {m: statistics.median(v) for m, v in res["times"].items()}
-    pred = {m: res["predicted"][k]["overlap_s"] for m, k in PREDICTED.items()
-            if k in res["predicted"]}
-    return {"median_iteration_s": med,
-            "speedup_vs_ddp": {m: med["ddp"] / t for m, t in med.items()},
-            "predicted_iteration_s": pred,
-            "predicted_vs_measured": {m: p / med[m] for m, p in pred.items()}}
+    pred = {
+        m: res["predicted"][k]["overlap_s"] for m, k in PREDICTED.items() if k in res["predicted"]
+    }
+    return {
+        "median_iteration_s": med,
+        "speedup_vs_ddp": {m: med["ddp"] / t for m, t in med.items()},
+        "predicted_iteration_s": pred,
+        "predicted_vs_measured": {m: p / med[m] for m, p in pred.items()},
+    }
 
 
 def table(results: dict[str, Any]) -> str:
     """Method x scenario (or model): measured iteration time, speed-up vs DDP, the
     schedule's prediction and prediction / measurement."""
-    lines = [f"{'scenario':<14} {'method':<20} {'iter ms':>9} {'vs DDP':>7} "
-             f"{'pred ms':>9} {'pred/meas':>9}"]
+    lines = [
+        f"{'scenario':<14} {'method':<20} {'iter ms':>9} {'vs DDP':>7} "
+        f"{'pred ms':>9} {'pred/meas':>9}"
+    ]
     for name, r in results.items():
         s = r["summary"]
         for m, t in s["median_iteration_s"].items():
             p = s["predicted_iteration_s"].get(m)
-            lines.append(f"{name:<14} {m:<20} {t * 1e3:>9.1f} {s['speedup_vs_ddp'][m]:>6.2f}x "
-                         + (f"{p * 1e3:>9.1f} {p / t:>9.2f}" if p is not None
-                            else f"{'-':>9} {'-':>9}"))
+            lines.append(
+                f"{name:<14} {m:<20} {t * 1e3:>9.1f} {s['speedup_vs_ddp'][m]:>6.2f}x "
+                + (f"{p * 1e3:>9.1f} {p / t:>9.2f}" if p is not None else f"{'-':>9} {'-':>9}")
+            )
     return "\n".join(lines)
 
 
@@ -144,34 +184,59 @@ def plot(results: dict[str, Any], path: Path, network: str = "loopback") -> None
         methods = list(med)
         ax.bar(methods, [med[m] * 1e3 for m in methods], color="tab:blue", label="measured")
         for i, m in enumerate(methods):
-            ax.text(i, med[m] * 1e3, f"{r['summary']['speedup_vs_ddp'][m]:.2f}x",
-                    ha="center", va="bottom", fontsize=8)
+            ax.text(
+                i,
+                med[m] * 1e3,
+                f"{r['summary']['speedup_vs_ddp'][m]:.2f}x",
+                ha="center",
+                va="bottom",
+                fontsize=8,
+            )
         for m, key in (("schedule-allreduce", "allreduce"), ("schedule-dear", "dear")):
-            ax.plot([methods.index(m)], [r["predicted"][key]["overlap_s"] * 1e3], "r_",
-                    markersize=30, mew=3, label="predicted" if key == "allreduce" else None)
+            ax.plot(
+                [methods.index(m)],
+                [r["predicted"][key]["overlap_s"] * 1e3],
+                "r_",
+                markersize=30,
+                mew=3,
+                label="predicted" if key == "allreduce" else None,
+            )
         ax.set_ylabel("iteration time (ms)")
         ax.set_title(f"{name}: {r['nprocs']} gloo ranks, {network}")
         ax.tick_params(axis="x", rotation=30)
         ax.legend()
     ax = axes[-1]
     r = results[models[0]]
-    colors = {"allreduce": "tab:blue", "reducescatter": "tab:orange",
-              "allgather": "tab:purple", "forward": "tab:green", "backward": "tab:olive"}
+    colors = {
+        "allreduce": "tab:blue",
+        "reducescatter": "tab:orange",
+        "allgather": "tab:purple",
+        "forward": "tab:green",
+        "backward": "tab:olive",
+    }
     rows = []
     for method, key in PREDICTED.items():
         pred = r["predicted"][key]
         fwd, bwd = pred["forward_s"], pred["backward_s"]
-        compute = [{"op": "forward", "start_s": 0.0, "end_s": fwd},
-                   {"op": "backward", "start_s": fwd, "end_s": fwd + bwd}]
+        compute = [
+            {"op": "forward", "start_s": 0.0, "end_s": fwd},
+            {"op": "backward", "start_s": fwd, "end_s": fwd + bwd},
+        ]
         rows.append((f"{method}\npredicted", compute + pred["timeline"]))
         measured = r["info"].get(method, {}).get("timeline") or []
         rows.append((f"{method}\nmeasured", measured))
     for y, (_, events) in enumerate(rows):
         for ev in events:
             comm = ev["op"] not in ("forward", "backward")
-            ax.barh([y + (0.2 if comm else -0.2)], [(ev["end_s"] - ev["start_s"]) * 1e3],
-                    left=[ev["start_s"] * 1e3], height=0.38, color=colors[ev["op"]],
-                    edgecolor="k", linewidth=0.3)
+            ax.barh(
+                [y + (0.2 if comm else -0.2)],
+                [(ev["end_s"] - ev["start_s"]) * 1e3],
+                left=[ev["start_s"] * 1e3],
+                height=0.38,
+                color=colors[ev["op"]],
+                edgecolor="k",
+                linewidth=0.3,
+            )
     ax.set_yticks(range(len(rows)), [label for label, _ in rows], fontsize=7)
     ax.invert_yaxis()
     for op, c in colors.items():
@@ -195,19 +260,28 @@ def main() -> int:
     results: dict[str, Any] = {}
     for name in args.models.split(","):
         t0 = time.perf_counter()
-        per_rank = run_local(rank_main, (name, args.rounds, args.iters, args.warmup),
-                             LocalRunConfig(args.nprocs, timeout_s=1500, pg_timeout_s=600))
+        per_rank = run_local(
+            rank_main,
+            (name, args.rounds, args.iters, args.warmup),
+            LocalRunConfig(args.nprocs, timeout_s=1500, pg_timeout_s=600),
+        )
         res = per_rank[0]
         res["nprocs"] = args.nprocs
         res["wall_s"] = time.perf_counter() - t0
         res["summary"] = summarize(res)
         results[name] = res
         print(name, json.dumps(res["summary"], indent=1), flush=True)
-    doc = {"benchmark": "training", "network": "loopback", "host": platform.node(),
-           "command": " ".join(sys.argv), "settings": vars(args), "models": results,
-           "note": "emulated: per-layer compute is a timed wait (bench/training/models.py "
-                   "states the derivation); transformer: real CPU compute on a shared "
-                   "2-core machine"}
+    doc = {
+        "benchmark": "training",
+        "network": "loopback",
+        "host": platform.node(),
+        "command": " ".join(sys.argv),
+        "settings": vars(args),
+        "models": results,
+        "note": "emulated: per-layer compute is a timed wait (bench/training/models.py "
+        "states the derivation); transformer: real CPU compute on a shared "
+        "2-core machine",
+    }
     RESULTS.mkdir(parents=True, exist_ok=True)
     (RESULTS / f"{args.out}.json").write_text(json.dumps(doc, indent=1))
     plot(results, RESULTS / f"{args.out}.png")

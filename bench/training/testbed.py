@@ -36,15 +36,48 @@ def run_scenario(name: str, args: argparse.Namespace, state_dir: Path) -> dict[s
         rates = [h.rate_mbit * 1e6 / 8 * PAYLOAD / 1e9 for h in state.hosts]
         procs = []
         for h in state.hosts:
-            argv = [sys.executable, "-u", "-m", "bench.training.testbed_worker", "--rank",
-                    str(h.rank), "--world", str(len(state.hosts)), "--master", master,
-                    "--model", args.model, "--rounds", str(args.rounds), "--iters",
-                    str(args.iters), "--warmup", str(args.warmup), "--rates",
-                    ",".join(f"{r:.6f}" for r in rates), "--out", str(work / "rank0.json"),
-                    "--algorithms", args.algorithms, "--message-overhead", args.message_overhead]
-            procs.append(spawn(state, h.netns, argv, "worker", work / f"rank{h.rank}.log",
-                               env={"GLOO_SOCKET_IFNAME": h.iface, "OMP_NUM_THREADS": "1",
-                                    "TORCH_CPP_LOG_LEVEL": "ERROR"}))
+            argv = [
+                sys.executable,
+                "-u",
+                "-m",
+                "bench.training.testbed_worker",
+                "--rank",
+                str(h.rank),
+                "--world",
+                str(len(state.hosts)),
+                "--master",
+                master,
+                "--model",
+                args.model,
+                "--rounds",
+                str(args.rounds),
+                "--iters",
+                str(args.iters),
+                "--warmup",
+                str(args.warmup),
+                "--rates",
+                ",".join(f"{r:.6f}" for r in rates),
+                "--out",
+                str(work / "rank0.json"),
+                "--algorithms",
+                args.algorithms,
+                "--message-overhead",
+                args.message_overhead,
+            ]
+            procs.append(
+                spawn(
+                    state,
+                    h.netns,
+                    argv,
+                    "worker",
+                    work / f"rank{h.rank}.log",
+                    env={
+                        "GLOO_SOCKET_IFNAME": h.iface,
+                        "OMP_NUM_THREADS": "1",
+                        "TORCH_CPP_LOG_LEVEL": "ERROR",
+                    },
+                )
+            )
         deadline = time.monotonic() + args.timeout
         while any(p.poll() is None for p in procs):
             if time.monotonic() > deadline:
@@ -56,8 +89,9 @@ def run_scenario(name: str, args: argparse.Namespace, state_dir: Path) -> dict[s
         res = json.loads((work / "rank0.json").read_text())
     finally:
         down(state)
-    res.update(scenario=name, nprocs=len(scenario.hosts),
-               rates_mbit=[h.rate_mbit for h in scenario.hosts])
+    res.update(
+        scenario=name, nprocs=len(scenario.hosts), rates_mbit=[h.rate_mbit for h in scenario.hosts]
+    )
     res["summary"] = summarize(res)
     return res
 
@@ -72,12 +106,18 @@ def main() -> int:
     ap.add_argument("--timeout", type=float, default=900)
     ap.add_argument("--state-dir", default="/run/syncplan-testbed")
     ap.add_argument("--out", default="training-testbed")
-    ap.add_argument("--algorithms", default="",
-                    help="restrict the schedule's algorithms, e.g. ring,forest (default all)")
-    ap.add_argument("--message-overhead", default="0",
-                    help="the schedule's cost per message in seconds on top of the cost model; "
-                         "auto: fitted with a rate efficiency from ring plans at 1 and 4 MiB "
-                         "(always timed and recorded)")
+    ap.add_argument(
+        "--algorithms",
+        default="",
+        help="restrict the schedule's algorithms, e.g. ring,forest (default all)",
+    )
+    ap.add_argument(
+        "--message-overhead",
+        default="0",
+        help="the schedule's cost per message in seconds on top of the cost model; "
+        "auto: fitted with a rate efficiency from ring plans at 1 and 4 MiB "
+        "(always timed and recorded)",
+    )
     args = ap.parse_args()
     results: dict[str, Any] = {}
     for name in args.scenarios.split(","):
@@ -86,13 +126,21 @@ def main() -> int:
         res["wall_s"] = time.perf_counter() - t0
         results[name] = res
         print(name, json.dumps(res["summary"], indent=1), flush=True)
-        doc = {"benchmark": "training", "network": "testbed", "command": " ".join(sys.argv),
-               "settings": vars(args), "scenarios": results}
+        doc = {
+            "benchmark": "training",
+            "network": "testbed",
+            "command": " ".join(sys.argv),
+            "settings": vars(args),
+            "scenarios": results,
+        }
         (RESULTS / f"{args.out}.json").write_text(json.dumps(doc, indent=1))
     from bench.training.run import plot
 
-    plot({f"{k} ({args.model})": v for k, v in results.items()}, RESULTS / f"{args.out}.png",
-         "testbed")
+    plot(
+        {f"{k} ({args.model})": v for k, v in results.items()},
+        RESULTS / f"{args.out}.png",
+        "testbed",
+    )
     print(table(results))
     return 0
 

@@ -32,13 +32,19 @@ def main() -> int:
     addr, port = args.master.rsplit(":", 1)
     os.environ.update(MASTER_ADDR=addr, MASTER_PORT=port)
     torch.set_num_threads(1)
-    dist.init_process_group("gloo", rank=args.rank, world_size=args.world,
-                            timeout=timedelta(seconds=600))
+    dist.init_process_group(
+        "gloo", rank=args.rank, world_size=args.world, timeout=timedelta(seconds=600)
+    )
     try:
-        res = rank_main(args.model, args.rounds, args.iters, args.warmup,
-                        [float(r) for r in args.rates.split(",")],
-                        args.algorithms.split(",") if args.algorithms else None,
-                        None if args.message_overhead == "auto" else float(args.message_overhead))
+        res = rank_main(
+            args.model,
+            args.rounds,
+            args.iters,
+            args.warmup,
+            [float(r) for r in args.rates.split(",")],
+            args.algorithms.split(",") if args.algorithms else None,
+            None if args.message_overhead == "auto" else float(args.message_overhead),
+        )
         if args.rank == 0:
             Path(args.out).write_text(json.dumps(res))
     finally:

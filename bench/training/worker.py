@@ -34,8 +34,12 @@ def calibrate(reps: int = 3) -> dict[str, float]:
     step_s = out["small"] / steps
     moved = 2 * (n - 1) / n * (16 << 20)  # bytes each rank sends in a ring
     rate = moved / max(out["large"] - out["small"], 1e-6)
-    return {"allreduce_4KiB_s": out["small"], "allreduce_16MiB_s": out["large"],
-            "min_step_s": step_s, "link_GBps": rate / 1e9}
+    return {
+        "allreduce_4KiB_s": out["small"],
+        "allreduce_16MiB_s": out["large"],
+        "min_step_s": step_s,
+        "link_GBps": rate / 1e9,
+    }
 
 
 def plan_times(plans: dict[str, dict[str, Any]], reps: int = 3) -> dict[str, Any]:
@@ -48,11 +52,14 @@ def plan_times(plans: dict[str, dict[str, Any]], reps: int = 3) -> dict[str, Any
         meas = _median_time(ex.all_reduce, torch.ones(doc["size_bytes"] // 4), reps)
         steps = sum(1 for s in doc["program"]["steps"] if s)
         ends = message_ends(doc)
-        out[name] = {"measured_s": meas, "predicted_s": doc["predicted_time_s"],
-                     "steps": steps, "message_ends": ends,
-                     "excess_per_message_s": (meas - doc["predicted_time_s"]) / ends}
+        out[name] = {
+            "measured_s": meas,
+            "predicted_s": doc["predicted_time_s"],
+            "steps": steps,
+            "message_ends": ends,
+            "excess_per_message_s": (meas - doc["predicted_time_s"]) / ends,
+        }
     return out
-
 
 
 def _median_time(op: Any, t: Any, reps: int) -> float:
@@ -79,8 +86,14 @@ def message_ends(doc: dict[str, Any]) -> float:
     return sum(ends(step) for step in program_from_doc(doc["program"]).steps)
 
 
-def _timed(model_name: str, method: str, schedule: dict[str, Any] | None,
-           plan: dict[str, Any] | None, iters: int, warmup: int) -> dict[str, Any]:
+def _timed(
+    model_name: str,
+    method: str,
+    schedule: dict[str, Any] | None,
+    plan: dict[str, Any] | None,
+    iters: int,
+    warmup: int,
+) -> dict[str, Any]:
     make, batch = MODELS[model_name]
     model = make()
     rank = dist.get_rank()
@@ -110,6 +123,7 @@ def _timed(model_name: str, method: str, schedule: dict[str, Any] | None,
             x, y = batch(i, rank)
             loss_fn(model(x), y).backward()
             sched_opt.step()
+
     for i in range(warmup):
         step(i)
     if sched_opt is not None:
@@ -140,8 +154,14 @@ def measure_profile(model_name: str, iters: int = 4) -> dict[str, Any]:
     return _timed(model_name, "schedule-allreduce", None, None, iters, 1)["profile"]
 
 
-def run(model_name: str, schedule: dict[str, Any], plan: dict[str, Any], rounds: int,
-        iters: int, warmup: int) -> dict[str, Any]:
+def run(
+    model_name: str,
+    schedule: dict[str, Any],
+    plan: dict[str, Any],
+    rounds: int,
+    iters: int,
+    warmup: int,
+) -> dict[str, Any]:
     """Every method ``rounds`` times, interleaved; per method the per-round times."""
     times: dict[str, list[float]] = {m: [] for m in METHODS}
     info: dict[str, Any] = {}

@@ -105,7 +105,7 @@ def _cycles(pick: list[int]) -> list[list[int]]:
             walk.append(v)
             v = pick[v]
         if v >= 0 and color[v] == 1:
-            out.append(walk[walk.index(v):])
+            out.append(walk[walk.index(v) :])
         for u in walk:
             color[u] = 2
     return out
@@ -129,8 +129,9 @@ def layered_trees(cost: np.ndarray, step_of: np.ndarray, max_depth: np.ndarray) 
     return layered_trees_costed(cost, step_of, max_depth)[0]
 
 
-def layered_trees_costed(cost: np.ndarray, step_of: np.ndarray, max_depth: np.ndarray
-                         ) -> tuple[np.ndarray, np.ndarray]:
+def layered_trees_costed(
+    cost: np.ndarray, step_of: np.ndarray, max_depth: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
     """``layered_trees`` and each root's tree cost (the sum of its edges' costs at the
     depths they join at), so a caller can skip the trees that cannot price in. With
     ``step_of`` of shape (B, depths), B such problems at once (batch b's depth k priced by
@@ -158,8 +159,9 @@ def layered_trees_costed(cost: np.ndarray, step_of: np.ndarray, max_depth: np.nd
         v = np.argmin(best, axis=1)
         val = best[every, v]
         if not np.isfinite(val).all():
-            raise InfeasibleError("no spanning tree within the depth limit: some rank is "
-                                  "unreachable")
+            raise InfeasibleError(
+                "no spanning tree within the depth limit: some rank is unreachable"
+            )
         total += val
         u = arg[every, v]
         parent[every, v] = u

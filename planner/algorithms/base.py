@@ -29,16 +29,38 @@ class PlanContext:
     effort: str = "fast"  # one of EFFORTS
 
     @classmethod
-    def create(cls, topo: Topology, ranks: list[str], size_bytes: int, *, seed: int = 0,
-               min_step_s: float = 0.0, router: Router | None = None,
-               message_overhead_s: float = 0.0,
-               message_cores: int | None = None,
-               exchange_overhead_s: float = 0.0,
-               switch_overhead: float = 0.0, effort: str = "fast") -> PlanContext:
+    def create(
+        cls,
+        topo: Topology,
+        ranks: list[str],
+        size_bytes: int,
+        *,
+        seed: int = 0,
+        min_step_s: float = 0.0,
+        router: Router | None = None,
+        message_overhead_s: float = 0.0,
+        message_cores: int | None = None,
+        exchange_overhead_s: float = 0.0,
+        switch_overhead: float = 0.0,
+        effort: str = "fast",
+    ) -> PlanContext:
         router = router or Router(topo)
-        return cls(topo, ranks, size_bytes, router,
-                   CostModel(router, min_step_s, message_overhead_s, message_cores,
-                             exchange_overhead_s, switch_overhead), seed, effort=effort)
+        return cls(
+            topo,
+            ranks,
+            size_bytes,
+            router,
+            CostModel(
+                router,
+                min_step_s,
+                message_overhead_s,
+                message_cores,
+                exchange_overhead_s,
+                switch_overhead,
+            ),
+            seed,
+            effort=effort,
+        )
 
     @cached_property
     def host_groups(self) -> list[list[int]]:
@@ -56,8 +78,12 @@ class PlanContext:
             host = self.topo.host_of(self.ranks[group[0]])
             inside = {n for n, node in self.topo.nodes.items() if node.host == host}
             inside.update(self.ranks[i] for i in group)
-            ups = {v for u in inside for v in self.topo.graph.successors(u)
-                   if v not in inside and not self.topo.nodes[v].can_hold_rank}
+            ups = {
+                v
+                for u in inside
+                for v in self.topo.graph.successors(u)
+                if v not in inside and not self.topo.nodes[v].can_hold_rank
+            }
             out.append(frozenset(ups))
         return out
 
@@ -66,8 +92,9 @@ class PlanContext:
         counts = []
         for group in self.host_groups:
             host = self.topo.host_of(self.ranks[group[0]])
-            counts.append(sum(1 for n in self.topo.nodes.values()
-                              if n.host == host and n.kind == "nic"))
+            counts.append(
+                sum(1 for n in self.topo.nodes.values() if n.host == host and n.kind == "nic")
+            )
         return max(1, min(counts)) if counts else 1
 
 

@@ -36,8 +36,11 @@ def coarsen(program: Program, units: int) -> Program:
 
     steps = []
     for step in program.steps:
-        out = [Transfer(t.src, t.dst, m(t.lo), m(t.hi), t.reduce, t.path)
-               for t in step if m(t.lo) < m(t.hi)]
+        out = [
+            Transfer(t.src, t.dst, m(t.lo), m(t.hi), t.reduce, t.path)
+            for t in step
+            if m(t.lo) < m(t.hi)
+        ]
         if out:
             steps.append(out)
     return Program(units, steps)
@@ -48,8 +51,12 @@ def price(ctx: PlanContext, program: Program) -> float:
     return ctx.cost.program_time(ctx.ranks, program, ctx.size_bytes)
 
 
-def priced(ctx: PlanContext, name: str, variants: dict[str, Callable[[], Program]],
-           details: dict | None = None) -> Candidate:
+def priced(
+    ctx: PlanContext,
+    name: str,
+    variants: dict[str, Callable[[], Program]],
+    details: dict | None = None,
+) -> Candidate:
     """Build and price every variant; the fastest as a Candidate (its program rebuilt)."""
     best: tuple[float, str, Program] | None = None
     for label, build in variants.items():
@@ -60,14 +67,17 @@ def priced(ctx: PlanContext, name: str, variants: dict[str, Callable[[], Program
     if best is None:
         raise InfeasibleError(f"{name}: no variant applies")
     t, label, prog = best
-    return Candidate(name, t, lambda p=prog: p,
-                     {"variant": label, "steps": len(prog.steps), **(details or {})})
+    return Candidate(
+        name, t, lambda p=prog: p, {"variant": label, "steps": len(prog.steps), **(details or {})}
+    )
 
 
 def host_order(ctx: PlanContext) -> list[int]:
     """Rank indices host by host; hosts under the same switches adjacent (as the ring)."""
-    paired = sorted(zip(ctx.host_groups, ctx.host_uplinks, strict=True),
-                    key=lambda gu: (sorted(gu[1]), gu[0][0]))
+    paired = sorted(
+        zip(ctx.host_groups, ctx.host_uplinks, strict=True),
+        key=lambda gu: (sorted(gu[1]), gu[0][0]),
+    )
     return [i for g, _ in paired for i in g]
 
 
@@ -96,5 +106,7 @@ def host_capacity_order(ctx: PlanContext) -> list[int]:
 def check_ranks(name: str, n: int, limit: int) -> None:
     """Raise InfeasibleError when ``n`` ranks exceed an algorithm's ``limit``."""
     if n > limit:
-        raise InfeasibleError(f"{name} is limited to {limit} ranks (its steps put about "
-                              f"n^2 transfers in flight), got {n}")
+        raise InfeasibleError(
+            f"{name} is limited to {limit} ranks (its steps put about "
+            f"n^2 transfers in flight), got {n}"
+        )

@@ -64,8 +64,10 @@ def dbtree_program(order: list[int], pieces: int, size_bytes: int) -> Program:
     n = len(order)
     pos_parent = inorder_parents(n)
     a = {order[q]: (order[pos_parent[q]] if pos_parent[q] >= 0 else -1) for q in range(n)}
-    b = {order[(q + 1) % n]: (order[(pos_parent[q] + 1) % n] if pos_parent[q] >= 0 else -1)
-         for q in range(n)}
+    b = {
+        order[(q + 1) % n]: (order[(pos_parent[q] + 1) % n] if pos_parent[q] >= 0 else -1)
+        for q in range(n)
+    }
     steps = merge_parallel(tree_steps(a, 0, pieces), tree_steps(b, pieces, pieces))
     return coarsen(Program(2 * pieces, steps), min(2 * pieces, size_bytes))
 
@@ -76,9 +78,11 @@ def dbtree(ctx: PlanContext) -> Candidate:
         return Candidate("dbtree", 0.0, lambda: Program(1, []), {"pieces": 0})
     order = host_order(ctx)
     size = ctx.size_bytes
-    options = [p for p in PIECES
-               if p == 1 or (2 * p <= size and 4 * p * n <= PRICE_BUDGET // 4)]
+    options = [p for p in PIECES if p == 1 or (2 * p <= size and 4 * p * n <= PRICE_BUDGET // 4)]
     if 4 * n > PRICE_BUDGET:
         raise InfeasibleError(f"dbtree is limited to {PRICE_BUDGET // 4} ranks, got {n}")
-    return priced(ctx, "dbtree", {
-        f"{p} pieces": (lambda p=p: dbtree_program(order, p, size)) for p in options})
+    return priced(
+        ctx,
+        "dbtree",
+        {f"{p} pieces": (lambda p=p: dbtree_program(order, p, size)) for p in options},
+    )

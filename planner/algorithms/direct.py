@@ -40,29 +40,41 @@ def direct(ctx: PlanContext) -> Candidate:
     n = len(ctx.ranks)
     check_ranks("direct", n, DIRECT_MAX_RANKS)
     prog = Program(1, [one_step_program(list(range(n)))] if n > 1 else [])
-    return Candidate("direct", price(ctx, prog), lambda: prog,
-                     {"steps": len(prog.steps), "identical_bits": True})
+    return Candidate(
+        "direct", price(ctx, prog), lambda: prog, {"steps": len(prog.steps), "identical_bits": True}
+    )
 
 
 def two_level_program(groups: list[list[int]], heads: list[int]) -> Program:
-    gather = [Transfer(i, h, 0, 1, True) for g, h in zip(groups, heads, strict=True)
-              for i in g if i != h]
-    scatter = [Transfer(h, i, 0, 1, False) for g, h in zip(groups, heads, strict=True)
-               for i in g if i != h]
+    gather = [
+        Transfer(i, h, 0, 1, True) for g, h in zip(groups, heads, strict=True) for i in g if i != h
+    ]
+    scatter = [
+        Transfer(h, i, 0, 1, False) for g, h in zip(groups, heads, strict=True) for i in g if i != h
+    ]
     return Program(1, [s for s in (gather, one_step_program(heads), scatter) if s])
 
 
 def direct_2level(ctx: PlanContext) -> Candidate:
     groups = ctx.host_groups
     if len(groups) < 2 or len(groups) == len(ctx.ranks):
-        raise InfeasibleError("direct-2level needs at least two hosts and a host with two "
-                              "ranks or more (otherwise it is the one-step direct exchange)")
+        raise InfeasibleError(
+            "direct-2level needs at least two hosts and a host with two "
+            "ranks or more (otherwise it is the one-step direct exchange)"
+        )
     check_ranks("direct-2level (leaders)", len(groups), DIRECT_MAX_RANKS)
     heads = leaders(ctx)
     prog = two_level_program(groups, heads)
-    return Candidate("direct-2level", price(ctx, prog), lambda: prog,
-                     {"leaders": [ctx.ranks[h] for h in heads], "steps": len(prog.steps),
-                      "identical_bits": True})
+    return Candidate(
+        "direct-2level",
+        price(ctx, prog),
+        lambda: prog,
+        {
+            "leaders": [ctx.ranks[h] for h in heads],
+            "steps": len(prog.steps),
+            "identical_bits": True,
+        },
+    )
 
 
 def two_step_program(n: int, size_bytes: int) -> Program:
@@ -78,5 +90,9 @@ def direct_2step(ctx: PlanContext) -> Candidate:
     if n == 1:
         return Candidate("direct-2step", 0.0, lambda: Program(1, []), {"steps": 0})
     prog = two_step_program(n, ctx.size_bytes)
-    return Candidate("direct-2step", price(ctx, prog), lambda: prog,
-                     {"units": prog.units, "steps": len(prog.steps)})
+    return Candidate(
+        "direct-2step",
+        price(ctx, prog),
+        lambda: prog,
+        {"units": prog.units, "steps": len(prog.steps)},
+    )

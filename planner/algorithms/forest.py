@@ -104,9 +104,14 @@ MIX_CONFIGS = 2  # best configurations (merged intra-host transfers per piece) g
 MIX_PIECES = 2  # piece counts per configuration: the largest up to its own, down to half
 
 
-def _price(plan: _Plan, fluid: float, size: float, max_units: int,
-           configs: dict[tuple[int, int, int], tuple],
-           max_transfers: int = MAX_TRANSFERS) -> None:
+def _price(
+    plan: _Plan,
+    fluid: float,
+    size: float,
+    max_units: int,
+    configs: dict[tuple[int, int, int], tuple],
+    max_transfers: int = MAX_TRANSFERS,
+) -> None:
     """Price every stagger, intra-host grouping, piece count and ramp of ``plan`` on the
     per-arc model; keep the best per (plan, stagger, grouping) in ``configs``. Piece counts
     are tried up to the most that fit ``max_transfers``."""
@@ -125,8 +130,11 @@ def _price(plan: _Plan, fluid: float, size: float, max_units: int,
         count = plan.transfer_counter()
         for group in (1,) if plan.split_intra else INTRA_GROUPS:
             most = 0
-            while (most < PIECE_CHOICES[-1] and (most + 1) * live <= max_units
-                   and count(most + 1, group) <= max_transfers):
+            while (
+                most < PIECE_CHOICES[-1]
+                and (most + 1) * live <= max_units
+                and count(most + 1, group) <= max_transfers
+            ):
                 most += 1
             if group > 1 and most <= group:
                 continue
@@ -135,8 +143,9 @@ def _price(plan: _Plan, fluid: float, size: float, max_units: int,
             key = (id(plan), width, group)
             for pieces in fits:
                 ramps = [piece_fractions(pieces, r) for r in RAMPS if 2 * r <= pieces or not r]
-                for fracs, est in zip(ramps, model_times(load, lat, size, ramps, group,
-                                                         min_step), strict=True):
+                for fracs, est in zip(
+                    ramps, model_times(load, lat, size, ramps, group, min_step), strict=True
+                ):
                     if est < configs.get(key, (math.inf,))[0]:
                         configs[key] = (est, plan, width, group, fracs, fits, fluid * size)
 
@@ -149,15 +158,17 @@ def _refine(config: tuple, size: float) -> tuple[float, _Plan, int, int, np.ndar
     plan.set_stagger(width)
     load, lat = plan.profile()
     k = fits.index(len(fracs0))
-    for pieces in fits[max(0, k - LP_PIECES_BELOW):k + 2]:
+    for pieces in fits[max(0, k - LP_PIECES_BELOW) : k + 2]:
         if load.shape[0] * (pieces + load.shape[1] - 1) > LP_MAX_ROWS:
             continue  # seconds of HiGHS for < 0.05 % (a 64-rank fat tree with a slow host)
-        fracs = lp_fractions(load, lat, size, pieces, group, intra=True,
-                             min_step=plan.ctx.cost.min_step_s)
+        fracs = lp_fractions(
+            load, lat, size, pieces, group, intra=True, min_step=plan.ctx.cost.min_step_s
+        )
         if fracs is None:
             continue
-        est = model_time(load, lat, size, fracs, group, intra=True,
-                         min_step=plan.ctx.cost.min_step_s)
+        est = model_time(
+            load, lat, size, fracs, group, intra=True, min_step=plan.ctx.cost.min_step_s
+        )
         if est < best[0]:
             best = (est, plan, width, group, fracs, fluid)
     return best
@@ -190,8 +201,11 @@ def forest(ctx: PlanContext) -> Candidate:
 def _forest(ctx: PlanContext) -> Candidate:
     hosts = packing = stop = None
     errors: list[str] = []
-    give_up = (GIVE_UP * fluid_floor(ctx) * ctx.size_bytes
-               if 1 < len(ctx.ranks) <= GENERAL_MAX_RANKS else None)
+    give_up = (
+        GIVE_UP * fluid_floor(ctx) * ctx.size_bytes
+        if 1 < len(ctx.ranks) <= GENERAL_MAX_RANKS
+        else None
+    )
     try:
         hosts = forest_hosts(ctx, give_up)
     except _GaveUp as exc:
@@ -223,8 +237,9 @@ def _forest(ctx: PlanContext) -> Candidate:
         return packing
     # within the tolerance the packing still wins where it is faster without more fan-in
     # (one host: neither has any)
-    if (packing.predicted_time_s < hosts.predicted_time_s
-            and host_fan_in(ctx, packing.build()) <= host_fan_in(ctx, hosts.build())):
+    if packing.predicted_time_s < hosts.predicted_time_s and host_fan_in(
+        ctx, packing.build()
+    ) <= host_fan_in(ctx, hosts.build()):
         return packing
     return hosts
 
@@ -353,17 +368,22 @@ def forest_hosts(ctx: PlanContext, give_up: float | None = None) -> Candidate:
         return plan_fan_in(ctx, plan, fracs, max_units)
 
     pick = min(calm, key=lambda c: (fan_in(c[1], c[2], c[4]), c[0]), default=None)
-    if pick is not None and (fan_in(pick[1], pick[2], pick[4])
-                             < fan_in(best[1], best[2], best[4])):
+    if pick is not None and (fan_in(pick[1], pick[2], pick[4]) < fan_in(best[1], best[2], best[4])):
         best = _refine(pick, size)
     _, plan, width, group, fracs, fluid = best
     plan.set_stagger(width)
     program = build_program(plan, fracs, max_units, group)
     predicted = ctx.cost.program_time(ctx.ranks, program, size)
-    details = {"trees": int((plan.w > 0).sum()), "lanes": len(lanes), "pieces": len(fracs),
-               "smallest_piece": round(float(fracs.min() / fracs.max()), 4),
-               "stagger": width, "intra_group": group, "host_tree_height": plan.hmax,
-               "fluid_time_s": fluid}
+    details = {
+        "trees": int((plan.w > 0).sum()),
+        "lanes": len(lanes),
+        "pieces": len(fracs),
+        "smallest_piece": round(float(fracs.min() / fracs.max()), 4),
+        "stagger": width,
+        "intra_group": group,
+        "host_tree_height": plan.hmax,
+        "fluid_time_s": fluid,
+    }
     mixed = _mixed(ctx, ranked, max_units)
     if mixed is not None and mixed[0] < predicted * (1 - 1e-6):
         t, mplan, mwidth, mprog, mpieces = mixed
@@ -373,15 +393,22 @@ def forest_hosts(ctx: PlanContext, give_up: float | None = None) -> Candidate:
             calmer = host_fan_in(ctx, mprog) <= host_fan_in(ctx, program)
         if calmer or t < predicted * (1 - FAN_IN_TOLERANCE):
             program, predicted = mprog, t
-            details = {"trees": int((mplan.w > 0).sum()), "lanes": len(lanes),
-                       "pieces": mpieces, "mixed": True,
-                       "stagger": mwidth, "intra_group": 1, "host_tree_height": mplan.hmax,
-                       "fluid_time_s": fluid}
+            details = {
+                "trees": int((mplan.w > 0).sum()),
+                "lanes": len(lanes),
+                "pieces": mpieces,
+                "mixed": True,
+                "stagger": mwidth,
+                "intra_group": 1,
+                "host_tree_height": mplan.hmax,
+                "fluid_time_s": fluid,
+            }
     return Candidate("forest", predicted, lambda: program, details)
 
 
-def _mixed(ctx: PlanContext, ranked: list[tuple], max_units: int
-           ) -> tuple[float, _Plan, int, Program, int] | None:
+def _mixed(
+    ctx: PlanContext, ranked: list[tuple], max_units: int
+) -> tuple[float, _Plan, int, Program, int] | None:
     """The fastest program with per-piece tree mixes (forest_mix) over the MIX_CONFIGS best
     configurations whose merged intra-host transfers cover one piece, at the MIX_PIECES
     largest piece counts from half the configuration's up to it (smallest first), within the
@@ -413,10 +440,18 @@ def _mixed(ctx: PlanContext, ranked: list[tuple], max_units: int
         moves, groups = host_moves(plan, trees)
         for pieces in fit:
             jobs.append((plan, width, plan.offsets, moves, groups, pieces))
-            calls.append((profiles, plan.w[trees], plan.offsets, len(ctx.router.bw), pieces,
-                          size, ctx.cost.min_step_s))
-    for (plan, width, offsets, moves, groups, pieces), x in zip(jobs, mix_lps(calls),
-                                                                strict=True):
+            calls.append(
+                (
+                    profiles,
+                    plan.w[trees],
+                    plan.offsets,
+                    len(ctx.router.bw),
+                    pieces,
+                    size,
+                    ctx.cost.min_step_s,
+                )
+            )
+    for (plan, width, offsets, moves, groups, pieces), x in zip(jobs, mix_lps(calls), strict=True):
         if x is None or mix_transfers(moves, groups, x, max_units) > MAX_TRANSFERS:
             continue
         prog = build_mix(moves, groups, x, max_units, offsets)

@@ -76,8 +76,9 @@ BUILD_CHECK = 0.01  # a mix this close to the pipelined estimate is checked on t
 MIX_REACH = 1.1  # mixes only where the pipelined program is within this of what must be beaten
 
 
-def _price_windows(ctx: PlanContext, size: float, units: int, best: dict,
-                   cap: float = math.inf) -> list[tuple]:
+def _price_windows(
+    ctx: PlanContext, size: float, units: int, best: dict, cap: float = math.inf
+) -> list[tuple]:
     """Step-priced packings (``packing_window``) from the trees of the best packings and the
     unlimited one: one piece whose trees load every step evenly pays no pipeline fill (tori,
     full meshes, NVLink cube meshes: 2-6 % faster than the pipelined packings at 256 MiB).
@@ -102,8 +103,10 @@ def _price_windows(ctx: PlanContext, size: float, units: int, best: dict,
         keys.append(("any", None))
     tried = []
     slacks = [len(ctx.ranks) if key[1] is None else key[1] for key in keys]
-    lps = [WindowLP(ctx, ctx.memo["packing_routes"][key[0]], slack, table[key].pool)
-           for key, slack in zip(keys, slacks, strict=True)]
+    lps = [
+        WindowLP(ctx, ctx.memo["packing_routes"][key[0]], slack, table[key].pool)
+        for key, slack in zip(keys, slacks, strict=True)
+    ]
     first = min(best.get("time", math.inf), cap) / size
     if n > WINDOW_PIECED_MAX_RANKS:  # one budget, spent in order: one LP after the other
         budget = Budget(WINDOW_BUDGET)
@@ -112,8 +115,7 @@ def _price_windows(ctx: PlanContext, size: float, units: int, best: dict,
         # without a budget an LP depends on the others only through ``beat``, which only
         # falls and only ends an LP early (``WindowLP.abandoned``): they solve side by side
         # with the first beat, and each is then judged against the beat of its turn
-        with ThreadPoolExecutor(max_workers=max(1, len(lps)),
-                                thread_name_prefix="window") as pool:
+        with ThreadPoolExecutor(max_workers=max(1, len(lps)), thread_name_prefix="window") as pool:
             solved = list(pool.map(lambda lp: lp.solve(beat=first), lps))
     for k, (key, slack, lp) in enumerate(zip(keys, slacks, lps, strict=True)):
         beat = min(best.get("time", math.inf), cap) / size
@@ -128,8 +130,9 @@ def _price_windows(ctx: PlanContext, size: float, units: int, best: dict,
     return tried
 
 
-def _offer(ctx: PlanContext, found: Packing, label: str, size: float, units: int,
-           best: dict) -> float:
+def _offer(
+    ctx: PlanContext, found: Packing, label: str, size: float, units: int, best: dict
+) -> float:
     """The step-priced packing ``found`` pipelined at every piece count (one piece among
     them): it replaces ``best`` where its built program beats it by WINDOW_MARGIN. Returns
     its estimated time."""
@@ -157,8 +160,9 @@ def _price_orbits(ctx: PlanContext, size: float, units: int, best: dict) -> bool
     program is now the best."""
     if len(ctx.ranks) <= WINDOW_PIECED_MAX_RANKS or size < WINDOW_MIN_BYTES:
         return False
-    found = best_orbit_packing(ctx, packings(ctx), WINDOW_PACKINGS,
-                               best.get("time", math.inf) / size * (1 - WINDOW_MARGIN))
+    found = best_orbit_packing(
+        ctx, packings(ctx), WINDOW_PACKINGS, best.get("time", math.inf) / size * (1 - WINDOW_MARGIN)
+    )
     if found is None:
         return False
     key, packing = found
@@ -167,8 +171,9 @@ def _price_orbits(ctx: PlanContext, size: float, units: int, best: dict) -> bool
     return best.get("packing") == label
 
 
-def _price_pieced(ctx: PlanContext, tried: list[tuple], units: int, best_s: float
-                  ) -> tuple[WindowProgram, str] | None:
+def _price_pieced(
+    ctx: PlanContext, tried: list[tuple], units: int, best_s: float
+) -> tuple[WindowProgram, str] | None:
     """Pieced step-priced packings (``packing_pieced.pieced_window``) from the WINDOW_PIECED
     step-priced packings of least one-piece time: the fastest, where it beats ``best_s``
     (the best pipelined program's time) by WINDOW_MARGIN (a degraded cube mesh 1.083x ->
@@ -196,8 +201,10 @@ def _price_pieced(ctx: PlanContext, tried: list[tuple], units: int, best_s: floa
         # every one-piece LP abandoned (a mesh: 1.47x the bound in one piece, 1.02x in 64):
         # the orbit LPs start from the pools of the packings of least fluid time
         table = packings(ctx)
-        tried = [(table[key].theta, key, n if key[1] is None else key[1], table[key].pool)
-                 for key in sorted(table, key=lambda k: (table[k].theta, str(k)))]
+        tried = [
+            (table[key].theta, key, n if key[1] is None else key[1], table[key].pool)
+            for key in sorted(table, key=lambda k: (table[k].theta, str(k)))
+        ]
     chosen = sorted(tried, key=lambda t: (t[0], str(t[1])))[:WINDOW_PIECED]
     lp_of = WindowLP if group is None else functools.partial(OrbitWindowLP, group=group)
     budget = Budget(PIECES_BUDGET)
@@ -206,17 +213,27 @@ def _price_pieced(ctx: PlanContext, tried: list[tuple], units: int, best_s: floa
         runs += thorough_runs(ctx, chosen, group, lp_of)
     out = None
     for (_, key, slack, trees), lp_of, budget, limits in runs:
-        found = pieced_window(ctx, ctx.memo["packing_routes"][key[0]], slack, trees, units,
-                              best_s * (1 - WINDOW_MARGIN), budget, lp_of, MAX_TRANSFERS,
-                              **limits)
+        found = pieced_window(
+            ctx,
+            ctx.memo["packing_routes"][key[0]],
+            slack,
+            trees,
+            units,
+            best_s * (1 - WINDOW_MARGIN),
+            budget,
+            lp_of,
+            MAX_TRANSFERS,
+            **limits,
+        )
         if found is not None and found.time_s < best_s * (1 - WINDOW_MARGIN):
             best_s = found.time_s
             out = found, f"{key[0]}/{key[1]} step-priced, {found.pieces} pieces"
     return out
 
 
-def _mixed(ctx: PlanContext, best: dict, units: int, cap: float
-           ) -> tuple[float, Program, int] | None:
+def _mixed(
+    ctx: PlanContext, best: dict, units: int, cap: float
+) -> tuple[float, Program, int] | None:
     """The best pipelined packing's pairs with per-piece mixes (forest_mix): at the largest
     piece count up to MIX_SHARE of its own and the one below it (smallest first) within the
     mix budget, up to forest_mix.MAX_RANKS ranks, where the pipelined time is within
@@ -247,8 +264,19 @@ def _mixed(ctx: PlanContext, best: dict, units: int, cap: float
     profiles = pair_profiles(sched, pairs)
     moves = [sched.transfers[j] for j in pairs]
     groups = [(list(range(k)), [])]
-    calls = [(profiles, shares[pairs], sched.columns, len(ctx.router.bw), pieces, size,
-              ctx.cost.min_step_s, ends) for pieces, ends in fit]
+    calls = [
+        (
+            profiles,
+            shares[pairs],
+            sched.columns,
+            len(ctx.router.bw),
+            pieces,
+            size,
+            ctx.cost.min_step_s,
+            ends,
+        )
+        for pieces, ends in fit
+    ]
     out = None
     for (pieces, _), x in zip(fit, mix_lps(calls), strict=True):
         if x is None or mix_transfers(moves, groups, x, units) > MAX_TRANSFERS:
@@ -317,8 +345,9 @@ def forest_any(ctx: PlanContext, beat: float | None = None) -> Candidate:
         raise InfeasibleError(SLOWER)
     # above 16 ranks the orbit LP first: where it wins, the full step-priced LPs (seconds on
     # 17-32 ranks, a budget they often spend for nothing) are not solved
-    tried = [] if _price_orbits(ctx, size, units, best) else _price_windows(ctx, size, units,
-                                                                          best, cap)
+    tried = (
+        [] if _price_orbits(ctx, size, units, best) else _price_windows(ctx, size, units, best, cap)
+    )
     if not best:
         raise InfeasibleError("forest (any topology): no tree set fits the plan size limits")
     sched, shares = best["sched"], best["shares"]
@@ -337,32 +366,50 @@ def forest_any(ctx: PlanContext, beat: float | None = None) -> Candidate:
         found, name = pieced
         if beat is not None and found.time_s > beat:
             raise InfeasibleError(SLOWER)
-        details = {"path": "any-topology packing", "packing": name,
-                   "trees": sum(len(s) for s in found.program.steps) // (2 * (n - 1)),
-                   "fluid_time_s": fluid, "pieces": found.pieces,
-                   "reduce_height": found.height, "broadcast_height": found.height,
-                   "solve_s": round(time.perf_counter() - t0, 3)}
+        details = {
+            "path": "any-topology packing",
+            "packing": name,
+            "trees": sum(len(s) for s in found.program.steps) // (2 * (n - 1)),
+            "fluid_time_s": fluid,
+            "pieces": found.pieces,
+            "reduce_height": found.height,
+            "broadcast_height": found.height,
+            "solve_s": round(time.perf_counter() - t0, 3),
+        }
         return Candidate("forest", found.time_s, lambda: found.program, details)
     sched = best["sched"]
     fracs = best["fracs"]
     # the pipelined estimate is the cost model's time up to the rounding of units
-    if (mixed is not None and mixed[0] < best["time"] * (1 + BUILD_CHECK)
-            and mixed[0] < built_time(ctx, best, units)):
+    if (
+        mixed is not None
+        and mixed[0] < best["time"] * (1 + BUILD_CHECK)
+        and mixed[0] < built_time(ctx, best, units)
+    ):
         if beat is not None and mixed[0] > beat:
             raise InfeasibleError(SLOWER)
         t, program, pieces = mixed
-        details = {"path": "any-topology packing", "packing": best["packing"] + ", mixed",
-                   "trees": int((shares > 0).sum()), "fluid_time_s": fluid,
-                   "pieces": pieces, "reduce_height": sched.h_in,
-                   "broadcast_height": sched.h_out,
-                   "solve_s": round(time.perf_counter() - t0, 3)}
+        details = {
+            "path": "any-topology packing",
+            "packing": best["packing"] + ", mixed",
+            "trees": int((shares > 0).sum()),
+            "fluid_time_s": fluid,
+            "pieces": pieces,
+            "reduce_height": sched.h_in,
+            "broadcast_height": sched.h_out,
+            "solve_s": round(time.perf_counter() - t0, 3),
+        }
         return Candidate("forest", t, lambda: program, details)
     if beat is not None and best["time"] > beat:
         raise InfeasibleError(SLOWER)
     predicted = built_time(ctx, best, units)
-    details = {"path": "any-topology packing", "packing": best["packing"],
-               "trees": int((shares > 0).sum()),
-               "fluid_time_s": fluid,
-               "pieces": len(fracs), "reduce_height": sched.h_in,
-               "broadcast_height": sched.h_out, "solve_s": round(time.perf_counter() - t0, 3)}
+    details = {
+        "path": "any-topology packing",
+        "packing": best["packing"],
+        "trees": int((shares > 0).sum()),
+        "fluid_time_s": fluid,
+        "pieces": len(fracs),
+        "reduce_height": sched.h_in,
+        "broadcast_height": sched.h_out,
+        "solve_s": round(time.perf_counter() - t0, 3),
+    }
     return Candidate("forest", predicted, program_builder(best, units), details)

@@ -75,8 +75,11 @@ def plan_fan_in(ctx: PlanContext, plan: _Plan, fracs: np.ndarray, units: int) ->
     into: dict[tuple[int, str], set[str]] = defaultdict(set)
     for k, j in enumerate(live):
         pieces = np.flatnonzero(sizes[:, k] > 0).tolist()
-        cross = {(off, host[src], host[dst]) for off, src, dst, *_ in plan.phases(j)
-                 if host[src] != host[dst]}
+        cross = {
+            (off, host[src], host[dst])
+            for off, src, dst, *_ in plan.phases(j)
+            if host[src] != host[dst]
+        }
         for off, src, dst in cross:
             for p in pieces:
                 into[p + off, dst].add(src)

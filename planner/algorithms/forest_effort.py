@@ -30,8 +30,9 @@ THOROUGH_WALL_S = 600  # no thorough LP round starts after this (their pricing i
 THOROUGH_PIECED = 2  # packings given pieces (WINDOW_PIECED by one-piece time, then by fluid)
 
 
-def thorough_runs(ctx: PlanContext, chosen: list[tuple], group: Group | None,
-                  lp_of: Callable[..., WindowLP]) -> list[tuple]:
+def thorough_runs(
+    ctx: PlanContext, chosen: list[tuple], group: Group | None, lp_of: Callable[..., WindowLP]
+) -> list[tuple]:
     """The pieced LPs of effort "thorough": from the packings ``chosen`` and the pools of
     the others by fluid time (THOROUGH_PIECED in all: deeper trees fill a pipeline at more
     steps), one THOROUGH_BUDGET between them, THOROUGH_ROUNDS a piece count of at most
@@ -40,18 +41,31 @@ def thorough_runs(ctx: PlanContext, chosen: list[tuple], group: Group | None,
     n = len(ctx.ranks)
     table = packings(ctx)
     seen = {key for _, key, _, _ in chosen}
-    seeds = chosen + [(table[key].theta, key, n if key[1] is None else key[1], table[key].pool)
-                      for key in sorted(table, key=lambda k: (table[k].theta, str(k)))
-                      if key not in seen][:THOROUGH_PIECED - len(chosen)]
+    seeds = (
+        chosen
+        + [
+            (table[key].theta, key, n if key[1] is None else key[1], table[key].pool)
+            for key in sorted(table, key=lambda k: (table[k].theta, str(k)))
+            if key not in seen
+        ][: THOROUGH_PIECED - len(chosen)]
+    )
     if group is None and reverse_arcs(ctx) is not None:
         lp_of = ReversedLP  # half the master (a degraded 4x4 mesh: 1.049x -> 1.019x)
     t0 = time.perf_counter()
 
     def progress(pieces: int, t: float) -> None:
-        log.info("forest, thorough: %d pieces: %.4f ms (%.0f s)", pieces, t * 1e3,
-                 time.perf_counter() - t0)
+        log.info(
+            "forest, thorough: %d pieces: %.4f ms (%.0f s)",
+            pieces,
+            t * 1e3,
+            time.perf_counter() - t0,
+        )
 
-    limits = {"rounds": THOROUGH_ROUNDS, "max_columns": THOROUGH_MAX_COLUMNS,
-              "round_cap": THOROUGH_ROUND_CAP, "progress": progress}
+    limits = {
+        "rounds": THOROUGH_ROUNDS,
+        "max_columns": THOROUGH_MAX_COLUMNS,
+        "round_cap": THOROUGH_ROUND_CAP,
+        "progress": progress,
+    }
     budget = Budget(THOROUGH_BUDGET, time.monotonic() + THOROUGH_WALL_S)
     return [(seed, lp_of, budget, limits) for seed in seeds]

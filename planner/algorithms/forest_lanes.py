@@ -101,8 +101,12 @@ def _lanes(ctx: PlanContext) -> list[_Lane]:
     for h, group in enumerate(groups):
         host = topo.host_of(ctx.ranks[group[0]])
         inside = by_host.get(host, set()) | {ctx.ranks[i] for i in group}
-        exits = [(u, v) for u in sorted(inside) for v in g.succ[u]
-                 if v not in inside and g.has_edge(v, u)]
+        exits = [
+            (u, v)
+            for u in sorted(inside)
+            for v in g.succ[u]
+            if v not in inside and g.has_edge(v, u)
+        ]
         if m > 1 and not exits:
             raise InfeasibleError(f"forest: host {host!r} has no full-duplex link out")
         used: dict[tuple[str, str], int] = defaultdict(int)
@@ -135,8 +139,9 @@ def _lanes(ctx: PlanContext) -> list[_Lane]:
             for u, v in sorted(cost, key=lambda e: -cost[e]):  # cheapest per switch last
                 lane.exits[h][v] = ((*out_paths[u], v), (v, *in_paths[u]))
             if not cost:
-                raise InfeasibleError(f"forest: rank {pnode!r} cannot reach a link out of its "
-                                      "host inside the host")
+                raise InfeasibleError(
+                    f"forest: rank {pnode!r} cannot reach a link out of its host inside the host"
+                )
             best = min(cost.values())
             tied = [e for e in exits if e in cost and cost[e] <= best * (1 + 1e-9) + 1e-15]
             exit_ = min(tied, key=lambda e: (used[e], exits.index(e)))
@@ -155,11 +160,15 @@ def _lanes(ctx: PlanContext) -> list[_Lane]:
     for lane in lanes:
         if m > 1:
             usual = max(set(up[-1] for up in lane.up), key=[up[-1] for up in lane.up].count)
-            lane.detour = frozenset(h for h, up in enumerate(lane.up) if up[-1] != usual
-                                    and all(up[-1] in ex for ex in lane.exits))
+            lane.detour = frozenset(
+                h
+                for h, up in enumerate(lane.up)
+                if up[-1] != usual and all(up[-1] in ex for ex in lane.exits)
+            )
             if lane.detour:
-                lane.groups = [0 if h in lane.detour else g
-                               for h, g in enumerate(host_switch_groups(lane))]
+                lane.groups = [
+                    0 if h in lane.detour else g for h, g in enumerate(host_switch_groups(lane))
+                ]
     return lanes
 
 
@@ -169,8 +178,7 @@ def _path_cost(g, path: Path) -> float:
 
 def _inside_adjacency(g, inside: set[str]) -> dict[str, list[tuple[str, float]]]:
     """Each node of ``inside``: its successors inside, in the graph's order, with weights."""
-    return {u: [(v, _weight(data)) for v, data in g.succ[u].items() if v in inside]
-            for u in inside}
+    return {u: [(v, _weight(data)) for v, data in g.succ[u].items() if v in inside] for u in inside}
 
 
 def _detour(adj: dict[str, list[tuple[str, float]]], path: Path) -> Path | None:
@@ -258,15 +266,24 @@ def exit_detour_lanes(ctx: PlanContext, lanes: list[_Lane], limit: int) -> list[
                 up, down = (src.up[h], src.down[h]) if users else lane.exits[h][sw]
                 bw = min(g.edges[a, b]["bw"] for a, b in itertools.pairwise(up + down[1:]))
                 cap[h] = bw / max(1, len(users))
-                new = _Lane(list(lane.ports), list(lane.up), list(lane.down), cap,
-                            list(lane.leaves_in), list(lane.leaves_out), lane.exits,
-                            frozenset({h}), groups)
+                new = _Lane(
+                    list(lane.ports),
+                    list(lane.up),
+                    list(lane.down),
+                    cap,
+                    list(lane.leaves_in),
+                    list(lane.leaves_out),
+                    lane.exits,
+                    frozenset({h}),
+                    groups,
+                )
                 new.ports[h], new.up[h], new.down[h] = src.ports[h], up, down
                 new.leaves_in[h], new.leaves_out[h] = src.leaves_in[h], src.leaves_out[h]
                 out.append(new)
                 if len(out) >= limit:
                     return out
     return out
+
 
 def host_switch_groups(lane: _Lane) -> list[int]:
     ids: dict[str, int] = {}

@@ -64,8 +64,14 @@ def tree_profiles(plan: _Plan, trees: list[int]) -> list[tuple[np.ndarray, ...]]
         intra = np.asarray(by_lane.get(plan.trees[j].lane, []), dtype=np.int64)
         arcs = np.concatenate([arc[own], arc[intra]])
         offs = np.concatenate([off[own] + plan.shift[j], np.where(last[intra], no - 1, 0)])
-        out.append(_merged(arcs, offs.astype(np.int64), 1.0 / bw[arcs],
-                           np.concatenate([plat[own], plat[intra]])))
+        out.append(
+            _merged(
+                arcs,
+                offs.astype(np.int64),
+                1.0 / bw[arcs],
+                np.concatenate([plat[own], plat[intra]]),
+            )
+        )
     return out
 
 
@@ -76,8 +82,7 @@ def pair_profiles(sched: PairSchedule, pairs: list[int]) -> list[Profile]:
     out = []
     for j in pairs:
         own = np.nonzero(col == j)[0]
-        out.append(_merged(arc[own], off[own].astype(np.int64), 1.0 / bw[arc[own]],
-                           plat[own]))
+        out.append(_merged(arc[own], off[own].astype(np.int64), 1.0 / bw[arc[own]], plat[own]))
     return out
 
 
@@ -88,8 +93,9 @@ def mix_cost(pieces: int, columns: int, ends: int | None = None) -> int:
     return (2 * ends * columns + pieces - 2 * ends) ** 2
 
 
-def host_moves(plan: _Plan, trees: list[int]
-               ) -> tuple[list[list[Move]], list[tuple[list[int], list[Move]]]]:
+def host_moves(
+    plan: _Plan, trees: list[int]
+) -> tuple[list[list[Move]], list[tuple[list[int], list[Move]]]]:
     """The columns' moves and the lanes' groups of a host-forest mix over ``trees``."""
     moves = [plan.phases(j) + plan.tree_intra(j) for j in trees]
     lanes: dict[int, list[int]] = defaultdict(list)
@@ -98,9 +104,17 @@ def host_moves(plan: _Plan, trees: list[int]
     return moves, [(lanes[li], plan.intra(li)) for li in sorted(lanes)]
 
 
-def mix_lp(profiles: list[Profile], w: np.ndarray, offsets: int, narcs: int, pieces: int,
-           size: float, min_step: float = 0.0, ends: int | None = None,
-           max_columns: int = MAX_COLUMNS) -> np.ndarray | None:
+def mix_lp(
+    profiles: list[Profile],
+    w: np.ndarray,
+    offsets: int,
+    narcs: int,
+    pieces: int,
+    size: float,
+    min_step: float = 0.0,
+    ends: int | None = None,
+    max_columns: int = MAX_COLUMNS,
+) -> np.ndarray | None:
     """Fractions ``x[p, k]`` of the buffer (summing to 1) that piece p sends by column k
     (of ``profiles``; ``w`` are the columns' pipelined shares; the phase offsets run
     0..``offsets`` - 1; ``narcs`` arcs), minimising the lockstep program's time; None where
@@ -133,15 +147,20 @@ def mix_lp(profiles: list[Profile], w: np.ndarray, offsets: int, narcs: int, pie
     # LP columns: (piece, column) where the piece mixes freely, else one per piece (w)
     free = np.ones(pieces, dtype=bool)
     if ends is not None and 2 * ends < pieces:
-        free[ends:pieces - ends] = False
+        free[ends : pieces - ends] = False
     pick = np.repeat(free, ncols)
     var = np.cumsum(np.where(pick, 1, np.tile(np.arange(ncols) == 0, pieces))) - 1
-    spread = coo_matrix((np.where(pick, 1.0, np.tile(w, pieces)),
-                         (np.arange(pieces * ncols), var)),
-                        shape=(pieces * ncols, int(var[-1]) + 1)).tocsr()
-    full = (coo_matrix((np.concatenate(vals), (row_of[np.concatenate(cells)],
-                                               np.concatenate(cols))),
-                       shape=(nrows, pieces * ncols)).tocsr() @ spread).tocsr()
+    spread = coo_matrix(
+        (np.where(pick, 1.0, np.tile(w, pieces)), (np.arange(pieces * ncols), var)),
+        shape=(pieces * ncols, int(var[-1]) + 1),
+    ).tocsr()
+    full = (
+        coo_matrix(
+            (np.concatenate(vals), (row_of[np.concatenate(cells)], np.concatenate(cols))),
+            shape=(nrows, pieces * ncols),
+        ).tocsr()
+        @ spread
+    ).tocsr()
     step = present % nsteps
     floor = np.full(nsteps, min_step)
     np.maximum.at(floor, step, lat[present])
@@ -167,8 +186,7 @@ def mix_lps(calls: list[tuple]) -> list[np.ndarray | None]:
         return list(pool.map(lambda args: mix_lp(*args), calls))
 
 
-def _solve_ipm(loads, steps: np.ndarray, rhs: np.ndarray, floor: np.ndarray
-               ) -> np.ndarray | None:
+def _solve_ipm(loads, steps: np.ndarray, rhs: np.ndarray, floor: np.ndarray) -> np.ndarray | None:
     """min sum(t) s.t. loads @ x - t[steps] <= rhs, sum(x) = 1, x >= 0, t >= floor, by
     HiGHS' interior point without crossover (its vertex can take 10^5 simplex iterations
     where the interior point takes a few dozen) within IPM_ITERATIONS: x, or None."""
@@ -200,8 +218,9 @@ def _solve_ipm(loads, steps: np.ndarray, rhs: np.ndarray, floor: np.ndarray
     return np.maximum(col[:nx], 0.0)
 
 
-def _merged(arcs: np.ndarray, offs: np.ndarray, coef: np.ndarray, plat: np.ndarray
-            ) -> tuple[np.ndarray, ...]:
+def _merged(
+    arcs: np.ndarray, offs: np.ndarray, coef: np.ndarray, plat: np.ndarray
+) -> tuple[np.ndarray, ...]:
     """One entry per (arc, offset): coefficients summed, the largest latency."""
     key = arcs * (int(offs.max(initial=0)) + 1) + offs
     uniq, inv = np.unique(key, return_inverse=True)
@@ -213,8 +232,9 @@ def _merged(arcs: np.ndarray, offs: np.ndarray, coef: np.ndarray, plat: np.ndarr
     return arcs[first], offs[first], c, lt
 
 
-def mix_transfers(moves: list[list[Move]], groups: list[tuple[list[int], list[Move]]],
-                  x: np.ndarray, units: int) -> int:
+def mix_transfers(
+    moves: list[list[Move]], groups: list[tuple[list[int], list[Move]]], x: np.ndarray, units: int
+) -> int:
     """Transfers of ``build_mix`` for these fractions (before building it)."""
     u = round_to_total(x.ravel() * units, units).reshape(x.shape)
     per_col = np.array([len(m) for m in moves])
@@ -222,8 +242,13 @@ def mix_transfers(moves: list[list[Move]], groups: list[tuple[list[int], list[Mo
     return int(((u > 0) * per_col[None, :]).sum()) + shared
 
 
-def build_mix(moves: list[list[Move]], groups: list[tuple[list[int], list[Move]]],
-              x: np.ndarray, units: int, offsets: int) -> Program:
+def build_mix(
+    moves: list[list[Move]],
+    groups: list[tuple[list[int], list[Move]]],
+    x: np.ndarray,
+    units: int,
+    offsets: int,
+) -> Program:
     """The program: per group, per piece, per column of the group a contiguous range of
     units (``x[p, k]`` of them, rounded to whole units) moved at piece p plus each move's
     offset; the group's shared moves cover the group's units of the piece."""

@@ -45,8 +45,9 @@ def pair_variants(pairs: list[Pair]) -> list[list[Pair]]:
     return out
 
 
-def price_pipelines(sched: PairSchedule, shares: np.ndarray, size: float, units: int,
-                    best: dict) -> None:
+def price_pipelines(
+    sched: PairSchedule, shares: np.ndarray, size: float, units: int, best: dict
+) -> None:
     """Every piece count that fits with equal pieces, then ramps at the best three."""
     load, lat = sched.profile(shares)
     min_step = sched.ctx.cost.min_step_s
@@ -55,8 +56,9 @@ def price_pipelines(sched: PairSchedule, shares: np.ndarray, size: float, units:
     fits = [p for p in PIECES if p * live <= units and p * per_piece <= MAX_TRANSFERS]
     if not fits:
         return
-    equal = sorted((model_time(load, lat, size, piece_fractions(p, 0), min_step=min_step), p)
-                   for p in fits)
+    equal = sorted(
+        (model_time(load, lat, size, piece_fractions(p, 0), min_step=min_step), p) for p in fits
+    )
     tried = [(est, p, 0) for est, p in equal]
     for _, pieces in equal[:3]:
         for ramp in RAMPS[1:]:
@@ -66,8 +68,14 @@ def price_pipelines(sched: PairSchedule, shares: np.ndarray, size: float, units:
             tried.append((est, pieces, ramp))
     est, pieces, ramp = min(tried)
     if est < best.get("time", math.inf):
-        best.update(time=est, sched=sched, shares=shares, fracs=piece_fractions(pieces, ramp),
-                    load=load, lat=lat)
+        best.update(
+            time=est,
+            sched=sched,
+            shares=shares,
+            fracs=piece_fractions(pieces, ramp),
+            load=load,
+            lat=lat,
+        )
 
 
 def built_time(ctx: PlanContext, best: dict, units: int) -> float:
@@ -105,16 +113,25 @@ def refine_pieces(ctx: PlanContext, best: dict, units: int) -> None:
     pieces = len(best["fracs"])
     # the LP takes seconds of HiGHS on many pieces, for < 0.1 % over ramped pieces
     limit = LP_MAX_ROWS if len(ctx.ranks) <= UNLIMITED_MAX_RANKS else LP_MAX_ROWS_LARGE
-    counts = [k for k in (pieces // 2, pieces, pieces * 3 // 2)
-              if k >= 2 and k * len(sched.pairs) <= units
-              and k * sched.transfers_per_piece <= MAX_TRANSFERS]
+    counts = [
+        k
+        for k in (pieces // 2, pieces, pieces * 3 // 2)
+        if k >= 2
+        and k * len(sched.pairs) <= units
+        and k * sched.transfers_per_piece <= MAX_TRANSFERS
+    ]
     solved = [k for k in counts if len(best["load"]) * (k + sched.columns - 1) <= limit]
     load, lat, min_step = best["load"], best["lat"], ctx.cost.min_step_s
-    with ThreadPoolExecutor(max_workers=max(1, len(solved)),
-                            thread_name_prefix="fractions") as pool:
-        lps = dict(zip(solved, pool.map(
-            lambda k: lp_fractions(load, lat, size, k, min_step=min_step), solved),
-            strict=True))
+    with ThreadPoolExecutor(
+        max_workers=max(1, len(solved)), thread_name_prefix="fractions"
+    ) as pool:
+        lps = dict(
+            zip(
+                solved,
+                pool.map(lambda k: lp_fractions(load, lat, size, k, min_step=min_step), solved),
+                strict=True,
+            )
+        )
     for k in counts:
         tries = [piece_fractions(k, ramp) for ramp in RAMPS if 2 * ramp <= k]
         if k in lps:

@@ -15,6 +15,7 @@ Path = tuple[str, ...]
 
 # ---- shares (LP) and pieces ---------------------------------------------------------------
 
+
 class _Plan:
     """One choice of trees: their routed loads, shares, and the per-arc phase profile.
 
@@ -23,8 +24,15 @@ class _Plan:
     changes less from step to step and the pipeline's fill and drain cost less.
     """
 
-    def __init__(self, ctx: PlanContext, lanes: list[_Lane], trees: list[_Tree],
-                 arcs: _Arcs, split_intra: bool = False, late: bool = True) -> None:
+    def __init__(
+        self,
+        ctx: PlanContext,
+        lanes: list[_Lane],
+        trees: list[_Tree],
+        arcs: _Arcs,
+        split_intra: bool = False,
+        late: bool = True,
+    ) -> None:
         self.ctx, self.lanes, self.trees, self.arcs = ctx, lanes, trees, arcs
         # spread routes of tree edges between switches: (id(tree), a, b) -> route
         self.routes: dict[EdgeKey, Path] = {}
@@ -142,10 +150,12 @@ class _Plan:
         for c, q in enumerate(tr.parent):
             if q < 0:
                 continue
-            out.append((s + send[c], lane.ports[c], lane.ports[q], True,
-                        self.edge_path(lane, c, q, tr)))
-            out.append((s + hear[c], lane.ports[q], lane.ports[c], False,
-                        self.edge_path(lane, q, c, tr)))
+            out.append(
+                (s + send[c], lane.ports[c], lane.ports[q], True, self.edge_path(lane, c, q, tr))
+            )
+            out.append(
+                (s + hear[c], lane.ports[q], lane.ports[c], False, self.edge_path(lane, q, c, tr))
+            )
         return out
 
     def tree_intra(self, j: int) -> list[tuple[int, int, int, bool, Path]]:
@@ -204,8 +214,9 @@ class _Plan:
         for li in range(len(self.lanes)):
             add(nt + li, self.intra(li), True)
         counts = np.fromiter((len(a) for a in arc_l), dtype=np.int64, count=len(arc_l))
-        cols, offs, lats, finals = (np.repeat(np.asarray(x), counts)
-                                    for x in zip(*meta, strict=True))
+        cols, offs, lats, finals = (
+            np.repeat(np.asarray(x), counts) for x in zip(*meta, strict=True)
+        )
         self._flat = (np.concatenate(arc_l), cols, offs, lats, finals)
         return self._flat
 
@@ -222,12 +233,17 @@ class _Plan:
         narcs = len(bw)
         # crossings per (arc, tree), and per (arc, lane) for the lanes' intra-host transfers
         net = col < nt
-        m_net = coo_matrix((np.ones(int(net.sum())), (arc[net], col[net])),
-                           shape=(narcs, nt)).tocsr()
-        m_intra = coo_matrix((np.ones(int((~net).sum())), (arc[~net], lane_of[col[~net]])),
-                             shape=(narcs, len(self.lanes))).tocsr()
-        tree_lane = csr_matrix((np.ones(nt), ([tr.lane for tr in self.trees], np.arange(nt))),
-                               shape=(len(self.lanes), nt))
+        m_net = coo_matrix(
+            (np.ones(int(net.sum())), (arc[net], col[net])), shape=(narcs, nt)
+        ).tocsr()
+        m_intra = coo_matrix(
+            (np.ones(int((~net).sum())), (arc[~net], lane_of[col[~net]])),
+            shape=(narcs, len(self.lanes)),
+        ).tocsr()
+        tree_lane = csr_matrix(
+            (np.ones(nt), ([tr.lane for tr in self.trees], np.arange(nt))),
+            shape=(len(self.lanes), nt),
+        )
         load = (m_net + m_intra @ tree_lane).tocsr()
         used = np.unique(load.nonzero()[0])
         load = csr_matrix(load[used].multiply(1.0 / bw[used][:, None]))
@@ -240,8 +256,15 @@ class _Plan:
         a_eq = np.hstack([np.ones(nt), [0.0]])[None, :]
         cost = np.zeros(nt + 1)
         cost[-1] = 1.0
-        res = linprog(cost, A_ub=a_ub, b_ub=np.zeros(len(used)), A_eq=a_eq, b_eq=[1.0],
-                      bounds=[(0, None)] * (nt + 1), method="highs")
+        res = linprog(
+            cost,
+            A_ub=a_ub,
+            b_ub=np.zeros(len(used)),
+            A_eq=a_eq,
+            b_eq=[1.0],
+            bounds=[(0, None)] * (nt + 1),
+            method="highs",
+        )
         if res.status != 0:
             self.w = np.full(nt, 1.0 / nt)
             return float((load @ self.w).max())
@@ -273,8 +296,10 @@ class _Plan:
         arc, col, off, _, last = self._entries()
         off = np.where(last, no - 1, off)
         lane_of = np.array([tr.lane for tr in self.trees] + list(range(len(self.lanes))))
-        tree_lane = csr_matrix((np.ones(nt), ([tr.lane for tr in self.trees], np.arange(nt))),
-                               shape=(len(self.lanes), nt))
+        tree_lane = csr_matrix(
+            (np.ones(nt), ([tr.lane for tr in self.trees], np.arange(nt))),
+            shape=(len(self.lanes), nt),
+        )
         used = np.unique(arc)
         pos = np.searchsorted(used, arc)
         na = len(used)
@@ -283,10 +308,13 @@ class _Plan:
         for o in range(no):
             sel_n, sel_i = net & (off == o), ~net & (off == o)
             mn = coo_matrix((np.ones(int(sel_n.sum())), (pos[sel_n], col[sel_n])), shape=(na, nt))
-            mi = coo_matrix((np.ones(int(sel_i.sum())), (pos[sel_i], lane_of[col[sel_i]])),
-                            shape=(na, len(self.lanes)))
-            per_off.append(csr_matrix((mn.tocsr() + mi.tocsr() @ tree_lane)
-                                      .multiply(1.0 / bw[used][:, None])))
+            mi = coo_matrix(
+                (np.ones(int(sel_i.sum())), (pos[sel_i], lane_of[col[sel_i]])),
+                shape=(na, len(self.lanes)),
+            )
+            per_off.append(
+                csr_matrix((mn.tocsr() + mi.tocsr() @ tree_lane).multiply(1.0 / bw[used][:, None]))
+            )
         total = per_off[0]
         prefix = [per_off[0]]
         for o in range(1, no):
@@ -298,16 +326,30 @@ class _Plan:
         scale = float(abs(total).max())
         if scale <= 0:
             return
-        a_ub = vstack([hstack([b / scale, coo_matrix((-np.ones(na), (np.arange(na),
-                                                                      np.full(na, k))),
-                                                     shape=(na, nz))])
-                       for k, b in enumerate(blocks)]
-                      + [hstack([total / scale, csr_matrix((na, nz))])]).tocsr()
+        a_ub = vstack(
+            [
+                hstack(
+                    [
+                        b / scale,
+                        coo_matrix((-np.ones(na), (np.arange(na), np.full(na, k))), shape=(na, nz)),
+                    ]
+                )
+                for k, b in enumerate(blocks)
+            ]
+            + [hstack([total / scale, csr_matrix((na, nz))])]
+        ).tocsr()
         b_ub = np.concatenate([np.zeros(na * nz), np.full(na, fluid * (1 + slack) / scale)])
         a_eq = np.concatenate([np.ones(nt), np.zeros(nz)])[None, :]
         cost = np.concatenate([np.zeros(nt), np.ones(nz)])
-        res = linprog(cost, A_ub=a_ub, b_ub=b_ub, A_eq=a_eq, b_eq=[1.0],
-                      bounds=[(0, None)] * (nt + nz), method="highs")
+        res = linprog(
+            cost,
+            A_ub=a_ub,
+            b_ub=b_ub,
+            A_eq=a_eq,
+            b_eq=[1.0],
+            bounds=[(0, None)] * (nt + nz),
+            method="highs",
+        )
         if res.status == 0:
             w = np.maximum(res.x[:nt], 0)
             self.w = w / w.sum()
@@ -324,8 +366,9 @@ class _Plan:
         lane_w = np.zeros(len(self.lanes))
         np.add.at(lane_w, [tr.lane for tr in self.trees], self.w)
         weight = np.concatenate([self.w, lane_w])[col]
-        off = np.where(col < nt, off + self.shift[np.minimum(col, nt - 1)],
-                       np.where(last, no + 1, no))
+        off = np.where(
+            col < nt, off + self.shift[np.minimum(col, nt - 1)], np.where(last, no + 1, no)
+        )
         live = weight > 0
         idx = arc[live] * (no + 2) + off[live]
         load = np.bincount(idx, weights=weight[live], minlength=narcs * (no + 2))
@@ -336,15 +379,20 @@ class _Plan:
         keep = np.isfinite(lat).any(axis=1)
         table = np.hstack([load[keep], lat[keep]])
         table = np.unique(np.round(table, 15), axis=0)
-        return table[:, :no + 2], table[:, no + 2:]
+        return table[:, : no + 2], table[:, no + 2 :]
 
     def transfer_counter(self) -> Callable[[int, int], int]:
         """(pieces, group) -> transfers of a program of that many pieces whose merged
         intra-host transfers each cover ``group`` consecutive pieces."""
         per_piece = self.transfers_per_piece()
-        intra = 0 if self.split_intra else sum(
-            2 * sum(len(x) for x in self.lanes[li].leaves_in)
-            for li in {self.trees[j].lane for j in range(len(self.trees)) if self.w[j] > 0})
+        intra = (
+            0
+            if self.split_intra
+            else sum(
+                2 * sum(len(x) for x in self.lanes[li].leaves_in)
+                for li in {self.trees[j].lane for j in range(len(self.trees)) if self.w[j] > 0}
+            )
+        )
         return lambda pieces, group: pieces * (per_piece - intra) + -(-pieces // group) * intra
 
     def transfers_per_piece(self, all_trees: bool = False) -> int:
@@ -353,17 +401,17 @@ class _Plan:
         lanes_used = {self.trees[j].lane for j in live}
         net = sum(2 * (len(self.trees[j].parent) - 1) for j in live)
         if not self.split_intra:
-            return net + sum(2 * sum(len(x) for x in self.lanes[li].leaves_in)
-                             for li in lanes_used)
+            return net + sum(2 * sum(len(x) for x in self.lanes[li].leaves_in) for li in lanes_used)
         by_lane: dict[int, list[int]] = defaultdict(list)
         for j in live:
             by_lane[self.trees[j].lane].append(j)
         for li, js in by_lane.items():  # build_program merges runs of equal offsets
             shift = self.shift[js][:, None]
             send = np.array([self.offsets_of(j)[0] for j in js])
-            runs = ((np.diff(shift - send, axis=0) != 0).sum(axis=0)
-                    + (np.diff(shift + send, axis=0) != 0).sum(axis=0) + 2)
+            runs = (
+                (np.diff(shift - send, axis=0) != 0).sum(axis=0)
+                + (np.diff(shift + send, axis=0) != 0).sum(axis=0)
+                + 2
+            )
             net += int(runs @ np.array([len(x) for x in self.lanes[li].leaves_in]))
         return net
-
-

@@ -80,13 +80,17 @@ class RouteDag:
         ds, dt = self._dist(s, True), self._dist(t, False)
         total = self.length(self.router.path(src, dst))
         slack = total * TIE
-        on = sorted((v for v in ds if v in dt and ds[v] + dt[v] <= total + slack),
-                    key=lambda v: (ds[v], v))
+        on = sorted(
+            (v for v in ds if v in dt and ds[v] + dt[v] <= total + slack), key=lambda v: (ds[v], v)
+        )
         keep = set(on)
         out: dict[int, list[tuple[int, int]]] = {}
         for u in on:
-            out[u] = [(v, a) for v, w, a in self._succ[u]
-                      if v in keep and ds[u] + w + dt[v] <= total + slack and ds[v] > ds[u]]
+            out[u] = [
+                (v, a)
+                for v, w, a in self._succ[u]
+                if v in keep and ds[u] + w + dt[v] <= total + slack and ds[v] > ds[u]
+            ]
         self._dags[key] = (on, out)
         return on, out
 
@@ -103,9 +107,9 @@ class RouteDag:
         if hit is None:
             on, out = self.dag(src, dst)
             nodes = self.router.topo.nodes
-            hit = self._alt[key] = (any(len(out[u]) > 1 for u in on)
-                                    and not any(nodes[self._names[u]].can_hold_rank
-                                                for u in on[1:-1]))
+            hit = self._alt[key] = any(len(out[u]) > 1 for u in on) and not any(
+                nodes[self._names[u]].can_hold_rank for u in on[1:-1]
+            )
         return hit
 
     def least_loaded(self, src: str, dst: str, load: list[float], add: float) -> Path:
@@ -145,8 +149,9 @@ class RouteDag:
         return path if self.length(path) <= limit else self.router.path(src, dst)
 
 
-def spread(pairs: Sequence[tuple[EdgeKey, str, str, float]], dag: RouteDag,
-           base: np.ndarray) -> dict[EdgeKey, Path]:
+def spread(
+    pairs: Sequence[tuple[EdgeKey, str, str, float]], dag: RouteDag, base: np.ndarray
+) -> dict[EdgeKey, Path]:
     """Routes for tree edges between switches: per (edge, from switch, to switch, share), in
     order, the least loaded route (``RouteDag.least_loaded``) given ``base`` (seconds per
     byte per arc of everything else) and the edges routed before it."""

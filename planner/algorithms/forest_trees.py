@@ -15,6 +15,7 @@ FEW_TREES_ABOVE = 64  # hosts; see tree_counts
 
 Path = tuple[str, ...]
 
+
 @dataclass
 class _Tree:
     lane: int
@@ -25,6 +26,7 @@ class _Tree:
 
 
 # ---- host-level trees -------------------------------------------------------------------
+
 
 def degree_targets(cap: np.ndarray) -> np.ndarray:
     """Tree degrees per host, in [1, m-1], summing to 2 (m-1), as proportional to ``cap`` as
@@ -43,8 +45,6 @@ def degree_targets(cap: np.ndarray) -> np.ndarray:
     delta = np.clip(hi * cap, 1, m - 1)
     excess = delta - 1
     return 1 + excess * ((m - 2) / excess.sum())
-
-
 
 
 def host_trees(cap: np.ndarray, groups: Sequence[int], t: int) -> list[tuple[int, list[int]]]:
@@ -76,8 +76,9 @@ def host_trees(cap: np.ndarray, groups: Sequence[int], t: int) -> list[tuple[int
     return trees
 
 
-def _build_tree(m: int, budget: dict[int, int], groups: Sequence[int], order: np.ndarray,
-                j: int, lean: set[int]) -> tuple[int, list[int]]:
+def _build_tree(
+    m: int, budget: dict[int, int], groups: Sequence[int], order: np.ndarray, j: int, lean: set[int]
+) -> tuple[int, list[int]]:
     members: dict[int, list[int]] = defaultdict(list)
     for h in order:  # fastest hosts first
         members[groups[h]].append(int(h))
@@ -95,8 +96,7 @@ def _build_tree(m: int, budget: dict[int, int], groups: Sequence[int], order: np
         if near:  # when the root has too few spare slots, a different one misses out per tree
             k = j % len(near)
             near = near[k:] + near[:k]
-        rest = ([h for h in internal if h != root] + near
-                + [h for h in leaves if h not in lean])
+        rest = [h for h in internal if h != root] + near + [h for h in leaves if h not in lean]
         queue, qi, ri = [root], 0, 0
         while ri < len(rest) and qi < len(queue):
             node = queue[qi]
@@ -136,8 +136,6 @@ def _heights(root: int, parent: list[int]) -> tuple[list[int], list[int]]:
         for c in children[h]:
             height[h] = max(height[h], height[c] + 1)
     return height, depth
-
-
 
 
 def tree_counts(m: int) -> list[int]:
@@ -180,12 +178,10 @@ def _hub_trees(lanes: list[_Lane]) -> list[_Tree]:
         if m < 3 or len(set(groups)) > 1:
             continue
         for r in range(m):
-            for k in (1, 2)[:m - 2]:
+            for k in (1, 2)[: m - 2]:
                 c = (r + k) % m
                 parent = [c] * m
                 parent[r], parent[c] = -1, r
                 height, depth = _heights(r, parent)
                 trees.append(_Tree(li, r, parent, height, depth))
     return trees
-
-

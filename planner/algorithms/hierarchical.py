@@ -33,8 +33,9 @@ def rank_grid(ctx: PlanContext) -> list[list[list[int]]]:
     local = {len(h) for rack in grid for h in rack}
     hosts = {len(rack) for rack in grid}
     if len(local) != 1:
-        raise InfeasibleError("hierarchical needs the same number of ranks on every host, got "
-                              f"{sorted(local)}")
+        raise InfeasibleError(
+            f"hierarchical needs the same number of ranks on every host, got {sorted(local)}"
+        )
     if len(hosts) != 1:
         grid = [[h for rack in grid for h in rack]]  # uneven racks: treat as one rack
     return grid
@@ -61,8 +62,9 @@ def _groupings(ndims: int) -> Iterator[tuple[tuple[int, ...], ...]]:
             yield tuple(reversed(runs))
 
 
-def _stage_groups(flat: dict[tuple[int, ...], int], dims: list[int],
-                  stage: tuple[int, ...]) -> list[list[int]]:
+def _stage_groups(
+    flat: dict[tuple[int, ...], int], dims: list[int], stage: tuple[int, ...]
+) -> list[list[int]]:
     """Groups of rank indices differing only in ``stage`` dims, members outer-dim major."""
     others = [d for d in range(len(dims)) if d not in stage]
     groups = []
@@ -113,8 +115,9 @@ class _Schedule:
         self.region = new_region
         return steps
 
-    def all_gather(self, stage: int, regions_before: list[tuple[int, int]],
-                   first_only: bool = False) -> list[Step]:
+    def all_gather(
+        self, stage: int, regions_before: list[tuple[int, int]], first_only: bool = False
+    ) -> list[Step]:
         groups, method = self.stages[stage]
         p = len(groups[0])
         nsteps = 1 if method == "direct" or first_only else p - 1
@@ -164,8 +167,9 @@ def hierarchical(ctx: PlanContext) -> Candidate:
     for grouping in _groupings(len(dims)):
         groups_per_stage = [_stage_groups(flat, dims, stage) for stage in grouping]
         sizes = [len(g[0]) for g in groups_per_stage]
-        choices = [("ring", "direct") if p <= DIRECT_MAX_GROUP and p > 2 else ("ring",)
-                   for p in sizes]
+        choices = [
+            ("ring", "direct") if p <= DIRECT_MAX_GROUP and p > 2 else ("ring",) for p in sizes
+        ]
         for methods in itertools.product(*choices):
             stages = list(zip(groups_per_stage, methods, strict=True))
             whole = ctx.size_bytes < n or ctx.cost.switch_overhead
@@ -182,15 +186,23 @@ def hierarchical(ctx: PlanContext) -> Candidate:
             else:
                 continue
             if best is None or t < best.predicted_time_s:
-                desc = [{"group_size": p, "method": m, "dims": [("local", "host", "rack")[d]
-                         for d in _named_dims(full_dims, stage)]}
-                        for p, m, stage in zip(sizes, methods, grouping, strict=True)]
+                desc = [
+                    {
+                        "group_size": p,
+                        "method": m,
+                        "dims": [
+                            ("local", "host", "rack")[d] for d in _named_dims(full_dims, stage)
+                        ],
+                    }
+                    for p, m, stage in zip(sizes, methods, grouping, strict=True)
+                ]
                 best = Candidate("hierarchical", t, build, {"levels": desc})
     if best is None:
         raise InfeasibleError(
             f"hierarchical: {ctx.size_bytes} bytes over {n} ranks is fewer bytes than its "
             f"units, and every factorisation would build more than {PRICE_BUDGET} transfers "
-            "to price on 1-byte units")
+            "to price on 1-byte units"
+        )
     return best
 
 

@@ -112,8 +112,10 @@ class RankRoutes:
         self.physical = router.lat + REF_BYTES / router.bw
         # the graph's CSR layout, built once: a solve only puts its weights in (slot[k] is
         # where arc k's weight goes), the same matrix as built from (weights, (tail, head))
-        layout = csr_matrix((np.arange(1.0, len(self.arc) + 1), (self.tail, self.head)),
-                            shape=(self.size, self.size))
+        layout = csr_matrix(
+            (np.arange(1.0, len(self.arc) + 1), (self.tail, self.head)),
+            shape=(self.size, self.size),
+        )
         self._layout: tuple[np.ndarray, np.ndarray] | None = None
         if len(layout.data) == len(self.arc):  # else two arcs join the same nodes: summed
             self._layout = (layout.indices, layout.indptr)
@@ -137,8 +139,7 @@ class RankRoutes:
             data = np.empty(len(w))
             data[self._slot] = w
             graph = csr_matrix((data, *self._layout), shape=(self.size, self.size))
-        dist, pred = dijkstra(graph, directed=True, indices=self.sources,
-                              return_predecessors=True)
+        dist, pred = dijkstra(graph, directed=True, indices=self.sources, return_predecessors=True)
         cost = dist[:, self.targets]
         np.fill_diagonal(cost, 0.0)
         return cost, pred.tolist()
@@ -152,8 +153,9 @@ class RankRoutes:
         while node != src:
             node = row[node]
             if node < 0:
-                raise InfeasibleError(f"no route from {self.rank_names[i]!r} to "
-                                      f"{self.rank_names[j]!r}")
+                raise InfeasibleError(
+                    f"no route from {self.rank_names[i]!r} to {self.rank_names[j]!r}"
+                )
             out.append(node)
         out[-1] = targets[i]
         names = self.names
@@ -190,16 +192,18 @@ class QuickRoutes:
             ids = router.arcs(paths[i, j])
             rows.extend([k] * len(ids))
             cols.extend(ids)
-        self.incidence = csr_matrix((np.ones(len(rows)), (rows, cols)),
-                                    shape=(len(self.pairs), len(router.bw)))
+        self.incidence = csr_matrix(
+            (np.ones(len(rows)), (rows, cols)), shape=(len(self.pairs), len(router.bw))
+        )
         self.index = tuple(np.asarray(x) for x in zip(*self.pairs, strict=True))
         self.n = n
         self.physical = router.lat + REF_BYTES / router.bw
         self.cap_s = cap
 
     def solve(self, price: np.ndarray, tie: bool = True) -> tuple[np.ndarray, None]:
-        w = price + (TIE * self.physical * max(float(price.max()), 1.0 / self.physical.max())
-                     if tie else 0.0)
+        w = price + (
+            TIE * self.physical * max(float(price.max()), 1.0 / self.physical.max()) if tie else 0.0
+        )
         cost = np.full((self.n, self.n), np.inf)
         cost[self.index] = self.incidence @ w
         np.fill_diagonal(cost, 0.0)
@@ -209,8 +213,15 @@ class QuickRoutes:
         return self.paths[i, j]
 
 
-def _column(routes: RankRoutes | QuickRoutes, router, pred: list[list[int]] | None,
-            parent: np.ndarray, root: int, inward: bool, cache: dict) -> TreeColumn:
+def _column(
+    routes: RankRoutes | QuickRoutes,
+    router,
+    pred: list[list[int]] | None,
+    parent: np.ndarray,
+    root: int,
+    inward: bool,
+    cache: dict,
+) -> TreeColumn:
     """The tree of ``parent`` with its edges routed along ``pred`` (``cache``: one dict per
     set of routes, shared by the trees built on it)."""
     n = len(parent)
@@ -228,8 +239,9 @@ def _column(routes: RankRoutes | QuickRoutes, router, pred: list[list[int]] | No
             hit = cache[a * n + b] = (path, router.arcs(path))
         paths[v] = hit[0]
         extend(hit[1])
-    return TreeColumn(inward, root, parent, paths, np.asarray(arcs, dtype=np.int64),
-                      tree_depths(parent))
+    return TreeColumn(
+        inward, root, parent, paths, np.asarray(arcs, dtype=np.int64), tree_depths(parent)
+    )
 
 
 def _tree_costs(cost: np.ndarray, parents: np.ndarray) -> np.ndarray:
@@ -246,8 +258,9 @@ def hop_distances(cost: np.ndarray) -> np.ndarray:
     adj = csr_matrix(np.where(np.isfinite(cost) & (cost > 0), 1.0, 0.0))
     dist = dijkstra(adj, directed=True, unweighted=True)
     if not np.isfinite(dist).all():
-        raise InfeasibleError("packing: some rank cannot reach another without forwarding "
-                              "through a third rank")
+        raise InfeasibleError(
+            "packing: some rank cannot reach another without forwarding through a third rank"
+        )
     return dist.astype(np.int64)
 
 
@@ -258,9 +271,14 @@ class PackingLP:
     bound), or (optionally) after a stall: on degenerate LPs (full meshes) the duals keep
     pricing trees in long after the optimum is reached."""
 
-    def __init__(self, ctx: PlanContext, slack: int | None,
-                 routes: RankRoutes | QuickRoutes | None = None,
-                 start: list[TreeColumn] | None = None, floor: float = 0.0) -> None:
+    def __init__(
+        self,
+        ctx: PlanContext,
+        slack: int | None,
+        routes: RankRoutes | QuickRoutes | None = None,
+        start: list[TreeColumn] | None = None,
+        floor: float = 0.0,
+    ) -> None:
         self.ctx = ctx
         self.floor = floor  # s/byte no packing beats (the cut bound): meeting it ends the LP
         self.slack = slack
@@ -276,8 +294,9 @@ class PackingLP:
         self.master = Master(self.bw, self.n, primal=self.n > PRIMAL_ABOVE)
         self._add(list(start or ()))  # trees of a smaller slack fit this one's limits too
 
-    def _price(self, price: np.ndarray, duals: np.ndarray | None = None,
-               threshold: float = 0.0) -> list[TreeColumn]:
+    def _price(
+        self, price: np.ndarray, duals: np.ndarray | None = None, threshold: float = 0.0
+    ) -> list[TreeColumn]:
         """Every root's cheapest in-tree and out-tree it finds under ``price``; with
         ``duals`` (root rows, then the total row), only those whose reduced cost is below
         ``-threshold``."""
@@ -293,15 +312,22 @@ class PackingLP:
 
         def reduced(p_in: np.ndarray, p_out: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
             """Reduced costs of every root's in- and out-tree (rows of the parent arrays)."""
-            return (_tree_costs(cost.T, p_in) - duals[:n] - duals[n],
-                    _tree_costs(cost, p_out) + duals[:n])
+            return (
+                _tree_costs(cost.T, p_in) - duals[:n] - duals[n],
+                _tree_costs(cost, p_out) + duals[:n],
+            )
 
         if duals is None:
             red_in = red_out = np.full(n, -np.inf)
         else:
             red_in, red_out = reduced(parents_in, parents_out)
-        if (duals is not None and self.slack is None and n > EXACT_PRICING_ABOVE
-                and (red_in >= -threshold).all() and (red_out >= -threshold).all()):
+        if (
+            duals is not None
+            and self.slack is None
+            and n > EXACT_PRICING_ABOVE
+            and (red_in >= -threshold).all()
+            and (red_out >= -threshold).all()
+        ):
             # the greedy trees are not the cheapest on directed graphs (Prim's rule is exact
             # for symmetric costs only): before the unlimited LP counts as solved, every
             # root's exact cheapest trees (a 24-rank directed cluster: 1.26x -> 1.00x the
@@ -313,11 +339,11 @@ class PackingLP:
         cols = []
         for r in range(n):
             if red_in[r] < -threshold:
-                cols.append(_column(self.routes, self.router, pred, parents_in[r], r, True,
-                                    cache))
+                cols.append(_column(self.routes, self.router, pred, parents_in[r], r, True, cache))
             if red_out[r] < -threshold:
-                cols.append(_column(self.routes, self.router, pred, parents_out[r], r, False,
-                                    cache))
+                cols.append(
+                    _column(self.routes, self.router, pred, parents_out[r], r, False, cache)
+                )
         return cols
 
     def _add(self, cols: list[TreeColumn]) -> int:
@@ -326,8 +352,10 @@ class PackingLP:
         for col in cols:
             # the arcs, in rank order, fix the paths: each is a simple path from a rank to
             # its tree neighbour, so it ends where it first reaches that neighbour
-            key = (col.inward, col.root.to_bytes(4, "little") + col.parent.tobytes()
-                   + col.arcs.tobytes())
+            key = (
+                col.inward,
+                col.root.to_bytes(4, "little") + col.parent.tobytes() + col.arcs.tobytes(),
+            )
             if key in self._seen:
                 continue
             self._seen.add(key)
@@ -372,8 +400,7 @@ class PackingLP:
                 self.master.go_interior()
             if y.sum() <= 0 or theta <= self.floor * (1 + FLOOR_GAP):
                 break
-            if (stall and len(history) > stall
-                    and history[-1 - stall] - theta <= TOLERANCE * theta):
+            if stall and len(history) > stall and history[-1 - stall] - theta <= TOLERANCE * theta:
                 break
             cols = self._price(y, duals, TOLERANCE * self.objective)
             if not cols:
@@ -386,8 +413,13 @@ class PackingLP:
         if self.master.interior:
             theta, self.objective, share, y, _ = self.master.vertex()
         live = share > 1e-12
-        return Packing([t for t, x in zip(self.trees, live, strict=True) if x], share[live],
-                       theta, y, list(self.trees))
+        return Packing(
+            [t for t, x in zip(self.trees, live, strict=True) if x],
+            share[live],
+            theta,
+            y,
+            list(self.trees),
+        )
 
 
 def fluid_lower_bound(ctx: PlanContext, prices: np.ndarray, useless: float = 0.0) -> float:

@@ -32,8 +32,9 @@ def offsets(trees: list[TreeColumn]) -> tuple[int, int]:
     return h_in, h_out
 
 
-def _crossings(ctx: PlanContext, trees: list[TreeColumn], h_in: int
-               ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def _crossings(
+    ctx: PlanContext, trees: list[TreeColumn], h_in: int
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Every arc crossing as (arc, column, offset)."""
     arcs, cols, offs = [], [], []
     router = ctx.router
@@ -50,8 +51,9 @@ def _crossings(ctx: PlanContext, trees: list[TreeColumn], h_in: int
     return np.asarray(arcs), np.asarray(cols), np.asarray(offs)
 
 
-def balanced_packing(ctx: PlanContext, packing: Packing, trees: list[TreeColumn],
-                     pieces: int) -> Packing | None:
+def balanced_packing(
+    ctx: PlanContext, packing: Packing, trees: list[TreeColumn], pieces: int
+) -> Packing | None:
     """Shares over ``trees`` (every column the LP saw) minimising the pipeline's bandwidth
     time for ``pieces`` equal pieces; None when the LP is too large or fails."""
     h_in, h_out = offsets(trees)
@@ -66,11 +68,13 @@ def balanced_packing(ctx: PlanContext, packing: Packing, trees: list[TreeColumn]
     if na * (1 + 2 * fill) > MAX_ROWS:
         return None
     w = 1.0 / bw[used][pos]
-    per_off = [coo_matrix((w[off == k], (pos[off == k], col[off == k])), shape=(na, nt)).tocsr()
-               for k in range(depth)]
+    per_off = [
+        coo_matrix((w[off == k], (pos[off == k], col[off == k])), shape=(na, nt)).tocsr()
+        for k in range(depth)
+    ]
     blocks = [sum(per_off, csr_matrix((na, nt)))]
-    blocks += [sum(per_off[:s + 1], csr_matrix((na, nt))) for s in range(fill)]
-    blocks += [sum(per_off[depth - 1 - s:], csr_matrix((na, nt))) for s in range(fill)]
+    blocks += [sum(per_off[: s + 1], csr_matrix((na, nt))) for s in range(fill)]
+    blocks += [sum(per_off[depth - 1 - s :], csr_matrix((na, nt))) for s in range(fill)]
     nz = len(blocks)  # epigraph variables: theta, u_0.., v_0..
     scale = float(blocks[0].max()) or 1.0
     rows = []
@@ -86,11 +90,22 @@ def balanced_packing(ctx: PlanContext, packing: Packing, trees: list[TreeColumn]
     b_eq = np.zeros(n + 1)
     b_eq[n] = 1.0
     cost = np.concatenate([np.zeros(nt), [pieces - fill], np.ones(nz - 1)])
-    res = linprog(cost, A_ub=a_ub, b_ub=np.zeros(a_ub.shape[0]), A_eq=a_eq, b_eq=b_eq,
-                  bounds=[(0, None)] * (nt + nz), method="highs")
+    res = linprog(
+        cost,
+        A_ub=a_ub,
+        b_ub=np.zeros(a_ub.shape[0]),
+        A_eq=a_eq,
+        b_eq=b_eq,
+        bounds=[(0, None)] * (nt + nz),
+        method="highs",
+    )
     if res.status != 0:
         return None
     share = np.maximum(res.x[:nt], 0)
     live = share > 1e-9
-    return Packing([t for t, x in zip(trees, live, strict=True) if x], share[live],
-                   float(res.x[nt] * scale), packing.prices)
+    return Packing(
+        [t for t, x in zip(trees, live, strict=True) if x],
+        share[live],
+        float(res.x[nt] * scale),
+        packing.prices,
+    )

@@ -52,8 +52,9 @@ def _highs() -> highspy.Highs:
 class Master:
     """Incremental LP: ``add_trees`` columns, ``delete`` some, ``solve`` for shares and duals."""
 
-    def __init__(self, bw: np.ndarray, n: int, primal: bool = False,
-                 interior: bool = False, steps: int = 1) -> None:
+    def __init__(
+        self, bw: np.ndarray, n: int, primal: bool = False, interior: bool = False, steps: int = 1
+    ) -> None:
         self.bw = bw
         self.n = n
         self.steps = steps  # > 1: a row per (step, arc) and a time column per step
@@ -71,33 +72,49 @@ class Master:
         m = load_rows + n + 1
         lower = np.concatenate([np.full(load_rows, -inf), np.zeros(n), [1.0]])
         upper = np.concatenate([np.zeros(load_rows + n), [1.0]])
-        h.addRows(m, lower, upper, 0, np.zeros(0, dtype=np.int32), np.zeros(0, dtype=np.int32),
-                  np.zeros(0))
+        h.addRows(
+            m,
+            lower,
+            upper,
+            0,
+            np.zeros(0, dtype=np.int32),
+            np.zeros(0, dtype=np.int32),
+            np.zeros(0),
+        )
         for s in range(steps):
-            h.addCol(1.0, 0.0, inf, self.narcs,
-                     np.arange(s * self.narcs, (s + 1) * self.narcs, dtype=np.int32),
-                     -np.ones(self.narcs))
+            h.addCol(
+                1.0,
+                0.0,
+                inf,
+                self.narcs,
+                np.arange(s * self.narcs, (s + 1) * self.narcs, dtype=np.int32),
+                -np.ones(self.narcs),
+            )
         self.load_rows = load_rows
         self.cols = 0
         self.col_nnz: list[int] = []  # nonzeros of every tree column
 
-    def add_trees(self, trees: list[tuple[np.ndarray, int, bool]],
-                  steps: list[np.ndarray] | None = None,
-                  weights: list[np.ndarray] | None = None) -> None:
+    def add_trees(
+        self,
+        trees: list[tuple[np.ndarray, int, bool]],
+        steps: list[np.ndarray] | None = None,
+        weights: list[np.ndarray] | None = None,
+    ) -> None:
         """Tree columns (arcs, root, inward), in one call to HiGHS: each its arc crossings
         (at ``steps[k]``, one per crossing, when the LP has steps; each counting
         ``weights[k]`` of a crossing, default one), +1 in its root's row (-1 for an
         out-tree), +1 in the total row for an in-tree."""
         if not trees:
             return
-        rows = [t[0] if steps is None else steps[k] * self.narcs + t[0]
-                for k, t in enumerate(trees)]
+        rows = [
+            t[0] if steps is None else steps[k] * self.narcs + t[0] for k, t in enumerate(trees)
+        ]
         lengths = np.fromiter(map(len, rows), dtype=np.int64, count=len(rows))
         owner = np.repeat(np.arange(len(trees)), lengths)
-        keys, inv = np.unique(owner * self.load_rows + np.concatenate(rows),
-                              return_inverse=True)
-        counts = np.bincount(inv, weights=None if weights is None else np.concatenate(weights),
-                             minlength=len(keys))
+        keys, inv = np.unique(owner * self.load_rows + np.concatenate(rows), return_inverse=True)
+        counts = np.bincount(
+            inv, weights=None if weights is None else np.concatenate(weights), minlength=len(keys)
+        )
         ids = keys % self.load_rows
         vals = counts * (self.scale / self.bw[ids % self.narcs])
         cuts = np.searchsorted(keys // self.load_rows, np.arange(len(trees) + 1)).tolist()
@@ -116,9 +133,16 @@ class Master:
             self.col_nnz.append(hi - lo + len(extra))
         inf = highspy.kHighsInf
         k = len(trees)
-        self.h.addCols(k, np.zeros(k), np.zeros(k), np.full(k, inf), size, starts,
-                       np.concatenate(index).astype(np.int32),
-                       np.concatenate(value).astype(float))
+        self.h.addCols(
+            k,
+            np.zeros(k),
+            np.zeros(k),
+            np.full(k, inf),
+            size,
+            starts,
+            np.concatenate(index).astype(np.int32),
+            np.concatenate(value).astype(float),
+        )
         self.cols += k
 
     def delete(self, columns: list[int]) -> None:
@@ -176,5 +200,10 @@ class Master:
         k, rows = self.steps, self.load_rows
         prices = np.maximum(-dual[:rows], 0).reshape(k, self.narcs) * self.scale / self.bw
         objective = float(x[:k].sum())
-        return (objective / self.scale, objective, np.maximum(x[k:], 0),
-                prices[0] if k == 1 else prices, dual[rows:])
+        return (
+            objective / self.scale,
+            objective,
+            np.maximum(x[k:], 0),
+            prices[0] if k == 1 else prices,
+            dual[rows:],
+        )

@@ -35,13 +35,21 @@ class OrbitWindowLP(WindowLP):
     """``WindowLP`` over the orbits of ``group``: one piece (the interior point's central
     duals, then ``solve_basic``) or ``pieces`` (primal simplex, as the full pieced LP)."""
 
-    def __init__(self, ctx: PlanContext, routes: RankRoutes | QuickRoutes, slack: int,
-                 start: list[TreeColumn], group: Group, pieces: int = 1,
-                 start_pieces: list[list[int]] | None = None) -> None:
+    def __init__(
+        self,
+        ctx: PlanContext,
+        routes: RankRoutes | QuickRoutes,
+        slack: int,
+        start: list[TreeColumn],
+        group: Group,
+        pieces: int = 1,
+        start_pieces: list[list[int]] | None = None,
+    ) -> None:
         super().__init__(ctx, routes, slack, [], pieces)
         self.group = group
-        _, self.arc_orbit, arc_size = np.unique(group.arc_orbits(), return_inverse=True,
-                                                return_counts=True)
+        _, self.arc_orbit, arc_size = np.unique(
+            group.arc_orbits(), return_inverse=True, return_counts=True
+        )
         self.arc_weight = 1.0 / arc_size[self.arc_orbit]  # per arc: 1 / |its orbit|
         orbit_of = group.rank_orbits()
         reps, self.root_orbit = np.unique(orbit_of, return_inverse=True)
@@ -50,8 +58,9 @@ class OrbitWindowLP(WindowLP):
         # tie), and its trees are taken to its orbit's first root by an element that maps it
         # there: more columns a round than the first root's alone (a 64-rank torus: 1.034x
         # -> 1.00x the floor)
-        self.to_rep = [int(np.nonzero(group.ranks[:, r] == orbit_of[r])[0][0])
-                       for r in range(self.n)]
+        self.to_rep = [
+            int(np.nonzero(group.ranks[:, r] == orbit_of[r])[0][0]) for r in range(self.n)
+        ]
         bw = np.zeros(len(arc_size))
         bw[self.arc_orbit] = self.bw
         self.orbits = len(reps)
@@ -71,9 +80,13 @@ class OrbitWindowLP(WindowLP):
     def _add_columns(self, cols: list[tuple[TreeColumn, int]]) -> None:
         """The columns on the rows of their arcs' orbits, each crossing 1 / |orbit|."""
         self.master.add_trees(
-            [(self.arc_orbit[c.arcs], p * self.orbits + int(self.root_orbit[c.root]), c.inward)
-             for c, p in cols],
-            [self._steps(c, p) for c, p in cols], [self.arc_weight[c.arcs] for c, _ in cols])
+            [
+                (self.arc_orbit[c.arcs], p * self.orbits + int(self.root_orbit[c.root]), c.inward)
+                for c, p in cols
+            ],
+            [self._steps(c, p) for c, p in cols],
+            [self.arc_weight[c.arcs] for c, _ in cols],
+        )
 
     def solve_basic(self, rounds: int, beat: float = np.inf) -> Packing | None:
         """``solve`` (no budget; abandoned as ``WindowLP.solve`` is against ``beat``), then
@@ -94,16 +107,18 @@ class OrbitWindowLP(WindowLP):
         reduced cost), a (piece, root)'s dual its (piece, orbit)'s."""
         return self._expanded(*super()._solve(budget))
 
-    def _expanded(self, theta: float, obj: float, share: np.ndarray, prices: np.ndarray,
-                  duals: np.ndarray) -> tuple[float, float, np.ndarray, np.ndarray, np.ndarray]:
+    def _expanded(
+        self, theta: float, obj: float, share: np.ndarray, prices: np.ndarray, duals: np.ndarray
+    ) -> tuple[float, float, np.ndarray, np.ndarray, np.ndarray]:
         per_arc = prices[:, self.arc_orbit] * self.arc_weight[None, :]
         rows = np.arange(self.pieces)[:, None] * self.orbits + self.root_orbit[None, :]
         per_root = np.concatenate([duals[rows.ravel()], duals[-1:]])
         return theta, obj, share, per_arc, per_root
 
 
-def image(col: TreeColumn, group: Group, k: int, ctx: PlanContext,
-          memo: dict | None = None) -> TreeColumn:
+def image(
+    col: TreeColumn, group: Group, k: int, ctx: PlanContext, memo: dict | None = None
+) -> TreeColumn:
     """``col`` mapped by element k of ``group``; ``memo`` keeps each (k, path)'s image and
     its arcs from call to call (the trees of a packing share most of their paths)."""
     index = group.index
@@ -122,8 +137,14 @@ def image(col: TreeColumn, group: Group, k: int, ctx: PlanContext,
                 mapped = tuple(group.nodes[perm[index[u]]] for u in col.paths[v])
                 hit = memo[(k, col.paths[v])] = (mapped, ctx.router.arcs(mapped))
             paths[rmap[v]], arcs[rmap[v]] = hit
-    return TreeColumn(col.inward, int(rmap[col.root]), parent, paths,
-                      np.asarray([a for a_v in arcs for a in a_v], dtype=np.int64), depth)
+    return TreeColumn(
+        col.inward,
+        int(rmap[col.root]),
+        parent,
+        paths,
+        np.asarray([a for a_v in arcs for a in a_v], dtype=np.int64),
+        depth,
+    )
 
 
 def expand(found: Packing, group: Group, ctx: PlanContext) -> Packing:
@@ -132,8 +153,9 @@ def expand(found: Packing, group: Group, ctx: PlanContext) -> Packing:
     return expand_pieces(found, np.zeros(len(found.trees), dtype=np.int64), group, ctx)[0]
 
 
-def expand_pieces(found: Packing, pieces: np.ndarray, group: Group, ctx: PlanContext
-                  ) -> tuple[Packing, np.ndarray]:
+def expand_pieces(
+    found: Packing, pieces: np.ndarray, group: Group, ctx: PlanContext
+) -> tuple[Packing, np.ndarray]:
     """``expand`` for trees that run in the pieces ``pieces`` (a copy keeps its tree's
     piece; copies merge only within a piece): the packing and each copy's piece."""
     trees: dict[tuple, TreeColumn] = {}
@@ -149,9 +171,12 @@ def expand_pieces(found: Packing, pieces: np.ndarray, group: Group, ctx: PlanCon
             trees.setdefault(key, mapped)
             shares[key] = shares.get(key, 0.0) + x / group.order
     keys = list(trees)
-    return (Packing([trees[k] for k in keys], np.array([shares[k] for k in keys]),
-                    found.theta, found.prices),
-            np.array([k[0] for k in keys], dtype=np.int64))
+    return (
+        Packing(
+            [trees[k] for k in keys], np.array([shares[k] for k in keys]), found.theta, found.prices
+        ),
+        np.array([k[0] for k in keys], dtype=np.int64),
+    )
 
 
 def strong_group(ctx: PlanContext) -> Group | None:
@@ -163,8 +188,9 @@ def strong_group(ctx: PlanContext) -> Group | None:
     return group
 
 
-def best_orbit_packing(ctx: PlanContext, table: dict, count: int, beat: float = np.inf
-                       ) -> tuple[tuple, Packing] | None:
+def best_orbit_packing(
+    ctx: PlanContext, table: dict, count: int, beat: float = np.inf
+) -> tuple[tuple, Packing] | None:
     """The orbit LP of the ``count`` packings of least fluid time in ``table`` (forest_any's
     packings; their trees start it), solved where the topology's automorphisms leave at most
     1/ORBIT_SHARE as many rank orbits as ranks: (key, the packing of least one-piece
@@ -178,8 +204,7 @@ def best_orbit_packing(ctx: PlanContext, table: dict, count: int, beat: float = 
     best: tuple[float, tuple, Packing] | None = None
     for key in sorted(table, key=lambda k: (table[k].theta, str(k)))[:count]:
         slack = n if key[1] is None else key[1]
-        lp = OrbitWindowLP(ctx, ctx.memo["packing_routes"][key[0]], slack, table[key].pool,
-                           group)
+        lp = OrbitWindowLP(ctx, ctx.memo["packing_routes"][key[0]], slack, table[key].pool, group)
         found = lp.solve_basic(ROUNDS, beat)
         if found is None or len(found.trees) * group.order * (n - 1) > MAX_TRANSFERS:
             continue

@@ -46,8 +46,9 @@ def window_program(found: Packing, offsets: np.ndarray, height: int, units: int)
             continue
         for pair in pair_trees(Packing(trees, share, found.theta, found.prices)):
             pairs.append((int(p), pair, pair.share * weight))
-    per_pair = round_to_total(np.array([w for _, _, w in pairs]) * units
-                              / sum(w for _, _, w in pairs), units)
+    per_pair = round_to_total(
+        np.array([w for _, _, w in pairs]) * units / sum(w for _, _, w in pairs), units
+    )
     last = max(p for p, _, _ in pairs)
     steps: list[Step] = [[] for _ in range(last + 2 * height)]
     base = 0
@@ -60,11 +61,13 @@ def window_program(found: Packing, offsets: np.ndarray, height: int, units: int)
         for v, q in enumerate(red.parent):
             if q >= 0:
                 steps[p + height - int(red.depth[v])].append(
-                    Transfer(v, int(q), a, b, True, red.paths[v]))
+                    Transfer(v, int(q), a, b, True, red.paths[v])
+                )
         for v, q in enumerate(bc.parent):
             if q >= 0:
                 steps[p + height + int(bc.depth[v]) - 1].append(
-                    Transfer(int(q), v, a, b, False, bc.paths[v]))
+                    Transfer(int(q), v, a, b, False, bc.paths[v])
+                )
     return Program(units, [s for s in steps if s])
 
 
@@ -76,14 +79,21 @@ class WindowProgram:
     height: int
 
 
-def pieced_window(ctx: PlanContext, routes: RankRoutes | QuickRoutes, slack: int,
-                  start: list[TreeColumn], units: int, beat_s: float = np.inf,
-                  budget: Budget | None = None,
-                  lp_of: Callable[..., WindowLP] = WindowLP,
-                  max_transfers: int = 1 << 62, rounds: int = ROUNDS,
-                  max_columns: int = PIECES_MAX_COLUMNS, round_cap: int | None = None,
-                  progress: Callable[[int, float], None] | None = None
-                  ) -> WindowProgram | None:
+def pieced_window(
+    ctx: PlanContext,
+    routes: RankRoutes | QuickRoutes,
+    slack: int,
+    start: list[TreeColumn],
+    units: int,
+    beat_s: float = np.inf,
+    budget: Budget | None = None,
+    lp_of: Callable[..., WindowLP] = WindowLP,
+    max_transfers: int = 1 << 62,
+    rounds: int = ROUNDS,
+    max_columns: int = PIECES_MAX_COLUMNS,
+    round_cap: int | None = None,
+    progress: Callable[[int, float], None] | None = None,
+) -> WindowProgram | None:
     """The fastest program of the pieced step-priced LP over PIECES piece counts, each LP
     starting from the trees of the one before (each tree in the two pieces its piece splits
     into). The next count is tried while the last one's program gained PIECES_GAIN over the
@@ -105,17 +115,22 @@ def pieced_window(ctx: PlanContext, routes: RankRoutes | QuickRoutes, slack: int
             break
         lp = lp_of(ctx, routes, slack, start, pieces=pieces, start_pieces=split)
         lp.round_cap = round_cap
-        found = lp.solve(rounds, beat=beat_s / size,
-                         floor=floor_s / size * (1 + PIECES_FLOOR_GAP),
-                         max_columns=max_columns, budget=budget)
+        found = lp.solve(
+            rounds,
+            beat=beat_s / size,
+            floor=floor_s / size * (1 + PIECES_FLOOR_GAP),
+            max_columns=max_columns,
+            budget=budget,
+        )
         if found is None:
             break
         trees, offsets = lp.program_trees(found)
         if len(trees.trees) * 2 * (len(ctx.ranks) - 1) > max_transfers:  # pairs <= trees
             break
         program = window_program(trees, offsets, lp.height, units)
-        mine = WindowProgram(ctx.cost.program_time(ctx.ranks, program, size), program,
-                             pieces, lp.height)
+        mine = WindowProgram(
+            ctx.cost.program_time(ctx.ranks, program, size), program, pieces, lp.height
+        )
         if progress is not None:
             progress(pieces, mine.time_s)
         if mine.time_s >= last_s * (1 - PIECES_GAIN) or len(lp.trees) > max_columns:

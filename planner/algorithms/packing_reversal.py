@@ -48,9 +48,15 @@ class ReversedLP(pw.WindowLP):
     """``WindowLP`` with pieces, over the orbits of time reversal (see the module text);
     ValueError where the topology has no reversal symmetry (``reverse_arcs``)."""
 
-    def __init__(self, ctx: PlanContext, routes: RankRoutes | QuickRoutes, slack: int,
-                 start: list[TreeColumn], pieces: int = 1,
-                 start_pieces: list[list[int]] | None = None) -> None:
+    def __init__(
+        self,
+        ctx: PlanContext,
+        routes: RankRoutes | QuickRoutes,
+        slack: int,
+        start: list[TreeColumn],
+        pieces: int = 1,
+        start_pieces: list[list[int]] | None = None,
+    ) -> None:
         super().__init__(ctx, routes, slack, [], pieces)
         rev = reverse_arcs(ctx)
         if rev is None:
@@ -68,8 +74,9 @@ class ReversedLP(pw.WindowLP):
     def _reversed(self, col: TreeColumn, inward: bool) -> TreeColumn:
         paths = [tuple(reversed(p)) if p else () for p in col.paths]
         arcs = [a for p in paths if p for a in self.ctx.router.arcs(p)]
-        return TreeColumn(inward, col.root, col.parent, paths,
-                          np.asarray(arcs, dtype=np.int64), col.depth)
+        return TreeColumn(
+            inward, col.root, col.parent, paths, np.asarray(arcs, dtype=np.int64), col.depth
+        )
 
     def _canonical(self, col: TreeColumn, piece: int) -> tuple[TreeColumn, int]:
         """Out-trees enter as the in-trees they reverse, in the mirrored piece."""
@@ -96,54 +103,65 @@ class ReversedLP(pw.WindowLP):
                 val.append(1.0 if p == q else -1.0)
             idx.append(m.load_rows + m.n)
             val.append(1.0)
-            m.h.addCol(0.0, 0.0, highspy.kHighsInf, len(idx), np.asarray(idx, dtype=np.int32),
-                       np.asarray(val, dtype=float))
+            m.h.addCol(
+                0.0,
+                0.0,
+                highspy.kHighsInf,
+                len(idx),
+                np.asarray(idx, dtype=np.int32),
+                np.asarray(val, dtype=float),
+            )
             m.cols += 1
             m.col_nnz.append(len(idx))
 
-    def _solve(self, budget: pw.Budget) -> tuple[float, float, np.ndarray, np.ndarray,
-                                                 np.ndarray]:
+    def _solve(self, budget: pw.Budget) -> tuple[float, float, np.ndarray, np.ndarray, np.ndarray]:
         """The weighted objective, prices per (step, arc) and duals per (piece, root) of the
         full LP's time-symmetric optimum."""
         _, _, share, prices, duals = super()._solve(budget)
-        x = np.asarray(self.master.h.getSolution().col_value)[:len(self.weight)]
+        x = np.asarray(self.master.h.getSolution().col_value)[: len(self.weight)]
         obj = float((x * self.weight).sum())
         last, n, pieces = self.steps - 1, self.n, self.pieces
         full = np.zeros((self.steps, len(self.bw)))
         for s in range(self.steps):
             q = min(s, last - s)
-            full[s] = prices[q] if s < last - s else prices[q][self.rev] if s > last - s \
+            full[s] = (
+                prices[q]
+                if s < last - s
+                else prices[q][self.rev]
+                if s > last - s
                 else prices[q] + prices[q][self.rev]
+            )
         root = np.zeros(pieces * n + 1)
         for p in range(pieces):
             q = min(p, pieces - 1 - p)
             if p != pieces - 1 - p:
-                root[p * n:(p + 1) * n] = (1 if p == q else -1) * duals[q * n:(q + 1) * n]
+                root[p * n : (p + 1) * n] = (1 if p == q else -1) * duals[q * n : (q + 1) * n]
         root[-1] = duals[-1]
         return obj / self.master.scale, obj, share, full, root
 
-    def _price(self, prices: np.ndarray, duals: np.ndarray, threshold: float
-               ) -> list[tuple[TreeColumn, int]]:
+    def _price(
+        self, prices: np.ndarray, duals: np.ndarray, threshold: float
+    ) -> list[tuple[TreeColumn, int]]:
         """In-trees of every root and piece whose reduced cost is below ``-threshold`` (the
         ``round_cap`` most negative)."""
         n, h = self.n, self.height
         costs, preds = zip(*(self.routes.solve(w) for w in prices), strict=True)
         total = duals[n * self.pieces]
-        steps_in = np.arange(self.pieces)[:, None] + np.concatenate(
-            [[0], h - np.arange(1, h + 1)])
-        parents, tree_cost = layered_trees_costed(np.stack(costs).transpose(0, 2, 1), steps_in,
-                                                  self.limits[0])
+        steps_in = np.arange(self.pieces)[:, None] + np.concatenate([[0], h - np.arange(1, h + 1)])
+        parents, tree_cost = layered_trees_costed(
+            np.stack(costs).transpose(0, 2, 1), steps_in, self.limits[0]
+        )
         out, cache = [], {}
         for p in range(self.pieces):
             for r in range(n):
                 if tree_cost[p][r] - duals[p * n + r] - total >= -threshold:
                     continue
                 if isinstance(self.routes, QuickRoutes):
-                    col = _column(self.routes, self.ctx.router, None, parents[p][r], r, True,
-                                  cache)
+                    col = _column(self.routes, self.ctx.router, None, parents[p][r], r, True, cache)
                 else:
-                    col = pw._layered_column(self.routes, self.ctx.router, preds,
-                                             parents[p][r], r, True, steps_in[p])
+                    col = pw._layered_column(
+                        self.routes, self.ctx.router, preds, parents[p][r], r, True, steps_in[p]
+                    )
                 red = float(prices[self._steps(col, p), col.arcs].sum())
                 red -= duals[p * n + r] + total
                 if red < -threshold:

@@ -84,8 +84,7 @@ class PairSchedule:
                     items.append((self.h_in - int(red.depth[v]), v, int(q), True, red.paths[v]))
             for v, q in enumerate(bc.parent):
                 if q >= 0:
-                    items.append((self.h_in + int(bc.depth[v]) - 1, int(q), v, False,
-                                  bc.paths[v]))
+                    items.append((self.h_in + int(bc.depth[v]) - 1, int(q), v, False, bc.paths[v]))
             self.transfers.append(items)
             for off, _, _, _, path in items:
                 hit = seen.get(path)
@@ -138,16 +137,24 @@ class PairSchedule:
         a_ub = hstack([use / scale, coo_matrix(-np.ones((len(used), 1)))]).tocsr()
         cost = np.zeros(npairs + 1)
         cost[-1] = 1.0
-        res = linprog(cost, A_ub=a_ub, b_ub=np.zeros(len(used)),
-                      A_eq=np.concatenate([np.ones(npairs), [0.0]])[None, :], b_eq=[1.0],
-                      bounds=[(0, None)] * (npairs + 1), method="highs")
-        w = (np.maximum(res.x[:npairs], 0) if res.status == 0
-             else np.array([p.share for p in self.pairs]))
+        res = linprog(
+            cost,
+            A_ub=a_ub,
+            b_ub=np.zeros(len(used)),
+            A_eq=np.concatenate([np.ones(npairs), [0.0]])[None, :],
+            b_eq=[1.0],
+            bounds=[(0, None)] * (npairs + 1),
+            method="highs",
+        )
+        w = (
+            np.maximum(res.x[:npairs], 0)
+            if res.status == 0
+            else np.array([p.share for p in self.pairs])
+        )
         w = w / w.sum()
         return w, float((use @ w).max())
 
-    def piece_units(self, shares: np.ndarray, fracs: np.ndarray, units: int
-                    ) -> np.ndarray:
+    def piece_units(self, shares: np.ndarray, fracs: np.ndarray, units: int) -> np.ndarray:
         """Units of every pair in every piece of ``build`` (pieces x pairs)."""
         live = np.nonzero(shares > 0)[0]
         per_pair = round_to_total(shares[live] * units / shares[live].sum(), units)
@@ -155,8 +162,9 @@ class PairSchedule:
         out[:, live] = piece_units(per_pair, fracs)
         return out
 
-    def program_time(self, shares: np.ndarray, fracs: np.ndarray, units: int,
-                     size: float) -> float | None:
+    def program_time(
+        self, shares: np.ndarray, fracs: np.ndarray, units: int, size: float
+    ) -> float | None:
         """The cost model's time of ``build(shares, fracs, units)`` without building it
         (hundreds of thousands of transfers at 64 ranks): every crossing of every piece's
         transfers, loads per (step, arc), each step's slowest crossing plus its path's
@@ -171,8 +179,12 @@ class PairSchedule:
         # each group's slowest path latency among the pairs a piece carries (pieces differ
         # only where a pair's share rounds to no units in some of them)
         patterns, which = np.unique(sizes > 0, axis=0, return_inverse=True)
-        lat_of = np.stack([lat[row].max(axis=0) if row.any()
-                           else np.full(lat.shape[1], -np.inf) for row in patterns])
+        lat_of = np.stack(
+            [
+                lat[row].max(axis=0) if row.any() else np.full(lat.shape[1], -np.inf)
+                for row in patterns
+            ]
+        )
         lat_of = lat_of[which.ravel()]
         pieces, bw = len(fracs), self.ctx.router.bw
         steps = pieces + self.columns - 1
@@ -181,9 +193,10 @@ class PairSchedule:
         for k in range(self.columns):  # piece p runs offset k at step p + k
             mine = np.flatnonzero(off_of == k)
             arcs = arc_of[mine]  # distinct: one group per (arc, offset)
-            step_units[k:k + pieces, arcs] += units_of[:, mine]
-            step_lat[k:k + pieces, arcs] = np.maximum(step_lat[k:k + pieces, arcs],
-                                                      lat_of[:, mine])
+            step_units[k : k + pieces, arcs] += units_of[:, mine]
+            step_lat[k : k + pieces, arcs] = np.maximum(
+                step_lat[k : k + pieces, arcs], lat_of[:, mine]
+            )
         finish = step_units * (size / units) / bw[None, :] + step_lat
         per_step = finish.max(axis=1)
         busy = per_step[np.isfinite(per_step)]
@@ -201,8 +214,12 @@ class PairSchedule:
             count = np.bincount(flat, minlength=shape[0] * shape[1]).reshape(shape)
             lat = np.full(shape[0] * shape[1], -np.inf)
             np.maximum.at(lat, flat, plat)
-            self._grouped = (keys // self.columns, keys % self.columns,
-                             count.astype(np.float64), lat.reshape(shape))
+            self._grouped = (
+                keys // self.columns,
+                keys % self.columns,
+                count.astype(np.float64),
+                lat.reshape(shape),
+            )
         return self._grouped
 
     def build(self, shares: np.ndarray, fracs: np.ndarray, units: int) -> Program:
@@ -222,4 +239,3 @@ class PairSchedule:
                 for off, src, dst, red, path in self.transfers[j]:
                     add[p + off](make(Transfer, (src, dst, a, b, red, path)))
         return Program(units, [s for s in steps if s])
-

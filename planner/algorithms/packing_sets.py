@@ -92,9 +92,13 @@ def _floor(ctx: PlanContext) -> float:
     return fluid_floor(ctx) if len(ctx.ranks) > FLOOR_ABOVE else 0.0
 
 
-def _route_set_packings(ctx: PlanContext, name: str, routes: RankRoutes | QuickRoutes,
-                        floor: float, cancel: threading.Event | None = None
-                        ) -> dict[tuple[str, int | None], Packing]:
+def _route_set_packings(
+    ctx: PlanContext,
+    name: str,
+    routes: RankRoutes | QuickRoutes,
+    floor: float,
+    cancel: threading.Event | None = None,
+) -> dict[tuple[str, int | None], Packing]:
     """The packings of one route set, each depth slack's LP starting from the trees of the
     one before (``cancel``: stop before the next LP; the result is then incomplete)."""
     out: dict[tuple[str, int | None], Packing] = {}
@@ -105,8 +109,12 @@ def _route_set_packings(ctx: PlanContext, name: str, routes: RankRoutes | QuickR
             break
         if slack is None and name == "short":
             continue
-        if (slack is None and large and start
-                and min(p.theta for p in out.values()) <= floor * (1 + UNLIMITED_GAP)):
+        if (
+            slack is None
+            and large
+            and start
+            and min(p.theta for p in out.values()) <= floor * (1 + UNLIMITED_GAP)
+        ):
             continue  # deep trees fill for longer than the little they could gain
         lp = PackingLP(ctx, slack, routes, start, floor)
         stall = STALL_ROUNDS if large else STALL_MID if len(ctx.ranks) > FLOOR_ABOVE else None

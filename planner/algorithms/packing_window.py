@@ -57,9 +57,15 @@ class WindowLP:
     """Column generation of step-priced packings of ``pieces`` pieces (1: one piece) whose
     trees are at most ``height`` deep."""
 
-    def __init__(self, ctx: PlanContext, routes: RankRoutes | QuickRoutes, slack: int,
-                 start: list[TreeColumn], pieces: int = 1,
-                 start_pieces: list[list[int]] | None = None) -> None:
+    def __init__(
+        self,
+        ctx: PlanContext,
+        routes: RankRoutes | QuickRoutes,
+        slack: int,
+        start: list[TreeColumn],
+        pieces: int = 1,
+        start_pieces: list[list[int]] | None = None,
+    ) -> None:
         """``start``: trees to start from, each in every piece or, with ``start_pieces``,
         in the pieces listed for it."""
         self.ctx = ctx
@@ -68,8 +74,7 @@ class WindowLP:
         self.bw = ctx.router.bw
         cost, _ = routes.solve(1.0 / self.bw)
         hops = hop_distances(cost)
-        self.limits = (np.minimum(hops.T + slack, self.n - 1),
-                       np.minimum(hops + slack, self.n - 1))
+        self.limits = (np.minimum(hops.T + slack, self.n - 1), np.minimum(hops + slack, self.n - 1))
         self.height = int(min(self.limits[1].max(), self.n - 1))
         self.pieces = pieces
         self.steps = 2 * self.height + pieces - 1
@@ -85,13 +90,18 @@ class WindowLP:
         self.master = Master(self.bw, self.n * pieces, primal=True, steps=self.steps)
         self._add_start(start, start_pieces)
 
-    def _add_start(self, start: list[TreeColumn], start_pieces: list[list[int]] | None
-                   ) -> None:
+    def _add_start(self, start: list[TreeColumn], start_pieces: list[list[int]] | None) -> None:
         """The start trees no deeper than the LP's height, each in every piece or in the
         pieces ``start_pieces`` lists for it."""
         every = list(range(self.pieces))
-        self._add_all([(col, p) for j, col in enumerate(start) if col.height <= self.height
-                       for p in (every if start_pieces is None else start_pieces[j])])
+        self._add_all(
+            [
+                (col, p)
+                for j, col in enumerate(start)
+                if col.height <= self.height
+                for p in (every if start_pieces is None else start_pieces[j])
+            ]
+        )
 
     def _add_all(self, cols: list[tuple[TreeColumn, int]]) -> int:
         """The (tree, piece) columns the LP does not have yet, into the master in one call
@@ -99,8 +109,12 @@ class WindowLP:
         new = []
         for col, piece in cols:
             col, piece = self._canonical(col, piece)
-            key = (b"i" if col.inward else b"o") + bytes([piece % 256, piece // 256]) + \
-                col.parent.tobytes() + b"".join("|".join(p).encode() for p in col.paths)
+            key = (
+                (b"i" if col.inward else b"o")
+                + bytes([piece % 256, piece // 256])
+                + col.parent.tobytes()
+                + b"".join("|".join(p).encode() for p in col.paths)
+            )
             if key in self._seen:
                 continue
             self._seen.add(key)
@@ -118,8 +132,10 @@ class WindowLP:
 
     def _add_columns(self, cols: list[tuple[TreeColumn, int]]) -> None:
         """The (tree, piece) columns, into the master in one call."""
-        self.master.add_trees([(c.arcs, p * self.n + c.root, c.inward) for c, p in cols],
-                              [self._steps(c, p) for c, p in cols])
+        self.master.add_trees(
+            [(c.arcs, p * self.n + c.root, c.inward) for c, p in cols],
+            [self._steps(c, p) for c, p in cols],
+        )
 
     def _steps(self, col: TreeColumn, piece: int = 0) -> np.ndarray:
         """The step of every crossing of ``col`` run as ``piece`` (aligned with
@@ -129,8 +145,9 @@ class WindowLP:
         for v, path in enumerate(col.paths):
             if path:
                 k = int(col.depth[v])
-                out.extend([piece + (h - k if col.inward else h + k - 1)]
-                           * len(self.ctx.router.arcs(path)))
+                out.extend(
+                    [piece + (h - k if col.inward else h + k - 1)] * len(self.ctx.router.arcs(path))
+                )
         return np.asarray(out, dtype=np.int64)
 
     def _prune(self, share: np.ndarray) -> bool:
@@ -147,8 +164,7 @@ class WindowLP:
             self._seen.difference_update(self.keys[j] for j in drop)
             self.master.delete(drop)
             for name in ("trees", "offsets", "keys", "idle"):
-                setattr(self, name, [x for j, x in enumerate(getattr(self, name))
-                                     if j not in gone])
+                setattr(self, name, [x for j, x in enumerate(getattr(self, name)) if j not in gone])
         return bool(drop)
 
     def _solve(self, budget: Budget) -> tuple[float, float, np.ndarray, np.ndarray, np.ndarray]:
@@ -165,8 +181,9 @@ class WindowLP:
             if self.master.at_limit():
                 budget.left = min(budget.left, 0.0)  # spent: the solve stopped at the limit
 
-    def _price(self, prices: np.ndarray, duals: np.ndarray, threshold: float
-               ) -> list[tuple[TreeColumn, int]]:
+    def _price(
+        self, prices: np.ndarray, duals: np.ndarray, threshold: float
+    ) -> list[tuple[TreeColumn, int]]:
         """Every root's and piece's priced in- and out-tree whose reduced cost is below
         ``-threshold``, with its piece."""
         n, h = self.n, self.height
@@ -185,30 +202,34 @@ class WindowLP:
         piece = np.arange(self.pieces)[:, None]
         steps_in = piece + np.concatenate([[0], h - np.arange(1, h + 1)])
         steps_out = piece + np.concatenate([[0], h + np.arange(1, h + 1) - 1])
-        all_in, all_cost_in = layered_trees_costed(cost.transpose(0, 2, 1), steps_in,
-                                                   self.limits[0])
+        all_in, all_cost_in = layered_trees_costed(
+            cost.transpose(0, 2, 1), steps_in, self.limits[0]
+        )
         all_out, all_cost_out = layered_trees_costed(cost, steps_out, self.limits[1])
         for p in range(self.pieces):
             step_in, step_out = steps_in[p], steps_out[p]
             parents_in, cost_in = all_in[p], all_cost_in[p]
             parents_out, cost_out = all_out[p], all_cost_out[p]
-            duals_p = duals[p * n:(p + 1) * n]
+            duals_p = duals[p * n : (p + 1) * n]
             # the trees' costs as layered_trees summed them, over the routes' prices plus
             # their tie-breaks: a column is built (and its reduced cost summed over its arcs,
             # as before) only where this one, less at most ``ties``, prices in
             near_in = cost_in - duals_p - total < -threshold + ties
             near_out = cost_out + duals_p < -threshold + ties
             for r in self.price_roots:
-                for inward, parents, steps, near in ((True, parents_in, step_in, near_in),
-                                                     (False, parents_out, step_out, near_out)):
+                for inward, parents, steps, near in (
+                    (True, parents_in, step_in, near_in),
+                    (False, parents_out, step_out, near_out),
+                ):
                     if not near[r]:
                         continue
                     par = parents[r]
                     if isinstance(self.routes, QuickRoutes):  # one route per pair, any step
                         col = _column(self.routes, self.ctx.router, None, par, r, inward, cache)
                     else:
-                        col = _layered_column(self.routes, self.ctx.router, preds, par, r,
-                                              inward, steps)
+                        col = _layered_column(
+                            self.routes, self.ctx.router, preds, par, r, inward, steps
+                        )
                     red = float(prices[self._steps(col, p), col.arcs].sum())
                     dual = duals[p * n + r]
                     red += -dual - total if inward else dual
@@ -216,19 +237,23 @@ class WindowLP:
                         out.append((red, col, p))
         return self._keep(out)
 
-    def _keep(self, priced: list[tuple[float, TreeColumn, int]]
-              ) -> list[tuple[TreeColumn, int]]:
+    def _keep(self, priced: list[tuple[float, TreeColumn, int]]) -> list[tuple[TreeColumn, int]]:
         """The (tree, piece) columns of ``priced`` (reduced cost, tree, piece) that enter:
         all, in order, or the ``round_cap`` of least reduced cost (a 64-piece master's simplex
         slows with every column it holds)."""
         if self.round_cap is not None and len(priced) > self.round_cap:
-            order = sorted(range(len(priced)), key=lambda j: priced[j][0])[:self.round_cap]
+            order = sorted(range(len(priced)), key=lambda j: priced[j][0])[: self.round_cap]
             priced = [priced[j] for j in sorted(order)]
         return [(col, p) for _, col, p in priced]
 
-    def solve(self, rounds: int = ROUNDS, beat: float = np.inf, floor: float = 0.0,
-              max_columns: int | None = None, budget: Budget | None = None
-              ) -> Packing | None:
+    def solve(
+        self,
+        rounds: int = ROUNDS,
+        beat: float = np.inf,
+        floor: float = 0.0,
+        max_columns: int | None = None,
+        budget: Budget | None = None,
+    ) -> Packing | None:
         """The LP over the start trees and those priced in; None where it is too large, or
         where after ABANDON_AFTER rounds its bandwidth time per byte is still ABANDON_ABOVE
         times ``beat`` (the best program found by other means, per byte of buffer): the LP's
@@ -241,8 +266,9 @@ class WindowLP:
         if not self.trees or self.steps * len(self.bw) > MAX_ROWS:
             return None
         try:
-            return self._generate(rounds, beat, floor, max_columns or 1 << 62,
-                                  budget or Budget(np.inf))
+            return self._generate(
+                rounds, beat, floor, max_columns or 1 << 62, budget or Budget(np.inf)
+            )
         except InfeasibleError:  # HiGHS stopped without an optimum (seen on 16 pieces)
             return None
 
@@ -251,16 +277,21 @@ class WindowLP:
         it ran with (the rounds before the abandon rule fires do not depend on ``beat``)."""
         return any(theta > beat * ABANDON_ABOVE for theta in self.values[ABANDON_AFTER:])
 
-    def _generate(self, rounds: int, beat: float, floor: float, max_columns: int,
-                  budget: Budget) -> Packing | None:
+    def _generate(
+        self, rounds: int, beat: float, floor: float, max_columns: int, budget: Budget
+    ) -> Packing | None:
         theta, obj, share, prices, duals = self._solve(budget)
         self.values = []  # the LP's value at the start of every round (``abandoned``)
         for k in range(rounds):
             self.values.append(theta)
             if k >= ABANDON_AFTER and theta > beat * ABANDON_ABOVE:
                 return None
-            if (theta <= floor or len(self.trees) > max_columns or budget.left <= 0
-                    or budget.expired()):
+            if (
+                theta <= floor
+                or len(self.trees) > max_columns
+                or budget.left <= 0
+                or budget.expired()
+            ):
                 break
             cols = self._price(prices, duals, TOLERANCE * obj)
             if not cols:
@@ -287,17 +318,34 @@ class WindowLP:
         (``OrbitWindowLP``: every tree's copies)."""
         return found, self.live_offsets
 
-    def _packing(self, trees: list[TreeColumn], offsets: list[int], theta: float,
-                 share: np.ndarray, prices: np.ndarray) -> Packing:
+    def _packing(
+        self,
+        trees: list[TreeColumn],
+        offsets: list[int],
+        theta: float,
+        share: np.ndarray,
+        prices: np.ndarray,
+    ) -> Packing:
         """The solution's trees with share (and their pieces in ``live_offsets``)."""
         live = share > 1e-12
         self.live_offsets = np.asarray(offsets)[live]
-        return Packing([t for t, x in zip(trees, live, strict=True) if x], share[live],
-                       theta, prices.max(axis=0))
+        return Packing(
+            [t for t, x in zip(trees, live, strict=True) if x],
+            share[live],
+            theta,
+            prices.max(axis=0),
+        )
 
 
-def _layered_column(routes: RankRoutes, router, preds: tuple, parent: np.ndarray, root: int,
-                    inward: bool, steps: np.ndarray) -> TreeColumn:
+def _layered_column(
+    routes: RankRoutes,
+    router,
+    preds: tuple,
+    parent: np.ndarray,
+    root: int,
+    inward: bool,
+    steps: np.ndarray,
+) -> TreeColumn:
     """A tree column whose edges follow the cheapest routes at the step each edge runs."""
     depth = tree_depths(parent)
     paths, arcs = [], []

@@ -11,6 +11,7 @@ import numpy as np
 
 Path = tuple[str, ...]
 
+
 def piece_fractions(pieces: int, ramp: int) -> np.ndarray:
     """Piece sizes as fractions of a share: equal, or halving over ``ramp`` pieces at both
     ends (small first and last pieces shorten the pipeline's fill and drain)."""
@@ -29,8 +30,7 @@ def _intra_steps(pieces: int, group: int, offsets: int) -> tuple[np.ndarray, np.
     return first, last
 
 
-def _placements(columns: int, pieces: int, group: int,
-                intra: bool) -> tuple[int, list[np.ndarray]]:
+def _placements(columns: int, pieces: int, group: int, intra: bool) -> tuple[int, list[np.ndarray]]:
     """Steps, and per profile column a 0/1 (pieces x steps) matrix: where that column's
     bytes of each piece run. Offset o runs piece p at step p + o; with ``intra`` the last two
     columns are the merged intra-host transfers (``_intra_steps``)."""
@@ -50,8 +50,15 @@ def _placements(columns: int, pieces: int, group: int,
     return nsteps, mats
 
 
-def model_time(load: np.ndarray, lat: np.ndarray, size: float, fracs: np.ndarray,
-               group: int = 1, intra: bool = False, min_step: float = 0.0) -> float:
+def model_time(
+    load: np.ndarray,
+    lat: np.ndarray,
+    size: float,
+    fracs: np.ndarray,
+    group: int = 1,
+    intra: bool = False,
+    min_step: float = 0.0,
+) -> float:
     """Program time under the cost model for pieces of the given fractions, from the arc
     profile (``intra``: its last two columns are the merged intra-host transfers, grouped
     by ``group`` pieces; ``min_step``: the least time of a step)."""
@@ -60,8 +67,14 @@ def model_time(load: np.ndarray, lat: np.ndarray, size: float, fracs: np.ndarray
     return model_times(load, lat, size, [fracs], group, min_step)[0]
 
 
-def model_times(load: np.ndarray, lat: np.ndarray, size: float, choices: list[np.ndarray],
-                group: int = 1, min_step: float = 0.0) -> list[float]:
+def model_times(
+    load: np.ndarray,
+    lat: np.ndarray,
+    size: float,
+    choices: list[np.ndarray],
+    group: int = 1,
+    min_step: float = 0.0,
+) -> list[float]:
     """``model_time`` with intra-host columns of several fraction vectors of one piece
     count, in one pass: each the same float as its own call (the same operations per
     entry, in the same order)."""
@@ -71,16 +84,16 @@ def model_times(load: np.ndarray, lat: np.ndarray, size: float, choices: list[np
     step_load = np.zeros((len(choices), load.shape[0], nsteps))
     step_lat = np.full((load.shape[0], nsteps), -np.inf)
     for k in range(no):  # offset k runs piece p at step p + k
-        step_load[:, :, k:k + pieces] += load[None, :, k:k + 1] * fracs[:, None, :]
-        np.maximum(step_lat[:, k:k + pieces], lat[:, k:k + 1], out=step_lat[:, k:k + pieces])
+        step_load[:, :, k : k + pieces] += load[None, :, k : k + 1] * fracs[:, None, :]
+        np.maximum(step_lat[:, k : k + pieces], lat[:, k : k + 1], out=step_lat[:, k : k + pieces])
     p = np.arange(pieces)
     for k, at in zip((no, no + 1), _intra_steps(pieces, group, no), strict=True):
         m = np.zeros((pieces, nsteps))  # the merged intra-host columns
         m[p, at] = 1
         for r, f in enumerate(choices):
-            step_load[r] += load[:, k:k + 1] * (f @ m)[None, :]
+            step_load[r] += load[:, k : k + 1] * (f @ m)[None, :]
         present = m.any(axis=0)
-        step_lat[:, present] = np.maximum(step_lat[:, present], lat[:, k:k + 1])
+        step_lat[:, present] = np.maximum(step_lat[:, present], lat[:, k : k + 1])
     t = step_lat[None] + step_load * size
     per_step = np.where(np.isfinite(t), t, -np.inf).max(axis=1)
     times = []
@@ -90,8 +103,9 @@ def model_times(load: np.ndarray, lat: np.ndarray, size: float, choices: list[np
     return times
 
 
-def _pipeline_time(load: np.ndarray, lat: np.ndarray, size: float, fracs: np.ndarray,
-                   min_step: float) -> float:
+def _pipeline_time(
+    load: np.ndarray, lat: np.ndarray, size: float, fracs: np.ndarray, min_step: float
+) -> float:
     """model_time without intra-host columns: piece p runs column k at step p + k."""
     pieces, cols = len(fracs), load.shape[1]
     nsteps = pieces + cols - 1
@@ -99,16 +113,22 @@ def _pipeline_time(load: np.ndarray, lat: np.ndarray, size: float, fracs: np.nda
     step_lat = np.full((load.shape[0], nsteps), -np.inf)
     row = fracs[None, :] * size
     for k in range(cols):
-        step_load[:, k:k + pieces] += load[:, k:k + 1] * row
-        np.maximum(step_lat[:, k:k + pieces], lat[:, k:k + 1], out=step_lat[:, k:k + pieces])
+        step_load[:, k : k + pieces] += load[:, k : k + 1] * row
+        np.maximum(step_lat[:, k : k + pieces], lat[:, k : k + 1], out=step_lat[:, k : k + pieces])
     per_step = (step_lat + step_load).max(axis=0)
     busy = np.isfinite(per_step)
     return float(np.maximum(per_step[busy], min_step).clip(min=0).sum())
 
 
-def lp_fractions(load: np.ndarray, lat: np.ndarray, size: float, pieces: int,
-                 group: int = 1, intra: bool = False, min_step: float = 0.0
-                 ) -> np.ndarray | None:
+def lp_fractions(
+    load: np.ndarray,
+    lat: np.ndarray,
+    size: float,
+    pieces: int,
+    group: int = 1,
+    intra: bool = False,
+    min_step: float = 0.0,
+) -> np.ndarray | None:
     """Piece fractions minimising the program time for ``pieces`` pieces exactly as
     ``model_time`` counts it (a linear program: each step is at least every arc's latency plus
     its load); None if the solver fails."""
@@ -120,7 +140,7 @@ def lp_fractions(load: np.ndarray, lat: np.ndarray, size: float, pieces: int,
     step_lat = np.full((na, nsteps), -np.inf)
     for k, m in enumerate(mats):
         present = m.any(axis=0)
-        step_lat[:, present] = np.maximum(step_lat[:, present], lat[:, k:k + 1])
+        step_lat[:, present] = np.maximum(step_lat[:, present], lat[:, k : k + 1])
     live = np.isfinite(step_lat)
     row_of = np.full((na, nsteps), -1, dtype=np.int64)
     nrows = int(live.sum())
@@ -136,14 +156,22 @@ def lp_fractions(load: np.ndarray, lat: np.ndarray, size: float, pieces: int,
     rows.append(row_of[a_idx, s_idx])
     cols.append(pieces + s_idx)
     vals.append(np.full(nrows, -1.0))
-    a_ub = coo_matrix((np.concatenate(vals), (np.concatenate(rows), np.concatenate(cols))),
-                      shape=(nrows, pieces + nsteps)).tocsr()
+    a_ub = coo_matrix(
+        (np.concatenate(vals), (np.concatenate(rows), np.concatenate(cols))),
+        shape=(nrows, pieces + nsteps),
+    ).tocsr()
     scale = max(float(np.abs(step_lat[live]).max()), 1e-12)  # HiGHS wants entries near 1
     cost = np.concatenate([np.zeros(pieces), np.ones(nsteps)])
     a_eq = np.concatenate([np.ones(pieces), np.zeros(nsteps)])[None, :]
-    res = linprog(cost, A_ub=a_ub / scale, b_ub=-step_lat[live] / scale, A_eq=a_eq, b_eq=[1.0],
-                  bounds=[(0, None)] * pieces + [(min_step, None)] * nsteps,
-                  method="highs")
+    res = linprog(
+        cost,
+        A_ub=a_ub / scale,
+        b_ub=-step_lat[live] / scale,
+        A_eq=a_eq,
+        b_eq=[1.0],
+        bounds=[(0, None)] * pieces + [(min_step, None)] * nsteps,
+        method="highs",
+    )
     if res.status != 0:
         return None
     f = np.maximum(res.x[:pieces], 0)

@@ -26,7 +26,7 @@ def fold(order: list[int]) -> tuple[list[int], list[tuple[int, int]]]:
     p = 1 << (n.bit_length() - 1)
     extras = n - p
     pairs = [(order[2 * k + 1], order[2 * k]) for k in range(extras)]
-    core = [order[2 * k] for k in range(extras)] + order[2 * extras:]
+    core = [order[2 * k] for k in range(extras)] + order[2 * extras :]
     return core, pairs
 
 
@@ -44,8 +44,10 @@ def _wrap(core_steps: list[Step], pairs: list[tuple[int, int]], units: int) -> l
 def doubling_program(order: list[int], near_first: bool) -> Program:
     core, pairs = fold(order)
     p = len(core)
-    steps = [[Transfer(core[i], core[i ^ d], 0, 1, True) for i in range(p)]
-             for d in _distances(p, near_first)]
+    steps = [
+        [Transfer(core[i], core[i ^ d], 0, 1, True) for i in range(p)]
+        for d in _distances(p, near_first)
+    ]
     return Program(1, _wrap(steps, pairs, 1))
 
 
@@ -77,9 +79,14 @@ def recursive_doubling(ctx: PlanContext) -> Candidate:
     if len(ctx.ranks) == 1:
         return Candidate("recursive-doubling", 0.0, lambda: Program(1, []), {"steps": 0})
     order = host_order(ctx)
-    return priced(ctx, "recursive-doubling", {
-        "near partners first": lambda: doubling_program(order, True),
-        "far partners first": lambda: doubling_program(order, False)})
+    return priced(
+        ctx,
+        "recursive-doubling",
+        {
+            "near partners first": lambda: doubling_program(order, True),
+            "far partners first": lambda: doubling_program(order, False),
+        },
+    )
 
 
 def halving_doubling(ctx: PlanContext) -> Candidate:
@@ -87,6 +94,11 @@ def halving_doubling(ctx: PlanContext) -> Candidate:
         return Candidate("halving-doubling", 0.0, lambda: Program(1, []), {"steps": 0})
     order = host_order(ctx)
     size = ctx.size_bytes
-    return priced(ctx, "halving-doubling", {
-        "near partners first": lambda: halving_program(order, True, size),
-        "far partners first": lambda: halving_program(order, False, size)})
+    return priced(
+        ctx,
+        "halving-doubling",
+        {
+            "near partners first": lambda: halving_program(order, True, size),
+            "far partners first": lambda: halving_program(order, False, size),
+        },
+    )

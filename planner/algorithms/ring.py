@@ -16,8 +16,10 @@ from syncplan.planner.program import Program, Step, Transfer
 def ring_orders(ctx: PlanContext) -> dict[str, list[list[int]]]:
     """Candidate channel sets, by name: each channel is a cyclic order of rank indices."""
     # hosts under the same switches (a rack) stay adjacent, so the ring leaves a rack once
-    paired = sorted(zip(ctx.host_groups, ctx.host_uplinks, strict=True),
-                    key=lambda gu: (sorted(gu[1]), gu[0][0]))
+    paired = sorted(
+        zip(ctx.host_groups, ctx.host_uplinks, strict=True),
+        key=lambda gu: (sorted(gu[1]), gu[0][0]),
+    )
     groups = [g for g, _ in paired]
     forward = [i for g in groups for i in g]
     sets = {"1 ring": [forward], "2 rings (both directions)": [forward, forward[::-1]]}
@@ -44,8 +46,7 @@ def ring_step(order: list[int], base: int, s: int, reduce: bool) -> Step:
     step = []
     for i in range(n):
         chunk = (i - s) % n if reduce else (i + 1 - s) % n
-        step.append(Transfer(order[i], order[(i + 1) % n], base + chunk, base + chunk + 1,
-                             reduce))
+        step.append(Transfer(order[i], order[(i + 1) % n], base + chunk, base + chunk + 1, reduce))
     return step
 
 
@@ -93,20 +94,29 @@ def ring(ctx: PlanContext) -> Candidate:
             if 2 * (n - 1) * coarse > PRICE_BUDGET:
                 continue
             prog = coarse_ring_program(channels, coarse)
-            cand = Candidate("ring", price(ctx, prog), lambda p=prog: p,
-                             {"channels": len(channels), "variant": name, "units": coarse})
+            cand = Candidate(
+                "ring",
+                price(ctx, prog),
+                lambda p=prog: p,
+                {"channels": len(channels), "variant": name, "units": coarse},
+            )
         else:
-            first = [t for c, order in enumerate(channels)
-                     for t in ring_step(order, c * n, 0, True)]
+            first = [
+                t for c, order in enumerate(channels) for t in ring_step(order, c * n, 0, True)
+            ]
             step = ctx.cost.step_time(ctx.ranks, first, ctx.size_bytes / units)
-            cand = Candidate("ring", 2 * (n - 1) * step,
-                             lambda ch=channels: build_ring_program(ch),
-                             {"channels": len(channels), "variant": name})
+            cand = Candidate(
+                "ring",
+                2 * (n - 1) * step,
+                lambda ch=channels: build_ring_program(ch),
+                {"channels": len(channels), "variant": name},
+            )
         if best is None or cand.predicted_time_s < best.predicted_time_s:
             best = cand
     if best is None:
         raise InfeasibleError(
             f"ring: {ctx.size_bytes} bytes over {n} ranks is fewer bytes than ring chunks, and "
             f"a ring of 1-byte chunks would take {2 * (n - 1) * ctx.size_bytes} transfers "
-            f"(limit {PRICE_BUDGET})")
+            f"(limit {PRICE_BUDGET})"
+        )
     return best

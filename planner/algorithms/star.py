@@ -28,14 +28,19 @@ def _root_candidates(ctx: PlanContext) -> list[int]:
     n = len(ctx.ranks)
     if n <= STAR_ALL_ROOTS:
         return list(range(n))
-    order = host_capacity_order(ctx)[:max(1, min(MAX_ROOT_HOSTS, ROUTE_BUDGET // n))]
+    order = host_capacity_order(ctx)[: max(1, min(MAX_ROOT_HOSTS, ROUTE_BUDGET // n))]
     return [ctx.host_groups[k][0] for k in order]
 
 
 def flat_star_program(n: int, root: int) -> Program:
     others = [i for i in range(n) if i != root]
-    return Program(1, [[Transfer(i, root, 0, 1, True) for i in others],
-                       [Transfer(root, i, 0, 1, False) for i in others]])
+    return Program(
+        1,
+        [
+            [Transfer(i, root, 0, 1, True) for i in others],
+            [Transfer(root, i, 0, 1, False) for i in others],
+        ],
+    )
 
 
 def star(ctx: PlanContext) -> Candidate:
@@ -49,19 +54,21 @@ def star(ctx: PlanContext) -> Candidate:
             best = (t, root)
     assert best is not None
     t, root = best
-    return Candidate("star", t, lambda: flat_star_program(n, root),
-                     {"root": ctx.ranks[root], "steps": 2})
+    return Candidate(
+        "star", t, lambda: flat_star_program(n, root), {"root": ctx.ranks[root], "steps": 2}
+    )
 
 
-def two_level_program(n: int, groups: list[list[int]], heads: list[int], root: int
-                      ) -> Program:
+def two_level_program(n: int, groups: list[list[int]], heads: list[int], root: int) -> Program:
     """``root`` is one of ``heads`` (one head per group)."""
-    gather = [Transfer(i, h, 0, 1, True) for g, h in zip(groups, heads, strict=True)
-              for i in g if i != h]
+    gather = [
+        Transfer(i, h, 0, 1, True) for g, h in zip(groups, heads, strict=True) for i in g if i != h
+    ]
     up = [Transfer(h, root, 0, 1, True) for h in heads if h != root]
     down = [Transfer(root, h, 0, 1, False) for h in heads if h != root]
-    scatter = [Transfer(h, i, 0, 1, False) for g, h in zip(groups, heads, strict=True)
-               for i in g if i != h]
+    scatter = [
+        Transfer(h, i, 0, 1, False) for g, h in zip(groups, heads, strict=True) for i in g if i != h
+    ]
     return Program(1, [s for s in (gather, up, down, scatter) if s])
 
 
@@ -70,8 +77,10 @@ def two_level_star(ctx: PlanContext) -> Candidate:
     if len(groups) < 2:
         raise InfeasibleError("two-level-star needs ranks on at least two hosts")
     if len(groups) == n:
-        raise InfeasibleError("two-level-star needs a host with two ranks or more "
-                              "(with one rank per host it is the flat star)")
+        raise InfeasibleError(
+            "two-level-star needs a host with two ranks or more "
+            "(with one rank per host it is the flat star)"
+        )
     heads = leaders(ctx)
     limit = max(1, min(MAX_ROOT_HOSTS, ROUTE_BUDGET // len(heads)))
     roots = [heads[k] for k in host_capacity_order(ctx)[:limit]]
@@ -82,6 +91,9 @@ def two_level_star(ctx: PlanContext) -> Candidate:
             best = (t, root)
     assert best is not None
     t, root = best
-    return Candidate("two-level-star", t, lambda: two_level_program(n, groups, heads, root),
-                     {"root": ctx.ranks[root], "leaders": [ctx.ranks[h] for h in heads],
-                      "steps": 4})
+    return Candidate(
+        "two-level-star",
+        t,
+        lambda: two_level_program(n, groups, heads, root),
+        {"root": ctx.ranks[root], "leaders": [ctx.ranks[h] for h in heads], "steps": 4},
+    )

@@ -97,8 +97,9 @@ class _Graph:
         self.work = WORK_PER_RANK * len(ranks)  # refinements left
         self.size = len(self.nodes) + 2 * len(self.arcs)  # what one refinement round visits
         self.visits = MAX_ARC_VISITS
-        self.start = np.array([kinds.setdefault((v in ranks, g.nodes[v].get("kind")),
-                                                len(kinds)) for v in self.nodes])
+        self.start = np.array(
+            [kinds.setdefault((v in ranks, g.nodes[v].get("kind")), len(kinds)) for v in self.nodes]
+        )
 
     def refine(self, colors: np.ndarray) -> np.ndarray:
         """The coarsest stable refinement of ``colors`` (canonical: equal inputs up to a node
@@ -124,8 +125,9 @@ class _Graph:
         return self.work < 0 or self.visits < 0
 
     def is_automorphism(self, perm: np.ndarray) -> bool:
-        return all(self.arcs.get((int(perm[u]), int(perm[v]))) == lab
-                   for (u, v), lab in self.arcs.items())
+        return all(
+            self.arcs.get((int(perm[u]), int(perm[v]))) == lab for (u, v), lab in self.arcs.items()
+        )
 
     def individualised(self, a: int) -> np.ndarray:
         """The refined colouring with node a given a colour of its own."""
@@ -138,8 +140,7 @@ class _Graph:
         within MAX_BRANCH search nodes."""
         return self._search(ca, cb, [MAX_BRANCH])
 
-    def _search(self, ca: np.ndarray, cb: np.ndarray, budget: list[int]
-                ) -> Iterator[np.ndarray]:
+    def _search(self, ca: np.ndarray, cb: np.ndarray, budget: list[int]) -> Iterator[np.ndarray]:
         budget[0] -= 1
         if budget[0] < 0 or self.spent() or sorted(ca.tolist()) != sorted(cb.tolist()):
             return
@@ -204,8 +205,12 @@ def automorphisms(ctx: PlanContext, max_order: int | None = None) -> Group | Non
         arc_id = ctx.router.arc_id
         arc_list = list(arc_id)
         arc_ix = np.array([[index[u], index[v]] for u, v in arc_list])
-        image = np.array([[arc_id[graph.nodes[int(p[u])], graph.nodes[int(p[v])]]
-                           for u, v in arc_ix] for p in elems])
+        image = np.array(
+            [
+                [arc_id[graph.nodes[int(p[u])], graph.nodes[int(p[v])]] for u, v in arc_ix]
+                for p in elems
+            ]
+        )
         arcs = np.empty_like(image)
         arcs[:, [arc_id[a] for a in arc_list]] = image
         group = Group(graph.nodes, index, elems, where[elems[:, rank_ix]], arcs)
@@ -213,8 +218,9 @@ def automorphisms(ctx: PlanContext, max_order: int | None = None) -> Group | Non
     return group
 
 
-def _pick(maps: Iterator[np.ndarray], gens: list[np.ndarray], size: int, cap: int
-          ) -> tuple[np.ndarray, np.ndarray] | None:
+def _pick(
+    maps: Iterator[np.ndarray], gens: list[np.ndarray], size: int, cap: int
+) -> tuple[np.ndarray, np.ndarray] | None:
     """Of the first MAPS_TRIED ``maps``, the first that commutes with every generator so far
     and keeps the group within ``cap`` elements, else the first that keeps it within: (the
     map, the group's elements), or None. Commuting maps keep the group small (a torus's

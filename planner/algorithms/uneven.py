@@ -60,8 +60,10 @@ def level_sets(ctx: PlanContext) -> dict[str, list[list[list[int]]]]:
             if not keep:
                 continue
             owner = {r: e for e, m in enumerate(members) for r in m}
-            level = [sorted({owner[r] for r in g}, key=lambda e: min(pos[r] for r in members[e]))
-                     for g in (groups if groups is not None else [list(pos)])]
+            level = [
+                sorted({owner[r] for r in g}, key=lambda e: min(pos[r] for r in members[e]))
+                for g in (groups if groups is not None else [list(pos)])
+            ]
             levels.append(level)
             members = [[r for e in g for r in members[e]] for g in level]
         key = repr([lv for lv in levels if any(len(g) > 1 for g in lv)])
@@ -81,8 +83,9 @@ def _units(levels: list[list[list[int]]], size_bytes: int) -> int:
     return max(1, min(units, MAX_UNITS, size_bytes))
 
 
-def _history(levels: list[list[list[int]]], methods: list[str], nranks: int,
-             units: int) -> list[list[_Segment]]:
+def _history(
+    levels: list[list[list[int]]], methods: list[str], nranks: int, units: int
+) -> list[list[_Segment]]:
     """Per level, the segments its groups reduce-scatter (one owner per child each)."""
     pieces: list[list[Piece]] = [[(r, 0, units)] for r in range(nranks)]
     history: list[list[_Segment]] = []
@@ -110,8 +113,11 @@ def _history(levels: list[list[list[int]]], methods: list[str], nranks: int,
 def build(history: list[list[_Segment]], methods: list[str], units: int) -> Program:
     """The program: every level's reduce-scatter, then their all-gathers in reverse."""
     rs = [st for segs, m in zip(history, methods, strict=True) for st in _phase(segs, m, True)]
-    ag = [st for segs, m in zip(reversed(history), reversed(methods), strict=True)
-          for st in _phase(segs, m, False)]
+    ag = [
+        st
+        for segs, m in zip(reversed(history), reversed(methods), strict=True)
+        for st in _phase(segs, m, False)
+    ]
     return Program(units, [s for s in rs + ag if s])
 
 
@@ -162,19 +168,22 @@ def _phase(segments: list[_Segment], method: str, reduce: bool) -> list[Step]:
         return []
     if method == "direct":
         return [_direct_step(segments, reduce)]
-    return [_ring_step(segments, s, reduce)
-            for s in range(max(len(seg.owners) for seg in segments) - 1)]
+    return [
+        _ring_step(segments, s, reduce) for s in range(max(len(seg.owners) for seg in segments) - 1)
+    ]
 
 
 class _TooCostly(Exception):
     """Pricing this candidate step by step would exceed FULL_PRICE_MAX transfers."""
 
 
-def _level_time(ctx: PlanContext, segments: list[_Segment], method: str, bpu: float,
-                budget: float) -> float:
+def _level_time(
+    ctx: PlanContext, segments: list[_Segment], method: str, bpu: float, budget: float
+) -> float:
     """Cost of a level's reduce-scatter and all-gather steps. Ring steps whose parts are all
     equal load every arc alike while the same segments are active: one is priced per run.
     Raise _TooCostly where unequal parts need more than ``budget`` transfers priced."""
+
     def price(step: Step) -> float:
         return ctx.cost.step_time(ctx.ranks, step, bpu) if step else 0.0
 
@@ -208,13 +217,17 @@ def _search(ctx: PlanContext, budget: float) -> Candidate | None:
     for name, levels in level_sets(ctx).items():
         units = _units(levels, ctx.size_bytes)
         bpu = ctx.size_bytes / units
-        choices = [("ring", "direct") if 2 < max(len(g) for g in lv) <= DIRECT_MAX_GROUP
-                   else ("ring",) for lv in levels]
+        choices = [
+            ("ring", "direct") if 2 < max(len(g) for g in lv) <= DIRECT_MAX_GROUP else ("ring",)
+            for lv in levels
+        ]
         for methods in itertools.product(*choices):
             history = _history(levels, list(methods), n, units)
             try:
-                t = sum(_level_time(ctx, segs, m, bpu, budget)
-                        for segs, m in zip(history, methods, strict=True))
+                t = sum(
+                    _level_time(ctx, segs, m, bpu, budget)
+                    for segs, m in zip(history, methods, strict=True)
+                )
             except _TooCostly:
                 continue
             make = partial(build, history, list(methods), units)
@@ -226,8 +239,11 @@ def _search(ctx: PlanContext, budget: float) -> Candidate | None:
                     t = ctx.cost.program_time(ctx.ranks, prog, ctx.size_bytes)
                     make = lambda p=prog: p  # noqa: E731
             if best is None or t < best.predicted_time_s:
-                desc = [{"groups": len(lv), "largest_group": max(len(g) for g in lv),
-                         "method": m} for lv, m in zip(levels, methods, strict=True)]
-                best = Candidate("hierarchical", t, make,
-                                 {"levels": desc, "hierarchy": name, "uneven": True})
+                desc = [
+                    {"groups": len(lv), "largest_group": max(len(g) for g in lv), "method": m}
+                    for lv, m in zip(levels, methods, strict=True)
+                ]
+                best = Candidate(
+                    "hierarchical", t, make, {"levels": desc, "hierarchy": name, "uneven": True}
+                )
     return best

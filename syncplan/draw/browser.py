@@ -9,9 +9,17 @@ import tempfile
 from pathlib import Path
 
 BROWSERS = ("chromium", "chromium-browser", "google-chrome", "google-chrome-stable")
-FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-         "--disable-background-networking", "--disable-component-update", "--disable-sync",
-         "--hide-scrollbars"]
+FLAGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--hide-scrollbars",
+]
 
 
 def find_browser() -> str | None:
@@ -23,16 +31,27 @@ def find_browser() -> str | None:
     return None
 
 
-def screenshot(url: str, out: Path, width: int = 1400, height: int = 1700,
-               timeout: float = 90.0) -> Path:
+def screenshot(
+    url: str, out: Path, width: int = 1400, height: int = 1700, timeout: float = 90.0
+) -> Path:
     """Load ``url`` in a fresh headless profile and write a PNG of the window to ``out``."""
     browser = find_browser()
     if browser is None:
         raise RuntimeError("no Chromium found (apt-get install chromium)")
     with tempfile.TemporaryDirectory(prefix="syncplan-chromium-") as profile:
         run = subprocess.run(
-            [browser, *FLAGS, f"--user-data-dir={profile}", f"--window-size={width},{height}",
-             f"--screenshot={out}", url], capture_output=True, text=True, timeout=timeout)
+            [
+                browser,
+                *FLAGS,
+                f"--user-data-dir={profile}",
+                f"--window-size={width},{height}",
+                f"--screenshot={out}",
+                url,
+            ],
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+        )
     if run.returncode != 0 or not out.exists():
         raise RuntimeError(f"{browser} failed ({run.returncode}): {run.stderr[-500:]}")
     return out

@@ -37,8 +37,10 @@ def _routes(topo: Topology) -> Any:
     def route(a: str, b: str) -> list[str]:
         if (a, b) not in cache:
             cache[(a, b)] = nx.shortest_path(
-                topo.graph, a, b, weight=lambda u, v, d: d["lat"] + (1 << 20) / d["bw"])
+                topo.graph, a, b, weight=lambda u, v, d: d["lat"] + (1 << 20) / d["bw"]
+            )
         return cache[(a, b)]
+
     return route
 
 
@@ -63,9 +65,14 @@ def link_load(program: Program, ranks: list[str], topo: Topology, size: float) -
             hs, hd = topo.host_of(ranks[t.src]), topo.host_of(ranks[t.dst])
             if hs != hd:
                 host_bytes[(hs, hd)] += nbytes
-        worst = max((sum(g.edges[a]["lat"] for a in arcs) +
-                     max(loads[a] / g.edges[a]["bw"] for a in arcs) for arcs in paths),
-                    default=0.0)
+        worst = max(
+            (
+                sum(g.edges[a]["lat"] for a in arcs)
+                + max(loads[a] / g.edges[a]["bw"] for a in arcs)
+                for arcs in paths
+            ),
+            default=0.0,
+        )
         total += worst
         for arc, b in loads.items():
             busy[arc] += b / g.edges[arc]["bw"]
@@ -79,8 +86,7 @@ def trees(program: Program, ranks: list[str], topo: Topology) -> dict[str, Count
     sum of every input."""
     n = len(ranks)
     full = (1 << n) - 1
-    cuts = sorted({0, program.units} | {b for s in program.steps for t in s for b in (t.lo,
-                                                                                     t.hi)})
+    cuts = sorted({0, program.units} | {b for s in program.steps for t in s for b in (t.lo, t.hi)})
     seg = {b: i for i, b in enumerate(cuts)}
     value = [[1 << r] * (len(cuts) - 1) for r in range(n)]
     edges: list[list[tuple[int, int]]] = [[] for _ in range(len(cuts) - 1)]
@@ -131,8 +137,10 @@ def stages(program: Program, ranks: list[str], topo: Topology) -> list[tuple[str
 
 def _ring(hosts: list[str], cx: float, cy: float, r: float) -> dict[str, tuple[float, float]]:
     k = max(1, len(hosts))
-    return {h: (cx + r * math.sin(2 * math.pi * i / k), cy - r * math.cos(2 * math.pi * i / k))
-            for i, h in enumerate(hosts)}
+    return {
+        h: (cx + r * math.sin(2 * math.pi * i / k), cy - r * math.cos(2 * math.pi * i / k))
+        for i, h in enumerate(hosts)
+    }
 
 
 def _edges(c: Canvas, pos: dict, edges: Counter, node_r: float, max_w: float) -> None:
@@ -154,14 +162,24 @@ def plan_picture(plan: dict[str, Any], topology: dict[str, Any]) -> Canvas:
     size = float(plan.get("size_bytes") or program.units)
     load = link_load(program, ranks, topo, size)
     hosts = sorted({topo.host_of(r) for r in ranks}, key=_natural)
-    host_util = {h: max((u for (a, b), u in load.util.items()
-                         if (topo.host_of(a) == h) != (topo.host_of(b) == h)
-                         and h in (topo.host_of(a), topo.host_of(b))), default=0.0)
-                 for h in hosts}
+    host_util = {
+        h: max(
+            (
+                u
+                for (a, b), u in load.util.items()
+                if (topo.host_of(a) == h) != (topo.host_of(b) == h)
+                and h in (topo.host_of(a), topo.host_of(b))
+            ),
+            default=0.0,
+        )
+        for h in hosts
+    }
     c = Canvas(1100, 760)
     pred, bound = plan.get("predicted_time_s"), plan.get("lower_bound_time_s")
-    head = (f"{plan.get('algorithm', 'plan')}: {len(ranks)} ranks on {len(hosts)} hosts, "
-            f"{size / 2**20:g} MiB")
+    head = (
+        f"{plan.get('algorithm', 'plan')}: {len(ranks)} ranks on {len(hosts)} hosts, "
+        f"{size / 2**20:g} MiB"
+    )
     if pred:
         head += f", predicted {pred * 1e3:.2f} ms"
     if pred and bound:
@@ -173,16 +191,29 @@ def plan_picture(plan: dict[str, Any], topology: dict[str, Any]) -> Canvas:
         pos = _ring(hosts, 250, 250, 170)
         _edges(c, pos, load.host_bytes, 16, 6)
         for h, (x, y) in pos.items():
-            c.circle(x, y, 16, fill=ramp(1 - host_util[h]), stroke="#333",
-                     title=f"{h}: busiest host link {host_util[h]:.0%} busy")
+            c.circle(
+                x,
+                y,
+                16,
+                fill=ramp(1 - host_util[h]),
+                stroke="#333",
+                title=f"{h}: busiest host link {host_util[h]:.0%} busy",
+            )
             c.text(x, y + 30, h, 11, "middle")
     else:
         cols = math.ceil(math.sqrt(len(hosts)))
         cell = min(40, 420 / cols)
         for i, h in enumerate(hosts):
             x, y = 40 + (i % cols) * cell, 80 + (i // cols) * cell
-            c.rect(x, y, cell - 3, cell - 3, fill=ramp(1 - host_util[h]), stroke="#fff",
-                   title=f"{h}: {host_util[h]:.0%}")
+            c.rect(
+                x,
+                y,
+                cell - 3,
+                cell - 3,
+                fill=ramp(1 - host_util[h]),
+                stroke="#fff",
+                title=f"{h}: {host_util[h]:.0%}",
+            )
     c.legend(20, 470, 100, 0, unit="% of the plan's time busy", label="link utilisation")
     # the busiest links against their capacity
     c.text(560, 60, "busiest links: time busy / plan time", 12, bold=True)
@@ -201,8 +232,9 @@ def plan_picture(plan: dict[str, Any], topology: dict[str, Any]) -> Canvas:
     return c
 
 
-def _structure(c: Canvas, program: Program, ranks: list[str], topo: Topology,
-               hosts: list[str], algorithm: str) -> None:
+def _structure(
+    c: Canvas, program: Program, ranks: list[str], topo: Topology, hosts: list[str], algorithm: str
+) -> None:
     y0 = 520
     panels: list[tuple[str, Counter, str | None]] = []
     if algorithm == "forest" and program.transfer_count <= TREE_LIMIT:
@@ -229,8 +261,14 @@ def _structure(c: Canvas, program: Program, ranks: list[str], topo: Topology,
         pos = _ring(hosts, cx, y0 + 120, 70)
         _edges(c, pos, edges, 6, 3)
         for h, (x, y) in pos.items():
-            c.circle(x, y, 7 if h == root else 6, fill="#3168b4" if h == root else "#eef1f5",
-                     stroke="#333", title=h)
+            c.circle(
+                x,
+                y,
+                7 if h == root else 6,
+                fill="#3168b4" if h == root else "#eef1f5",
+                stroke="#333",
+                title=h,
+            )
             if len(hosts) <= 8:
                 c.text(x, y + 18 if y > y0 + 120 else y - 10, h, 9, "middle", "#555")
 

@@ -35,8 +35,9 @@ def _hosts(doc: dict[str, Any]) -> tuple[dict[str, list[dict]], dict[str, list[t
     return by_host, out
 
 
-def topology_picture(doc: dict[str, Any], host: str | None = None,
-                     title: str = "cluster") -> Canvas:
+def topology_picture(
+    doc: dict[str, Any], host: str | None = None, title: str = "cluster"
+) -> Canvas:
     """The picture of ``doc``; with ``host``, that host's inside."""
     if host is not None:
         return host_picture(doc, host)
@@ -72,8 +73,14 @@ def topology_picture(doc: dict[str, Any], host: str | None = None,
     width, height = right, band_y[-1] + 70
     c = Canvas(int(width), int(height))
     ngpu = sum(1 for hs in by_host.values() for n in hs if n["kind"] in ("gpu", "cpu"))
-    c.text(20, 26, f"{title}: {len(by_host)} hosts, {ngpu} endpoints"
-           f"{f', {len(stale)} stale' if stale else ''}", 16, bold=True)
+    c.text(
+        20,
+        26,
+        f"{title}: {len(by_host)} hosts, {ngpu} endpoints"
+        f"{f', {len(stale)} stale' if stale else ''}",
+        16,
+        bold=True,
+    )
     spines = _spines(doc, set(groups))
     tor_pos: dict[str, tuple[float, float]] = {}
     for (sw, hs), w, (band, x) in zip(groups.items(), gw, place, strict=True):
@@ -92,16 +99,33 @@ def topology_picture(doc: dict[str, Any], host: str | None = None,
                 for i, h in enumerate(hs):
                     bx = x + (i % cols) * (BOX_W + GAP)
                     by = top + 74 + (i // cols) * (BOX_H + GAP)
-                    _host_box(c, h, by_host.get(h, []), out.get(h, []), h in stale, bx, by,
-                              hi, up, draw_lines)
+                    _host_box(
+                        c,
+                        h,
+                        by_host.get(h, []),
+                        out.get(h, []),
+                        h in stale,
+                        bx,
+                        by,
+                        hi,
+                        up,
+                        draw_lines,
+                    )
     tops = sorted({n for pair in spines for n in pair if n not in tor_pos}, key=_natural)
     for i, sw in enumerate(tops):
         tor_pos[sw] = ((i + 1) * width / (len(tops) + 1), 60)
     shapes, c.shapes = c.shapes, []
     for (a, b), rate in spines.items():
         (ax, ay), (bx, by) = tor_pos[a], tor_pos[b]
-        c.line(ax, ay, bx, by, ramp(rate / hi), 1 + 5 * min(1.0, rate / hi),
-               title=f"{a} - {b}: {rate:g} GB/s")
+        c.line(
+            ax,
+            ay,
+            bx,
+            by,
+            ramp(rate / hi),
+            1 + 5 * min(1.0, rate / hi),
+            title=f"{a} - {b}: {rate:g} GB/s",
+        )
         c.text((ax + bx) / 2, (ay + by) / 2 - 8, f"{rate:g} GB/s", 10, "middle", "#555")
     c.shapes.extend(shapes)
     for sw in tops:
@@ -109,8 +133,13 @@ def topology_picture(doc: dict[str, Any], host: str | None = None,
         c.rect(x0 - 60, y0 - 13, 120, 26, fill="#eef1f5", stroke="#667")
         c.text(x0, y0 + 5, sw, 12, "middle", bold=True)
     c.legend(20, height - 40, round(lo, 3), round(hi, 3))
-    c.text(200, height - 26, "width, colour: a host's rate to its switches; "
-           "dashed red: stale", 11, color="#555")
+    c.text(
+        200,
+        height - 26,
+        "width, colour: a host's rate to its switches; dashed red: stale",
+        11,
+        color="#555",
+    )
     return c
 
 
@@ -135,35 +164,82 @@ def _rate(links: list[tuple]) -> tuple[float, str]:
     return sum(rates), " + ".join(f"{r:g}" for r in rates) + " GB/s"
 
 
-def _host_box(c: Canvas, h: str, nodes: list[dict], links: list[tuple], stale: bool,
-              x: float, y: float, hi: float, up: tuple[float, float] | None,
-              draw_lines: bool) -> None:
+def _host_box(
+    c: Canvas,
+    h: str,
+    nodes: list[dict],
+    links: list[tuple],
+    stale: bool,
+    x: float,
+    y: float,
+    hi: float,
+    up: tuple[float, float] | None,
+    draw_lines: bool,
+) -> None:
     total, label = _rate(links)
     if draw_lines:
         if up is not None and total:
-            c.line(x + BOX_W / 2, y, up[0], up[1], ramp(total / hi), 1 + 5 * total / hi,
-                   title=f"{h}: {label}")
+            c.line(
+                x + BOX_W / 2,
+                y,
+                up[0],
+                up[1],
+                ramp(total / hi),
+                1 + 5 * total / hi,
+                title=f"{h}: {label}",
+            )
         return
     rate = label
     gpus = sum(1 for n in nodes if n["kind"] in ("gpu", "cpu"))
-    c.rect(x, y, BOX_W, BOX_H, fill="#fdecea" if stale else "#f7f7f7",
-           stroke="#c62828" if stale else "#555", width=2 if stale else 1, dash=stale,
-           title=f"{h}: {gpus} endpoints" + (f", {rate}" if rate else ""))
+    c.rect(
+        x,
+        y,
+        BOX_W,
+        BOX_H,
+        fill="#fdecea" if stale else "#f7f7f7",
+        stroke="#c62828" if stale else "#555",
+        width=2 if stale else 1,
+        dash=stale,
+        title=f"{h}: {gpus} endpoints" + (f", {rate}" if rate else ""),
+    )
     c.text(x + 6, y + 16, h if len(h) <= 16 else h[:15] + "…", 12, bold=True)
     detail = "STALE" if stale else f"{gpus} GPU" + (f" · {rate}" if rate else "")
     c.text(x + 6, y + 33, detail, 11, color="#c62828" if stale else "#333")
 
 
-def _aggregate_box(c: Canvas, hs: list[str], by_host: dict, out: dict,
-                   stale: set[str], x: float, y: float, hi: float, up_y: float) -> None:
+def _aggregate_box(
+    c: Canvas,
+    hs: list[str],
+    by_host: dict,
+    out: dict,
+    stale: set[str],
+    x: float,
+    y: float,
+    hi: float,
+    up_y: float,
+) -> None:
     rates = [_rate(out[h])[0] for h in hs if out.get(h)]
     n_stale = sum(h in stale for h in hs)
     worst = min(rates, default=None)
     if worst is not None:
-        c.line(x + BOX_W / 2, y, x + BOX_W / 2, up_y, ramp(worst / hi), 1 + 5 * worst / hi,
-               title=f"slowest host: {worst:g} GB/s")
-    c.rect(x, y, BOX_W, BOX_H + 30, fill="#f7f7f7", stroke="#c62828" if n_stale else "#555",
-           dash=bool(n_stale))
+        c.line(
+            x + BOX_W / 2,
+            y,
+            x + BOX_W / 2,
+            up_y,
+            ramp(worst / hi),
+            1 + 5 * worst / hi,
+            title=f"slowest host: {worst:g} GB/s",
+        )
+    c.rect(
+        x,
+        y,
+        BOX_W,
+        BOX_H + 30,
+        fill="#f7f7f7",
+        stroke="#c62828" if n_stale else "#555",
+        dash=bool(n_stale),
+    )
     c.text(x + 6, y + 16, f"{len(hs)} hosts", 12, bold=True)
     if rates:
         c.text(x + 6, y + 33, f"{min(rates):g}-{max(rates):g} GB/s", 11)
@@ -200,20 +276,39 @@ def host_picture(doc: dict[str, Any], host: str) -> Canvas:
     for lk in inner:
         (x1, y1), (x2, y2) = pos[lk["src"]], pos[lk["dst"]]
         bw = lk["bandwidth_GBps"]
-        c.line(x1, y1, x2, y2, ramp(bw / hi), 1 + 4 * bw / hi,
-               title=f"{lk['src']} - {lk['dst']}: {bw:g} GB/s ({lk.get('kind', '')})")
+        c.line(
+            x1,
+            y1,
+            x2,
+            y2,
+            ramp(bw / hi),
+            1 + 4 * bw / hi,
+            title=f"{lk['src']} - {lk['dst']}: {bw:g} GB/s ({lk.get('kind', '')})",
+        )
     leaving = [lk for lk in doc.get("links", []) if (lk["src"] in ids) != (lk["dst"] in ids)]
     for k, lk in enumerate(leaving):
         mine, other = (lk["src"], lk["dst"]) if lk["src"] in ids else (lk["dst"], lk["src"])
         x, y = pos[mine]
-        c.line(x, y + 14, x, 400 + 0 * k, "#555", 2,
-               title=f"to {other}: {lk['bandwidth_GBps']:g} GB/s")
+        c.line(
+            x, y + 14, x, 400 + 0 * k, "#555", 2, title=f"to {other}: {lk['bandwidth_GBps']:g} GB/s"
+        )
         right = x > width - 160
-        c.text(x - 4 if right else x + 4, 412, f"→ {other}: {lk['bandwidth_GBps']:g} GB/s", 11,
-               "end" if right else "start")
+        c.text(
+            x - 4 if right else x + 4,
+            412,
+            f"→ {other}: {lk['bandwidth_GBps']:g} GB/s",
+            11,
+            "end" if right else "start",
+        )
     for nid, (x, y) in pos.items():
-        c.rect(x - 40, y - 14, 80, 28, fill="#eef1f5" if ids[nid]["kind"] != "gpu"
-               else "#e8f5e9", stroke="#555")
+        c.rect(
+            x - 40,
+            y - 14,
+            80,
+            28,
+            fill="#eef1f5" if ids[nid]["kind"] != "gpu" else "#e8f5e9",
+            stroke="#555",
+        )
         c.text(x, y + 4, nid.split("/", 1)[-1], 11, "middle")
     c.legend(20, 450, 0, round(hi, 3), label="link rate")
     return c

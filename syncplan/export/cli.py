@@ -18,8 +18,12 @@ def register(sub: argparse._SubParsersAction) -> None:
     m = act.add_parser("msccl", help="a plan document as MSCCL algorithm XML")
     m.add_argument("plan", help="plan document (JSON file, '-' for stdin)")
     m.add_argument("-o", "--output", help="write the XML here (default: stdout)")
-    m.add_argument("--target", default="msccl", choices=["msccl", "rccl"],
-                   help="executor whose limits apply (default msccl)")
+    m.add_argument(
+        "--target",
+        default="msccl",
+        choices=["msccl", "rccl"],
+        help="executor whose limits apply (default msccl)",
+    )
     m.add_argument("--chunks", type=int, help="nchunksperloop (default: exact if it fits)")
     m.add_argument("--channels", type=int, help="channels (default: fewest that fit)")
     m.add_argument("--min-bytes", type=int, help="minBytes (default: plan size / 4)")
@@ -27,17 +31,21 @@ def register(sub: argparse._SubParsersAction) -> None:
     m.add_argument("--proto", default="Simple", choices=["Simple", "LL", "LL128"])
     m.set_defaults(func=cmd_msccl)
 
-    t = act.add_parser("nccl-topo", help="one host of a cluster as an NCCL_TOPO_FILE, "
-                                         "and the job's NCCL environment")
+    t = act.add_parser(
+        "nccl-topo",
+        help="one host of a cluster as an NCCL_TOPO_FILE, and the job's NCCL environment",
+    )
     src = t.add_mutually_exclusive_group(required=True)
     src.add_argument("topology", nargs="?", help="topology file (CONTRACTS section 1)")
     src.add_argument("--server", help="read the measured graph from this service URL")
     t.add_argument("--host", help="the host (required when the cluster has several)")
     t.add_argument("-o", "--output", help="write the XML here (default: stdout)")
-    t.add_argument("--env", metavar="FILE", help="also write the NCCL environment (KEY=VALUE "
-                                                 "lines) here")
-    t.add_argument("--topo-path", help="NCCL_TOPO_FILE value in the environment (default: "
-                                       "the -o path)")
+    t.add_argument(
+        "--env", metavar="FILE", help="also write the NCCL environment (KEY=VALUE lines) here"
+    )
+    t.add_argument(
+        "--topo-path", help="NCCL_TOPO_FILE value in the environment (default: the -o path)"
+    )
     t.add_argument("--sm", type=int, default=80, help="GPU compute capability x10 (default 80)")
     t.set_defaults(func=cmd_nccl_topo)
 
@@ -69,17 +77,26 @@ def cmd_msccl(args: argparse.Namespace) -> int:
 
     plan = _read_json(args.plan, "plan document")
     try:
-        algo, info = export_msccl(plan, target=args.target, chunks=args.chunks,
-                                  channels=args.channels, min_bytes=args.min_bytes,
-                                  max_bytes=args.max_bytes, proto=args.proto)
+        algo, info = export_msccl(
+            plan,
+            target=args.target,
+            chunks=args.chunks,
+            channels=args.channels,
+            min_bytes=args.min_bytes,
+            max_bytes=args.max_bytes,
+            proto=args.proto,
+        )
     except ExportError as exc:
         raise CLIError(str(exc)) from None
     _write(args.output, algo.to_xml())
     how = "exact" if info["exact"] else f"quantized from {info['exact_chunks']}"
-    print(f"{args.output or 'stdout'}: {algo.ngpus} GPUs, {info['chunks']} chunks ({how}), "
-          f"{info['channels']} channel(s), up to {info['max_steps_per_tb']} steps per "
-          f"threadblock and {info['max_tbs_per_gpu']} threadblocks per GPU, "
-          f"minBytes {algo.minBytes} maxBytes {algo.maxBytes}", file=sys.stderr)
+    print(
+        f"{args.output or 'stdout'}: {algo.ngpus} GPUs, {info['chunks']} chunks ({how}), "
+        f"{info['channels']} channel(s), up to {info['max_steps_per_tb']} steps per "
+        f"threadblock and {info['max_tbs_per_gpu']} threadblocks per GPU, "
+        f"minBytes {algo.minBytes} maxBytes {algo.maxBytes}",
+        file=sys.stderr,
+    )
     return 0
 
 
@@ -107,16 +124,17 @@ def cmd_nccl_topo(args: argparse.Namespace) -> int:
     from syncplan.export.msccl_xml import ExportError
     from syncplan.export.nccl_topo import nccl_env, nccl_topology_xml
 
-    graph = fetch_topology(args.server) if args.server else _read_json(args.topology,
-                                                                        "topology")
+    graph = fetch_topology(args.server) if args.server else _read_json(args.topology, "topology")
     if not isinstance(graph, dict) or not isinstance(graph.get("nodes"), list):
         raise CLIError("the topology has no nodes list")
     hosts = sorted({n.get("host") for n in graph["nodes"] if n.get("host")})
     host = args.host
     if host is None:
         if len(hosts) != 1:
-            raise CLIError(f"--host is required: the cluster has {len(hosts)} hosts "
-                           f"({', '.join(hosts[:8])}{' ...' if len(hosts) > 8 else ''})")
+            raise CLIError(
+                f"--host is required: the cluster has {len(hosts)} hosts "
+                f"({', '.join(hosts[:8])}{' ...' if len(hosts) > 8 else ''})"
+            )
         host = hosts[0]
     try:
         xml = nccl_topology_xml(graph, host, sm=args.sm)

@@ -100,8 +100,10 @@ def chunked(program: Program, chunks: int) -> list[list[Xfer]]:
         def q(b: int) -> int:
             return b // g
     else:
+
         def q(b: int) -> int:
             return (b * chunks + u // 2) // u
+
     out: list[list[Xfer]] = []
     for step in program.steps:
         groups: dict[tuple[int, int, bool], list[tuple[int, int]]] = {}
@@ -205,8 +207,9 @@ class _Builder:
         self.by_id[tb_id].steps[s].hasdep = 1
 
 
-def _lower(steps: list[list[Xfer]], n: int, chunks: int, channels: int,
-           limits: MscclLimits) -> list[MscclGPU]:
+def _lower(
+    steps: list[list[Xfer]], n: int, chunks: int, channels: int, limits: MscclLimits
+) -> list[MscclGPU]:
     chans = _channels_of(steps, channels)
     builders = [_Builder(r, chunks) for r in range(n)]
     for step, row in zip(steps, chans, strict=True):
@@ -226,22 +229,28 @@ def _lower(steps: list[list[Xfer]], n: int, chunks: int, channels: int,
 
 def _check_gpu(rank: int, tbs: list[MscclTB], limits: MscclLimits) -> None:
     if len(tbs) > limits.max_tbs:
-        raise LimitError(f"gpu {rank} needs {len(tbs)} threadblocks, more than the "
-                         f"{limits.max_tbs} the target allows")
+        raise LimitError(
+            f"gpu {rank} needs {len(tbs)} threadblocks, more than the "
+            f"{limits.max_tbs} the target allows"
+        )
     sends: dict[int, int] = defaultdict(int)
     recvs: dict[int, int] = defaultdict(int)
     for tb in tbs:
         if len(tb.steps) > limits.max_steps_per_tb:
-            raise LimitError(f"gpu {rank} threadblock {tb.id} (peer {max(tb.send, tb.recv)}, "
-                             f"channel {tb.chan}) needs {len(tb.steps)} steps, more than the "
-                             f"{limits.max_steps_per_tb} the target allows")
+            raise LimitError(
+                f"gpu {rank} threadblock {tb.id} (peer {max(tb.send, tb.recv)}, "
+                f"channel {tb.chan}) needs {len(tb.steps)} steps, more than the "
+                f"{limits.max_steps_per_tb} the target allows"
+            )
         sends[tb.chan] += tb.send >= 0
         recvs[tb.chan] += tb.recv >= 0
     for chan, count in [*sends.items(), *recvs.items()]:
         if count > limits.max_tbs_per_channel:
-            raise LimitError(f"gpu {rank} channel {chan} needs {count} sending or receiving "
-                             f"threadblocks, more than the {limits.max_tbs_per_channel} "
-                             "the target allows")
+            raise LimitError(
+                f"gpu {rank} channel {chan} needs {count} sending or receiving "
+                f"threadblocks, more than the {limits.max_tbs_per_channel} "
+                "the target allows"
+            )
 
 
 def _worst_pair(steps: list[list[Xfer]], limits: MscclLimits) -> tuple[int, int, int]:
@@ -285,10 +294,16 @@ def _candidates(exact: int, chunks: int | None) -> list[int]:
     return out
 
 
-def export_msccl(plan: dict[str, Any], *, target: str = "msccl", chunks: int | None = None,
-                 channels: int | None = None, min_bytes: int | None = None,
-                 max_bytes: int | None = None, proto: str = "Simple"
-                 ) -> tuple[MscclAlgo, dict[str, Any]]:
+def export_msccl(
+    plan: dict[str, Any],
+    *,
+    target: str = "msccl",
+    chunks: int | None = None,
+    channels: int | None = None,
+    min_bytes: int | None = None,
+    max_bytes: int | None = None,
+    proto: str = "Simple",
+) -> tuple[MscclAlgo, dict[str, Any]]:
     """The plan as an MSCCL algorithm and a summary (``chunks``, ``exact``, ``channels``,
     ``program``: the chunked program it encodes). Raises ExportError when it cannot fit."""
     if target not in TARGETS:
@@ -310,8 +325,9 @@ def export_msccl(plan: dict[str, Any], *, target: str = "msccl", chunks: int | N
     if channels is not None and not 1 <= channels <= limits.max_channels:
         raise ExportError(f"channels must be in [1, {limits.max_channels}], got {channels}")
     exact = exact_chunks(program)
-    chan_options = [channels] if channels else [c for c in (1, 2, 4, 8, 16, 32)
-                                                if c <= limits.max_channels]
+    chan_options = (
+        [channels] if channels else [c for c in (1, 2, 4, 8, 16, 32) if c <= limits.max_channels]
+    )
     first_error: str | None = None
     for q in _candidates(exact, chunks):
         steps = chunked(program, q)
@@ -320,13 +336,15 @@ def export_msccl(plan: dict[str, Any], *, target: str = "msccl", chunks: int | N
             if worst > c * limits.max_steps_per_tb:
                 first_error = first_error or (
                     f"at {q} chunks gpu {gpu} and peer {peer} need {worst} steps, more than "
-                    f"{c} channel(s) x {limits.max_steps_per_tb}")
+                    f"{c} channel(s) x {limits.max_steps_per_tb}"
+                )
                 continue
             tbs = _most_tbs(steps, c)
             if tbs > limits.max_tbs:
                 first_error = first_error or (
                     f"at {q} chunks and {c} channels a GPU needs {tbs} threadblocks, more "
-                    f"than the {limits.max_tbs} the target allows")
+                    f"than the {limits.max_tbs} the target allows"
+                )
                 continue
             try:
                 gpus = _lower(steps, n, q, c, limits)
@@ -336,23 +354,33 @@ def export_msccl(plan: dict[str, Any], *, target: str = "msccl", chunks: int | N
             used = 1 + max((tb.chan for g in gpus for tb in g.tbs), default=0)
             name = f"syncplan-{plan.get('algorithm', 'plan')}-{str(plan.get('plan_id', ''))[:12]}"
             algo = MscclAlgo(name, proto, used, q, n, "allreduce", 1, 0, lo, hi, gpus)
-            info = {"chunks": q, "exact": q == exact, "exact_chunks": exact,
-                    "channels": used, "target": target,
-                    "max_steps_per_tb": max((len(tb.steps) for g in gpus for tb in g.tbs),
-                                            default=0),
-                    "max_tbs_per_gpu": max((len(g.tbs) for g in gpus), default=0),
-                    "transfers": sum(len(s) for s in steps),
-                    "program": steps}
+            info = {
+                "chunks": q,
+                "exact": q == exact,
+                "exact_chunks": exact,
+                "channels": used,
+                "target": target,
+                "max_steps_per_tb": max((len(tb.steps) for g in gpus for tb in g.tbs), default=0),
+                "max_tbs_per_gpu": max((len(g.tbs) for g in gpus), default=0),
+                "transfers": sum(len(s) for s in steps),
+                "program": steps,
+            }
             return algo, info
-    raise ExportError(f"the plan does not fit the {target} executor's limits "
-                      f"({limits.max_steps_per_tb} steps per threadblock, "
-                      f"{limits.max_tbs_per_channel} threadblocks per channel, "
-                      f"{limits.max_tbs} per GPU): {first_error}")
+    raise ExportError(
+        f"the plan does not fit the {target} executor's limits "
+        f"({limits.max_steps_per_tb} steps per threadblock, "
+        f"{limits.max_tbs_per_channel} threadblocks per channel, "
+        f"{limits.max_tbs} per GPU): {first_error}"
+    )
 
 
 def chunked_doc(plan: dict[str, Any], info: dict[str, Any]) -> dict[str, Any]:
     """A plan document of the chunked program the export encodes (for planner.verify)."""
-    steps = [[{"src": s, "dst": d, "chunk": [a, b], "reduce": r} for s, d, a, b, r in step]
-             for step in info["program"]]
-    return {**{k: v for k, v in plan.items() if k not in ("program", "program_compact")},
-            "program": {"units": info["chunks"], "steps": steps}}
+    steps = [
+        [{"src": s, "dst": d, "chunk": [a, b], "reduce": r} for s, d, a, b, r in step]
+        for step in info["program"]
+    ]
+    return {
+        **{k: v for k, v in plan.items() if k not in ("program", "program_compact")},
+        "program": {"units": info["chunks"], "steps": steps},
+    }

@@ -79,12 +79,32 @@ class MscclAlgo:
         return ET.tostring(root, encoding="unicode") + "\n"
 
 
-_ALGO_ATTRS = ("name", "proto", "nchannels", "nchunksperloop", "ngpus", "coll", "inplace",
-               "outofplace", "minBytes", "maxBytes")
+_ALGO_ATTRS = (
+    "name",
+    "proto",
+    "nchannels",
+    "nchunksperloop",
+    "ngpus",
+    "coll",
+    "inplace",
+    "outofplace",
+    "minBytes",
+    "maxBytes",
+)
 _GPU_ATTRS = ("id", "i_chunks", "o_chunks", "s_chunks")
 _TB_ATTRS = ("id", "send", "recv", "chan")
-_STEP_ATTRS = ("s", "type", "srcbuf", "srcoff", "dstbuf", "dstoff", "cnt", "depid", "deps",
-               "hasdep")
+_STEP_ATTRS = (
+    "s",
+    "type",
+    "srcbuf",
+    "srcoff",
+    "dstbuf",
+    "dstoff",
+    "cnt",
+    "depid",
+    "deps",
+    "hasdep",
+)
 _STR_ATTRS = frozenset({"name", "proto", "coll", "type", "srcbuf", "dstbuf"})
 
 

@@ -30,8 +30,10 @@ NVLINK_GBPS = {60: 18.0, 70: 20.0, 80: 20.0, 86: 12.0, 90: 20.6}  # NCCL's per-l
 
 def _pci_speed(bw_GBps: float) -> tuple[str, int]:
     """The (link_speed, link_width) whose NCCL rate is closest to ``bw_GBps``."""
-    best = min(((g, w) for g in PCI_GEN for w in (1, 2, 4, 8, 16)),
-               key=lambda gw: (abs(PCI_GEN[gw[0]] * gw[1] - bw_GBps), -gw[1]))
+    best = min(
+        ((g, w) for g in PCI_GEN for w in (1, 2, 4, 8, 16)),
+        key=lambda gw: (abs(PCI_GEN[gw[0]] * gw[1] - bw_GBps), -gw[1]),
+    )
     return best
 
 
@@ -40,14 +42,17 @@ def host_nodes(graph: dict[str, Any], host: str) -> tuple[dict[str, dict], list[
     nodes = {n["id"]: n for n in graph.get("nodes", []) if n.get("host") == host}
     if not nodes:
         hosts = sorted({n["host"] for n in graph.get("nodes", []) if n.get("host")})
-        raise ExportError(f"no host {host!r} in the topology; hosts: "
-                          f"{', '.join(hosts[:10])}{' ...' if len(hosts) > 10 else ''}")
+        raise ExportError(
+            f"no host {host!r} in the topology; hosts: "
+            f"{', '.join(hosts[:10])}{' ...' if len(hosts) > 10 else ''}"
+        )
     links = [lk for lk in graph.get("links", []) if lk["src"] in nodes or lk["dst"] in nodes]
     return nodes, links
 
 
-def nccl_topology_xml(graph: dict[str, Any], host: str, *, sm: int = 80,
-                      hardware: dict[str, Any] | None = None) -> str:
+def nccl_topology_xml(
+    graph: dict[str, Any], host: str, *, sm: int = 80, hardware: dict[str, Any] | None = None
+) -> str:
     """The NCCL topology XML of ``host`` in the topology ``graph`` (CONTRACTS section 1).
     ``hardware``: the host's agent report (``gpus`` with ``index``/``pci_bus_id``, ``nics``
     with ``name``/``pci_address``), used for real bus ids and NIC names."""
@@ -80,17 +85,32 @@ def nccl_topology_xml(graph: dict[str, Any], host: str, *, sm: int = 80,
     system = ET.Element("system", {"version": "1"})
     cpus: dict[str, ET.Element] = {}
     for i, sock in enumerate(sockets or ["(cpu)"]):
-        cpus[sock] = ET.SubElement(system, "cpu", {
-            "numaid": str(i), "arch": "x86_64", "vendor": "GenuineIntel", "familyid": "6",
-            "modelid": "85"})
+        cpus[sock] = ET.SubElement(
+            system,
+            "cpu",
+            {
+                "numaid": str(i),
+                "arch": "x86_64",
+                "vendor": "GenuineIntel",
+                "familyid": "6",
+                "modelid": "85",
+            },
+        )
     first_cpu = next(iter(cpus.values()))
     parents: dict[str, ET.Element] = {}
     for sw in switches:
         up = neighbour(sw, "cpu_socket")
         speed, width = _pci_speed(up[1]["bandwidth_GBps"] if up else 24.0)
-        parents[sw] = ET.SubElement(cpus[up[0]] if up else first_cpu, "pci", {
-            "busid": bus(sw), "class": PCI_CLASS["bridge"], "link_speed": speed,
-            "link_width": str(width)})
+        parents[sw] = ET.SubElement(
+            cpus[up[0]] if up else first_cpu,
+            "pci",
+            {
+                "busid": bus(sw),
+                "class": PCI_CLASS["bridge"],
+                "link_speed": speed,
+                "link_width": str(width),
+            },
+        )
 
     def attach(nid: str) -> ET.Element:
         up = neighbour(nid, "pcie_switch") or neighbour(nid, "cpu_socket")
@@ -101,13 +121,17 @@ def nccl_topology_xml(graph: dict[str, Any], host: str, *, sm: int = 80,
             parent = cpus[up[0]]
         speed, width = _pci_speed(up[1]["bandwidth_GBps"] if up else 24.0)
         cls = PCI_CLASS["gpu" if kind[nid] == "gpu" else "nic"]
-        return ET.SubElement(parent, "pci", {"busid": bus(nid), "class": cls,
-                                             "link_speed": speed, "link_width": str(width)})
+        return ET.SubElement(
+            parent,
+            "pci",
+            {"busid": bus(nid), "class": cls, "link_speed": speed, "link_width": str(width)},
+        )
 
     nv_rate = NVLINK_GBPS.get(sm, 20.0)
     for dev, g in enumerate(gpus):
-        el = ET.SubElement(attach(g), "gpu", {"dev": str(dev), "sm": str(sm), "rank": str(dev),
-                                              "gdr": "1"})
+        el = ET.SubElement(
+            attach(g), "gpu", {"dev": str(dev), "sm": str(sm), "rank": str(dev), "gdr": "1"}
+        )
         for other, lk in sorted(adj[g], key=lambda h: _natural(h[0])):
             if lk.get("kind") != "nvlink" or other not in kind:
                 continue
@@ -115,25 +139,38 @@ def nccl_topology_xml(graph: dict[str, Any], host: str, *, sm: int = 80,
             if target not in ("gpu", "nvswitch"):
                 continue
             count = max(1, round(lk["bandwidth_GBps"] / nv_rate))
-            ET.SubElement(el, "nvlink", {
-                "target": bus(other), "count": str(count),
-                "tclass": PCI_CLASS["gpu" if target == "gpu" else "nvswitch"]})
+            ET.SubElement(
+                el,
+                "nvlink",
+                {
+                    "target": bus(other),
+                    "count": str(count),
+                    "tclass": PCI_CLASS["gpu" if target == "gpu" else "nvswitch"],
+                },
+            )
     for dev, nic in enumerate(nics):
         out = [lk for m, lk in adj[nic] if m not in nodes]
         rate = max((lk["bandwidth_GBps"] for lk in out), default=None)
         lat = min((lk.get("latency_us", 0.0) for lk in out), default=0.0)
         info = nic_hw.get(local(nic), {})
-        net = {"name": info.get("name") or local(nic), "dev": str(dev),
-               "speed": str(round(rate * 8000)) if rate else "-1", "port": "1",
-               "latency": f"{lat:g}", "guid": hex(0x1000 + dev), "maxconn": "131072",
-               "gdr": "1"}
+        net = {
+            "name": info.get("name") or local(nic),
+            "dev": str(dev),
+            "speed": str(round(rate * 8000)) if rate else "-1",
+            "port": "1",
+            "latency": f"{lat:g}",
+            "guid": hex(0x1000 + dev),
+            "maxconn": "131072",
+            "gdr": "1",
+        }
         ET.SubElement(ET.SubElement(attach(nic), "nic"), "net", net)
     ET.indent(system, "  ")
     return ET.tostring(system, encoding="unicode") + "\n"
 
 
-def nccl_env(graph: dict[str, Any], host: str, topo_file: str,
-             hardware: dict[str, Any] | None = None) -> dict[str, str]:
+def nccl_env(
+    graph: dict[str, Any], host: str, topo_file: str, hardware: dict[str, Any] | None = None
+) -> dict[str, str]:
     """The NCCL environment for a job's ranks on ``host``: the topology file, and the NICs
     to use (InfiniBand/RoCE by device name, Ethernet by interface name) when known."""
     nodes, _ = host_nodes(graph, host)

@@ -88,14 +88,19 @@ class Point:
     def median_s(self) -> float:
         return statistics.median(self.times_s)
 
-    def predict(self, min_step_s: float, overhead_s: float, exchange_s: float = 0.0,
-                switch: float = 0.0) -> float:
-        return (sum(overlapped(max(w, min_step_s), e, overhead_s) for w, e in self.feats)
-                + exchange_s * sum(self.xends) + switch * sum(self.swires))
+    def predict(
+        self, min_step_s: float, overhead_s: float, exchange_s: float = 0.0, switch: float = 0.0
+    ) -> float:
+        return (
+            sum(overlapped(max(w, min_step_s), e, overhead_s) for w, e in self.feats)
+            + exchange_s * sum(self.xends)
+            + switch * sum(self.swires)
+        )
 
 
-def _log_predictions(points: Sequence[Point], m_grid_us: np.ndarray, o_grid_us: np.ndarray,
-                     x_grid_us: np.ndarray) -> np.ndarray:
+def _log_predictions(
+    points: Sequence[Point], m_grid_us: np.ndarray, o_grid_us: np.ndarray, x_grid_us: np.ndarray
+) -> np.ndarray:
     """log(predicted seconds), shape (m, point, o, x)."""
     o = o_grid_us * 1e-6
     steps = np.empty((len(m_grid_us), len(points), len(o)))
@@ -108,8 +113,9 @@ def _log_predictions(points: Sequence[Point], m_grid_us: np.ndarray, o_grid_us: 
             base = np.maximum(wire, m * 1e-6)[:, None]
             steps[i, j] = np.maximum(base + serial, busy).sum(axis=0)
     xends = np.array([sum(p.xends) for p in points])
-    pred = (steps[:, :, :, None]
-            + xends[None, :, None, None] * (x_grid_us[None, None, None, :] * 1e-6))
+    pred = steps[:, :, :, None] + xends[None, :, None, None] * (
+        x_grid_us[None, None, None, :] * 1e-6
+    )
     return np.log(np.maximum(pred, 1e-12))
 
 
@@ -119,8 +125,14 @@ def _best(logpred: np.ndarray, log_measured: np.ndarray) -> tuple[int, int, int,
     return int(i), int(j), int(k), float(err[i, j, k])
 
 
-def _best_switch(points: Sequence[Point], medians: Sequence[float], m_s: float, o_s: float,
-                 x_s: float, s_grid: np.ndarray) -> int:
+def _best_switch(
+    points: Sequence[Point],
+    medians: Sequence[float],
+    m_s: float,
+    o_s: float,
+    x_s: float,
+    s_grid: np.ndarray,
+) -> int:
     """Index in ``s_grid`` of the least squared log error with ``m``, ``o``, ``x`` fixed."""
     base = np.array([p.predict(m_s, o_s, x_s) for p in points])
     sw = np.array([sum(p.swires) for p in points])
@@ -129,10 +141,15 @@ def _best_switch(points: Sequence[Point], medians: Sequence[float], m_s: float, 
     return int(np.argmin(err))
 
 
-def fit_settings(points: Sequence[Point], m_grid_us: np.ndarray = M_GRID_US,
-                 o_grid_us: np.ndarray = O_GRID_US, bootstrap: int = BOOTSTRAP,
-                 seed: int = 0, x_grid_us: np.ndarray | None = None,
-                 s_grid: np.ndarray | None = None) -> dict[str, Any]:
+def fit_settings(
+    points: Sequence[Point],
+    m_grid_us: np.ndarray = M_GRID_US,
+    o_grid_us: np.ndarray = O_GRID_US,
+    bootstrap: int = BOOTSTRAP,
+    seed: int = 0,
+    x_grid_us: np.ndarray | None = None,
+    s_grid: np.ndarray | None = None,
+) -> dict[str, Any]:
     """Least squared log error ``(m, o, x)`` over the medians of the points below
     ``LARGE_SIZE``, then ``s`` over all points with those fixed, with a bootstrap range;
     ``x`` is 0 unless ``x_grid_us`` is given, ``s`` unless ``s_grid`` is."""
@@ -146,8 +163,9 @@ def fit_settings(points: Sequence[Point], m_grid_us: np.ndarray = M_GRID_US,
     def both(medians: list[float]) -> tuple[int, int, int, int, float]:
         y = [v for p, v in zip(points, medians, strict=True) if p.size_bytes < LARGE_SIZE]
         i, j, k, err = _best(logpred, np.log(y))
-        q = _best_switch(points, medians, m_grid_us[i] * 1e-6, o_grid_us[j] * 1e-6,
-                         x_grid[k] * 1e-6, s_grid)
+        q = _best_switch(
+            points, medians, m_grid_us[i] * 1e-6, o_grid_us[j] * 1e-6, x_grid[k] * 1e-6, s_grid
+        )
         return i, j, k, q, err
 
     i, j, k, q, _ = both([p.median_s for p in points])
@@ -156,8 +174,10 @@ def fit_settings(points: Sequence[Point], m_grid_us: np.ndarray = M_GRID_US,
     rng = np.random.default_rng(seed)
     ms, os_, xs, ss = [], [], [], []
     for _ in range(bootstrap):
-        y = [float(statistics.median(rng.choice(np.asarray(p.times_s), len(p.times_s))))
-             for p in points]
+        y = [
+            float(statistics.median(rng.choice(np.asarray(p.times_s), len(p.times_s))))
+            for p in points
+        ]
         bi, bj, bk, bq, _ = both(y)
         ms.append(m_grid_us[bi])
         os_.append(o_grid_us[bj])
@@ -167,31 +187,40 @@ def fit_settings(points: Sequence[Point], m_grid_us: np.ndarray = M_GRID_US,
     err = sum(math.log(r) ** 2 for r in ratios)
     return {
         "usable": True,
-        "min_step_us": m_us, "message_overhead_us": o_us, "exchange_overhead_us": x_us,
+        "min_step_us": m_us,
+        "message_overhead_us": o_us,
+        "exchange_overhead_us": x_us,
         "switch_overhead": s,
         "rms_log_error": round(math.sqrt(err / len(points)), 4),
         "predicted_over_measured": [round(r, 3) for r in ratios],
-        "fitted": ((["min_step"] if len(m_grid_us) > 1 else []) + ["message_overhead"]
-                   + (["exchange_overhead"] if len(x_grid) > 1 else [])
-                   + (["switch_overhead"] if len(s_grid) > 1 else [])),
-        "at_grid_edge": {"min_step": len(m_grid_us) > 1 and i in (0, len(m_grid_us) - 1)
-                         and m_us > 0,
-                         "message_overhead": j == len(o_grid_us) - 1,
-                         "exchange_overhead": len(x_grid) > 1 and k == len(x_grid) - 1,
-                         "switch_overhead": len(s_grid) > 1 and q == len(s_grid) - 1},
-        "bootstrap": {"n": bootstrap,
-                      "min_step_us_5_50_95": [float(x) for x in np.percentile(ms, [5, 50, 95])],
-                      "message_overhead_us_5_50_95": [float(x) for x in
-                                                      np.percentile(os_, [5, 50, 95])],
-                      "exchange_overhead_us_5_50_95": [float(x) for x in
-                                                       np.percentile(xs, [5, 50, 95])],
-                      "switch_overhead_5_50_95": [float(x) for x in
-                                                  np.percentile(ss, [5, 50, 95])]},
+        "fitted": (
+            (["min_step"] if len(m_grid_us) > 1 else [])
+            + ["message_overhead"]
+            + (["exchange_overhead"] if len(x_grid) > 1 else [])
+            + (["switch_overhead"] if len(s_grid) > 1 else [])
+        ),
+        "at_grid_edge": {
+            "min_step": len(m_grid_us) > 1 and i in (0, len(m_grid_us) - 1) and m_us > 0,
+            "message_overhead": j == len(o_grid_us) - 1,
+            "exchange_overhead": len(x_grid) > 1 and k == len(x_grid) - 1,
+            "switch_overhead": len(s_grid) > 1 and q == len(s_grid) - 1,
+        },
+        "bootstrap": {
+            "n": bootstrap,
+            "min_step_us_5_50_95": [float(x) for x in np.percentile(ms, [5, 50, 95])],
+            "message_overhead_us_5_50_95": [float(x) for x in np.percentile(os_, [5, 50, 95])],
+            "exchange_overhead_us_5_50_95": [float(x) for x in np.percentile(xs, [5, 50, 95])],
+            "switch_overhead_5_50_95": [float(x) for x in np.percentile(ss, [5, 50, 95])],
+        },
     }
 
 
-def points_from_run(result: dict[str, Any], plans: dict[tuple[str, int], dict[str, Any]],
-                    topology: dict[str, Any], cores: int) -> list[Point]:
+def points_from_run(
+    result: dict[str, Any],
+    plans: dict[tuple[str, int], dict[str, Any]],
+    topology: dict[str, Any],
+    cores: int,
+) -> list[Point]:
     """The correct plan runs of a runner result whose (label, size) is in ``plans``."""
     from syncplan.planner.topology import Topology
     from syncplan.planner.verify import step_exchange_ends, step_features, step_switch_wires
@@ -202,23 +231,44 @@ def points_from_run(result: dict[str, Any], plans: dict[tuple[str, int], dict[st
         doc = plans.get((e["algorithm"], e["size_bytes"]))
         if doc is None or not e.get("correct") or not e.get("times_s"):
             continue
-        out.append(Point(e["algorithm"], doc.get("algorithm", e["algorithm"]), e["size_bytes"],
-                         list(e["times_s"]), step_features(doc, topo, message_cores=cores),
-                         step_exchange_ends(doc, topo, message_cores=cores),
-                         step_switch_wires(doc, topo)))
+        out.append(
+            Point(
+                e["algorithm"],
+                doc.get("algorithm", e["algorithm"]),
+                e["size_bytes"],
+                list(e["times_s"]),
+                step_features(doc, topo, message_cores=cores),
+                step_exchange_ends(doc, topo, message_cores=cores),
+                step_switch_wires(doc, topo),
+            )
+        )
     return out
 
 
 def points_from_record(rec: dict[str, Any]) -> list[Point]:
     """The points of a recorded calibration (``record``), to fit them again."""
-    return [Point(p["label"], p["algorithm"], p["size_bytes"], p["times_s"],
-                  [(w, e) for w, e in p["feats"]], list(p.get("exchange_ends", ())),
-                  list(p.get("switch_wires", ())))
-            for p in rec["programs"]]
+    return [
+        Point(
+            p["label"],
+            p["algorithm"],
+            p["size_bytes"],
+            p["times_s"],
+            [(w, e) for w, e in p["feats"]],
+            list(p.get("exchange_ends", ())),
+            list(p.get("switch_wires", ())),
+        )
+        for p in rec["programs"]
+    ]
 
 
-def record(points: Sequence[Point], fit: dict[str, Any], result: dict[str, Any],
-           reps: int, warmup: int, cores: int) -> dict[str, Any]:
+def record(
+    points: Sequence[Point],
+    fit: dict[str, Any],
+    result: dict[str, Any],
+    reps: int,
+    warmup: int,
+    cores: int,
+) -> dict[str, Any]:
     """What the results file keeps of a calibration: samples, features, fit, gloo times."""
     m, o = fit.get("min_step_us", 0.0) * 1e-6, fit.get("message_overhead_us", 0.0) * 1e-6
     x = fit.get("exchange_overhead_us", 0.0) * 1e-6
@@ -226,30 +276,50 @@ def record(points: Sequence[Point], fit: dict[str, Any], result: dict[str, Any],
     return {
         "algorithms": sorted({p.algorithm for p in points}),
         "sizes": sorted({p.size_bytes for p in points}),  # what was timed (1 MiB: fits s)
-        "reps": reps, "warmup": warmup, "message_cores": cores,
+        "reps": reps,
+        "warmup": warmup,
+        "message_cores": cores,
         "fit": fit,
-        "programs": [{"label": p.label, "algorithm": p.algorithm, "size_bytes": p.size_bytes,
-                      "times_s": [round(t, 7) for t in p.times_s],
-                      "median_s": round(p.median_s, 7), "steps": len(p.feats),
-                      "wire_s": round(sum(w for w, _ in p.feats), 7),
-                      "message_ends": round(sum(e for _, e in p.feats), 3),
-                      "feats": [[w, e] for w, e in p.feats],
-                      "exchange_ends": list(p.xends),
-                      "switch_wires": list(p.swires),
-                      **({"fitted_s": round(p.predict(m, o, x, s), 7)} if fit.get("usable")
-                         else {})}
-                     for p in points],
-        "gloo": [{"size_bytes": e["size_bytes"], "median_s": e["median_s"]}
-                 for e in result.get("results", []) if e["algorithm"] == "gloo"],
+        "programs": [
+            {
+                "label": p.label,
+                "algorithm": p.algorithm,
+                "size_bytes": p.size_bytes,
+                "times_s": [round(t, 7) for t in p.times_s],
+                "median_s": round(p.median_s, 7),
+                "steps": len(p.feats),
+                "wire_s": round(sum(w for w, _ in p.feats), 7),
+                "message_ends": round(sum(e for _, e in p.feats), 3),
+                "feats": [[w, e] for w, e in p.feats],
+                "exchange_ends": list(p.xends),
+                "switch_wires": list(p.swires),
+                **({"fitted_s": round(p.predict(m, o, x, s), 7)} if fit.get("usable") else {}),
+            }
+            for p in points
+        ],
+        "gloo": [
+            {"size_bytes": e["size_bytes"], "median_s": e["median_s"]}
+            for e in result.get("results", [])
+            if e["algorithm"] == "gloo"
+        ],
         "failures": result.get("failures", []),
         "wall_s": result.get("wall_s"),
     }
 
 
-def calibrate(run: Callable[[Sequence[Path], Path], dict[str, Any]], plan_paths: Sequence[Path],
-              topology: dict[str, Any], cores: int, reps: int, warmup: int, out_path: Path,
-              say: Callable[[str], None], min_step_us: float | None = None,
-              exchange: bool = False, switch: bool = False) -> dict[str, Any]:
+def calibrate(
+    run: Callable[[Sequence[Path], Path], dict[str, Any]],
+    plan_paths: Sequence[Path],
+    topology: dict[str, Any],
+    cores: int,
+    reps: int,
+    warmup: int,
+    out_path: Path,
+    say: Callable[[str], None],
+    min_step_us: float | None = None,
+    exchange: bool = False,
+    switch: bool = False,
+) -> dict[str, Any]:
     """Time the reference plans (``run(plans, out_path)``, the loop's runner) and fit ``o``
     (and ``x`` with ``exchange``, ``s`` with ``switch``) with the step floor fixed at
     ``min_step_us``, or ``m`` and ``o`` when it is None."""
@@ -261,15 +331,20 @@ def calibrate(run: Callable[[Sequence[Path], Path], dict[str, Any]], plan_paths:
         plans[(doc["label"], int(doc["size_bytes"]))] = doc
     result = run(plan_paths, out_path)
     # fit the times as the record keeps them (0.1 us), so the record reproduces the fit
-    points = [replace(p, times_s=[round(t, 7) for t in p.times_s])
-              for p in points_from_run(result, plans, topology, cores)]
-    fit = fit_settings(points, **({} if min_step_us is None
-                                  else {"m_grid_us": np.array([float(min_step_us)])}),
-                       x_grid_us=X_GRID_US if exchange and min_step_us is not None else None,
-                       s_grid=S_GRID if switch else None)
+    points = [
+        replace(p, times_s=[round(t, 7) for t in p.times_s])
+        for p in points_from_run(result, plans, topology, cores)
+    ]
+    fit = fit_settings(
+        points,
+        **({} if min_step_us is None else {"m_grid_us": np.array([float(min_step_us)])}),
+        x_grid_us=X_GRID_US if exchange and min_step_us is not None else None,
+        s_grid=S_GRID if switch else None,
+    )
     if fit["usable"]:
         b = fit["bootstrap"]
-        say(f"calibration: min step {fit['min_step_us']:g} us "
+        say(
+            f"calibration: min step {fit['min_step_us']:g} us "
             f"({b['min_step_us_5_50_95'][0]:g}-{b['min_step_us_5_50_95'][2]:g}), message "
             f"overhead {fit['message_overhead_us']:g} us "
             f"({b['message_overhead_us_5_50_95'][0]:g}-{b['message_overhead_us_5_50_95'][2]:g})"
@@ -278,10 +353,13 @@ def calibrate(run: Callable[[Sequence[Path], Path], dict[str, Any]], plan_paths:
             f"{b['exchange_overhead_us_5_50_95'][2]:g}), switch overhead "
             f"{fit['switch_overhead']:g} ({b['switch_overhead_5_50_95'][0]:g}-"
             f"{b['switch_overhead_5_50_95'][2]:g}) over {cores} cores; rms log error "
-            f"{fit['rms_log_error']:.3f} on {len(points)} programs")
+            f"{fit['rms_log_error']:.3f} on {len(points)} programs"
+        )
         for p, r in zip(points, fit["predicted_over_measured"], strict=True):
-            say(f"  {p.label} ({p.algorithm}) {p.size_bytes} B: measured "
-                f"{p.median_s * 1e3:.2f} ms, fitted {r:.2f}x")
+            say(
+                f"  {p.label} ({p.algorithm}) {p.size_bytes} B: measured "
+                f"{p.median_s * 1e3:.2f} ms, fitted {r:.2f}x"
+            )
     else:
         say(f"calibration not usable: {fit['reason']}; keeping the defaults")
     return record(points, fit, result, reps, warmup, cores)
@@ -295,6 +373,11 @@ def repeat_ratios(rec: dict[str, Any], result: dict[str, Any]) -> list[dict[str,
     for e in result.get("results", []):
         c = cal.get((e["algorithm"], e["size_bytes"]))
         if c and e.get("median_s"):
-            out.append({"label": e["algorithm"], "size_bytes": e["size_bytes"],
-                        "ratio": round(e["median_s"] / c, 3)})
+            out.append(
+                {
+                    "label": e["algorithm"],
+                    "size_bytes": e["size_bytes"],
+                    "ratio": round(e["median_s"] / c, 3),
+                }
+            )
     return out

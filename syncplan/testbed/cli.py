@@ -16,77 +16,135 @@ RESULTS_DIR_NAME = "bench/results"
 
 
 def register(subparsers: Any) -> None:
-    tb = subparsers.add_parser("testbed", help="emulated cluster: namespaces + shaped links",
-                               description="Emulate a cluster with network namespaces and tc.")
+    tb = subparsers.add_parser(
+        "testbed",
+        help="emulated cluster: namespaces + shaped links",
+        description="Emulate a cluster with network namespaces and tc.",
+    )
     sub = tb.add_subparsers(dest="testbed_command", metavar="ACTION", required=True)
 
     def common(p: argparse.ArgumentParser) -> None:
         p.add_argument("scenario", help="scenario name (bench/testbed/scenarios) or file")
-        p.add_argument("--state-dir", type=Path, default=None,
-                       help="where state files live (default /run/syncplan-testbed, or "
-                            "$SYNCPLAN_TESTBED_STATE)")
+        p.add_argument(
+            "--state-dir",
+            type=Path,
+            default=None,
+            help="where state files live (default /run/syncplan-testbed, or "
+            "$SYNCPLAN_TESTBED_STATE)",
+        )
 
     p = sub.add_parser("up", help="create the namespaces, veths and shaped links")
     common(p)
-    p.add_argument("--check-links", type=float, metavar="SECONDS", default=None,
-                   help="then measure every link for SECONDS per direction")
-    p.add_argument("--host-cmd", metavar="TEMPLATE",
-                   help="start this command in every host namespace; placeholders {host} "
-                        "{rank} {netns} {iface} {addr} {world} {service_addr} {prefix}")
-    p.add_argument("--service-cmd", metavar="TEMPLATE",
-                   help="start this command in the service namespace (same placeholders)")
+    p.add_argument(
+        "--check-links",
+        type=float,
+        metavar="SECONDS",
+        default=None,
+        help="then measure every link for SECONDS per direction",
+    )
+    p.add_argument(
+        "--host-cmd",
+        metavar="TEMPLATE",
+        help="start this command in every host namespace; placeholders {host} "
+        "{rank} {netns} {iface} {addr} {world} {service_addr} {prefix}",
+    )
+    p.add_argument(
+        "--service-cmd",
+        metavar="TEMPLATE",
+        help="start this command in the service namespace (same placeholders)",
+    )
     p.set_defaults(func=_wrap(_cmd_up))
 
     p = sub.add_parser("run", help="time all-reduce over the testbed (brought up if needed)")
     common(p)
-    p.add_argument("--sizes", default="1MiB,4MiB,16MiB,64MiB,256MiB",
-                   help="comma-separated buffer sizes (default %(default)s)")
+    p.add_argument(
+        "--sizes",
+        default="1MiB,4MiB,16MiB,64MiB,256MiB",
+        help="comma-separated buffer sizes (default %(default)s)",
+    )
     p.add_argument("--reps", type=int, default=3, help="timed repetitions per size")
     p.add_argument("--warmup", type=int, default=0, help="untimed repetitions per size")
-    p.add_argument("--plans", nargs="*", type=Path, default=[],
-                   help="plan documents to time through the executor as well")
-    p.add_argument("--check-links", type=float, metavar="SECONDS", default=None,
-                   help="measure every link first (SECONDS per direction); stored in results")
-    p.add_argument("--out", type=Path, help="results JSON (default "
-                   "bench/results/testbed-SCENARIO.json)")
+    p.add_argument(
+        "--plans",
+        nargs="*",
+        type=Path,
+        default=[],
+        help="plan documents to time through the executor as well",
+    )
+    p.add_argument(
+        "--check-links",
+        type=float,
+        metavar="SECONDS",
+        default=None,
+        help="measure every link first (SECONDS per direction); stored in results",
+    )
+    p.add_argument(
+        "--out", type=Path, help="results JSON (default bench/results/testbed-SCENARIO.json)"
+    )
     p.add_argument("--plot", type=Path, help="plot PNG (default: results path with .png)")
     p.add_argument("--keep", action="store_true", help="leave a testbed this run created up")
     p.add_argument("--timeout", type=float, default=None, help="limit for the whole run, s")
     p.set_defaults(func=_wrap(_cmd_run))
 
-    p = sub.add_parser("loop", help="the whole loop: agents measure, the service plans, "
-                       "the executor runs; timed against gloo")
+    p = sub.add_parser(
+        "loop",
+        help="the whole loop: agents measure, the service plans, "
+        "the executor runs; timed against gloo",
+    )
     common(p)
-    p.add_argument("--sizes", default="1MiB,4MiB,16MiB,64MiB,256MiB",
-                   help="comma-separated buffer sizes (default %(default)s)")
+    p.add_argument(
+        "--sizes",
+        default="1MiB,4MiB,16MiB,64MiB,256MiB",
+        help="comma-separated buffer sizes (default %(default)s)",
+    )
     p.add_argument("--reps", type=int, default=3, help="timed repetitions per size")
     p.add_argument("--warmup", type=int, default=0, help="untimed repetitions per size")
-    p.add_argument("--algorithms", default="ring,hierarchical,forest,auto",
-                   help="plans to fetch from the service (default %(default)s)")
-    p.add_argument("--probe-duration", type=float, default=1.0,
-                   help="agents' seconds per probe direction (default 1)")
+    p.add_argument(
+        "--algorithms",
+        default="ring,hierarchical,forest,auto",
+        help="plans to fetch from the service (default %(default)s)",
+    )
+    p.add_argument(
+        "--probe-duration",
+        type=float,
+        default=1.0,
+        help="agents' seconds per probe direction (default 1)",
+    )
     add_cost_model_args(p)
-    p.add_argument("--out", type=Path, help="results JSON (default "
-                   "bench/results/testbed-SCENARIO.json)")
+    p.add_argument(
+        "--out", type=Path, help="results JSON (default bench/results/testbed-SCENARIO.json)"
+    )
     p.add_argument("--plot", type=Path, help="plot PNG (default: results path with .png)")
     p.add_argument("--keep", action="store_true", help="leave the testbed up at the end")
     p.add_argument("--timeout", type=float, default=None, help="limit for the timed part, s")
     p.set_defaults(func=_wrap(_cmd_loop))
 
-    p = sub.add_parser("follow", help="a link degrades under a running job: the agents "
-                       "measure it, the service replans, the job switches; timed against gloo")
+    p = sub.add_parser(
+        "follow",
+        help="a link degrades under a running job: the agents "
+        "measure it, the service replans, the job switches; timed against gloo",
+    )
     common(p)
     p.add_argument("--host", required=True, help="host whose link degrades (e.g. h3)")
     p.add_argument("--rate-mbit", type=float, required=True, help="its new rate, Mbit/s")
     p.add_argument("--size", default="8MiB", help="all-reduce buffer (default %(default)s)")
     p.add_argument("--healthy", type=float, default=30.0, help="seconds before the change")
-    p.add_argument("--degraded", type=float, default=20.0,
-                   help="seconds between the change and the agents' probe cycle")
+    p.add_argument(
+        "--degraded",
+        type=float,
+        default=20.0,
+        help="seconds between the change and the agents' probe cycle",
+    )
     p.add_argument("--after", type=float, default=40.0, help="seconds after the switch")
-    p.add_argument("--probe-duration", type=float, default=1.0,
-                   help="agents' seconds per probe direction (default 1)")
-    p.add_argument("--out", type=Path, help="results JSON (default "
-                   "bench/results/testbed-follow-SCENARIO.json)")
+    p.add_argument(
+        "--probe-duration",
+        type=float,
+        default=1.0,
+        help="agents' seconds per probe direction (default 1)",
+    )
+    p.add_argument(
+        "--out", type=Path, help="results JSON (default bench/results/testbed-follow-SCENARIO.json)"
+    )
     p.add_argument("--plot", type=Path, help="plot PNG (default: results path with .png)")
     p.add_argument("--keep", action="store_true", help="leave the testbed up at the end")
     p.set_defaults(func=_wrap(_cmd_follow))
@@ -103,13 +161,20 @@ def register(subparsers: Any) -> None:
     p = sub.add_parser("check", help="measure the shaped links of an up testbed")
     common(p)
     p.add_argument("--seconds", type=float, default=2.0, help="per direction")
-    p.add_argument("--messages", default="", metavar="SIZES",
-                   help="also time single messages of these sizes per link (e.g. "
-                        "4KiB,64KiB,1MiB) against their wire time at the shaped rate")
+    p.add_argument(
+        "--messages",
+        default="",
+        metavar="SIZES",
+        help="also time single messages of these sizes per link (e.g. "
+        "4KiB,64KiB,1MiB) against their wire time at the shaped rate",
+    )
     p.set_defaults(func=_wrap(_cmd_check))
 
-    p = sub.add_parser("plans", help="write plan documents from the scenario's shaped rates "
-                       "(development aid: the real loop plans from agents' measurements)")
+    p = sub.add_parser(
+        "plans",
+        help="write plan documents from the scenario's shaped rates "
+        "(development aid: the real loop plans from agents' measurements)",
+    )
     p.add_argument("scenario")
     p.add_argument("--sizes", default="64MiB", help="comma-separated sizes")
     p.add_argument("--algorithms", default="ring,hierarchical,forest,auto")
@@ -119,8 +184,11 @@ def register(subparsers: Any) -> None:
     p = sub.add_parser("plot", help="plot result files into one PNG")
     p.add_argument("results", nargs="+", type=Path)
     p.add_argument("--out", type=Path, required=True)
-    p.add_argument("--speedups", action="store_true",
-                   help="bars of speed-up over gloo per scenario and size, and predictions")
+    p.add_argument(
+        "--speedups",
+        action="store_true",
+        help="bars of speed-up over gloo per scenario and size, and predictions",
+    )
     p.set_defaults(func=_wrap(_cmd_plot))
 
 
@@ -178,8 +246,10 @@ def _cmd_up(args: argparse.Namespace) -> int:
     _need_root()
     scenario = load_scenario(args.scenario)
     state = emulator.up(scenario, _state_dir(args))
-    _say(f"testbed {scenario.name} up: prefix {state.prefix}, {len(state.hosts)} hosts, "
-         f"state {state.path}")
+    _say(
+        f"testbed {scenario.name} up: prefix {state.prefix}, {len(state.hosts)} hosts, "
+        f"state {state.path}"
+    )
     for h in state.hosts:
         _say(f"  {h.name}: netns {h.netns} iface {h.iface} addr {h.addr} {h.rate_mbit:g} Mbit/s")
     if args.check_links:
@@ -202,8 +272,9 @@ def _cmd_run(args: argparse.Namespace) -> int:
     _need_root()
     scenario = load_scenario(args.scenario)
     sizes = [parse_size(s) for s in args.sizes.split(",") if s.strip()]
-    cfg = RunConfig(sizes=sizes, reps=args.reps, warmup=args.warmup, plans=args.plans,
-                    timeout_s=args.timeout)
+    cfg = RunConfig(
+        sizes=sizes, reps=args.reps, warmup=args.warmup, plans=args.plans, timeout_s=args.timeout
+    )
     out = args.out or REPO_ROOT / RESULTS_DIR_NAME / f"testbed-{scenario.name}.json"
     _sigterm_as_interrupt()
     state = load_state(state_file(_state_dir(args), scenario.name))
@@ -228,8 +299,10 @@ def _cmd_run(args: argparse.Namespace) -> int:
             emulator.kill_recorded(state, "run")
     _say(f"[{scenario.name}] results: {out}")
     for e in result["results"]:
-        _say(f"  {e['size_bytes'] / 2**20:g} MiB {e['algorithm']}: median {e['median_s']:.3f} s"
-             f" (ring bound {e['ring_bound_s']:.3f} s){'' if e['correct'] else ' WRONG'}")
+        _say(
+            f"  {e['size_bytes'] / 2**20:g} MiB {e['algorithm']}: median {e['median_s']:.3f} s"
+            f" (ring bound {e['ring_bound_s']:.3f} s){'' if e['correct'] else ' WRONG'}"
+        )
     png = plot_results([result], args.plot or out.with_suffix(".png"))
     _say(f"[{scenario.name}] plot: {png}")
     return _exit_code(result, result["results"])
@@ -246,25 +319,37 @@ def _cmd_loop(args: argparse.Namespace) -> int:
     scenario = load_scenario(args.scenario)
     sizes = [parse_size(s) for s in args.sizes.split(",") if s.strip()]
     algos = [a.strip() for a in args.algorithms.split(",") if a.strip()]
-    cfg = LoopConfig(sizes=sizes, reps=args.reps, warmup=args.warmup, algorithms=algos,
-                     probe_duration_s=args.probe_duration, run_timeout_s=args.timeout,
-                     **cost_model_kwargs(args))
+    cfg = LoopConfig(
+        sizes=sizes,
+        reps=args.reps,
+        warmup=args.warmup,
+        algorithms=algos,
+        probe_duration_s=args.probe_duration,
+        run_timeout_s=args.timeout,
+        **cost_model_kwargs(args),
+    )
     out = args.out or REPO_ROOT / RESULTS_DIR_NAME / f"testbed-{scenario.name}.json"
     _sigterm_as_interrupt()
     result = run_loop(scenario, _state_dir(args), cfg, out, say=_say, keep=args.keep)
     _say(f"[{scenario.name}] results: {out}")
     for a in result["loop"]["agents"]:
-        _say(f"  agent {a['host']}: measured {a['measured_mbit']} Mbit/s, shaped "
-             f"{a['shaped_mbit']:g}")
+        _say(
+            f"  agent {a['host']}: measured {a['measured_mbit']} Mbit/s, shaped "
+            f"{a['shaped_mbit']:g}"
+        )
     for row in result["summary"]:
         extra = ""
         if "speedup_over_gloo" in row and row["algorithm"] != "gloo":
             extra += f", {row['speedup_over_gloo']:.2f}x gloo"
         if "measured_over_predicted" in row:
-            extra += (f", predicted {row['predicted_time_s']:.3f} s "
-                      f"(measured/predicted {row['measured_over_predicted']:.2f})")
-        _say(f"  {row['size_bytes'] / 2**20:g} MiB {row['algorithm']}: median "
-             f"{row['median_s']:.3f} s{extra}{'' if row['correct'] else ' WRONG'}")
+            extra += (
+                f", predicted {row['predicted_time_s']:.3f} s "
+                f"(measured/predicted {row['measured_over_predicted']:.2f})"
+            )
+        _say(
+            f"  {row['size_bytes'] / 2**20:g} MiB {row['algorithm']}: median "
+            f"{row['median_s']:.3f} s{extra}{'' if row['correct'] else ' WRONG'}"
+        )
     png = plot_results([result], args.plot or out.with_suffix(".png"))
     _say(f"[{scenario.name}] plot: {png}")
     return _exit_code(result, result["summary"])
@@ -277,18 +362,25 @@ def _cmd_follow(args: argparse.Namespace) -> int:
 
     _need_root()
     scenario = load_scenario(args.scenario)
-    cfg = FollowConfig(host=args.host, rate_mbit=args.rate_mbit,
-                       size_bytes=parse_size(args.size), healthy_s=args.healthy,
-                       degraded_s=args.degraded, after_s=args.after,
-                       probe_duration_s=args.probe_duration)
+    cfg = FollowConfig(
+        host=args.host,
+        rate_mbit=args.rate_mbit,
+        size_bytes=parse_size(args.size),
+        healthy_s=args.healthy,
+        degraded_s=args.degraded,
+        after_s=args.after,
+        probe_duration_s=args.probe_duration,
+    )
     out = args.out or REPO_ROOT / RESULTS_DIR_NAME / f"testbed-follow-{scenario.name}.json"
     _sigterm_as_interrupt()
     result = run_follow(scenario, _state_dir(args), cfg, out, say=_say, keep=args.keep)
     _say(f"[{scenario.name}] results: {out}")
     _say(f"  {'phase':<20} {'iterations':>10} {'plan s':>8} {'gloo s':>8} {'x gloo':>7}")
     for row in result["phases"]:
-        _say(f"  {row['phase']:<20} {row['iterations']:>10} {row['plan_median_s']:>8.3f} "
-             f"{row['gloo_median_s']:>8.3f} {row['speedup_over_gloo']:>7.2f}")
+        _say(
+            f"  {row['phase']:<20} {row['iterations']:>10} {row['plan_median_s']:>8.3f} "
+            f"{row['gloo_median_s']:>8.3f} {row['speedup_over_gloo']:>7.2f}"
+        )
     png = plot_follow(result, args.plot or out.with_suffix(".png"))
     _say(f"[{scenario.name}] plot: {png}")
     return 0 if result["correct"] else 1
@@ -301,8 +393,11 @@ def _exit_code(result: dict, rows: list[dict]) -> int:
         _say(f"  {f['size_bytes'] / 2**20:g} MiB {f['algorithm']}: FAILED ({first})")
     if result.get("incomplete"):
         _say(f"  incomplete: {result['incomplete']}")
-    ok = all(r["correct"] for r in rows) and not result.get("failures") \
+    ok = (
+        all(r["correct"] for r in rows)
+        and not result.get("failures")
         and not result.get("incomplete")
+    )
     return 0 if ok else 1
 
 
@@ -312,8 +407,11 @@ def _cmd_down(args: argparse.Namespace) -> int:
     _need_root()
     name = _scenario_name(args.scenario)
     removed = down_by_name(_state_dir(args), name, force=args.force)
-    _say(f"testbed {name}: removed {len(removed)} objects" if removed
-         else f"testbed {name}: nothing recorded, nothing to remove")
+    _say(
+        f"testbed {name}: removed {len(removed)} objects"
+        if removed
+        else f"testbed {name}: nothing recorded, nothing to remove"
+    )
     return 0
 
 

@@ -40,21 +40,37 @@ class Service:
         self.work = work
         self.token = job_token
 
-    def call(self, method: str, path: str, body: Any = None,
-             timeout_s: float = 120.0) -> tuple[int, Any]:
+    def call(
+        self, method: str, path: str, body: Any = None, timeout_s: float = 120.0
+    ) -> tuple[int, Any]:
         """(status, body); TestbedError if the service cannot be reached."""
         tag = secrets.token_hex(4)
         out = self.work / f"resp-{tag}.json"
-        argv = ["ip", "netns", "exec", self.netns, sys.executable, "-m",
-                "syncplan.testbed.svcclient", method, self.base + path, "--token", self.token,
-                "--timeout", str(timeout_s), "--out", str(out)]
+        argv = [
+            "ip",
+            "netns",
+            "exec",
+            self.netns,
+            sys.executable,
+            "-m",
+            "syncplan.testbed.svcclient",
+            method,
+            self.base + path,
+            "--token",
+            self.token,
+            "--timeout",
+            str(timeout_s),
+            "--out",
+            str(out),
+        ]
         if body is not None:
             req = self.work / f"req-{tag}.json"
             atomic_write_json(req, body)
             argv += ["--body", str(req)]
         try:
-            res = subprocess.run(argv, capture_output=True, text=True, timeout=timeout_s + 30,
-                                 env=child_env())
+            res = subprocess.run(
+                argv, capture_output=True, text=True, timeout=timeout_s + 30, env=child_env()
+            )
         except subprocess.TimeoutExpired as exc:
             raise TestbedError(f"{method} {path}: no answer within {timeout_s:g} s") from exc
         finally:
@@ -73,41 +89,91 @@ class Service:
         return data
 
 
-def _start_service(state: State, work: Path, tokens: dict[str, str],
-                   min_step_us: float, message_overhead_us: float = 0.0,
-                   message_cores: int = 0, exchange_overhead_us: float = 0.0,
-                   switch_overhead: float = 0.0) -> None:
+def _start_service(
+    state: State,
+    work: Path,
+    tokens: dict[str, str],
+    min_step_us: float,
+    message_overhead_us: float = 0.0,
+    message_cores: int = 0,
+    exchange_overhead_us: float = 0.0,
+    switch_overhead: float = 0.0,
+) -> None:
     assert state.service is not None
     db = work / "service.db"
-    argv = [sys.executable, "-m", "syncplan", "serve", "--host", state.service.addr,
-            "--port", str(SERVICE_PORT), "--database-url", f"sqlite:///{db}",
-            "--log-level", "warning"]
-    env = {"SYNCPLAN_ADMIN_TOKEN": tokens["admin"], "SYNCPLAN_AGENT_SECRET": tokens["agent"],
-           "SYNCPLAN_JOB_TOKEN": tokens["job"], "SYNCPLAN_STALE_AFTER_S": "600",
-           "SYNCPLAN_MIN_STEP_US": str(min_step_us),
-           "SYNCPLAN_MESSAGE_OVERHEAD_US": str(message_overhead_us),
-           "SYNCPLAN_MESSAGE_CORES": str(message_cores),
-           "SYNCPLAN_EXCHANGE_OVERHEAD_US": str(exchange_overhead_us),
-           "SYNCPLAN_SWITCH_OVERHEAD": str(switch_overhead)}
+    argv = [
+        sys.executable,
+        "-m",
+        "syncplan",
+        "serve",
+        "--host",
+        state.service.addr,
+        "--port",
+        str(SERVICE_PORT),
+        "--database-url",
+        f"sqlite:///{db}",
+        "--log-level",
+        "warning",
+    ]
+    env = {
+        "SYNCPLAN_ADMIN_TOKEN": tokens["admin"],
+        "SYNCPLAN_AGENT_SECRET": tokens["agent"],
+        "SYNCPLAN_JOB_TOKEN": tokens["job"],
+        "SYNCPLAN_STALE_AFTER_S": "600",
+        "SYNCPLAN_MIN_STEP_US": str(min_step_us),
+        "SYNCPLAN_MESSAGE_OVERHEAD_US": str(message_overhead_us),
+        "SYNCPLAN_MESSAGE_CORES": str(message_cores),
+        "SYNCPLAN_EXCHANGE_OVERHEAD_US": str(exchange_overhead_us),
+        "SYNCPLAN_SWITCH_OVERHEAD": str(switch_overhead),
+    }
     spawn(state, state.service.netns, argv, "service", work / "service.log", env=env)
 
 
-def _start_agents(state: State, work: Path, secret: str, server: str,
-                  probe_duration_s: float) -> list[int]:
+def _start_agents(
+    state: State, work: Path, secret: str, server: str, probe_duration_s: float
+) -> list[int]:
     """One agent per host, each with its own host token (api/identity.py)."""
     from syncplan.api.identity import host_token
 
     pids = []
     for h in state.hosts:
         peers = ",".join(f"{o.name}={o.addr}:{PROBE_PORT}" for o in state.hosts if o is not h)
-        argv = [sys.executable, "-m", "syncplan", "agent", "--server", server,
-                "--host-name", h.name, "--interval", "2",
-                # one cycle on demand (SIGUSR1), none by the clock while all-reduce runs
-                "--probe-interval", "1e9", "--probe-duration", f"{probe_duration_s:g}",
-                "--peers", peers, "--bind", h.addr, "--probe-port", str(PROBE_PORT),
-                "--http-port", "-1", "--no-gpu-copy", "--spool-dir", str(work / f"spool-{h.name}")]
-        proc = spawn(state, h.netns, argv, "agent", work / f"agent-{h.name}.log",
-                     env={"SYNCPLAN_AGENT_TOKEN": host_token(secret, h.name)})
+        argv = [
+            sys.executable,
+            "-m",
+            "syncplan",
+            "agent",
+            "--server",
+            server,
+            "--host-name",
+            h.name,
+            "--interval",
+            "2",
+            # one cycle on demand (SIGUSR1), none by the clock while all-reduce runs
+            "--probe-interval",
+            "1e9",
+            "--probe-duration",
+            f"{probe_duration_s:g}",
+            "--peers",
+            peers,
+            "--bind",
+            h.addr,
+            "--probe-port",
+            str(PROBE_PORT),
+            "--http-port",
+            "-1",
+            "--no-gpu-copy",
+            "--spool-dir",
+            str(work / f"spool-{h.name}"),
+        ]
+        proc = spawn(
+            state,
+            h.netns,
+            argv,
+            "agent",
+            work / f"agent-{h.name}.log",
+            env={"SYNCPLAN_AGENT_TOKEN": host_token(secret, h.name)},
+        )
         pids.append(proc.pid)
     return pids
 
@@ -125,10 +191,16 @@ class Cluster:
     rounds: int  # probe rounds in one cycle (every pair once)
 
 
-def start_cluster(state: State, probe_duration_s: float, min_step_us: float,
-                  progress: Callable[[str], None], message_overhead_us: float = 0.0,
-                  message_cores: int = 0, exchange_overhead_us: float = 0.0,
-                  switch_overhead: float = 0.0) -> Cluster:
+def start_cluster(
+    state: State,
+    probe_duration_s: float,
+    min_step_us: float,
+    progress: Callable[[str], None],
+    message_overhead_us: float = 0.0,
+    message_cores: int = 0,
+    exchange_overhead_us: float = 0.0,
+    switch_overhead: float = 0.0,
+) -> Cluster:
     """Start ``syncplan serve`` and one agent per host with fresh tokens; wait until all
     listen."""
     assert state.service is not None
@@ -136,18 +208,33 @@ def start_cluster(state: State, probe_duration_s: float, min_step_us: float,
     work.mkdir(parents=True, exist_ok=True)
     # tokens["agent"] is the service's agent secret; each agent gets its host token
     tokens = {k: f"{k}-{secrets.token_hex(16)}" for k in ("admin", "agent", "job")}
-    _start_service(state, work, tokens, min_step_us, message_overhead_us, message_cores,
-                   exchange_overhead_us, switch_overhead)
+    _start_service(
+        state,
+        work,
+        tokens,
+        min_step_us,
+        message_overhead_us,
+        message_cores,
+        exchange_overhead_us,
+        switch_overhead,
+    )
     server = f"http://{state.service.addr}:{SERVICE_PORT}"
     _start_agents(state, work, tokens["agent"], server, probe_duration_s)
     _wait_listening(state, 60.0, progress)
     n = len(state.hosts)
-    return Cluster(work, tokens, server, Service(state, work, tokens["job"]),
-                   round(2 * probe_duration_s + 3.0, 3), n - 1 + n % 2)
+    return Cluster(
+        work,
+        tokens,
+        server,
+        Service(state, work, tokens["job"]),
+        round(2 * probe_duration_s + 3.0, 3),
+        n - 1 + n % 2,
+    )
 
 
-def _wait_listening(state: State, timeout_s: float, say: Callable[[str], None],
-                    agents: bool = True) -> None:
+def _wait_listening(
+    state: State, timeout_s: float, say: Callable[[str], None], agents: bool = True
+) -> None:
     """Wait until the service and (``agents``) every agent's probe server accept
     connections."""
     assert state.service is not None
@@ -157,30 +244,47 @@ def _wait_listening(state: State, timeout_s: float, say: Callable[[str], None],
     deadline = time.monotonic() + timeout_s
     pending = list(want)
     while pending:
-        pending = [(ns, port) for ns, port in pending
-                   if f":{port} " not in sh(["ip", "netns", "exec", ns, "ss", "-Htln"],
-                                            check=False)]
+        pending = [
+            (ns, port)
+            for ns, port in pending
+            if f":{port} " not in sh(["ip", "netns", "exec", ns, "ss", "-Htln"], check=False)
+        ]
         if not pending:
             break
         for rec in state.processes:
             if rec.role in ("service", "agent") and not alive(rec.pid, rec.start_ticks):
-                raise TestbedError(f"{rec.role} in {rec.netns} exited; log: {rec.log}\n"
-                                   + _tail(rec.log))
+                raise TestbedError(
+                    f"{rec.role} in {rec.netns} exited; log: {rec.log}\n" + _tail(rec.log)
+                )
         if time.monotonic() > deadline:
             raise TestbedError(f"not listening after {timeout_s:g} s: {pending}")
         time.sleep(0.3)
     say(f"service and {len(state.hosts)} agents listening" if agents else "service listening")
 
 
-def restart_service(state: State, cluster: Cluster, min_step_us: float,
-                    message_overhead_us: float, message_cores: int,
-                    say: Callable[[str], None], exchange_overhead_us: float = 0.0,
-                    switch_overhead: float = 0.0) -> None:
+def restart_service(
+    state: State,
+    cluster: Cluster,
+    min_step_us: float,
+    message_overhead_us: float,
+    message_cores: int,
+    say: Callable[[str], None],
+    exchange_overhead_us: float = 0.0,
+    switch_overhead: float = 0.0,
+) -> None:
     """Stop the service and start it again on the same store and tokens with these
     cost-model settings; returns once it listens."""
     kill_recorded(state, "service")
-    _start_service(state, cluster.work, cluster.tokens, min_step_us, message_overhead_us,
-                   message_cores, exchange_overhead_us, switch_overhead)
+    _start_service(
+        state,
+        cluster.work,
+        cluster.tokens,
+        min_step_us,
+        message_overhead_us,
+        message_cores,
+        exchange_overhead_us,
+        switch_overhead,
+    )
     _wait_listening(state, 60.0, say, agents=False)
 
 
@@ -217,8 +321,9 @@ def measured_rates(topology: dict[str, Any], hosts: Sequence[str]) -> dict[str, 
     return out
 
 
-def wait_measured(svc: Service, state: State, timeout_s: float,
-                  say: Callable[[str], None]) -> dict[str, Any]:
+def wait_measured(
+    svc: Service, state: State, timeout_s: float, say: Callable[[str], None]
+) -> dict[str, Any]:
     """Poll ``GET /v1/topology`` until every host reports a measurement of every peer and
     the graph holds a measured rate for each; returns that topology document."""
     names = [h.name for h in state.hosts]
@@ -231,37 +336,51 @@ def wait_measured(svc: Service, state: State, timeout_s: float,
         if status == 200 and status_a == 200:
             rates = measured_rates(topo.get("graph", topo), names)
             hosts = topo.get("hosts", {})
-            done = [h for h in names if h in hosts and rates.get(h)
-                    and _peer_count(state, h) >= len(names) - 1]
-            msg = (f"measured {len(done)}/{len(names)} hosts"
-                   f" (reporting {len(hosts)}/{len(names)})")
+            done = [
+                h
+                for h in names
+                if h in hosts and rates.get(h) and _peer_count(state, h) >= len(names) - 1
+            ]
+            msg = f"measured {len(done)}/{len(names)} hosts (reporting {len(hosts)}/{len(names)})"
             if msg != last:
                 say(msg)
                 last = msg
             if len(done) == len(names):
                 return topo
         if time.monotonic() > deadline:
-            raise TestbedError(f"agents did not measure every host within {timeout_s:g} s "
-                               f"({last or 'service not answering'})")
+            raise TestbedError(
+                f"agents did not measure every host within {timeout_s:g} s "
+                f"({last or 'service not answering'})"
+            )
         time.sleep(2.0)
 
 
 def _peer_count(state: State, host: str) -> int:
     """Peers the host's agent has recorded a measurement for (from its log)."""
-    rec = next((r for r in state.processes if r.role == "agent" and r.netns
-                and r.netns.endswith("-" + host)), None)
+    rec = next(
+        (
+            r
+            for r in state.processes
+            if r.role == "agent" and r.netns and r.netns.endswith("-" + host)
+        ),
+        None,
+    )
     if rec is None or not rec.log:
         return 0
     try:
         text = Path(rec.log).read_text(errors="replace")
     except OSError:
         return 0
-    return len({line.split(" -> ", 1)[1].split(":", 1)[0] for line in text.splitlines()
-                if f"measured {host} -> " in line})
+    return len(
+        {
+            line.split(" -> ", 1)[1].split(":", 1)[0]
+            for line in text.splitlines()
+            if f"measured {host} -> " in line
+        }
+    )
 
 
-def current_graph(svc: Service, hosts: Sequence[str], timeout_s: float = 60.0
-                  ) -> dict[str, Any]:
+def current_graph(svc: Service, hosts: Sequence[str], timeout_s: float = 60.0) -> dict[str, Any]:
     """``GET /v1/topology`` once it answers with a measured rate for every host (after
     ``restart_service``: the merged graph comes back from the store, no new probes)."""
     deadline = time.monotonic() + timeout_s
@@ -270,6 +389,8 @@ def current_graph(svc: Service, hosts: Sequence[str], timeout_s: float = 60.0
         if status == 200 and all(measured_rates(topo.get("graph", topo), hosts).values()):
             return topo
         if time.monotonic() > deadline:
-            raise TestbedError(f"the service has no measured graph {timeout_s:g} s after its "
-                               f"restart (HTTP {status})")
+            raise TestbedError(
+                f"the service has no measured graph {timeout_s:g} s after its "
+                f"restart (HTTP {status})"
+            )
         time.sleep(1.0)

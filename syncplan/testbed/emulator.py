@@ -62,8 +62,13 @@ QUEUE_S = 0.05  # the switch ports' bulk queue: 50 ms at the link rate, in bytes
 HOST_QUEUE_PACKETS = 1000
 
 
-def htb_cmds(dev: str, rate_mbit: float, burst_s: float | None = None,
-             queue_packets: int = 0, fair_to: Sequence[str] = ()) -> list[list[str]]:
+def htb_cmds(
+    dev: str,
+    rate_mbit: float,
+    burst_s: float | None = None,
+    queue_packets: int = 0,
+    fair_to: Sequence[str] = (),
+) -> list[list[str]]:
     """htb at ``rate_mbit`` with TCP segments that carry no data (ACKs) in a priority class
     ahead of bulk data (``pure_ack_filters``);
     ``burst_s`` (default ``BURST_S``) of tokens at the rate, at least two full frames; the
@@ -77,23 +82,93 @@ def htb_cmds(dev: str, rate_mbit: float, burst_s: float | None = None,
     q = ["quantum", "60000"]
     return [
         ["qdisc", "replace", "dev", dev, "root", "handle", "1:", "htb", "default", "20"],
-        ["class", "add", "dev", dev, "parent", "1:", "classid", "1:1", "htb", "rate", r,
-         "ceil", r, "burst", burst, "cburst", burst, *q],
-        ["class", "add", "dev", dev, "parent", "1:1", "classid", "1:10", "htb", "rate",
-         f"{rate_mbit / 10:g}mbit", "ceil", r, "burst", burst, "cburst", burst, "prio", "0", *q],
-        ["class", "add", "dev", dev, "parent", "1:1", "classid", "1:20", "htb", "rate",
-         f"{rate_mbit * 0.9 / (len(fair_to) + 1):g}mbit", "ceil", r, "burst", burst, "cburst",
-         burst, "prio", "1",
-         *q],
-        ["qdisc", "add", "dev", dev, "parent", "1:20", "handle", "20:",
-         *(["pfifo", "limit", str(queue_packets)] if queue_packets else ["bfifo", "limit", limit])],
+        [
+            "class",
+            "add",
+            "dev",
+            dev,
+            "parent",
+            "1:",
+            "classid",
+            "1:1",
+            "htb",
+            "rate",
+            r,
+            "ceil",
+            r,
+            "burst",
+            burst,
+            "cburst",
+            burst,
+            *q,
+        ],
+        [
+            "class",
+            "add",
+            "dev",
+            dev,
+            "parent",
+            "1:1",
+            "classid",
+            "1:10",
+            "htb",
+            "rate",
+            f"{rate_mbit / 10:g}mbit",
+            "ceil",
+            r,
+            "burst",
+            burst,
+            "cburst",
+            burst,
+            "prio",
+            "0",
+            *q,
+        ],
+        [
+            "class",
+            "add",
+            "dev",
+            dev,
+            "parent",
+            "1:1",
+            "classid",
+            "1:20",
+            "htb",
+            "rate",
+            f"{rate_mbit * 0.9 / (len(fair_to) + 1):g}mbit",
+            "ceil",
+            r,
+            "burst",
+            burst,
+            "cburst",
+            burst,
+            "prio",
+            "1",
+            *q,
+        ],
+        [
+            "qdisc",
+            "add",
+            "dev",
+            dev,
+            "parent",
+            "1:20",
+            "handle",
+            "20:",
+            *(
+                ["pfifo", "limit", str(queue_packets)]
+                if queue_packets
+                else ["bfifo", "limit", limit]
+            ),
+        ],
         *pure_ack_filters(dev, "1:10"),
         *fair_classes(dev, rate_mbit, burst, fair_to, queue_packets or 1000),
     ]
 
 
-def fair_classes(dev: str, rate_mbit: float, burst: str, dests: Sequence[str],
-                 queue_packets: int) -> list[list[str]]:
+def fair_classes(
+    dev: str, rate_mbit: float, burst: str, dests: Sequence[str], queue_packets: int
+) -> list[list[str]]:
     """One htb class (and packet FIFO) per destination address under ``1:1``, each
     guaranteed an equal share of the bulk rate and allowed all of it, two frames per turn.
 
@@ -107,12 +182,49 @@ def fair_classes(dev: str, rate_mbit: float, burst: str, dests: Sequence[str],
     for k, addr in enumerate(dests):
         cls = f"1:{0x100 + k:x}"
         out += [
-            ["class", "add", "dev", dev, "parent", "1:1", "classid", cls, "htb", "rate", share,
-             "ceil", f"{rate_mbit:g}mbit", "burst", burst, "cburst", burst, "prio", "1",
-             "quantum", str(MIN_BURST_BYTES)],
+            [
+                "class",
+                "add",
+                "dev",
+                dev,
+                "parent",
+                "1:1",
+                "classid",
+                cls,
+                "htb",
+                "rate",
+                share,
+                "ceil",
+                f"{rate_mbit:g}mbit",
+                "burst",
+                burst,
+                "cburst",
+                burst,
+                "prio",
+                "1",
+                "quantum",
+                str(MIN_BURST_BYTES),
+            ],
             ["qdisc", "add", "dev", dev, "parent", cls, "pfifo", "limit", str(queue_packets)],
-            ["filter", "add", "dev", dev, "parent", "1:", "protocol", "ip", "prio", "2", "u32",
-             "match", "ip", "dst", f"{addr}/32", "flowid", cls],
+            [
+                "filter",
+                "add",
+                "dev",
+                dev,
+                "parent",
+                "1:",
+                "protocol",
+                "ip",
+                "prio",
+                "2",
+                "u32",
+                "match",
+                "ip",
+                "dst",
+                f"{addr}/32",
+                "flowid",
+                cls,
+            ],
         ]
     return out
 
@@ -127,13 +239,47 @@ def pure_ack_filters(dev: str, flowid: str) -> list[list[str]]:
     behind it (docs/testbed.md "Pure ACKs only")."""
     out = []
     for doff in range(5, 16):
-        out.append(["filter", "add", "dev", dev, "parent", "1:", "protocol", "ip", "prio", "1",
-                    "u32",
-                    "match", "u8", "0x45", "0xff", "at", "0",  # IPv4, no IP options
-                    "match", "u8", "0x06", "0xff", "at", "9",  # TCP
-                    "match", "u16", f"0x{20 + 4 * doff:04x}", "0xffff", "at", "2",
-                    "match", "u8", f"0x{doff << 4:02x}", "0xf0", "at", "32",
-                    "flowid", flowid])
+        out.append(
+            [
+                "filter",
+                "add",
+                "dev",
+                dev,
+                "parent",
+                "1:",
+                "protocol",
+                "ip",
+                "prio",
+                "1",
+                "u32",
+                "match",
+                "u8",
+                "0x45",
+                "0xff",
+                "at",
+                "0",  # IPv4, no IP options
+                "match",
+                "u8",
+                "0x06",
+                "0xff",
+                "at",
+                "9",  # TCP
+                "match",
+                "u16",
+                f"0x{20 + 4 * doff:04x}",
+                "0xffff",
+                "at",
+                "2",
+                "match",
+                "u8",
+                f"0x{doff << 4:02x}",
+                "0xf0",
+                "at",
+                "32",
+                "flowid",
+                flowid,
+            ]
+        )
     return out
 
 
@@ -161,8 +307,11 @@ def up(scenario: Scenario, state_dir: Path, prefix: str | None = None) -> State:
     state = State(scenario=scenario.to_dict(), prefix=prefix or new_prefix(), path=path)
     state.processes.append(self_record("up"))
     p = state.prefix
-    state.namespaces = ([f"{p}-sw{r}" for r in scenario.racks]
-                        + [f"{p}-{h.name}" for h in scenario.hosts] + [f"{p}-svc"])
+    state.namespaces = (
+        [f"{p}-sw{r}" for r in scenario.racks]
+        + [f"{p}-{h.name}" for h in scenario.hosts]
+        + [f"{p}-svc"]
+    )
     state.save()
     try:
         _create(scenario, state)
@@ -186,18 +335,45 @@ def _create(scenario: Scenario, state: State) -> None:
         sh(["ip", "-n", ns, "link", "set", "lo", "up"])
     for r in scenario.racks:
         sw = f"{p}-sw{r}"
-        sh(["ip", "-n", sw, "link", "add", "br0", "type", "bridge", "stp_state", "0",
-            "forward_delay", "0"])
+        sh(
+            [
+                "ip",
+                "-n",
+                sw,
+                "link",
+                "add",
+                "br0",
+                "type",
+                "bridge",
+                "stp_state",
+                "0",
+                "forward_delay",
+                "0",
+            ]
+        )
         sh(["ip", "-n", sw, "link", "set", "br0", "up"])
     for i, h in enumerate(scenario.hosts):
         ns, sw = f"{p}-{h.name}", f"{p}-sw{h.rack}"
-        rec = HostRecord(name=h.name, rank=i, netns=ns, iface=f"{p}{i}h",
-                         addr=f"{SUBNET}.{i + 1}", rate_mbit=h.rate_mbit, rack=h.rack)
+        rec = HostRecord(
+            name=h.name,
+            rank=i,
+            netns=ns,
+            iface=f"{p}{i}h",
+            addr=f"{SUBNET}.{i + 1}",
+            rate_mbit=h.rate_mbit,
+            rack=h.rack,
+        )
         _veth(rec.iface, ns, f"{p}{i}s", sw, rec.addr)
         state.hosts.append(rec)
         peers = [f"{SUBNET}.{j + 1}" for j in range(len(scenario.hosts)) if j != i]
-        _shape(state, ns, rec.iface, h.rate_mbit, HOST_QUEUE_PACKETS,
-               [*peers, f"{SUBNET}.{SERVICE_OCTET}"])
+        _shape(
+            state,
+            ns,
+            rec.iface,
+            h.rate_mbit,
+            HOST_QUEUE_PACKETS,
+            [*peers, f"{SUBNET}.{SERVICE_OCTET}"],
+        )
         _shape(state, sw, f"{p}{i}s", h.rate_mbit)
     for r in scenario.racks[1:]:
         assert scenario.trunk_mbit is not None
@@ -205,8 +381,15 @@ def _create(scenario: Scenario, state: State) -> None:
         sh(["ip", "-n", f"{p}-sw{r}", "link", "set", f"{p}{r}t", "master", "br0"])
         _shape(state, f"{p}-sw{r}", f"{p}{r}t", scenario.trunk_mbit)
         _shape(state, f"{p}-sw0", f"{p}{r}u", scenario.trunk_mbit)
-    svc = HostRecord(name="svc", rank=-1, netns=f"{p}-svc", iface=f"{p}vh",
-                     addr=f"{SUBNET}.{SERVICE_OCTET}", rate_mbit=0.0, rack=0)
+    svc = HostRecord(
+        name="svc",
+        rank=-1,
+        netns=f"{p}-svc",
+        iface=f"{p}vh",
+        addr=f"{SUBNET}.{SERVICE_OCTET}",
+        rate_mbit=0.0,
+        rack=0,
+    )
     _veth(svc.iface, svc.netns, f"{p}vs", f"{p}-sw0", svc.addr)
     state.service = svc
     state.save()
@@ -222,13 +405,25 @@ def _veth(a: str, ns_a: str, b: str, ns_b: str, addr_a: str | None) -> None:
     sh(["ip", "-n", ns_b, "link", "set", b, "up"])
 
 
-def _shape(state: State, ns: str, dev: str, rate_mbit: float, queue_packets: int = 0,
-           fair_to: Sequence[str] = ()) -> None:
+def _shape(
+    state: State,
+    ns: str,
+    dev: str,
+    rate_mbit: float,
+    queue_packets: int = 0,
+    fair_to: Sequence[str] = (),
+) -> None:
     for cmd in htb_cmds(dev, rate_mbit, queue_packets=queue_packets, fair_to=fair_to):
         sh(["tc", "-n", ns, *cmd])
-    state.qdiscs.append({"netns": ns, "dev": dev, "rate_mbit": rate_mbit,
-                         **({"queue_packets": queue_packets} if queue_packets else {}),
-                         **({"fair_to": list(fair_to)} if fair_to else {})})
+    state.qdiscs.append(
+        {
+            "netns": ns,
+            "dev": dev,
+            "rate_mbit": rate_mbit,
+            **({"queue_packets": queue_packets} if queue_packets else {}),
+            **({"fair_to": list(fair_to)} if fair_to else {}),
+        }
+    )
 
 
 def reshape(state: State, host: str, rate_mbit: float) -> None:
@@ -243,8 +438,12 @@ def reshape(state: State, host: str, rate_mbit: float) -> None:
     for q in state.qdiscs:
         if (q["netns"], q["dev"]) in devs:
             sh(["tc", "-n", q["netns"], "qdisc", "del", "dev", q["dev"], "root"])
-            for cmd in htb_cmds(q["dev"], rate_mbit, queue_packets=q.get("queue_packets", 0),
-                                fair_to=q.get("fair_to", ())):
+            for cmd in htb_cmds(
+                q["dev"],
+                rate_mbit,
+                queue_packets=q.get("queue_packets", 0),
+                fair_to=q.get("fair_to", ()),
+            ):
                 sh(["tc", "-n", q["netns"], *cmd])
             q["rate_mbit"] = rate_mbit
     rec.rate_mbit = rate_mbit
@@ -254,18 +453,20 @@ def reshape(state: State, host: str, rate_mbit: float) -> None:
 def ensure_unused(state: State) -> None:
     """TestbedError if a process other than this one still drives ``state``'s testbed."""
     for rec in state.processes:
-        if (rec.role in ("run", "up") and rec.pid != os.getpid()
-                and alive(rec.pid, rec.start_ticks)):
-            raise TestbedError(f"testbed {state.scenario.get('name')} (prefix {state.prefix}) is "
-                               f"in use by pid {rec.pid} ({rec.role}); wait for it or stop it")
+        if rec.role in ("run", "up") and rec.pid != os.getpid() and alive(rec.pid, rec.start_ticks):
+            raise TestbedError(
+                f"testbed {state.scenario.get('name')} (prefix {state.prefix}) is "
+                f"in use by pid {rec.pid} ({rec.role}); wait for it or stop it"
+            )
 
 
 def down(state: State) -> list[str]:
     """Remove everything ``state`` records, and any namespace with its prefix; returns them."""
     mine = [r for r in state.processes if r.pid != os.getpid() and r.role not in ("run", "up")]
     terminate([r.pid for r in mine if alive(r.pid, r.start_ticks)])
-    namespaces = sorted(set(state.namespaces)
-                        | {ns for ns in netns_list() if ns.startswith(state.prefix + "-")})
+    namespaces = sorted(
+        set(state.namespaces) | {ns for ns in netns_list() if ns.startswith(state.prefix + "-")}
+    )
     present = set(netns_list())
     for ns in namespaces:
         if ns in present:
@@ -304,17 +505,32 @@ def status(state: State) -> dict[str, object]:
     present = set(netns_list())
     qdiscs = []
     for q in state.qdiscs:
-        out = sh(["tc", "-n", q["netns"], "qdisc", "show", "dev", q["dev"]], check=False) \
-            if q["netns"] in present else ""
+        out = (
+            sh(["tc", "-n", q["netns"], "qdisc", "show", "dev", q["dev"]], check=False)
+            if q["netns"] in present
+            else ""
+        )
         qdiscs.append({**q, "present": "htb" in out})
     return {
-        "scenario": state.scenario.get("name"), "prefix": state.prefix, "phase": state.phase,
+        "scenario": state.scenario.get("name"),
+        "prefix": state.prefix,
+        "phase": state.phase,
         "namespaces": {ns: ns in present for ns in state.namespaces},
-        "hosts": [{"name": h.name, "netns": h.netns, "iface": h.iface, "addr": h.addr,
-                   "rate_mbit": h.rate_mbit} for h in state.hosts],
+        "hosts": [
+            {
+                "name": h.name,
+                "netns": h.netns,
+                "iface": h.iface,
+                "addr": h.addr,
+                "rate_mbit": h.rate_mbit,
+            }
+            for h in state.hosts
+        ],
         "qdiscs": qdiscs,
-        "processes": [{"pid": r.pid, "role": r.role, "netns": r.netns,
-                       "alive": alive(r.pid, r.start_ticks)} for r in state.processes],
+        "processes": [
+            {"pid": r.pid, "role": r.role, "netns": r.netns, "alive": alive(r.pid, r.start_ticks)}
+            for r in state.processes
+        ],
     }
 
 
@@ -322,23 +538,42 @@ def child_env(extra: Mapping[str, str] | None = None) -> dict[str, str]:
     """The environment for processes in the namespaces: this checkout first on PYTHONPATH."""
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join(
-        [str(REPO_ROOT), *[p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p]])
+        [str(REPO_ROOT), *[p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p]]
+    )
     env.update(extra or {})
     return env
 
 
-def spawn(state: State, netns: str, argv: Sequence[str], role: str, log_path: Path,
-          env: Mapping[str, str] | None = None) -> subprocess.Popen[bytes]:
+def spawn(
+    state: State,
+    netns: str,
+    argv: Sequence[str],
+    role: str,
+    log_path: Path,
+    env: Mapping[str, str] | None = None,
+) -> subprocess.Popen[bytes]:
     """Start ``argv`` inside ``netns`` (own session, output to ``log_path``); record it."""
     if netns not in state.namespaces:
         raise TestbedError(f"{netns} is not a namespace of testbed {state.prefix}")
     log_path.parent.mkdir(parents=True, exist_ok=True)
     with open(log_path, "ab") as out:
-        proc = subprocess.Popen(["ip", "netns", "exec", netns, *argv], stdout=out,
-                                stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                env=child_env(env), start_new_session=True)
-    state.processes.append(ProcRecord(pid=proc.pid, start_ticks=start_ticks(proc.pid), role=role,
-                                      netns=netns, log=str(log_path)))
+        proc = subprocess.Popen(
+            ["ip", "netns", "exec", netns, *argv],
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            env=child_env(env),
+            start_new_session=True,
+        )
+    state.processes.append(
+        ProcRecord(
+            pid=proc.pid,
+            start_ticks=start_ticks(proc.pid),
+            role=role,
+            netns=netns,
+            log=str(log_path),
+        )
+    )
     state.save()
     return proc
 
@@ -353,9 +588,16 @@ def spawn_template(state: State, template: str, role: str, service: bool = False
     log_dir = (state.path.parent if state.path else Path(".")) / f"{state.prefix}-logs"
     for h in targets:
         assert h is not None
-        fields = {"host": h.name, "rank": h.rank, "netns": h.netns, "iface": h.iface,
-                  "addr": h.addr, "world": len(state.hosts), "prefix": state.prefix,
-                  "service_addr": state.service.addr if state.service else ""}
+        fields = {
+            "host": h.name,
+            "rank": h.rank,
+            "netns": h.netns,
+            "iface": h.iface,
+            "addr": h.addr,
+            "world": len(state.hosts),
+            "prefix": state.prefix,
+            "service_addr": state.service.addr if state.service else "",
+        }
         try:
             argv = [part.format(**fields) for part in template.split()]
         except (KeyError, IndexError, ValueError) as exc:

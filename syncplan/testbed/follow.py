@@ -50,13 +50,13 @@ class FollowConfig:
         if not self.rate_mbit > 0:
             raise TestbedError(f"rate must be > 0 Mbit/s, got {self.rate_mbit}")
         if self.size_bytes <= 0 or self.size_bytes % 4:
-            raise TestbedError(f"size must be a positive multiple of 4 bytes, got "
-                               f"{self.size_bytes}")
+            raise TestbedError(
+                f"size must be a positive multiple of 4 bytes, got {self.size_bytes}"
+            )
         if min(self.healthy_s, self.degraded_s, self.after_s) <= 0:
             raise TestbedError("phase durations must be positive")
         if not 0.2 <= self.probe_duration_s <= 10:
-            raise TestbedError(f"probe duration must be in 0.2..10 s, got "
-                               f"{self.probe_duration_s}")
+            raise TestbedError(f"probe duration must be in 0.2..10 s, got {self.probe_duration_s}")
 
 
 def _records(path: Path) -> list[dict[str, Any]]:
@@ -68,16 +68,17 @@ def _records(path: Path) -> list[dict[str, Any]]:
         return []
 
 
-def phases(records: list[dict[str, Any]], events: dict[str, float],
-           final: str | None) -> list[dict[str, Any]]:
+def phases(
+    records: list[dict[str, Any]], events: dict[str, float], final: str | None
+) -> list[dict[str, Any]]:
     """Median plan and gloo time per phase: before the change, after it on the old plan,
     while the agents probe, then on the service's final plan (``final``: its id)."""
-    spans = [("healthy", lambda r: r["wall"] < events["degraded"]),
-             ("degraded, old plan",
-              lambda r: events["degraded"] <= r["wall"] < events["probing"]),
-             ("probing", lambda r: events["probing"] <= r["wall"] < events["measured"]),
-             ("final plan", lambda r: r["wall"] >= events["measured"]
-              and r["plan_id"] == final)]
+    spans = [
+        ("healthy", lambda r: r["wall"] < events["degraded"]),
+        ("degraded, old plan", lambda r: events["degraded"] <= r["wall"] < events["probing"]),
+        ("probing", lambda r: events["probing"] <= r["wall"] < events["measured"]),
+        ("final plan", lambda r: r["wall"] >= events["measured"] and r["plan_id"] == final),
+    ]
     out = []
     for name, inside in spans:
         rows = [r for r in records if inside(r)]
@@ -85,9 +86,16 @@ def phases(records: list[dict[str, Any]], events: dict[str, float],
             continue
         plan = statistics.median(r["plan_s"] for r in rows)
         gloo = statistics.median(r["gloo_s"] for r in rows)
-        out.append({"phase": name, "iterations": len(rows), "plan_median_s": plan,
-                    "gloo_median_s": gloo, "speedup_over_gloo": gloo / plan,
-                    "plans": sorted({str(r["plan_id"]) for r in rows})})
+        out.append(
+            {
+                "phase": name,
+                "iterations": len(rows),
+                "plan_median_s": plan,
+                "gloo_median_s": gloo,
+                "speedup_over_gloo": gloo / plan,
+                "plans": sorted({str(r["plan_id"]) for r in rows}),
+            }
+        )
     return out
 
 
@@ -102,8 +110,14 @@ def _wait(what: str, done: Callable[[], bool], timeout_s: float, procs: list[Any
         time.sleep(0.5)
 
 
-def run_follow(scenario: Scenario, state_dir: Path, cfg: FollowConfig, out_path: Path,
-               say: Callable[[str], None] = print, keep: bool = False) -> dict[str, Any]:
+def run_follow(
+    scenario: Scenario,
+    state_dir: Path,
+    cfg: FollowConfig,
+    out_path: Path,
+    say: Callable[[str], None] = print,
+    keep: bool = False,
+) -> dict[str, Any]:
     """The experiment on a fresh testbed of ``scenario``; writes and returns the results."""
     if cfg.host not in {h.name for h in scenario.hosts}:
         raise TestbedError(f"scenario {scenario.name} has no host {cfg.host!r}")
@@ -117,8 +131,14 @@ def run_follow(scenario: Scenario, state_dir: Path, cfg: FollowConfig, out_path:
         return _run(state, scenario, cfg, out_path, progress, started)
 
 
-def _run(state: State, scenario: Scenario, cfg: FollowConfig, out_path: Path,
-         progress: Callable[[str], None], started: float) -> dict[str, Any]:
+def _run(
+    state: State,
+    scenario: Scenario,
+    cfg: FollowConfig,
+    out_path: Path,
+    progress: Callable[[str], None],
+    started: float,
+) -> dict[str, Any]:
     cluster = start_cluster(state, cfg.probe_duration_s, cfg.min_step_us, progress)
     work, svc, server, slot = cluster.work, cluster.svc, cluster.server, cluster.slot_s
     _trigger_cycle(state, slot)
@@ -127,8 +147,10 @@ def _run(state: State, scenario: Scenario, cfg: FollowConfig, out_path: Path,
     ranks = [f"{h.name}/cpu0" for h in state.hosts]
     svc.ok("PUT", f"/v1/jobs/{JOB}", {"ranks": ranks, "size_bytes": cfg.size_bytes})
     first = svc.ok("GET", f"/v1/jobs/{JOB}/plan")
-    progress(f"job plan {first['plan_id']} ({first['algorithm']}), predicted "
-             f"{first['predicted_time_s']:.3f} s")
+    progress(
+        f"job plan {first['plan_id']} ({first['algorithm']}), predicted "
+        f"{first['predicted_time_s']:.3f} s"
+    )
 
     run_dir = work / "follow"
     run_dir.mkdir(exist_ok=True)
@@ -136,28 +158,68 @@ def _run(state: State, scenario: Scenario, cfg: FollowConfig, out_path: Path,
     master = f"{state.hosts[0].addr}:{20000 + secrets.randbelow(30000)}"
     procs = []
     for h in state.hosts:
-        argv = [sys.executable, "-u", "-m", "syncplan.testbed.follow_worker", "--rank",
-                str(h.rank), "--world", str(len(state.hosts)), "--master", master,
-                "--server", server, "--job", JOB, "--host", h.name, "--size",
-                str(cfg.size_bytes), "--stop-file", str(stop), "--out", str(records_path),
-                "--refresh-interval", str(cfg.refresh_interval_s)]
-        procs.append(spawn(state, h.netns, argv, "worker", run_dir / f"rank{h.rank}.log",
-                           env={"GLOO_SOCKET_IFNAME": h.iface, "OMP_NUM_THREADS": "1",
-                                "TORCH_CPP_LOG_LEVEL": "ERROR",
-                                "SYNCPLAN_JOB_TOKEN": cluster.tokens["job"]}))
+        argv = [
+            sys.executable,
+            "-u",
+            "-m",
+            "syncplan.testbed.follow_worker",
+            "--rank",
+            str(h.rank),
+            "--world",
+            str(len(state.hosts)),
+            "--master",
+            master,
+            "--server",
+            server,
+            "--job",
+            JOB,
+            "--host",
+            h.name,
+            "--size",
+            str(cfg.size_bytes),
+            "--stop-file",
+            str(stop),
+            "--out",
+            str(records_path),
+            "--refresh-interval",
+            str(cfg.refresh_interval_s),
+        ]
+        procs.append(
+            spawn(
+                state,
+                h.netns,
+                argv,
+                "worker",
+                run_dir / f"rank{h.rank}.log",
+                env={
+                    "GLOO_SOCKET_IFNAME": h.iface,
+                    "OMP_NUM_THREADS": "1",
+                    "TORCH_CPP_LOG_LEVEL": "ERROR",
+                    "SYNCPLAN_JOB_TOKEN": cluster.tokens["job"],
+                },
+            )
+        )
     events: dict[str, float] = {}
     try:
         _wait("the job's first iteration", lambda: bool(_records(records_path)), 300.0, procs)
         events["job_started"] = time.time()
         progress(f"job running; degrading {cfg.host} in {cfg.healthy_s:g} s")
-        _wait("the healthy phase", lambda: time.time() - events["job_started"] >= cfg.healthy_s,
-              cfg.healthy_s + 60, procs)
+        _wait(
+            "the healthy phase",
+            lambda: time.time() - events["job_started"] >= cfg.healthy_s,
+            cfg.healthy_s + 60,
+            procs,
+        )
         old_rate = next(h.rate_mbit for h in state.hosts if h.name == cfg.host)
         reshape(state, cfg.host, cfg.rate_mbit)
         events["degraded"] = time.time()
         progress(f"{cfg.host}: link reshaped {old_rate:g} -> {cfg.rate_mbit:g} Mbit/s")
-        _wait("the degraded phase", lambda: time.time() - events["degraded"] >= cfg.degraded_s,
-              cfg.degraded_s + 60, procs)
+        _wait(
+            "the degraded phase",
+            lambda: time.time() - events["degraded"] >= cfg.degraded_s,
+            cfg.degraded_s + 60,
+            procs,
+        )
         _trigger_cycle(state, slot)
         events["probing"] = time.time()
         progress("probe cycle triggered")
@@ -168,30 +230,48 @@ def _run(state: State, scenario: Scenario, cfg: FollowConfig, out_path: Path,
 
         def measured() -> bool:
             status, topo = svc.call("GET", "/v1/topology")
-            rates.update(measured_rates(topo.get("graph", topo) if status == 200 else {},
-                                        [h.name for h in state.hosts]))
+            rates.update(
+                measured_rates(
+                    topo.get("graph", topo) if status == 200 else {}, [h.name for h in state.hosts]
+                )
+            )
             rate = rates.get(cfg.host)
-            return (time.time() >= cycle_end and rate is not None
-                    and rate < 0.75 * (before.get(cfg.host) or old_rate))
+            return (
+                time.time() >= cycle_end
+                and rate is not None
+                and rate < 0.75 * (before.get(cfg.host) or old_rate)
+            )
 
         progress(f"waiting for the probe cycle ({rounds} rounds of {slot:g} s)")
-        _wait(f"the service to see {cfg.host} slower", measured,
-              cfg.switch_timeout_s + rounds * slot, procs)
+        _wait(
+            f"the service to see {cfg.host} slower",
+            measured,
+            cfg.switch_timeout_s + rounds * slot,
+            procs,
+        )
         events["measured"] = time.time()
         final = svc.ok("GET", f"/v1/jobs/{JOB}/plan")
-        progress(f"probe cycle done: {cfg.host} measured at {rates.get(cfg.host)} Mbit/s; "
-                 f"the job's plan is now {final['plan_id']} ({final['algorithm']}, predicted "
-                 f"{final['predicted_time_s']:.3f} s)")
+        progress(
+            f"probe cycle done: {cfg.host} measured at {rates.get(cfg.host)} Mbit/s; "
+            f"the job's plan is now {final['plan_id']} ({final['algorithm']}, predicted "
+            f"{final['predicted_time_s']:.3f} s)"
+        )
 
         def switched() -> bool:
             return any(r["plan_id"] == final["plan_id"] for r in _records(records_path))
 
         _wait("the job to switch plans", switched, cfg.switch_timeout_s, procs)
-        events["switched"] = max(events["measured"], next(
-            r["wall"] for r in _records(records_path) if r["plan_id"] == final["plan_id"]))
+        events["switched"] = max(
+            events["measured"],
+            next(r["wall"] for r in _records(records_path) if r["plan_id"] == final["plan_id"]),
+        )
         progress(f"job runs plan {final['plan_id']}")
-        _wait("the last phase", lambda: time.time() - events["switched"] >= cfg.after_s,
-              cfg.after_s + 120, procs)
+        _wait(
+            "the last phase",
+            lambda: time.time() - events["switched"] >= cfg.after_s,
+            cfg.after_s + 120,
+            procs,
+        )
         stop.write_text("stop")
         _wait("the job to stop", lambda: all(p.poll() is not None for p in procs), 300.0, [])
     finally:
@@ -201,14 +281,22 @@ def _run(state: State, scenario: Scenario, cfg: FollowConfig, out_path: Path,
     records = _records(records_path)
     keys = ("plan_id", "algorithm", "predicted_time_s", "lower_bound_time_s")
     result = {
-        "scenario": scenario.name, "size_bytes": cfg.size_bytes, "host": cfg.host,
-        "rate_before_mbit": old_rate, "rate_after_mbit": cfg.rate_mbit,
+        "scenario": scenario.name,
+        "size_bytes": cfg.size_bytes,
+        "host": cfg.host,
+        "rate_before_mbit": old_rate,
+        "rate_after_mbit": cfg.rate_mbit,
         "measured_mbit": {"before": before, "after": rates},
-        "plans": {"first": {k: first.get(k) for k in keys},
-                  "final": {k: final.get(k) for k in keys}},
-        "events": events, "phases": phases(records, events, final["plan_id"]),
+        "plans": {
+            "first": {k: first.get(k) for k in keys},
+            "final": {k: final.get(k) for k in keys},
+        },
+        "events": events,
+        "phases": phases(records, events, final["plan_id"]),
         "correct": all(r["plan_correct"] and r["gloo_correct"] for r in records),
-        "records": records, "load": cpu_load(), "wall_s": round(time.monotonic() - started, 1),
+        "records": records,
+        "load": cpu_load(),
+        "wall_s": round(time.monotonic() - started, 1),
     }
     atomic_write_json(out_path, result)
     return result
@@ -224,18 +312,30 @@ def plot_follow(result: dict[str, Any], out: Path) -> Path:
     recs = result["records"]
     t0 = recs[0]["wall"] if recs else 0.0
     fig, ax = plt.subplots(figsize=(9, 4))
-    ax.plot([r["wall"] - t0 for r in recs], [r["plan_s"] for r in recs], "o-", ms=3,
-            label="syncplan (executor, replanning on)")
-    ax.plot([r["wall"] - t0 for r in recs], [r["gloo_s"] for r in recs], "s--", ms=3,
-            label="gloo all_reduce")
+    ax.plot(
+        [r["wall"] - t0 for r in recs],
+        [r["plan_s"] for r in recs],
+        "o-",
+        ms=3,
+        label="syncplan (executor, replanning on)",
+    )
+    ax.plot(
+        [r["wall"] - t0 for r in recs],
+        [r["gloo_s"] for r in recs],
+        "s--",
+        ms=3,
+        label="gloo all_reduce",
+    )
     for name, wall in result["events"].items():
         if name != "job_started":
             ax.axvline(wall - t0, color="gray", ls=":", lw=1)
             ax.text(wall - t0, ax.get_ylim()[1] * 0.97, f" {name}", fontsize=8, va="top")
     ax.set_xlabel("seconds since the job started")
     ax.set_ylabel("all-reduce time (s)")
-    ax.set_title(f"{result['scenario']}: {result['host']} {result['rate_before_mbit']:g} -> "
-                 f"{result['rate_after_mbit']:g} Mbit/s, {result['size_bytes'] / 2**20:g} MiB")
+    ax.set_title(
+        f"{result['scenario']}: {result['host']} {result['rate_before_mbit']:g} -> "
+        f"{result['rate_after_mbit']:g} Mbit/s, {result['size_bytes'] / 2**20:g} MiB"
+    )
     ax.legend(loc="center right", fontsize=8)
     fig.tight_layout()
     out.parent.mkdir(parents=True, exist_ok=True)

@@ -29,13 +29,24 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     from syncplan.executor.launch import LaunchConfig, init_plan_comm
 
     rank, world = args.rank, args.world
-    dist.init_process_group("gloo", init_method=f"tcp://{args.master}", rank=rank,
-                            world_size=world, timeout=timedelta(seconds=args.timeout))
+    dist.init_process_group(
+        "gloo",
+        init_method=f"tcp://{args.master}",
+        rank=rank,
+        world_size=world,
+        timeout=timedelta(seconds=args.timeout),
+    )
     try:
-        cfg = LaunchConfig(job_id=args.job, server=args.server,
-                           token=os.environ.get("SYNCPLAN_JOB_TOKEN"),
-                           endpoint=f"{args.host}/cpu0", fetch_timeout_s=30.0, retries=3,
-                           refresh_every=1, refresh_interval_s=args.refresh_interval)
+        cfg = LaunchConfig(
+            job_id=args.job,
+            server=args.server,
+            token=os.environ.get("SYNCPLAN_JOB_TOKEN"),
+            endpoint=f"{args.host}/cpu0",
+            fetch_timeout_s=30.0,
+            retries=3,
+            refresh_every=1,
+            refresh_interval_s=args.refresh_interval,
+        )
         count = args.size // 4
         base = torch.arange(count, dtype=torch.int32).remainder_(PATTERN).to(torch.float32)
         expected = base * world + world * (world - 1) / 2
@@ -51,13 +62,17 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                 for label, op in (("plan", comm.all_reduce), ("gloo", dist.all_reduce)):
                     buf.copy_(base).add_(rank)
                     row[f"{label}_s"] = _time_collective(dist, torch, op, buf)
-                    row[f"{label}_correct"] = _all_true(dist, torch,
-                                                        bool(torch.equal(buf, expected)))
+                    row[f"{label}_correct"] = _all_true(
+                        dist, torch, bool(torch.equal(buf, expected))
+                    )
                 row["plan_id"] = comm.executor.program.plan_id if comm.executor else None
                 records.append(row)
                 if rank == 0:
-                    print(f"iteration {len(records)}: plan {row['plan_s']:.3f} s "
-                          f"({row['plan_id']}), gloo {row['gloo_s']:.3f} s", flush=True)
+                    print(
+                        f"iteration {len(records)}: plan {row['plan_s']:.3f} s "
+                        f"({row['plan_id']}), gloo {row['gloo_s']:.3f} s",
+                        flush=True,
+                    )
                     atomic_write_json(Path(args.out), {"records": records})
         return {"records": records}
     finally:

@@ -67,10 +67,27 @@ def _run_flows(flows: list[Flow], seconds: float) -> list[float]:
     try:
         recv_procs = {}
         for name, (host, n) in receivers.items():
-            p = subprocess.Popen(["ip", "netns", "exec", host.netns, py, "-m", mod, "recv",
-                                  "--port", str(PORT), "--flows", str(n), "--timeout",
-                                  str(timeout)], stdout=subprocess.PIPE, text=True,
-                                 env=child_env())
+            p = subprocess.Popen(
+                [
+                    "ip",
+                    "netns",
+                    "exec",
+                    host.netns,
+                    py,
+                    "-m",
+                    mod,
+                    "recv",
+                    "--port",
+                    str(PORT),
+                    "--flows",
+                    str(n),
+                    "--timeout",
+                    str(timeout),
+                ],
+                stdout=subprocess.PIPE,
+                text=True,
+                env=child_env(),
+            )
             procs.append(p)
             recv_procs[name] = p
         for p in recv_procs.values():
@@ -78,10 +95,28 @@ def _run_flows(flows: list[Flow], seconds: float) -> list[float]:
             if "listening" not in p.stdout.readline():
                 raise TestbedError("throughput receiver failed to start")
         for snd, rcv in flows:
-            procs.append(subprocess.Popen(
-                ["ip", "netns", "exec", snd.netns, py, "-m", mod, "send", "--to", rcv.addr,
-                 "--port", str(PORT), "--seconds", str(seconds)],
-                stdout=subprocess.DEVNULL, env=child_env()))
+            procs.append(
+                subprocess.Popen(
+                    [
+                        "ip",
+                        "netns",
+                        "exec",
+                        snd.netns,
+                        py,
+                        "-m",
+                        mod,
+                        "send",
+                        "--to",
+                        rcv.addr,
+                        "--port",
+                        str(PORT),
+                        "--seconds",
+                        str(seconds),
+                    ],
+                    stdout=subprocess.DEVNULL,
+                    env=child_env(),
+                )
+            )
         rates = {}
         for name, p in recv_procs.items():
             out, _ = p.communicate(timeout=timeout)
@@ -100,8 +135,9 @@ def _run_flows(flows: list[Flow], seconds: float) -> list[float]:
                 p.wait()
 
 
-def measure_links(state: State, seconds: float = 2.0,
-                  progress: Callable[[str], None] | None = None) -> list[LinkMeasurement]:
+def measure_links(
+    state: State, seconds: float = 2.0, progress: Callable[[str], None] | None = None
+) -> list[LinkMeasurement]:
     """Measure every host link in both directions and every trunk (see module docstring)."""
     if len(state.hosts) < 2:
         raise TestbedError("link check needs at least 2 hosts")
@@ -110,11 +146,15 @@ def measure_links(state: State, seconds: float = 2.0,
         ref = _peer(state, h)
         expected = min(h.rate_mbit, ref.rate_mbit)
         up, down = _run_flows([(h, ref), (ref, h)], seconds)
-        out += [LinkMeasurement(h.name, "up", expected, up),
-                LinkMeasurement(h.name, "down", expected, down)]
+        out += [
+            LinkMeasurement(h.name, "up", expected, up),
+            LinkMeasurement(h.name, "down", expected, down),
+        ]
         if progress:
-            progress(f"link {h.name} ({h.rate_mbit:g} Mbit/s, ref {ref.name}): "
-                     f"up {up:.1f}, down {down:.1f} Mbit/s, expected {expected:g}")
+            progress(
+                f"link {h.name} ({h.rate_mbit:g} Mbit/s, ref {ref.name}): "
+                f"up {up:.1f}, down {down:.1f} Mbit/s, expected {expected:g}"
+            )
     trunk = state.scenario.get("trunk_mbit")
     racks = sorted({h.rack for h in state.hosts})
     for r in racks[1:]:
@@ -127,40 +167,84 @@ def measure_links(state: State, seconds: float = 2.0,
         n = len(pairs)
         to_r = sum(rates[:n])
         to_0 = sum(rates[n:])
-        out += [LinkMeasurement(f"trunk{r}", "to-rack", expected, to_r),
-                LinkMeasurement(f"trunk{r}", "to-rack0", expected, to_0)]
+        out += [
+            LinkMeasurement(f"trunk{r}", "to-rack", expected, to_r),
+            LinkMeasurement(f"trunk{r}", "to-rack0", expected, to_0),
+        ]
         if progress:
-            progress(f"trunk rack0<->rack{r} ({trunk} Mbit/s, {n} flows each way): "
-                     f"{to_r:.1f} / {to_0:.1f} Mbit/s, expected {expected:g}")
+            progress(
+                f"trunk rack0<->rack{r} ({trunk} Mbit/s, {n} flows each way): "
+                f"{to_r:.1f} / {to_0:.1f} Mbit/s, expected {expected:g}"
+            )
     return out
 
 
 def _peer(state: State, h: HostRecord) -> HostRecord:
-    peers = [o for o in state.hosts if o.name != h.name and o.rack == h.rack] \
-        or [o for o in state.hosts if o.name != h.name]
+    peers = [o for o in state.hosts if o.name != h.name and o.rack == h.rack] or [
+        o for o in state.hosts if o.name != h.name
+    ]
     return max(peers, key=lambda o: o.rate_mbit)
 
 
-def message_times(snd: HostRecord, rcv: HostRecord, sizes: list[int], reps: int,
-                  gap_s: float = 0.05) -> dict[int, list[float]]:
+def message_times(
+    snd: HostRecord, rcv: HostRecord, sizes: list[int], reps: int, gap_s: float = 0.05
+) -> dict[int, list[float]]:
     """Seconds per single message of each size from ``snd`` to ``rcv`` (first byte sent to
     the receiver's answer), ``reps`` each, the link idle ``gap_s`` before each."""
     py, mod = sys.executable, "syncplan.testbed.throughput"
-    srv = subprocess.Popen(["ip", "netns", "exec", rcv.netns, py, "-m", mod, "echo", "--port",
-                            str(MESSAGE_PORT), "--timeout", "60"], stdout=subprocess.PIPE,
-                           text=True, env=child_env())
+    srv = subprocess.Popen(
+        [
+            "ip",
+            "netns",
+            "exec",
+            rcv.netns,
+            py,
+            "-m",
+            mod,
+            "echo",
+            "--port",
+            str(MESSAGE_PORT),
+            "--timeout",
+            "60",
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
+        env=child_env(),
+    )
     try:
         assert srv.stdout is not None
         if "listening" not in srv.stdout.readline():
             raise TestbedError("message echo server failed to start")
-        res = subprocess.run(["ip", "netns", "exec", snd.netns, py, "-m", mod, "msgs", "--to",
-                              rcv.addr, "--port", str(MESSAGE_PORT), "--sizes",
-                              ",".join(str(n) for n in sizes), "--reps", str(reps), "--gap",
-                              f"{gap_s:g}"], capture_output=True, text=True, env=child_env(),
-                             timeout=60 + reps * len(sizes) * (gap_s + 2))
+        res = subprocess.run(
+            [
+                "ip",
+                "netns",
+                "exec",
+                snd.netns,
+                py,
+                "-m",
+                mod,
+                "msgs",
+                "--to",
+                rcv.addr,
+                "--port",
+                str(MESSAGE_PORT),
+                "--sizes",
+                ",".join(str(n) for n in sizes),
+                "--reps",
+                str(reps),
+                "--gap",
+                f"{gap_s:g}",
+            ],
+            capture_output=True,
+            text=True,
+            env=child_env(),
+            timeout=60 + reps * len(sizes) * (gap_s + 2),
+        )
         if res.returncode != 0:
-            raise TestbedError(f"message timing {snd.name} -> {rcv.name} failed: "
-                               f"{res.stderr.strip()[-400:]}")
+            raise TestbedError(
+                f"message timing {snd.name} -> {rcv.name} failed: {res.stderr.strip()[-400:]}"
+            )
         srv.wait(timeout=30)
         return {int(k): v for k, v in json.loads(res.stdout.strip().splitlines()[-1]).items()}
     except subprocess.TimeoutExpired as exc:
@@ -180,13 +264,17 @@ def message_ratios(times: dict[int, list[float]], rate_mbit: float) -> dict[str,
             continue
         med = statistics.median(ts)
         wire = n * 8 * WIRE_SHARE / (rate_mbit * 1e6)
-        out["sizes"][str(n)] = {"median_ms": round(med * 1e3, 4), "wire_ms": round(wire * 1e3, 4),
-                                "ratio": round((med - base) / wire, 4)}
+        out["sizes"][str(n)] = {
+            "median_ms": round(med * 1e3, 4),
+            "wire_ms": round(wire * 1e3, 4),
+            "ratio": round((med - base) / wire, 4),
+        }
     return out
 
 
-def measure_messages(state: State, sizes: list[int], reps: int = 9,
-                     progress: Callable[[str], None] | None = None) -> list[dict[str, Any]]:
+def measure_messages(
+    state: State, sizes: list[int], reps: int = 9, progress: Callable[[str], None] | None = None
+) -> list[dict[str, Any]]:
     """Single-message times from every host to the fastest other host of its rack (see the
     module docstring): one entry per host."""
     if len(state.hosts) < 2:
@@ -196,11 +284,19 @@ def measure_messages(state: State, sizes: list[int], reps: int = 9,
         ref = _peer(state, h)
         rate = min(h.rate_mbit, ref.rate_mbit)
         times = message_times(h, ref, [PROBE_BYTES, *sizes], reps)
-        entry = {"link": h.name, "to": ref.name, "expected_mbit": rate,
-                 **message_ratios(times, rate)}
+        entry = {
+            "link": h.name,
+            "to": ref.name,
+            "expected_mbit": rate,
+            **message_ratios(times, rate),
+        }
         out.append(entry)
         if progress:
-            progress(f"messages {h.name} -> {ref.name} ({rate:g} Mbit/s): " + ", ".join(
-                f"{int(n) / 1024:g} KiB {v['median_ms']:.3f} ms ({v['ratio']:.2f} of wire)"
-                for n, v in entry["sizes"].items()))
+            progress(
+                f"messages {h.name} -> {ref.name} ({rate:g} Mbit/s): "
+                + ", ".join(
+                    f"{int(n) / 1024:g} KiB {v['median_ms']:.3f} ms ({v['ratio']:.2f} of wire)"
+                    for n, v in entry["sizes"].items()
+                )
+            )
     return out

@@ -110,24 +110,35 @@ class LoopConfig:
         if not 0 <= self.min_step_us <= 1e6:
             raise TestbedError(f"min step must be in 0..1e6 us, got {self.min_step_us}")
         if not 0 <= self.message_overhead_us <= 1e6:
-            raise TestbedError("message overhead must be in 0..1e6 us, got "
-                               f"{self.message_overhead_us}")
+            raise TestbedError(
+                f"message overhead must be in 0..1e6 us, got {self.message_overhead_us}"
+            )
         if not 0 <= self.exchange_overhead_us <= 1e6:
-            raise TestbedError("exchange overhead must be in 0..1e6 us, got "
-                               f"{self.exchange_overhead_us}")
+            raise TestbedError(
+                f"exchange overhead must be in 0..1e6 us, got {self.exchange_overhead_us}"
+            )
         if not 0 <= self.switch_overhead <= 100:
             raise TestbedError(f"switch overhead must be in 0..100, got {self.switch_overhead}")
-        RunConfig(sizes=REFERENCE_SIZES, reps=self.calibration_reps,
-                  warmup=self.calibration_warmup)
-        if isinstance(self.message_cores, bool) or not isinstance(self.message_cores, int) \
-                or self.message_cores < 0:
-            raise TestbedError(f"message cores must be a whole number >= 0, got "
-                               f"{self.message_cores!r}")
+        RunConfig(sizes=REFERENCE_SIZES, reps=self.calibration_reps, warmup=self.calibration_warmup)
+        if (
+            isinstance(self.message_cores, bool)
+            or not isinstance(self.message_cores, int)
+            or self.message_cores < 0
+        ):
+            raise TestbedError(
+                f"message cores must be a whole number >= 0, got {self.message_cores!r}"
+            )
 
 
-def fetch_plans(svc: Service, state: State, topology: dict[str, Any], cfg: LoopConfig,
-                out_dir: Path, say: Callable[[str], None], job_prefix: str = "testbed"
-                ) -> list[Path]:
+def fetch_plans(
+    svc: Service,
+    state: State,
+    topology: dict[str, Any],
+    cfg: LoopConfig,
+    out_dir: Path,
+    say: Callable[[str], None],
+    job_prefix: str = "testbed",
+) -> list[Path]:
     """Register one job per algorithm, fetch its plans, verify them, write them to files."""
     from syncplan.planner.topology import Topology
     from syncplan.planner.verify import verify_plan
@@ -137,22 +148,31 @@ def fetch_plans(svc: Service, state: State, topology: dict[str, Any], cfg: LoopC
     paths = []
     for algo in cfg.algorithms:
         job = f"{job_prefix}-{algo}"
-        svc.ok("PUT", f"/v1/jobs/{job}", {"ranks": ranks, "bucket_sizes": list(cfg.sizes),
-                                           "algorithm": algo})
+        svc.ok(
+            "PUT",
+            f"/v1/jobs/{job}",
+            {"ranks": ranks, "bucket_sizes": list(cfg.sizes), "algorithm": algo},
+        )
         answer = svc.ok("GET", f"/v1/jobs/{job}/plan")
         docs = answer.get("plans", [answer])
         if len(docs) != len(cfg.sizes):
             raise TestbedError(f"job {job}: {len(docs)} plans for {len(cfg.sizes)} sizes")
         for size, doc in zip(cfg.sizes, docs, strict=True):
             # simulated under the settings the service priced the plan with
-            rep = verify_plan(doc, topo, min_step_s=doc.get("min_step_s", 0.0),
-                              message_overhead_s=doc.get("message_overhead_s", 0.0),
-                              message_cores=doc.get("message_cores"),
-                              exchange_overhead_s=doc.get("exchange_overhead_s", 0.0),
-                              switch_overhead=doc.get("switch_overhead", 0.0))
+            rep = verify_plan(
+                doc,
+                topo,
+                min_step_s=doc.get("min_step_s", 0.0),
+                message_overhead_s=doc.get("message_overhead_s", 0.0),
+                message_cores=doc.get("message_cores"),
+                exchange_overhead_s=doc.get("exchange_overhead_s", 0.0),
+                switch_overhead=doc.get("switch_overhead", 0.0),
+            )
             if not rep.ok:
-                raise TestbedError(f"{algo} plan {doc.get('plan_id')} for {size} bytes from the "
-                                   f"service fails verification: {rep.error}")
+                raise TestbedError(
+                    f"{algo} plan {doc.get('plan_id')} for {size} bytes from the "
+                    f"service fails verification: {rep.error}"
+                )
             doc["label"] = algo
             doc["job_id"] = job
             doc["topology_version"] = answer.get("topology_version")
@@ -160,20 +180,25 @@ def fetch_plans(svc: Service, state: State, topology: dict[str, Any], cfg: LoopC
             path = out_dir / f"{algo}-{size}.json"
             atomic_write_json(path, doc)
             paths.append(path)
-            say(f"{algo} plan ({doc['algorithm']}) for {size / 2**20:g} MiB: predicted "
-                f"{doc['predicted_time_s']:.3f} s, verified")
+            say(
+                f"{algo} plan ({doc['algorithm']}) for {size / 2**20:g} MiB: predicted "
+                f"{doc['predicted_time_s']:.3f} s, verified"
+            )
     return paths
 
 
 def summarise(result: dict[str, Any]) -> list[dict[str, Any]]:
     """Per size and algorithm: median, speed-up over gloo, measured / predicted."""
-    gloo = {e["size_bytes"]: e["median_s"] for e in result["results"]
-            if e["algorithm"] == "gloo"}
+    gloo = {e["size_bytes"]: e["median_s"] for e in result["results"] if e["algorithm"] == "gloo"}
     rows = []
     for e in result["results"]:
-        row = {"size_bytes": e["size_bytes"], "algorithm": e["algorithm"],
-               "plan_algorithm": e.get("plan_algorithm"), "median_s": e["median_s"],
-               "correct": e["correct"]}
+        row = {
+            "size_bytes": e["size_bytes"],
+            "algorithm": e["algorithm"],
+            "plan_algorithm": e.get("plan_algorithm"),
+            "median_s": e["median_s"],
+            "correct": e["correct"],
+        }
         g = gloo.get(e["size_bytes"])
         if g and e["median_s"] > 0:
             row["speedup_over_gloo"] = round(g / e["median_s"], 3)
@@ -192,8 +217,14 @@ def cpu_load() -> list[float]:
         return []
 
 
-def run_loop(scenario: Scenario, state_dir: Path, cfg: LoopConfig, out_path: Path,
-             say: Callable[[str], None] = print, keep: bool = False) -> dict[str, Any]:
+def run_loop(
+    scenario: Scenario,
+    state_dir: Path,
+    cfg: LoopConfig,
+    out_path: Path,
+    say: Callable[[str], None] = print,
+    keep: bool = False,
+) -> dict[str, Any]:
     """The whole loop on a fresh testbed of ``scenario``; writes and returns the results."""
     tag = f"[{scenario.name}]"
 
@@ -203,9 +234,16 @@ def run_loop(scenario: Scenario, state_dir: Path, cfg: LoopConfig, out_path: Pat
     started = time.monotonic()
     load_before = cpu_load()
     with running_testbed(scenario, state_dir, progress, keep) as state:
-        cluster = start_cluster(state, cfg.probe_duration_s, cfg.min_step_us, progress,
-                                cfg.message_overhead_us, cfg.message_cores,
-                                cfg.exchange_overhead_us, cfg.switch_overhead)
+        cluster = start_cluster(
+            state,
+            cfg.probe_duration_s,
+            cfg.min_step_us,
+            progress,
+            cfg.message_overhead_us,
+            cfg.message_cores,
+            cfg.exchange_overhead_us,
+            cfg.switch_overhead,
+        )
         work, svc = cluster.work, cluster.svc
         t_measure = time.monotonic()
         _trigger_cycle(state, cluster.slot_s)
@@ -216,10 +254,18 @@ def run_loop(scenario: Scenario, state_dir: Path, cfg: LoopConfig, out_path: Pat
         agents = []
         for h in state.hosts:
             m = rates[h.name]
-            agents.append({"host": h.name, "shaped_mbit": h.rate_mbit, "measured_mbit": m,
-                           "ratio": round(m / h.rate_mbit, 4) if m else None})
-            progress(f"  {h.name}: measured {m} Mbit/s, shaped {h.rate_mbit:g} "
-                     f"({(m or 0) / h.rate_mbit:.1%})")
+            agents.append(
+                {
+                    "host": h.name,
+                    "shaped_mbit": h.rate_mbit,
+                    "measured_mbit": m,
+                    "ratio": round(m / h.rate_mbit, 4) if m else None,
+                }
+            )
+            progress(
+                f"  {h.name}: measured {m} Mbit/s, shaped {h.rate_mbit:g} "
+                f"({(m or 0) / h.rate_mbit:.1%})"
+            )
         kill_recorded(state, "agent")  # nothing but the benchmark on the links from here
         calibration = None
         if cfg.calibrate:
@@ -229,15 +275,23 @@ def run_loop(scenario: Scenario, state_dir: Path, cfg: LoopConfig, out_path: Pat
             # reports that reached the store after the agents' last poll can move the graph
             # a little (the plans use the store's latest, recorded under loop.graph)
             names = [h.name for h in state.hosts]
-            calibration["graph_before"] = {"version": before.get("version"),
-                                           "rates_mbit": measured_rates(before, names)}
-            calibration["graph_unchanged"] = (
-                (topology.get("links"), topology.get("version"))
-                == (before.get("links"), before.get("version")))
+            calibration["graph_before"] = {
+                "version": before.get("version"),
+                "rates_mbit": measured_rates(before, names),
+            }
+            calibration["graph_unchanged"] = (topology.get("links"), topology.get("version")) == (
+                before.get("links"),
+                before.get("version"),
+            )
         plan_dir = work / "plans"
         plans = fetch_plans(svc, state, topology, cfg, plan_dir, progress)
-        run_cfg = RunConfig(sizes=cfg.sizes, reps=cfg.reps, warmup=cfg.warmup, plans=plans,
-                            timeout_s=cfg.run_timeout_s)
+        run_cfg = RunConfig(
+            sizes=cfg.sizes,
+            reps=cfg.reps,
+            warmup=cfg.warmup,
+            plans=plans,
+            timeout_s=cfg.run_timeout_s,
+        )
         result = run_benchmark(state, scenario, run_cfg, out_path, progress=progress)
         result["loop"] = {
             "topology_version": topology.get("version"),
@@ -252,7 +306,8 @@ def run_loop(scenario: Scenario, state_dir: Path, cfg: LoopConfig, out_path: Pat
             "algorithms": list(cfg.algorithms),
             "agents": agents,
             "graph": {"nodes": topology.get("nodes"), "links": topology.get("links")},
-            "load_before": load_before, "load_after": cpu_load(),
+            "load_before": load_before,
+            "load_after": cpu_load(),
             **cfg.extra,
         }
         if calibration is not None:
@@ -263,52 +318,97 @@ def run_loop(scenario: Scenario, state_dir: Path, cfg: LoopConfig, out_path: Pat
         return result
 
 
-def _calibrate(state: State, scenario: Scenario, cluster: Cluster, topology: dict[str, Any],
-               cfg: LoopConfig, progress: Callable[[str], None]
-               ) -> tuple[dict[str, Any], LoopConfig]:
+def _calibrate(
+    state: State,
+    scenario: Scenario,
+    cluster: Cluster,
+    topology: dict[str, Any],
+    cfg: LoopConfig,
+    progress: Callable[[str], None],
+) -> tuple[dict[str, Any], LoopConfig]:
     """Time the reference plans, fit (m, o), restart the service with them; returns the
     calibration record and the config with the fitted settings (unchanged if unusable)."""
-    ref = replace(cfg, algorithms=REFERENCE_ALGORITHMS, sizes=REFERENCE_SIZES,
-                  calibrate=False)
-    paths = fetch_plans(cluster.svc, state, topology, ref, cluster.work / "calibration-plans",
-                        progress, job_prefix="calibrate")
+    ref = replace(cfg, algorithms=REFERENCE_ALGORITHMS, sizes=REFERENCE_SIZES, calibrate=False)
+    paths = fetch_plans(
+        cluster.svc,
+        state,
+        topology,
+        ref,
+        cluster.work / "calibration-plans",
+        progress,
+        job_prefix="calibrate",
+    )
     sizes = REFERENCE_SIZES
     if cfg.calibrate_switch:
         large = replace(ref, algorithms=LARGE_ALGORITHMS, sizes=(LARGE_SIZE,))
-        paths += fetch_plans(cluster.svc, state, topology, large,
-                             cluster.work / "calibration-plans-large", progress,
-                             job_prefix="calibrate-large")
+        paths += fetch_plans(
+            cluster.svc,
+            state,
+            topology,
+            large,
+            cluster.work / "calibration-plans-large",
+            progress,
+            job_prefix="calibrate-large",
+        )
         sizes = (*REFERENCE_SIZES, LARGE_SIZE)
 
     def run(plans: Sequence[Path], out: Path) -> dict[str, Any]:
-        return run_benchmark(state, scenario, RunConfig(sizes=sizes,
-                                                        reps=cfg.calibration_reps,
-                                                        warmup=cfg.calibration_warmup,
-                                                        plans=plans), out, progress=progress)
+        return run_benchmark(
+            state,
+            scenario,
+            RunConfig(
+                sizes=sizes, reps=cfg.calibration_reps, warmup=cfg.calibration_warmup, plans=plans
+            ),
+            out,
+            progress=progress,
+        )
 
-    rec = calibrate(run, paths, topology, cfg.message_cores, cfg.calibration_reps,
-                    cfg.calibration_warmup, cluster.work / "calibration.json", progress,
-                    None if cfg.calibrate_min_step else cfg.min_step_us,
-                    cfg.calibrate_exchange, cfg.calibrate_switch)
-    rec["defaults"] = {"min_step_us": cfg.min_step_us,
-                       "message_overhead_us": cfg.message_overhead_us,
-                       "exchange_overhead_us": cfg.exchange_overhead_us,
-                       "switch_overhead": cfg.switch_overhead}
+    rec = calibrate(
+        run,
+        paths,
+        topology,
+        cfg.message_cores,
+        cfg.calibration_reps,
+        cfg.calibration_warmup,
+        cluster.work / "calibration.json",
+        progress,
+        None if cfg.calibrate_min_step else cfg.min_step_us,
+        cfg.calibrate_exchange,
+        cfg.calibrate_switch,
+    )
+    rec["defaults"] = {
+        "min_step_us": cfg.min_step_us,
+        "message_overhead_us": cfg.message_overhead_us,
+        "exchange_overhead_us": cfg.exchange_overhead_us,
+        "switch_overhead": cfg.switch_overhead,
+    }
     fit = rec["fit"]
     if not fit["usable"]:
         return rec, cfg
-    cfg = replace(cfg, min_step_us=fit["min_step_us"],
-                  message_overhead_us=fit["message_overhead_us"],
-                  exchange_overhead_us=fit["exchange_overhead_us"],
-                  switch_overhead=fit["switch_overhead"])
-    restart_service(state, cluster, cfg.min_step_us, cfg.message_overhead_us,
-                    cfg.message_cores, progress, cfg.exchange_overhead_us, cfg.switch_overhead)
+    cfg = replace(
+        cfg,
+        min_step_us=fit["min_step_us"],
+        message_overhead_us=fit["message_overhead_us"],
+        exchange_overhead_us=fit["exchange_overhead_us"],
+        switch_overhead=fit["switch_overhead"],
+    )
+    restart_service(
+        state,
+        cluster,
+        cfg.min_step_us,
+        cfg.message_overhead_us,
+        cfg.message_cores,
+        progress,
+        cfg.exchange_overhead_us,
+        cfg.switch_overhead,
+    )
     return rec, cfg
 
 
 @contextlib.contextmanager
-def running_testbed(scenario: Scenario, state_dir: Path, progress: Callable[[str], None],
-                    keep: bool = False) -> Iterator[State]:
+def running_testbed(
+    scenario: Scenario, state_dir: Path, progress: Callable[[str], None], keep: bool = False
+) -> Iterator[State]:
     """A fresh testbed of ``scenario``, recorded as this run's; removed on every exit
     (``keep``: left up)."""
     state = up(scenario, state_dir)
@@ -323,4 +423,3 @@ def running_testbed(scenario: Scenario, state_dir: Path, progress: Callable[[str
         else:
             removed = down(state)
             progress(f"testbed down: removed {len(removed)} namespaces")
-

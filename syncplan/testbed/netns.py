@@ -64,7 +64,7 @@ def start_ticks(pid: int, proc_root: Path = Path("/proc")) -> int | None:
         stat = (proc_root / str(pid) / "stat").read_text()
     except OSError:
         return None
-    fields = stat[stat.rindex(")") + 2:].split()
+    fields = stat[stat.rindex(")") + 2 :].split()
     return int(fields[19])
 
 

@@ -26,8 +26,12 @@ def plot_results(results: list[dict[str, Any]], out: Path) -> Path:
     import matplotlib.pyplot as plt
 
     has_plans = any(len(_series(r)) > 1 for r in results)
-    predicted = [(e["predicted_time_s"], e["median_s"], e["algorithm"])
-                 for r in results for e in r["results"] if e.get("predicted_time_s")]
+    predicted = [
+        (e["predicted_time_s"], e["median_s"], e["algorithm"])
+        for r in results
+        for e in r["results"]
+        if e.get("predicted_time_s")
+    ]
     algos = sorted({e["algorithm"] for r in results for e in r["results"]} - {"gloo"})
     color = {"gloo": "C0", **{a: f"C{i + 1}" for i, a in enumerate(algos)}}
     rows = 2 if has_plans else 1
@@ -38,13 +42,24 @@ def plot_results(results: list[dict[str, Any]], out: Path) -> Path:
         series = _series(r)
         ax = axes[0][c]
         for algo, pts in series.items():
-            ax.plot([s / MIB for s, _ in pts], [t for _, t in pts], marker="o", label=algo,
-                    color=color[algo])
+            ax.plot(
+                [s / MIB for s, _ in pts],
+                [t for _, t in pts],
+                marker="o",
+                label=algo,
+                color=color[algo],
+            )
         sizes = sorted({e["size_bytes"] for e in r["results"]})
         bounds = {e["size_bytes"]: e.get("ring_bound_s") for e in r["results"]}
         if all(bounds[s] for s in sizes):
-            ax.plot([s / MIB for s in sizes], [bounds[s] for s in sizes], "k--", marker="x", lw=0.8,
-                    label="ring bound")
+            ax.plot(
+                [s / MIB for s in sizes],
+                [bounds[s] for s in sizes],
+                "k--",
+                marker="x",
+                lw=0.8,
+                label="ring bound",
+            )
         ax.set_xscale("log", base=2)
         ax.set_yscale("log")
         ax.set_title(name)
@@ -59,8 +74,13 @@ def plot_results(results: list[dict[str, Any]], out: Path) -> Path:
                 if algo == "gloo":
                     continue
                 xs = [(s, gloo[s] / t) for s, t in pts if s in gloo and t > 0]
-                ax2.plot([s / MIB for s, _ in xs], [v for _, v in xs], marker="o", label=algo,
-                         color=color[algo])
+                ax2.plot(
+                    [s / MIB for s, _ in xs],
+                    [v for _, v in xs],
+                    marker="o",
+                    label=algo,
+                    color=color[algo],
+                )
             ax2.axhline(1.0, color="k", lw=0.8)
             ax2.set_xscale("log", base=2)
             ax2.set_xlabel("buffer (MiB)")
@@ -72,8 +92,9 @@ def plot_results(results: list[dict[str, Any]], out: Path) -> Path:
         for algo in algos:
             pts = [(p, m) for p, m, a in predicted if a == algo]
             if pts:
-                ax.scatter([p for p, _ in pts], [m for _, m in pts], s=14, label=algo,
-                           color=color[algo])
+                ax.scatter(
+                    [p for p, _ in pts], [m for _, m in pts], s=14, label=algo, color=color[algo]
+                )
         ax.legend(fontsize=7)
         hi = max(max(p, m) for p, m, _ in predicted)
         ax.plot([0, hi], [0, hi], "k--", lw=0.8)
@@ -101,8 +122,9 @@ def plot_speedups(results: list[dict[str, Any]], out: Path) -> Path:
         lines: dict[str, list[tuple[int, float]]] = defaultdict(list)
         for e in r["results"]:
             if e["algorithm"] != "gloo" and gloo.get(e["size_bytes"]) and e["median_s"] > 0:
-                lines[e["algorithm"]].append((e["size_bytes"], gloo[e["size_bytes"]]
-                                              / e["median_s"]))
+                lines[e["algorithm"]].append(
+                    (e["size_bytes"], gloo[e["size_bytes"]] / e["median_s"])
+                )
             if e.get("predicted_time_s"):
                 points.append((e["predicted_time_s"], e["median_s"], e["algorithm"]))
         panels.append((r["scenario"]["name"], {a: sorted(v) for a, v in lines.items()}))
@@ -112,15 +134,21 @@ def plot_speedups(results: list[dict[str, Any]], out: Path) -> Path:
     rows = max(1, -(-len(panels) // cols))
     fig = plt.figure(figsize=(10, 2.6 + 2.2 * min(rows, 3)))
     grid = fig.add_gridspec(rows, cols + 1, width_ratios=[1] * cols + [1.15])
-    top = max((v for _, lines in panels for pts in lines.values() for _, v in pts),
-              default=1.0)
+    top = max((v for _, lines in panels for pts in lines.values() for _, v in pts), default=1.0)
     for i, (name, lines) in enumerate(panels):
         ax = fig.add_subplot(grid[i // cols, i % cols])
         for a in algos:
             pts = lines.get(a, [])
             if pts:
-                ax.plot([s / MIB for s, _ in pts], [v for _, v in pts], "o-", ms=3, lw=1.2,
-                        label=a, color=color[a])
+                ax.plot(
+                    [s / MIB for s, _ in pts],
+                    [v for _, v in pts],
+                    "o-",
+                    ms=3,
+                    lw=1.2,
+                    label=a,
+                    color=color[a],
+                )
         ax.axhline(1.0, color="k", lw=0.8)
         ax.set_xscale("log", base=2)
         sizes = sorted({s / MIB for pts in lines.values() for s, _ in pts})

@@ -55,9 +55,14 @@ class RunConfig:
         return 120.0 + 4 * per_op * (self.reps + self.warmup) * (1 + len(self.plans))
 
 
-def run_benchmark(state: State, scenario: Scenario, cfg: RunConfig, out_path: Path,
-                  progress: Callable[[str], None] = print,
-                  links: list[dict[str, Any]] | None = None) -> dict[str, Any]:
+def run_benchmark(
+    state: State,
+    scenario: Scenario,
+    cfg: RunConfig,
+    out_path: Path,
+    progress: Callable[[str], None] = print,
+    links: list[dict[str, Any]] | None = None,
+) -> dict[str, Any]:
     """Run one worker per host, gather rank 0's results, write ``out_path``; returns them.
 
     A run that fails is listed under ``failures`` and the others go on; ``incomplete`` says
@@ -70,8 +75,10 @@ def run_benchmark(state: State, scenario: Scenario, cfg: RunConfig, out_path: Pa
         except (OSError, ValueError) as exc:
             raise TestbedError(f"plan {p}: unreadable ({exc})") from exc
         if not isinstance(doc, dict) or len(doc.get("ranks") or []) != len(state.hosts):
-            raise TestbedError(f"plan {p}: needs one rank per host ({len(state.hosts)}); "
-                               "is it a plan document for this scenario?")
+            raise TestbedError(
+                f"plan {p}: needs one rank per host ({len(state.hosts)}); "
+                "is it a plan document for this scenario?"
+            )
     run_dir = (state.path.parent if state.path else Path(".")) / f"{state.prefix}-run"
     limit = cfg.timeout_s or cfg.estimate_s(scenario)
     started = time.monotonic()
@@ -94,8 +101,10 @@ def run_benchmark(state: State, scenario: Scenario, cfg: RunConfig, out_path: Pa
             incomplete = f"workers failed outside a timed run: {error}"
             break
         failures.append({**running, "error": error, "attempt": attempt + 1})
-        progress(f"[{scenario.name}] {running['size_bytes'] / MIB:g} MiB "
-                 f"{running['algorithm']} FAILED; going on with the rest. {error}")
+        progress(
+            f"[{scenario.name}] {running['size_bytes'] / MIB:g} MiB "
+            f"{running['algorithm']} FAILED; going on with the rest. {error}"
+        )
     else:
         incomplete = f"gave up after {MAX_ATTEMPTS} attempts"
     if incomplete:
@@ -104,10 +113,17 @@ def run_benchmark(state: State, scenario: Scenario, cfg: RunConfig, out_path: Pa
     result = {
         "scenario": scenario.to_dict(),
         "created": datetime.now(UTC).isoformat(timespec="seconds"),
-        "machine": {"cpus": os.cpu_count(), "kernel": platform.release(),
-                    "python": platform.python_version()},
-        "config": {"sizes": list(cfg.sizes), "reps": cfg.reps, "warmup": cfg.warmup,
-                   "plans": [str(p) for p in cfg.plans]},
+        "machine": {
+            "cpus": os.cpu_count(),
+            "kernel": platform.release(),
+            "python": platform.python_version(),
+        },
+        "config": {
+            "sizes": list(cfg.sizes),
+            "reps": cfg.reps,
+            "warmup": cfg.warmup,
+            "plans": [str(p) for p in cfg.plans],
+        },
         "wall_s": round(time.monotonic() - started, 2),
         **raw,
         "results": results,
@@ -122,16 +138,37 @@ def run_benchmark(state: State, scenario: Scenario, cfg: RunConfig, out_path: Pa
     return result
 
 
-def _attempt(state: State, scenario: Scenario, cfg: RunConfig, run_dir: Path,
-             skip: list[str], limit: float, progress: Callable[[str], None]
-             ) -> tuple[dict[str, Any], str | None]:
+def _attempt(
+    state: State,
+    scenario: Scenario,
+    cfg: RunConfig,
+    run_dir: Path,
+    skip: list[str],
+    limit: float,
+    progress: Callable[[str], None],
+) -> tuple[dict[str, Any], str | None]:
     """Run the workers once; returns rank 0's (possibly partial) results and the error."""
     raw_out = run_dir / "rank0.json"
     raw_out.unlink(missing_ok=True)
     master = f"{state.hosts[0].addr}:{20000 + secrets.randbelow(30000)}"
-    base = [sys.executable, "-u", "-m", "syncplan.testbed.worker", "--world",
-            str(len(state.hosts)), "--master", master, "--reps", str(cfg.reps), "--warmup",
-            str(cfg.warmup), "--timeout", str(int(limit)), "--sizes", *map(str, cfg.sizes)]
+    base = [
+        sys.executable,
+        "-u",
+        "-m",
+        "syncplan.testbed.worker",
+        "--world",
+        str(len(state.hosts)),
+        "--master",
+        master,
+        "--reps",
+        str(cfg.reps),
+        "--warmup",
+        str(cfg.warmup),
+        "--timeout",
+        str(int(limit)),
+        "--sizes",
+        *map(str, cfg.sizes),
+    ]
     if cfg.plans:
         base += ["--plans", *[str(Path(p).resolve()) for p in cfg.plans]]
     if skip:
@@ -144,9 +181,20 @@ def _attempt(state: State, scenario: Scenario, cfg: RunConfig, run_dir: Path,
             argv = [*base, "--rank", str(h.rank)]
             if h.rank == 0:
                 argv += ["--out", str(raw_out)]
-            procs.append(spawn(state, h.netns, argv, "worker", run_dir / f"rank{h.rank}.log",
-                               env={"GLOO_SOCKET_IFNAME": h.iface, "OMP_NUM_THREADS": "1",
-                                    "TORCH_CPP_LOG_LEVEL": "ERROR"}))
+            procs.append(
+                spawn(
+                    state,
+                    h.netns,
+                    argv,
+                    "worker",
+                    run_dir / f"rank{h.rank}.log",
+                    env={
+                        "GLOO_SOCKET_IFNAME": h.iface,
+                        "OMP_NUM_THREADS": "1",
+                        "TORCH_CPP_LOG_LEVEL": "ERROR",
+                    },
+                )
+            )
         log0 = run_dir / "rank0.log"
         seen = 0
         while True:
@@ -197,9 +245,13 @@ def _tail(path: Path, n: int = 15) -> str:
         return "(no log)"
 
 
-def write_ground_truth_plans(scenario: Scenario, sizes: Sequence[int], algorithms: Sequence[str],
-                             out_dir: Path,
-                             progress: Callable[[str], None] = print) -> list[Path]:
+def write_ground_truth_plans(
+    scenario: Scenario,
+    sizes: Sequence[int],
+    algorithms: Sequence[str],
+    out_dir: Path,
+    progress: Callable[[str], None] = print,
+) -> list[Path]:
     """Plan documents from the scenario's shaped rates (not from agents' measurements).
 
     For developing the executor path only: the real loop plans from what the agents measure.
@@ -223,7 +275,9 @@ def write_ground_truth_plans(scenario: Scenario, sizes: Sequence[int], algorithm
             doc["label"] = algo
             path = out_dir / f"{scenario.name}-{algo}-{size}.json"
             atomic_write_json(path, doc)
-            progress(f"[{scenario.name}] {algo} ({doc['algorithm']}) {size} bytes: predicted "
-                     f"{doc['predicted_time_s']:.3f} s -> {path}")
+            progress(
+                f"[{scenario.name}] {algo} ({doc['algorithm']}) {size} bytes: predicted "
+                f"{doc['predicted_time_s']:.3f} s -> {path}"
+            )
             written.append(path)
     return written

@@ -50,12 +50,14 @@ class Host:
 
     def __post_init__(self) -> None:
         if not HOST_RE.match(self.name):
-            raise TestbedError(f"host name {self.name!r}: use 1-8 lowercase letters/digits, "
-                               "starting with a letter")
+            raise TestbedError(
+                f"host name {self.name!r}: use 1-8 lowercase letters/digits, starting with a letter"
+            )
         _check_rate(f"host {self.name}: rate_mbit", self.rate_mbit)
         if isinstance(self.rack, bool) or not isinstance(self.rack, int) or self.rack < 0:
-            raise TestbedError(f"host {self.name}: rack must be a non-negative integer, "
-                               f"got {self.rack!r}")
+            raise TestbedError(
+                f"host {self.name}: rack must be a non-negative integer, got {self.rack!r}"
+            )
 
 
 @dataclass(frozen=True)
@@ -70,27 +72,33 @@ class Scenario:
 
     def __post_init__(self) -> None:
         if not NAME_RE.match(self.name):
-            raise TestbedError(f"scenario name {self.name!r}: use lowercase letters, digits "
-                               "and '-', at most 32 characters")
+            raise TestbedError(
+                f"scenario name {self.name!r}: use lowercase letters, digits "
+                "and '-', at most 32 characters"
+            )
         if not 1 <= len(self.hosts) <= MAX_HOSTS:
-            raise TestbedError(f"scenario {self.name}: needs 1..{MAX_HOSTS} hosts, "
-                               f"got {len(self.hosts)}")
+            raise TestbedError(
+                f"scenario {self.name}: needs 1..{MAX_HOSTS} hosts, got {len(self.hosts)}"
+            )
         names = [h.name for h in self.hosts]
         dup = sorted({n for n in names if names.count(n) > 1})
         if dup:
             raise TestbedError(f"scenario {self.name}: duplicate host names {dup}")
         racks = tuple(sorted({h.rack for h in self.hosts}))
         if racks != tuple(range(len(racks))):
-            raise TestbedError(f"scenario {self.name}: racks must be numbered 0..R-1 without "
-                               f"gaps, got {list(racks)}")
+            raise TestbedError(
+                f"scenario {self.name}: racks must be numbered 0..R-1 without "
+                f"gaps, got {list(racks)}"
+            )
         object.__setattr__(self, "racks", racks)
         if len(racks) > 1:
             if self.trunk_mbit is None:
                 raise TestbedError(f"scenario {self.name}: {len(racks)} racks need trunk_mbit")
             _check_rate(f"scenario {self.name}: trunk_mbit", self.trunk_mbit)
         elif self.trunk_mbit is not None:
-            raise TestbedError(f"scenario {self.name}: trunk_mbit given but all hosts are in "
-                               "rack 0")
+            raise TestbedError(
+                f"scenario {self.name}: trunk_mbit given but all hosts are in rack 0"
+            )
 
     @classmethod
     def from_dict(cls, data: Any, source: str = "scenario") -> Scenario:
@@ -112,13 +120,21 @@ class Scenario:
         description = data.get("description", "")
         if not isinstance(description, str):
             raise TestbedError(f"{source}: 'description' must be a string")
-        return cls(name=name, hosts=tuple(hosts), trunk_mbit=data.get("trunk_mbit"),
-                   description=description)
+        return cls(
+            name=name,
+            hosts=tuple(hosts),
+            trunk_mbit=data.get("trunk_mbit"),
+            description=description,
+        )
 
     def to_dict(self) -> dict[str, Any]:
-        out: dict[str, Any] = {"name": self.name, "description": self.description,
-                               "hosts": [{"name": h.name, "rate_mbit": h.rate_mbit,
-                                          "rack": h.rack} for h in self.hosts]}
+        out: dict[str, Any] = {
+            "name": self.name,
+            "description": self.description,
+            "hosts": [
+                {"name": h.name, "rate_mbit": h.rate_mbit, "rack": h.rack} for h in self.hosts
+            ],
+        }
         if self.trunk_mbit is not None:
             out["trunk_mbit"] = self.trunk_mbit
         return out
@@ -149,24 +165,47 @@ class Scenario:
         nodes: list[dict[str, Any]] = [{"id": f"sw{r}", "kind": "switch"} for r in self.racks]
         links: list[dict[str, Any]] = []
         for h in self.hosts:
-            nodes += [{"id": f"{h.name}/cpu0", "kind": "cpu", "host": h.name},
-                      {"id": f"{h.name}/nic0", "kind": "nic", "host": h.name}]
-            links += [{"src": f"{h.name}/cpu0", "dst": f"{h.name}/nic0",
-                       "bandwidth_GBps": 100.0, "latency_us": 0.0, "kind": "pcie"},
-                      {"src": f"{h.name}/nic0", "dst": f"sw{h.rack}",
-                       "bandwidth_GBps": mbit_to_GBps(h.rate_mbit), "latency_us": 0.0,
-                       "kind": "network"}]
+            nodes += [
+                {"id": f"{h.name}/cpu0", "kind": "cpu", "host": h.name},
+                {"id": f"{h.name}/nic0", "kind": "nic", "host": h.name},
+            ]
+            links += [
+                {
+                    "src": f"{h.name}/cpu0",
+                    "dst": f"{h.name}/nic0",
+                    "bandwidth_GBps": 100.0,
+                    "latency_us": 0.0,
+                    "kind": "pcie",
+                },
+                {
+                    "src": f"{h.name}/nic0",
+                    "dst": f"sw{h.rack}",
+                    "bandwidth_GBps": mbit_to_GBps(h.rate_mbit),
+                    "latency_us": 0.0,
+                    "kind": "network",
+                },
+            ]
         for r in self.racks[1:]:
             assert self.trunk_mbit is not None
-            links.append({"src": f"sw{r}", "dst": "sw0",
-                          "bandwidth_GBps": mbit_to_GBps(self.trunk_mbit), "latency_us": 0.0,
-                          "kind": "network"})
+            links.append(
+                {
+                    "src": f"sw{r}",
+                    "dst": "sw0",
+                    "bandwidth_GBps": mbit_to_GBps(self.trunk_mbit),
+                    "latency_us": 0.0,
+                    "kind": "network",
+                }
+            )
         return {"nodes": nodes, "links": links}
 
 
 def _check_rate(what: str, value: Any) -> None:
-    if (isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value)
-            or not 0 < value <= MAX_RATE_MBIT):
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, int | float)
+        or not math.isfinite(value)
+        or not 0 < value <= MAX_RATE_MBIT
+    ):
         raise TestbedError(f"{what} must be a number in (0, {MAX_RATE_MBIT:g}], got {value!r}")
 
 

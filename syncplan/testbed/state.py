@@ -66,12 +66,17 @@ class State:
     def from_dict(cls, d: dict[str, Any], path: Path | None = None) -> State:
         try:
             svc = d.get("service")
-            return cls(scenario=d["scenario"], prefix=d["prefix"], phase=d.get("phase", "?"),
-                       namespaces=list(d.get("namespaces", [])),
-                       hosts=[HostRecord(**h) for h in d.get("hosts", [])],
-                       service=HostRecord(**svc) if svc else None,
-                       qdiscs=list(d.get("qdiscs", [])),
-                       processes=[ProcRecord(**p) for p in d.get("processes", [])], path=path)
+            return cls(
+                scenario=d["scenario"],
+                prefix=d["prefix"],
+                phase=d.get("phase", "?"),
+                namespaces=list(d.get("namespaces", [])),
+                hosts=[HostRecord(**h) for h in d.get("hosts", [])],
+                service=HostRecord(**svc) if svc else None,
+                qdiscs=list(d.get("qdiscs", [])),
+                processes=[ProcRecord(**p) for p in d.get("processes", [])],
+                path=path,
+            )
         except (KeyError, TypeError) as exc:
             raise TestbedError(f"{path}: not a testbed state file ({exc})") from exc
 
@@ -92,8 +97,10 @@ def load_state(path: Path) -> State | None:
     except FileNotFoundError:
         return None
     except (OSError, ValueError) as exc:
-        raise TestbedError(f"{path}: unreadable state file ({exc}); remove it after checking "
-                           "`ip netns list` for leftovers") from exc
+        raise TestbedError(
+            f"{path}: unreadable state file ({exc}); remove it after checking "
+            "`ip netns list` for leftovers"
+        ) from exc
     return State.from_dict(data, path)
 
 

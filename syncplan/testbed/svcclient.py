@@ -18,8 +18,9 @@ from pathlib import Path
 from typing import Any
 
 
-def request(method: str, url: str, token: str | None, body: bytes | None,
-            timeout_s: float) -> tuple[int, Any]:
+def request(
+    method: str, url: str, token: str | None, body: bytes | None, timeout_s: float
+) -> tuple[int, Any]:
     """(status, parsed JSON body or text) of one request."""
     headers = {"Accept": "application/json"}
     if token:

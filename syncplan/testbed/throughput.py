@@ -70,8 +70,9 @@ def receive(port: int, flows: int, timeout_s: float) -> dict[str, float]:
     return {"bytes": stats["bytes"], "seconds": seconds, "rate_mbit": rate}
 
 
-def send(addr: str, port: int, seconds: float, connect_timeout_s: float,
-         congestion: str | None = None) -> int:
+def send(
+    addr: str, port: int, seconds: float, connect_timeout_s: float, congestion: str | None = None
+) -> int:
     """Stream zeros to ``addr:port`` for ``seconds``; returns bytes sent."""
     deadline = time.monotonic() + connect_timeout_s
     while True:
@@ -108,7 +109,7 @@ def _read_exact(conn: socket.socket, n: int, buf: bytearray) -> bool:
     view = memoryview(buf)
     got = 0
     while got < n:
-        k = conn.recv_into(view[:min(n - got, len(buf))])
+        k = conn.recv_into(view[: min(n - got, len(buf))])
         if not k:
             if got:
                 raise ConnectionError(f"EOF after {got} of {n} bytes")
@@ -139,8 +140,9 @@ def echo(port: int, timeout_s: float) -> int:
     return count
 
 
-def messages(addr: str, port: int, sizes: list[int], reps: int, gap_s: float,
-             connect_timeout_s: float) -> dict[str, list[float]]:
+def messages(
+    addr: str, port: int, sizes: list[int], reps: int, gap_s: float, connect_timeout_s: float
+) -> dict[str, list[float]]:
     """Time single messages of each size to an ``echo`` server (first byte sent to answer);
     sizes interleaved rep by rep, the link idle ``gap_s`` before each."""
     deadline = time.monotonic() + connect_timeout_s
@@ -180,8 +182,11 @@ def main(argv: list[str] | None = None) -> int:
     s.add_argument("--port", type=int, required=True)
     s.add_argument("--seconds", type=float, default=2.0)
     s.add_argument("--connect-timeout", type=float, default=10.0)
-    s.add_argument("--congestion", default=os.environ.get("SYNCPLAN_TB_CC") or None,
-                   help="TCP congestion control for the flow (default: the system's)")
+    s.add_argument(
+        "--congestion",
+        default=os.environ.get("SYNCPLAN_TB_CC") or None,
+        help="TCP congestion control for the flow (default: the system's)",
+    )
     e = sub.add_parser("echo")
     e.add_argument("--port", type=int, required=True)
     e.add_argument("--timeout", type=float, default=60.0)
@@ -197,13 +202,25 @@ def main(argv: list[str] | None = None) -> int:
         print(json.dumps({"messages": echo(args.port, args.timeout)}), flush=True)
     elif args.cmd == "msgs":
         sizes = [int(x) for x in args.sizes.split(",")]
-        print(json.dumps(messages(args.to, args.port, sizes, args.reps, args.gap,
-                                  args.connect_timeout)), flush=True)
+        print(
+            json.dumps(
+                messages(args.to, args.port, sizes, args.reps, args.gap, args.connect_timeout)
+            ),
+            flush=True,
+        )
     elif args.cmd == "recv":
         print(json.dumps(receive(args.port, args.flows, args.timeout)), flush=True)
     else:
-        print(json.dumps({"sent": send(args.to, args.port, args.seconds,
-                                       args.connect_timeout, args.congestion)}), flush=True)
+        print(
+            json.dumps(
+                {
+                    "sent": send(
+                        args.to, args.port, args.seconds, args.connect_timeout, args.congestion
+                    )
+                }
+            ),
+            flush=True,
+        )
     return 0
 
 

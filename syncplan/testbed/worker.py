@@ -92,8 +92,13 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
 
     rank, world = args.rank, args.world
     say = (lambda msg: print(msg, flush=True)) if rank == 0 else (lambda msg: None)
-    dist.init_process_group("gloo", init_method=f"tcp://{args.master}", rank=rank,
-                            world_size=world, timeout=timedelta(seconds=args.timeout))
+    dist.init_process_group(
+        "gloo",
+        init_method=f"tcp://{args.master}",
+        rank=rank,
+        world_size=world,
+        timeout=timedelta(seconds=args.timeout),
+    )
     try:
         plans = _load_plans(args.plans)
         factory, how = find_executor() if plans else (None, "no plans given")
@@ -105,14 +110,19 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         dist.all_reduce(warm)
         results: list[dict[str, Any]] = []
         skip = set(args.skip)
-        meta = {"world_size": world, "dtype": "float32", "backend": "gloo",
-                "torch": torch.__version__, "executor": how if plans else None, "notes": notes}
+        meta = {
+            "world_size": world,
+            "dtype": "float32",
+            "backend": "gloo",
+            "torch": torch.__version__,
+            "executor": how if plans else None,
+            "notes": notes,
+        }
 
         def checkpoint(running: dict[str, Any] | None) -> None:
             # rank 0's progress, so that the runner keeps what finished if a later run fails
             if rank == 0 and args.out:
-                atomic_write_json(Path(args.out), {**meta, "results": results,
-                                                   "running": running})
+                atomic_write_json(Path(args.out), {**meta, "results": results, "running": running})
 
         for size in args.sizes:
             count = size // 4
@@ -142,14 +152,24 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                         say(f"size {_mib(size)} {label} warm-up: {dt:.3f} s")
                         continue
                     times.append(dt)
-                    say(f"size {_mib(size)} {label} rep {rep - args.warmup + 1}/{args.reps}: "
-                        f"{dt:.3f} s{'' if ok else ' WRONG RESULT'}")
-                entry: dict[str, Any] = {"size_bytes": size, "algorithm": label,
-                                         "times_s": times, "median_s": statistics.median(times),
-                                         "correct": correct}
+                    say(
+                        f"size {_mib(size)} {label} rep {rep - args.warmup + 1}/{args.reps}: "
+                        f"{dt:.3f} s{'' if ok else ' WRONG RESULT'}"
+                    )
+                entry: dict[str, Any] = {
+                    "size_bytes": size,
+                    "algorithm": label,
+                    "times_s": times,
+                    "median_s": statistics.median(times),
+                    "correct": correct,
+                }
                 if plan is not None:
-                    entry.update({k: plan.get(k) for k in ("plan_id", "predicted_time_s",
-                                                           "lower_bound_time_s")})
+                    entry.update(
+                        {
+                            k: plan.get(k)
+                            for k in ("plan_id", "predicted_time_s", "lower_bound_time_s")
+                        }
+                    )
                     entry["plan_algorithm"] = plan.get("algorithm")
                 results.append(entry)
                 checkpoint(None)
@@ -170,8 +190,13 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--plans", nargs="*", default=[])
     ap.add_argument("--timeout", type=float, default=900.0, help="gloo timeout, seconds")
     ap.add_argument("--out", help="results JSON (rank 0), rewritten after every run")
-    ap.add_argument("--skip", nargs="*", default=[], metavar="LABEL@SIZE",
-                    help="runs not to repeat (done or failed in an earlier attempt)")
+    ap.add_argument(
+        "--skip",
+        nargs="*",
+        default=[],
+        metavar="LABEL@SIZE",
+        help="runs not to repeat (done or failed in an earlier attempt)",
+    )
     args = ap.parse_args(argv)
     result = run(args)
     if args.rank == 0 and args.out:

@@ -23,8 +23,12 @@ collect_ignore = ["fixtures"]
 
 def fixture_discoverer(name: str) -> Discoverer:
     base = FIXTURES / name
-    return Discoverer(name, SysFS(base / "sys"), ProcFS(base / "proc"),
-                      lambda: RecordedNVML.load(base / "nvml.json"))
+    return Discoverer(
+        name,
+        SysFS(base / "sys"),
+        ProcFS(base / "proc"),
+        lambda: RecordedNVML.load(base / "nvml.json"),
+    )
 
 
 @pytest.fixture(scope="module")
@@ -76,8 +80,9 @@ class ReportSink:
         self.server.daemon_threads = True
         self.port = self.server.server_address[1]
         self.url = f"http://127.0.0.1:{self.port}"
-        self.thread = threading.Thread(target=self.server.serve_forever,
-                                       kwargs={"poll_interval": 0.05}, daemon=True)
+        self.thread = threading.Thread(
+            target=self.server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True
+        )
         self.thread.start()
 
     def stop(self) -> None:

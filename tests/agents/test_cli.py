@@ -31,13 +31,21 @@ def agent(*args: str, **kw) -> subprocess.Popen:  # type: ignore[no-untyped-def]
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
     env.pop("SYNCPLAN_AGENT_TOKEN", None)
     opts = {"stdout": subprocess.PIPE, "stderr": subprocess.PIPE, "text": True, **kw}
-    return subprocess.Popen([sys.executable, "-c", MAIN, "agent", *args], cwd=REPO, env=env,
-                            **opts)
+    return subprocess.Popen([sys.executable, "-c", MAIN, "agent", *args], cwd=REPO, env=env, **opts)
 
 
 def test_once_print_on_this_machine() -> None:
-    p = agent("--once", "--print", "--no-gpu-copy", "--host-name", "me",
-              "--bind", "127.0.0.1", "--probe-port", str(free_port()))
+    p = agent(
+        "--once",
+        "--print",
+        "--no-gpu-copy",
+        "--host-name",
+        "me",
+        "--bind",
+        "127.0.0.1",
+        "--probe-port",
+        str(free_port()),
+    )
     out, err = p.communicate(timeout=60)
     assert p.returncode == 0, err
     rep = HostReport.model_validate_json(out)
@@ -47,10 +55,22 @@ def test_once_print_on_this_machine() -> None:
 
 
 def test_once_with_fixture() -> None:
-    p = agent("--once", "--print", "--host-name", "hgx", "--bind", "127.0.0.1",
-              "--probe-port", "0", "--nvml-fixture", str(FIXTURES / "hgx8" / "nvml.json"),
-              "--sysfs-root", str(FIXTURES / "hgx8" / "sys"),
-              "--procfs-root", str(FIXTURES / "hgx8" / "proc"))
+    p = agent(
+        "--once",
+        "--print",
+        "--host-name",
+        "hgx",
+        "--bind",
+        "127.0.0.1",
+        "--probe-port",
+        "0",
+        "--nvml-fixture",
+        str(FIXTURES / "hgx8" / "nvml.json"),
+        "--sysfs-root",
+        str(FIXTURES / "hgx8" / "sys"),
+        "--procfs-root",
+        str(FIXTURES / "hgx8" / "proc"),
+    )
     out, err = p.communicate(timeout=60)
     assert p.returncode == 0, err
     rep = HostReport.model_validate_json(out)
@@ -68,9 +88,27 @@ def test_bad_arguments_one_line_no_traceback() -> None:
 def test_daemon_reports_serves_metrics_and_stops_on_sigterm(tmp_path: Path) -> None:
     sink = ReportSink(token="tok")
     http_port = free_port()
-    p = agent("--server", sink.url, "--token", "tok", "--host-name", "d0", "--interval", "0.5",
-              "--bind", "127.0.0.1", "--probe-port", "0", "--http-bind", "127.0.0.1",
-              "--http-port", str(http_port), "--spool-dir", str(tmp_path), "--no-gpu-copy")
+    p = agent(
+        "--server",
+        sink.url,
+        "--token",
+        "tok",
+        "--host-name",
+        "d0",
+        "--interval",
+        "0.5",
+        "--bind",
+        "127.0.0.1",
+        "--probe-port",
+        "0",
+        "--http-bind",
+        "127.0.0.1",
+        "--http-port",
+        str(http_port),
+        "--spool-dir",
+        str(tmp_path),
+        "--no-gpu-copy",
+    )
     try:
         deadline = time.time() + 20
         while len(sink.reports.get("d0", [])) < 2 and time.time() < deadline:
@@ -96,9 +134,23 @@ def test_daemon_survives_service_outage(tmp_path: Path) -> None:
     """Service stopped while the agent runs, then started: the latest report arrives."""
     sink = ReportSink()
     port = sink.port
-    p = agent("--server", sink.url, "--host-name", "f0", "--interval", "0.3",
-              "--bind", "127.0.0.1", "--probe-port", "0", "--http-port", "-1",
-              "--spool-dir", str(tmp_path), "--no-gpu-copy")
+    p = agent(
+        "--server",
+        sink.url,
+        "--host-name",
+        "f0",
+        "--interval",
+        "0.3",
+        "--bind",
+        "127.0.0.1",
+        "--probe-port",
+        "0",
+        "--http-port",
+        "-1",
+        "--spool-dir",
+        str(tmp_path),
+        "--no-gpu-copy",
+    )
     try:
         deadline = time.time() + 20
         while not sink.reports.get("f0") and time.time() < deadline:
@@ -114,7 +166,8 @@ def test_daemon_survives_service_outage(tmp_path: Path) -> None:
         sink = ReportSink(port=port)
         deadline = time.time() + 20
         while time.time() < deadline and not any(
-                r["seq"] >= spooled["seq"] for r in sink.reports.get("f0", [])):
+            r["seq"] >= spooled["seq"] for r in sink.reports.get("f0", [])
+        ):
             time.sleep(0.05)
         assert any(r["seq"] >= spooled["seq"] for r in sink.reports.get("f0", []))
         assert p.poll() is None

@@ -16,9 +16,14 @@ from tests.api.helpers import TOKENS, ServerProcess, auth
 from .test_cli import agent, free_port
 
 
-@pytest.mark.parametrize(("text", "want"), [("10.0.0.2:7470", ("10.0.0.2", 7470)),
-                                            ("[fe80::1]:80", ("fe80::1", 80)),
-                                            ("node-3.example:1", ("node-3.example", 1))])
+@pytest.mark.parametrize(
+    ("text", "want"),
+    [
+        ("10.0.0.2:7470", ("10.0.0.2", 7470)),
+        ("[fe80::1]:80", ("fe80::1", 80)),
+        ("node-3.example:1", ("node-3.example", 1)),
+    ],
+)
 def test_parse_address(text: str, want: tuple[str, int]) -> None:
     assert parse_address(text) == want
 
@@ -54,22 +59,44 @@ def test_agents_find_peers_through_the_service(tmp_path: Path) -> None:
     try:
         for host, log in logs.items():
             with log.open("w") as err:
-                procs.append(agent(
-                    "--server", srv.url, "--token", TOKENS["agent"], "--host-name", host,
-                    "--bind", "127.0.0.1", "--probe-port", str(free_port()),
-                    "--http-port", "-1", "--interval", "0.5", "--probe-interval", "2",
-                    "--probe-duration", "0.1", "--slot", "0.8", "--no-gpu-copy",
-                    "--spool-dir", str(tmp_path / host), stderr=err))
+                procs.append(
+                    agent(
+                        "--server",
+                        srv.url,
+                        "--token",
+                        TOKENS["agent"],
+                        "--host-name",
+                        host,
+                        "--bind",
+                        "127.0.0.1",
+                        "--probe-port",
+                        str(free_port()),
+                        "--http-port",
+                        "-1",
+                        "--interval",
+                        "0.5",
+                        "--probe-interval",
+                        "2",
+                        "--probe-duration",
+                        "0.1",
+                        "--slot",
+                        "0.8",
+                        "--no-gpu-copy",
+                        "--spool-dir",
+                        str(tmp_path / host),
+                        stderr=err,
+                    )
+                )
 
         def learned() -> bool:  # each agent heard of the other from the service
             return all("peers from the service" in log.read_text() for log in logs.values())
 
         deadline, hosts = time.time() + 60, {}
         while time.time() < deadline:
-            hosts = httpx.get(f"{srv.url}/v1/agents", headers=auth("job"), timeout=5
-                              ).json()["hosts"]
-            if (len(hosts) == 2 and all(h["measured_GBps"] for h in hosts.values())
-                    and learned()):
+            hosts = httpx.get(f"{srv.url}/v1/agents", headers=auth("job"), timeout=5).json()[
+                "hosts"
+            ]
+            if len(hosts) == 2 and all(h["measured_GBps"] for h in hosts.values()) and learned():
                 break
             time.sleep(0.5)
         assert sorted(hosts) == ["a", "b"], hosts

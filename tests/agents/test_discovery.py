@@ -36,8 +36,11 @@ def test_hgx8_nvswitch_links(hgx8: HostReport) -> None:
         # 18 links at 26.562 GB/s split 5/4/4/5 over the four NVSwitches
         assert [round(b / 26.562) for b in bws] == [5, 4, 4, 5]
         assert abs(sum(bws) - 18 * 26.562) < 0.01
-    assert not [ln for ln in hgx8.links if ln.kind == "nvlink"
-                and ln.src.startswith("gpu") and ln.dst.startswith("gpu")]
+    assert not [
+        ln
+        for ln in hgx8.links
+        if ln.kind == "nvlink" and ln.src.startswith("gpu") and ln.dst.startswith("gpu")
+    ]
 
 
 def test_hgx8_pcie_and_nic_placement(hgx8: HostReport) -> None:
@@ -91,8 +94,12 @@ def test_reports_validate_and_link_known_nodes(hgx8: HostReport, pcie4: HostRepo
 
 def test_cpu_only_on_this_machine(caplog) -> None:  # type: ignore[no-untyped-def]
     def no_driver() -> N.NVML:
-        return N.RecordedNVML({"format": N.RECORDING_FORMAT,
-                               "calls": {"init()": {"error": N.NVML_ERROR_DRIVER_NOT_LOADED}}})
+        return N.RecordedNVML(
+            {
+                "format": N.RECORDING_FORMAT,
+                "calls": {"init()": {"error": N.NVML_ERROR_DRIVER_NOT_LOADED}},
+            }
+        )
 
     d = Discoverer("this-host", nvml_factory=no_driver)
     with caplog.at_level(logging.WARNING, logger="syncplan.agent.discovery"):
@@ -118,8 +125,9 @@ def test_gpu_missing_from_sysfs_falls_back_to_nvml_ancestors(tmp_path) -> None: 
     from syncplan.agents.sysfs import SysFS
 
     base = FIXTURES / "hgx8"
-    d = Discoverer("x", SysFS(tmp_path), ProcFS(base / "proc"),
-                   lambda: N.RecordedNVML.load(base / "nvml.json"))
+    d = Discoverer(
+        "x", SysFS(tmp_path), ProcFS(base / "proc"), lambda: N.RecordedNVML.load(base / "nvml.json")
+    )
     rep = d.discover()
     assert rep.nics == []  # an empty sysfs has no NICs
     switches = [n.id for n in rep.nodes if n.kind == "pcie_switch"]

@@ -32,7 +32,8 @@ SUBNET = "10.77.0"
 SERVICE_IP = f"{SUBNET}.254"
 TOKEN = "netns-agent-token-0123456789abcdefghij"
 HAVE_SERVICE = importlib.util.find_spec("api") is not None and (
-    importlib.util.find_spec("syncplan.api.main") is not None)
+    importlib.util.find_spec("syncplan.api.main") is not None
+)
 
 
 def _skip_reason() -> str | None:
@@ -80,8 +81,21 @@ def net() -> Iterator[Net]:
             ns, vsw, vh = f"{tag}{host}", f"{tag}s{k}", f"{tag}e{k}"
             sh("ip", "netns", "add", ns)
             made.append(ns)
-            sh("ip", "link", "add", vsw, "netns", sw, "type", "veth", "peer", "name", vh,
-               "netns", ns)
+            sh(
+                "ip",
+                "link",
+                "add",
+                vsw,
+                "netns",
+                sw,
+                "type",
+                "veth",
+                "peer",
+                "name",
+                vh,
+                "netns",
+                ns,
+            )
             addr = f"{SUBNET}.{k + 1}"
             sh("ip", "-n", ns, "addr", "add", f"{addr}/24", "dev", vh)
             sh("ip", "-n", ns, "link", "set", vh, "up")
@@ -89,8 +103,25 @@ def net() -> Iterator[Net]:
             sh("ip", "-n", sw, "link", "set", vsw, "master", "br0", "up")
             burst = f"{max(32, mbit // 4)}kb"
             for where, dev in ((sw, vsw), (ns, vh)):  # toward the host, and from the host
-                sh("ip", "netns", "exec", where, "tc", "qdisc", "add", "dev", dev, "root",
-                   "tbf", "rate", f"{mbit}mbit", "burst", burst, "latency", "100ms")
+                sh(
+                    "ip",
+                    "netns",
+                    "exec",
+                    where,
+                    "tc",
+                    "qdisc",
+                    "add",
+                    "dev",
+                    dev,
+                    "root",
+                    "tbf",
+                    "rate",
+                    f"{mbit}mbit",
+                    "burst",
+                    burst,
+                    "latency",
+                    "100ms",
+                )
             hosts[host], addrs[host] = ns, addr
         yield Net(sw, hosts, addrs)
     finally:
@@ -102,16 +133,28 @@ def net() -> Iterator[Net]:
 def ns_popen(ns: str, args: list[str], **kw) -> subprocess.Popen:  # type: ignore[no-untyped-def]
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
     env.update(kw.pop("env", {}))
-    return subprocess.Popen(["ip", "netns", "exec", ns, sys.executable, "-c", MAIN, *args],
-                            cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            text=True, **kw)
+    return subprocess.Popen(
+        ["ip", "netns", "exec", ns, sys.executable, "-c", MAIN, *args],
+        cwd=REPO,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        **kw,
+    )
 
 
 def ns_get_json(ns: str, url: str, timeout: float = 5.0) -> dict | None:
-    code = ("import json,sys,urllib.request;"
-            f"print(urllib.request.urlopen({url!r}, timeout={timeout}).read().decode())")
-    proc = subprocess.run(["ip", "netns", "exec", ns, sys.executable, "-c", code],
-                          capture_output=True, text=True, timeout=timeout + 10)
+    code = (
+        "import json,sys,urllib.request;"
+        f"print(urllib.request.urlopen({url!r}, timeout={timeout}).read().decode())"
+    )
+    proc = subprocess.run(
+        ["ip", "netns", "exec", ns, sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        timeout=timeout + 10,
+    )
     if proc.returncode != 0:
         return None
     try:
@@ -145,12 +188,16 @@ class Service:
         self.url = f"http://{SERVICE_IP}:18470"
 
     def start(self) -> None:
-        env = {"SYNCPLAN_DATABASE_URL": f"sqlite:///{self.db}", "SYNCPLAN_AGENT_TOKEN": TOKEN,
-               "SYNCPLAN_ALLOW_SHARED_AGENT_TOKEN": "true",
-               "SYNCPLAN_ADMIN_TOKEN": "netns-admin-token-0123456789abcdefghij",
-               "SYNCPLAN_JOB_TOKEN": "netns-job-token-0123456789abcdefghijk"}
-        self.proc = ns_popen(self.net.switch, ["serve", "--host", SERVICE_IP, "--port",
-                                               "18470"], env=env)
+        env = {
+            "SYNCPLAN_DATABASE_URL": f"sqlite:///{self.db}",
+            "SYNCPLAN_AGENT_TOKEN": TOKEN,
+            "SYNCPLAN_ALLOW_SHARED_AGENT_TOKEN": "true",
+            "SYNCPLAN_ADMIN_TOKEN": "netns-admin-token-0123456789abcdefghij",
+            "SYNCPLAN_JOB_TOKEN": "netns-job-token-0123456789abcdefghijk",
+        }
+        self.proc = ns_popen(
+            self.net.switch, ["serve", "--host", SERVICE_IP, "--port", "18470"], env=env
+        )
         deadline = time.time() + 30
         while time.time() < deadline:
             if ns_get_json(self.net.switch, f"{self.url}/healthz") is not None:
@@ -186,13 +233,29 @@ def service(net: Net, tmp_path: Path) -> Iterator[Service | None]:
         svc.stop()
 
 
-def test_agents_measure_shaped_rates(net: Net, service: Service | None,
-                                     tmp_path: Path) -> None:
+def test_agents_measure_shaped_rates(net: Net, service: Service | None, tmp_path: Path) -> None:
     procs = {}
     for host, ns in net.hosts.items():
-        args = ["agent", "--once", "--print", "--host-name", host, "--bind", net.addrs[host],
-                "--probe-port", "7470", "--peers", peers_arg(net, host), "--probe-duration",
-                "1.5", "--slot", "4.5", "--no-gpu-copy", "--spool-dir", str(tmp_path / host)]
+        args = [
+            "agent",
+            "--once",
+            "--print",
+            "--host-name",
+            host,
+            "--bind",
+            net.addrs[host],
+            "--probe-port",
+            "7470",
+            "--peers",
+            peers_arg(net, host),
+            "--probe-duration",
+            "1.5",
+            "--slot",
+            "4.5",
+            "--no-gpu-copy",
+            "--spool-dir",
+            str(tmp_path / host),
+        ]
         if service:
             args += ["--server", service.url, "--token", TOKEN]
         procs[host] = ns_popen(ns, args)
@@ -211,8 +274,10 @@ def test_agents_measure_shaped_rates(net: Net, service: Service | None,
         assert sorted(got) == sorted(h for h in net.hosts if h != host), rep.peers
         for peer, m in got.items():
             want = expected_GBps(host, peer)
-            print(f"{host}->{peer}: {m.bandwidth_GBps * 8e3:.1f} Mbit/s measured, "
-                  f"{want * 8e3:.0f} shaped, latency {m.latency_us:.0f} us")
+            print(
+                f"{host}->{peer}: {m.bandwidth_GBps * 8e3:.1f} Mbit/s measured, "
+                f"{want * 8e3:.0f} shaped, latency {m.latency_us:.0f} us"
+            )
             assert abs(m.bandwidth_GBps / want - 1) <= 0.15, (host, peer, m.bandwidth_GBps, want)
             assert 0 < m.latency_us < 50_000
             assert m.nic == "nic0"
@@ -229,43 +294,74 @@ def test_agents_measure_shaped_rates(net: Net, service: Service | None,
             assert any(abs(bw / want - 1) <= 0.15 for bw in bws), (a, b, want, bws)
 
 
-@pytest.mark.skipif(not HAVE_SERVICE, reason="the service (api.main) is not in this checkout; "
-                    "tests/agents/test_cli.py covers the outage against a stand-in")
+@pytest.mark.skipif(
+    not HAVE_SERVICE,
+    reason="the service (api.main) is not in this checkout; "
+    "tests/agents/test_cli.py covers the outage against a stand-in",
+)
 def test_service_outage_loses_nothing(net: Net, service: Service, tmp_path: Path) -> None:
     procs = {}
     for host, ns in net.hosts.items():
-        procs[host] = ns_popen(ns, [
-            "agent", "--server", service.url, "--token", TOKEN, "--host-name", host,
-            "--bind", net.addrs[host], "--probe-port", "7471", "--http-port", "-1",
-            "--interval", "1", "--probe-interval", "3600", "--no-gpu-copy",
-            "--spool-dir", str(tmp_path / host)])
+        procs[host] = ns_popen(
+            ns,
+            [
+                "agent",
+                "--server",
+                service.url,
+                "--token",
+                TOKEN,
+                "--host-name",
+                host,
+                "--bind",
+                net.addrs[host],
+                "--probe-port",
+                "7471",
+                "--http-port",
+                "-1",
+                "--interval",
+                "1",
+                "--probe-interval",
+                "3600",
+                "--no-gpu-copy",
+                "--spool-dir",
+                str(tmp_path / host),
+            ],
+        )
     try:
         # every agent has reported once before the outage (a loaded machine starts them slowly)
-        assert wait_until(lambda: (t := service.topology()) is not None
-                          and all(h in t["hosts"] for h in net.hosts), 60), "no first reports"
+        assert wait_until(
+            lambda: (
+                (t := service.topology()) is not None and all(h in t["hosts"] for h in net.hosts)
+            ),
+            60,
+        ), "no first reports"
         service.stop()
         pending = [tmp_path / h / "pending.json" for h in net.hosts]
         assert wait_until(lambda: all(f.exists() for f in pending), 30), "nothing spooled"
         time.sleep(2)  # a few more failed deliveries while the service is down
         for host, p in procs.items():
             assert p.poll() is None, f"{host} died while the service was down"
-        spooled = {h: json.loads((tmp_path / h / "pending.json").read_text())["seq"]
-                   for h in net.hosts}
+        spooled = {
+            h: json.loads((tmp_path / h / "pending.json").read_text())["seq"] for h in net.hosts
+        }
         service.start()
         # every host's report spooled during the outage (or a newer one) reaches the service
         deadline, topo = time.time() + 40, None
         while time.time() < deadline:
             topo = service.topology()
-            if topo and all(topo["hosts"].get(h, {}).get("seq", -1) >= spooled[h]
-                            for h in net.hosts):
+            if topo and all(
+                topo["hosts"].get(h, {}).get("seq", -1) >= spooled[h] for h in net.hosts
+            ):
                 break
             time.sleep(0.5)
         assert topo is not None
         for host in net.hosts:
             assert topo["hosts"][host]["seq"] >= spooled[host], (host, topo["hosts"][host])
             # without peer measurements a host may be listed as unlinked rather than as nodes
-            assert (any(n["id"].startswith(f"{host}/") for n in topo["nodes"])
-                    or host in topo["unlinked_hosts"]), host
+            assert (
+                any(n["id"].startswith(f"{host}/") for n in topo["nodes"])
+                or host in topo["unlinked_hosts"]
+            ), host
     finally:
         for p in procs.values():
             if p.poll() is None:

@@ -53,8 +53,12 @@ def test_real_nvml_without_driver_raises_call_error() -> None:
     try:
         nv.init()
     except N.NVMLCallError as exc:
-        assert exc.code in (N.NVML_ERROR_LIBRARY_NOT_FOUND, N.NVML_ERROR_DRIVER_NOT_LOADED,
-                            N.NVML_ERROR_NO_PERMISSION, N.NVML_ERROR_UNKNOWN)
+        assert exc.code in (
+            N.NVML_ERROR_LIBRARY_NOT_FOUND,
+            N.NVML_ERROR_DRIVER_NOT_LOADED,
+            N.NVML_ERROR_NO_PERMISSION,
+            N.NVML_ERROR_UNKNOWN,
+        )
         return
     try:
         assert nv.device_count() >= 0
@@ -68,8 +72,13 @@ def test_recorder_script_without_driver(tmp_path: Path) -> None:
 
     out = tmp_path / "rec.json"
     script = Path(__file__).parents[2] / "agents" / "record_nvml.py"
-    proc = subprocess.run([sys.executable, str(script), str(out)], capture_output=True,
-                          text=True, timeout=60, cwd=tmp_path)
+    proc = subprocess.run(
+        [sys.executable, str(script), str(out)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=tmp_path,
+    )
     assert "Traceback" not in proc.stderr
     data = json.loads(out.read_text())
     assert data["format"] == N.RECORDING_FORMAT

@@ -20,9 +20,18 @@ def _free_port() -> int:
 
 
 def _config(me: str, peer: str, ports: dict[str, int], tmp: Path, wait_s: float) -> AgentConfig:
-    return AgentConfig(host=me, peers={peer: ("127.0.0.1", ports[peer])}, bind="127.0.0.1",
-                       probe_port=ports[me], http_port=None, spool_dir=str(tmp / me),
-                       probe=FAST, slot_s=0.8, gpu_copy=False, peer_wait_s=wait_s)
+    return AgentConfig(
+        host=me,
+        peers={peer: ("127.0.0.1", ports[peer])},
+        bind="127.0.0.1",
+        probe_port=ports[me],
+        http_port=None,
+        spool_dir=str(tmp / me),
+        probe=FAST,
+        slot_s=0.8,
+        gpu_copy=False,
+        peer_wait_s=wait_s,
+    )
 
 
 def test_once_waits_for_a_late_peer(tmp_path: Path) -> None:

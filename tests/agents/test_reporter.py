@@ -53,8 +53,9 @@ def test_service_down_then_up_latest_report_arrives(tmp_path: Path) -> None:
     sink = ReportSink()
     port = sink.port
     sink.stop()  # the service is down
-    r = Reporter(f"http://127.0.0.1:{port}", "h0", None, tmp_path, backoff=FAST,
-                 timeout_s=1.0).start()
+    r = Reporter(
+        f"http://127.0.0.1:{port}", "h0", None, tmp_path, backoff=FAST, timeout_s=1.0
+    ).start()
     try:
         r.submit(report())
         latest = r.submit(report())

@@ -11,10 +11,20 @@ from syncplan.agents.procfs import ProcFS
 from syncplan.agents.sysfs import SysFS, normalize_bdf, parse_gts
 
 
-def make_if(root: Path, name: str, *, speed: str | None = "1000", operstate: str = "up",
-            physical: bool = True, bdf: str = "0000:05:00.0") -> None:
-    base = (root / f"devices/pci0000:00/0000:00:02.0/{bdf}/net/{name}" if physical
-            else root / f"devices/virtual/net/{name}")
+def make_if(
+    root: Path,
+    name: str,
+    *,
+    speed: str | None = "1000",
+    operstate: str = "up",
+    physical: bool = True,
+    bdf: str = "0000:05:00.0",
+) -> None:
+    base = (
+        root / f"devices/pci0000:00/0000:00:02.0/{bdf}/net/{name}"
+        if physical
+        else root / f"devices/virtual/net/{name}"
+    )
     base.mkdir(parents=True)
     if speed is not None:
         (base / "speed").write_text(speed + "\n")
@@ -25,9 +35,18 @@ def make_if(root: Path, name: str, *, speed: str | None = "1000", operstate: str
     os.symlink(os.path.relpath(base, root / "class/net"), root / "class/net" / name)
 
 
-@pytest.mark.parametrize(("text", "expected"), [
-    ("-1", None), ("4294967295", None), ("0", None), ("garbage", None), ("", None),
-    ("25000", 3.125), ("100", 0.0125)])
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("-1", None),
+        ("4294967295", None),
+        ("0", None),
+        ("garbage", None),
+        ("", None),
+        ("25000", 3.125),
+        ("100", 0.0125),
+    ],
+)
 def test_speed_values(tmp_path: Path, text: str, expected: float | None) -> None:
     make_if(tmp_path, "eth0", speed=text)
     assert net_speed_GBps(SysFS(tmp_path), "eth0") == expected

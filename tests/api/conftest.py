@@ -55,20 +55,48 @@ def postgres_url() -> Iterator[str]:
     def run(*cmd: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
         return subprocess.run([*prefix, *cmd], capture_output=True, text=True, timeout=timeout)
 
-    init = run(str(bindir / "initdb"), "-D", str(data), "-A", "trust", "-U", "postgres",
-               "--no-sync", "-E", "UTF8")
+    init = run(
+        str(bindir / "initdb"),
+        "-D",
+        str(data),
+        "-A",
+        "trust",
+        "-U",
+        "postgres",
+        "--no-sync",
+        "-E",
+        "UTF8",
+    )
     if init.returncode != 0:
         shutil.rmtree(root, ignore_errors=True)
         pytest.skip(f"initdb failed: {init.stderr.strip()[-300:]}")
-    start = run(str(bindir / "pg_ctl"), "-D", str(data), "-l", str(log), "-w", "-t", "30",
-                "-o", f"-p {port} -k {root} -c listen_addresses=127.0.0.1 -c fsync=off",
-                "start")
+    start = run(
+        str(bindir / "pg_ctl"),
+        "-D",
+        str(data),
+        "-l",
+        str(log),
+        "-w",
+        "-t",
+        "30",
+        "-o",
+        f"-p {port} -k {root} -c listen_addresses=127.0.0.1 -c fsync=off",
+        "start",
+    )
     if start.returncode != 0:
         shutil.rmtree(root, ignore_errors=True)
         pytest.skip(f"PostgreSQL did not start: {start.stderr.strip()[-300:]}")
     try:
-        made = run(str(bindir / "createdb"), "-h", "127.0.0.1", "-p", str(port), "-U",
-                   "postgres", "syncplan")
+        made = run(
+            str(bindir / "createdb"),
+            "-h",
+            "127.0.0.1",
+            "-p",
+            str(port),
+            "-U",
+            "postgres",
+            "syncplan",
+        )
         assert made.returncode == 0, made.stderr
         yield f"postgresql+psycopg://postgres@127.0.0.1:{port}/syncplan"
     finally:

@@ -18,8 +18,7 @@ ENDPOINTS: list[tuple[str, str, Any, set[str]]] = [
     ("GET", "/v1/agents", None, ALL),
     ("DELETE", "/v1/agents/{host}", None, {"admin"}),
     ("POST", "/v1/agents/{host}/token", None, {"admin"}),
-    ("PUT", "/v1/fabric", {"nodes": [{"id": "tor0", "kind": "switch"}], "links": []},
-     {"admin"}),
+    ("PUT", "/v1/fabric", {"nodes": [{"id": "tor0", "kind": "switch"}], "links": []}, {"admin"}),
     ("GET", "/v1/fabric", None, ALL),
     ("DELETE", "/v1/fabric", None, {"admin"}),
     ("POST", "/v1/plans", {"ranks": ["h9/gpu0"], "size_bytes": 1024}, {"job", "admin"}),
@@ -29,12 +28,21 @@ ENDPOINTS: list[tuple[str, str, Any, set[str]]] = [
     ("GET", "/v1/jobs/{job_id}", None, {"job", "admin"}),
     ("GET", "/v1/jobs/{job_id}/plan", None, {"job", "admin"}),
     ("GET", "/v1/jobs/{job_id}/schedule", None, {"job", "admin"}),
-    ("PUT", "/v1/jobs/{job_id}/profile", {"forward_s": [0.001], "backward_s": [0.001]},
-     {"job", "admin"}),
+    (
+        "PUT",
+        "/v1/jobs/{job_id}/profile",
+        {"forward_s": [0.001], "backward_s": [0.001]},
+        {"job", "admin"},
+    ),
     ("DELETE", "/v1/jobs/{job_id}", None, {"job", "admin"}),
 ]
-PUBLIC = {("GET", "/healthz"), ("GET", "/readyz"), ("GET", "/metrics"), ("GET", "/v1/topology"),
-          ("GET", "/v1/topology/export")}
+PUBLIC = {
+    ("GET", "/healthz"),
+    ("GET", "/readyz"),
+    ("GET", "/metrics"),
+    ("GET", "/v1/topology"),
+    ("GET", "/v1/topology/export"),
+}
 
 
 def _url(template: str) -> str:
@@ -42,17 +50,21 @@ def _url(template: str) -> str:
 
 
 def test_table_covers_every_route(tmp_path) -> None:
-    app = create_app(Settings(environment="development",
-                              database_url=f"sqlite:///{tmp_path / 'a.db'}"))
+    app = create_app(
+        Settings(environment="development", database_url=f"sqlite:///{tmp_path / 'a.db'}")
+    )
     routes = {(m.upper(), p) for p, ops in app.openapi()["paths"].items() for m in ops}
     assert routes == {(m, p) for m, p, _, _ in ENDPOINTS} | PUBLIC
 
 
-@pytest.mark.parametrize(("method", "path", "body", "allowed"), ENDPOINTS,
-                         ids=[f"{m} {p}" for m, p, _, _ in ENDPOINTS])
-def test_tokens(server: ServerProcess, method: str, path: str, body: Any,
-                allowed: set[str]) -> None:
+@pytest.mark.parametrize(
+    ("method", "path", "body", "allowed"), ENDPOINTS, ids=[f"{m} {p}" for m, p, _, _ in ENDPOINTS]
+)
+def test_tokens(
+    server: ServerProcess, method: str, path: str, body: Any, allowed: set[str]
+) -> None:
     with httpx.Client(base_url=server.url, timeout=30) as c:
+
         def call(headers: dict[str, str]) -> httpx.Response:
             return c.request(method, _url(path), json=body, headers=headers)
 

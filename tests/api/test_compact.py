@@ -70,9 +70,13 @@ def test_a_route_table_program_expands_to_the_identical_document() -> None:
 
 
 def _program(paths: list[list[str] | None]) -> dict[str, Any]:
-    steps = [[{"src": 0, "dst": 1, "chunk": [0, 2], "reduce": True}],
-             [{"src": 0, "dst": 1, "chunk": [2, 4], "reduce": False},
-              {"src": 1, "dst": 0, "chunk": [0, 2], "reduce": False}]]
+    steps = [
+        [{"src": 0, "dst": 1, "chunk": [0, 2], "reduce": True}],
+        [
+            {"src": 0, "dst": 1, "chunk": [2, 4], "reduce": False},
+            {"src": 1, "dst": 0, "chunk": [0, 2], "reduce": False},
+        ],
+    ]
     for t, p in zip([t for s in steps for t in s], paths, strict=True):
         if p is not None:
             t["path"] = p
@@ -104,14 +108,17 @@ def test_what_cannot_be_encoded_losslessly_is_refused() -> None:
         compact_program({**_program([None] * 3), "extra": 1})
 
 
-@pytest.mark.parametrize("mutate, match", [
-    (lambda c: c.update(encoding="rows/9"), "unknown encoding"),
-    (lambda c: c["steps"][1]["dst"].pop(), "different lengths"),
-    (lambda c: c["steps"][0].pop("lo"), "columns"),
-    (lambda c: c["routes"].pop(), "no route"),
-    (lambda c: c["routes"][0].__setitem__(2, 7), "out of range"),
-    (lambda c: c.update(routes=[[0, 1]]), "triples"),
-])
+@pytest.mark.parametrize(
+    "mutate, match",
+    [
+        (lambda c: c.update(encoding="rows/9"), "unknown encoding"),
+        (lambda c: c["steps"][1]["dst"].pop(), "different lengths"),
+        (lambda c: c["steps"][0].pop("lo"), "columns"),
+        (lambda c: c["routes"].pop(), "no route"),
+        (lambda c: c["routes"][0].__setitem__(2, 7), "out of range"),
+        (lambda c: c.update(routes=[[0, 1]]), "triples"),
+    ],
+)
 def test_malformed_compact_programs_are_named(mutate: Any, match: str) -> None:
     compact = compact_program(_program([["a", "x", "b"], ["a", "x", "b"], None]))
     bad = copy.deepcopy(compact)
@@ -129,12 +136,18 @@ def test_both_forms_in_one_document_is_an_error() -> None:
 
 @pytest.fixture
 async def client(tmp_path: Path) -> AsyncIterator[httpx.AsyncClient]:
-    app = create_app(Settings(database_url=f"sqlite:///{tmp_path / 'c.db'}",
-                              admin_token=TOKENS["admin"], agent_token=TOKENS["agent"],
-                              job_token=TOKENS["job"]))
+    app = create_app(
+        Settings(
+            database_url=f"sqlite:///{tmp_path / 'c.db'}",
+            admin_token=TOKENS["admin"],
+            agent_token=TOKENS["agent"],
+            job_token=TOKENS["job"],
+        )
+    )
     transport = httpx.ASGITransport(app=app)
-    async with httpx.AsyncClient(transport=transport, base_url="http://test", timeout=60,
-                                 headers=auth("job")) as c:
+    async with httpx.AsyncClient(
+        transport=transport, base_url="http://test", timeout=60, headers=auth("job")
+    ) as c:
         r = await c.put("/v1/fabric", json=dgx_cluster(2, gpus=4), headers=auth("admin"))
         assert r.status_code == 200, r.text
         yield c
@@ -144,10 +157,16 @@ RANKS = [{"host": f"h{h}", "gpu": g} for h in range(2) for g in range(4)]
 
 
 @pytest.mark.anyio
-@pytest.mark.parametrize("job", [{"ranks": RANKS, "size_bytes": 64 << 20},
-                                 {"ranks": RANKS, "bucket_sizes": [1 << 20, 8 << 20, 1 << 20]}])
-async def test_compact_job_plan_is_the_full_one_expanded(client: httpx.AsyncClient,
-                                                        job: dict[str, Any]) -> None:
+@pytest.mark.parametrize(
+    "job",
+    [
+        {"ranks": RANKS, "size_bytes": 64 << 20},
+        {"ranks": RANKS, "bucket_sizes": [1 << 20, 8 << 20, 1 << 20]},
+    ],
+)
+async def test_compact_job_plan_is_the_full_one_expanded(
+    client: httpx.AsyncClient, job: dict[str, Any]
+) -> None:
     assert (await client.put("/v1/jobs/j", json=job)).status_code == 200
     full = await client.get("/v1/jobs/j/plan")
     compact = await client.get("/v1/jobs/j/plan", params={"format": "compact"})
@@ -155,8 +174,11 @@ async def test_compact_job_plan_is_the_full_one_expanded(client: httpx.AsyncClie
     body = compact.json()
     docs = body.get("plans", [body])
     assert all(COMPACT_KEY in d and "program" not in d for d in docs)
-    expanded = ({**body, "plans": [expand_document(d) for d in docs]} if "plans" in body
-                else expand_document(body))
+    expanded = (
+        {**body, "plans": [expand_document(d) for d in docs]}
+        if "plans" in body
+        else expand_document(body)
+    )
     assert expanded == full.json()
     if "plans" not in body:  # each key once
         assert full.content.count(b'"topology_version"') == 1
@@ -169,8 +191,11 @@ async def test_compact_job_plan_is_the_full_one_expanded(client: httpx.AsyncClie
 
 @pytest.mark.anyio
 async def test_plan_routes_offer_the_compact_form(client: httpx.AsyncClient) -> None:
-    request = {"ranks": [f"h{h}/gpu{g}" for h in range(2) for g in range(4)],
-               "size_bytes": 64 << 20, "algorithm": "forest"}
+    request = {
+        "ranks": [f"h{h}/gpu{g}" for h in range(2) for g in range(4)],
+        "size_bytes": 64 << 20,
+        "algorithm": "forest",
+    }
     made = await client.post("/v1/plans", json=request)
     made_compact = await client.post("/v1/plans", json=request, params={"format": "compact"})
     assert made.status_code == made_compact.status_code == 200, made_compact.text
@@ -180,8 +205,9 @@ async def test_plan_routes_offer_the_compact_form(client: httpx.AsyncClient) -> 
     again = await client.get(url, params={"format": "compact"})
     assert again.status_code == 200 and again.content == made_compact.content
     assert again.headers["etag"] != (await client.get(url)).headers["etag"]
-    held = await client.get(url, params={"format": "compact"},
-                            headers={"If-None-Match": again.headers["etag"]})
+    held = await client.get(
+        url, params={"format": "compact"}, headers={"If-None-Match": again.headers["etag"]}
+    )
     assert held.status_code == 304
     assert len(again.content) * 2 < len(made.content)
     topo = Topology.from_dict(dgx_cluster(2, gpus=4))
@@ -192,12 +218,16 @@ async def test_plan_routes_offer_the_compact_form(client: httpx.AsyncClient) -> 
 
 @pytest.mark.anyio
 async def test_the_service_serves_route_table_plans_in_both_forms(
-        client: httpx.AsyncClient, monkeypatch: pytest.MonkeyPatch) -> None:
+    client: httpx.AsyncClient, monkeypatch: pytest.MonkeyPatch
+) -> None:
     from syncplan.planner import program as plan_program
 
     monkeypatch.setattr(plan_program, "ROUTE_TABLE_ABOVE", 10)
-    request = {"ranks": [f"h{h}/gpu{g}" for h in range(2) for g in range(4)],
-               "size_bytes": 32 << 20, "algorithm": "forest"}
+    request = {
+        "ranks": [f"h{h}/gpu{g}" for h in range(2) for g in range(4)],
+        "size_bytes": 32 << 20,
+        "algorithm": "forest",
+    }
     full = await client.post("/v1/plans", json=request)
     assert full.status_code == 200, full.text
     doc = full.json()
@@ -210,8 +240,9 @@ async def test_the_service_serves_route_table_plans_in_both_forms(
 
 @pytest.mark.anyio
 async def test_gzip_and_etag(client: httpx.AsyncClient) -> None:
-    assert (await client.put("/v1/jobs/j", json={"ranks": RANKS, "size_bytes": 1 << 26}
-                             )).status_code == 200
+    assert (
+        await client.put("/v1/jobs/j", json={"ranks": RANKS, "size_bytes": 1 << 26})
+    ).status_code == 200
     plain = await client.get("/v1/jobs/j/plan", headers={"Accept-Encoding": "identity"})
     zipped = await client.get("/v1/jobs/j/plan", headers={"Accept-Encoding": "gzip"})
     assert "content-encoding" not in plain.headers
@@ -223,10 +254,12 @@ async def test_gzip_and_etag(client: httpx.AsyncClient) -> None:
     assert etag == zipped.headers["etag"] and etag.startswith('W/"')
     again = await client.get("/v1/jobs/j/plan", headers={"If-None-Match": etag})
     assert again.status_code == 304 and again.content == b"" and again.headers["etag"] == etag
-    assert (await client.get("/v1/jobs/j/plan", headers={"If-None-Match": '"other"'})
-            ).status_code == 200
-    compact = await client.get("/v1/jobs/j/plan", params={"format": "compact"},
-                               headers={"If-None-Match": etag})
+    assert (
+        await client.get("/v1/jobs/j/plan", headers={"If-None-Match": '"other"'})
+    ).status_code == 200
+    compact = await client.get(
+        "/v1/jobs/j/plan", params={"format": "compact"}, headers={"If-None-Match": etag}
+    )
     assert compact.status_code == 200 and compact.headers["etag"] != etag
     # a new graph: the held ETag no longer matches and the plan says so
     spec = dgx_cluster(2, gpus=4, nic_GBps=25.0)
@@ -241,8 +274,9 @@ async def test_fast_path_answers_exactly_as_the_route(client: httpx.AsyncClient)
     """api/fastpath.py serves cached fetches before FastAPI; with it on and off every
     request gets the same status, headers and bytes, and it answers only cache hits."""
     app = client._transport.app  # type: ignore[attr-defined]
-    assert (await client.put("/v1/jobs/j", json={"ranks": RANKS, "size_bytes": 1 << 26}
-                             )).status_code == 200
+    assert (
+        await client.put("/v1/jobs/j", json={"ranks": RANKS, "size_bytes": 1 << 26})
+    ).status_code == 200
     etag = (await client.get("/v1/jobs/j/plan")).headers["etag"]  # builds the full form
     job, agent = auth("job")["Authorization"], auth("agent")["Authorization"]
     cases: list[tuple[str, dict[str, str], bool]] = [  # (url, headers, served fast)
@@ -271,8 +305,7 @@ async def test_fast_path_answers_exactly_as_the_route(client: httpx.AsyncClient)
         assert answers[0] == answers[1], (url, headers)
     app.state.plan_fast_path = True
     metrics = (await client.get("/metrics")).text
-    assert 'route="/v1/jobs/{job_id}/plan",status="304"' in metrics.replace(
-        'method="GET",', "")
+    assert 'route="/v1/jobs/{job_id}/plan",status="304"' in metrics.replace('method="GET",', "")
 
 
 def admin_auth() -> str:

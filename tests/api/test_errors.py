@@ -17,10 +17,17 @@ from tests.api.helpers import free_port
 
 def test_planner_messages_name_the_field() -> None:
     assert planner_loc("ranks[3]: unknown node 'x'", ["body"]) == ["body", "ranks", 3]
-    assert planner_loc("links[2] (a -> b): bandwidth_GBps must be positive", ["body"]) == \
-        ["body", "links", 2]
-    assert planner_loc("gpus[1].index: GPU index 0 appears twice", ["body"]) == \
-        ["body", "gpus", 1, "index"]
+    assert planner_loc("links[2] (a -> b): bandwidth_GBps must be positive", ["body"]) == [
+        "body",
+        "links",
+        2,
+    ]
+    assert planner_loc("gpus[1].index: GPU index 0 appears twice", ["body"]) == [
+        "body",
+        "gpus",
+        1,
+        "index",
+    ]
     assert planner_loc("algorithm 'x' is unknown", ["body"]) == ["body", "algorithm"]
     assert planner_loc("no algorithm can serve this request", ["body"]) == ["body"]
 
@@ -33,12 +40,14 @@ def test_planner_errors_map_to_statuses() -> None:
 
 
 def test_readyz_reports_an_unreachable_store(tmp_path: Path) -> None:
-    app = create_app(Settings(environment="development",
-                              database_url=f"sqlite:///{tmp_path / 'r.db'}"))
+    app = create_app(
+        Settings(environment="development", database_url=f"sqlite:///{tmp_path / 'r.db'}")
+    )
     with TestClient(app) as c:
         assert c.get("/readyz").status_code == 200
         app.state.engine = make_engine(
-            f"postgresql+psycopg://nobody@127.0.0.1:{free_port()}/none?connect_timeout=2")
+            f"postgresql+psycopg://nobody@127.0.0.1:{free_port()}/none?connect_timeout=2"
+        )
         r = c.get("/readyz")
         assert r.status_code == 503
         assert r.json()["detail"][0]["type"] == "unavailable"

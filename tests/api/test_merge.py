@@ -26,13 +26,18 @@ def _links(graph: dict[str, Any]) -> dict[tuple[str, str], dict[str, Any]]:
 
 def test_host_rate_is_max_over_peer_measurements() -> None:
     # A pair probe sees min(rate_a, rate_b): h2 is the slow one, h0 and h1 are 12 GB/s.
-    reps = _reports(host_report("h0", 1, peers={"h1": 12.0, "h2": 3.0}, latency_us=8.0),
-                    host_report("h1", 1, peers={"h2": 3.1}, latency_us=12.0),
-                    host_report("h2", 1))
+    reps = _reports(
+        host_report("h0", 1, peers={"h1": 12.0, "h2": 3.0}, latency_us=8.0),
+        host_report("h1", 1, peers={"h2": 3.1}, latency_us=12.0),
+        host_report("h2", 1),
+    )
     m = merge(reps, None)
     links = _links(m.graph)
-    assert {h: links[(f"{h}/nic0", AUTO_SWITCH)]["bandwidth_GBps"] for h in reps} == \
-        {"h0": 12.0, "h1": 12.0, "h2": 3.1}
+    assert {h: links[(f"{h}/nic0", AUTO_SWITCH)]["bandwidth_GBps"] for h in reps} == {
+        "h0": 12.0,
+        "h1": 12.0,
+        "h2": 3.1,
+    }
     # latency: half the median of the host's measurements (h0: 8, 8 -> 4; h2: 8, 12 -> 5)
     assert links[("h0/nic0", AUTO_SWITCH)]["latency_us"] == 4.0
     assert links[("h2/nic0", AUTO_SWITCH)]["latency_us"] == 5.0
@@ -41,8 +46,10 @@ def test_host_rate_is_max_over_peer_measurements() -> None:
 
 
 def test_cpu_only_hosts_get_a_cpu_endpoint() -> None:
-    reps = _reports(host_report("c0", 1, cpu_only=True, peers={"c1": 1.2}),
-                    host_report("c1", 1, cpu_only=True, nic=False))
+    reps = _reports(
+        host_report("c0", 1, cpu_only=True, peers={"c1": 1.2}),
+        host_report("c1", 1, cpu_only=True, nic=False),
+    )
     g = merge(reps, None).graph
     nodes = {n["id"]: n for n in g["nodes"]}
     assert nodes["c0/cpu0"] == {"id": "c0/cpu0", "kind": "cpu", "host": "c0"}
@@ -55,11 +62,15 @@ def test_cpu_only_hosts_get_a_cpu_endpoint() -> None:
 
 def test_fabric_links_take_measured_rates_and_drop_unknown_hosts() -> None:
     reps = _reports(host_report("h0", 1, peers={"h1": 11.5}), host_report("h1", 1))
-    fabric = {"nodes": [{"id": "tor", "kind": "switch"}],
-              "links": [{"src": "h0/nic0", "dst": "tor", "bandwidth_GBps": 25.0},
-                        {"src": "h1/nic0", "dst": "tor", "bandwidth_GBps": 25.0},
-                        {"src": "h5/nic0", "dst": "tor", "bandwidth_GBps": 25.0},
-                        {"src": "h0/gpu0", "dst": "h0/gpu1", "bandwidth_GBps": 1.0}]}
+    fabric = {
+        "nodes": [{"id": "tor", "kind": "switch"}],
+        "links": [
+            {"src": "h0/nic0", "dst": "tor", "bandwidth_GBps": 25.0},
+            {"src": "h1/nic0", "dst": "tor", "bandwidth_GBps": 25.0},
+            {"src": "h5/nic0", "dst": "tor", "bandwidth_GBps": 25.0},
+            {"src": "h0/gpu0", "dst": "h0/gpu1", "bandwidth_GBps": 1.0},
+        ],
+    }
     m = merge(reps, fabric)
     links = _links(m.graph)
     assert links[("h0/nic0", "tor")]["bandwidth_GBps"] == 11.5
@@ -86,8 +97,9 @@ def test_excluded_hosts_leave_no_trace() -> None:
     declared = dgx_cluster(2, gpus=2)
     m = merge({}, declared, excluded={"h1"})
     assert not any(n.get("host") == "h1" for n in m.graph["nodes"])
-    assert m.dropped_fabric_links == sum(1 for lk in declared["links"]
-                                         if "h1/" in lk["src"] + lk["dst"])
+    assert m.dropped_fabric_links == sum(
+        1 for lk in declared["links"] if "h1/" in lk["src"] + lk["dst"]
+    )
     Topology.from_dict(m.graph)
 
 
@@ -114,18 +126,29 @@ def test_inconsistent_reports_are_refused() -> None:
 
 
 @settings(max_examples=40, deadline=None)
-@given(st.dictionaries(st.sampled_from([f"h{i}" for i in range(6)]),
-                       st.tuples(st.integers(0, 3), st.booleans(), st.booleans(),
-                                 st.dictionaries(st.sampled_from([f"h{i}" for i in range(6)]),
-                                                 st.floats(0.1, 100.0), max_size=3)),
-                       min_size=1, max_size=6),
-       st.booleans())
+@given(
+    st.dictionaries(
+        st.sampled_from([f"h{i}" for i in range(6)]),
+        st.tuples(
+            st.integers(0, 3),
+            st.booleans(),
+            st.booleans(),
+            st.dictionaries(
+                st.sampled_from([f"h{i}" for i in range(6)]), st.floats(0.1, 100.0), max_size=3
+            ),
+        ),
+        min_size=1,
+        max_size=6,
+    ),
+    st.booleans(),
+)
 def test_any_reports_merge_into_a_valid_graph(hosts: dict[str, Any], with_fabric: bool) -> None:
     reps = {}
     for h, (gpus, cpu_only, nic, peers) in hosts.items():
         peers = {p: bw for p, bw in peers.items() if p != h}
         reps[h] = HostReport.model_validate(
-            host_report(h, 1, gpus=max(gpus, 1), cpu_only=cpu_only, nic=nic, peers=peers))
+            host_report(h, 1, gpus=max(gpus, 1), cpu_only=cpu_only, nic=nic, peers=peers)
+        )
         check_report(reps[h])
     fabric = dgx_cluster(3, gpus=2) if with_fabric else None
     m = merge(reps, fabric)

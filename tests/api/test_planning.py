@@ -23,9 +23,14 @@ from tests.api.helpers import TOKENS, auth
 
 @pytest.fixture
 async def client(tmp_path: Path) -> AsyncIterator[tuple[httpx.AsyncClient, Any]]:
-    app = create_app(Settings(database_url=f"sqlite:///{tmp_path / 'p.db'}",
-                              admin_token=TOKENS["admin"], agent_token=TOKENS["agent"],
-                              job_token=TOKENS["job"]))
+    app = create_app(
+        Settings(
+            database_url=f"sqlite:///{tmp_path / 'p.db'}",
+            admin_token=TOKENS["admin"],
+            agent_token=TOKENS["agent"],
+            job_token=TOKENS["job"],
+        )
+    )
     transport = httpx.ASGITransport(app=app)
     async with httpx.AsyncClient(transport=transport, base_url="http://test", timeout=60) as c:
         r = await c.put("/v1/fabric", json=dgx_cluster(2, gpus=4), headers=auth("admin"))
@@ -40,8 +45,15 @@ def _req(size: int) -> dict[str, Any]:
 async def _plan_under(db: Path, request: dict[str, Any], **settings: Any) -> dict[str, Any]:
     """The plan a fresh service with ``settings`` (over the store ``db``) returns for
     ``request`` on a 2 x 4 GPU cluster."""
-    app = create_app(Settings(database_url=f"sqlite:///{db}", admin_token=TOKENS["admin"],
-                              agent_token=TOKENS["agent"], job_token=TOKENS["job"], **settings))
+    app = create_app(
+        Settings(
+            database_url=f"sqlite:///{db}",
+            admin_token=TOKENS["admin"],
+            agent_token=TOKENS["agent"],
+            job_token=TOKENS["job"],
+            **settings,
+        )
+    )
     transport = httpx.ASGITransport(app=app)
     async with httpx.AsyncClient(transport=transport, base_url="http://test", timeout=60) as c:
         r = await c.put("/v1/fabric", json=dgx_cluster(2, gpus=4), headers=auth("admin"))
@@ -68,8 +80,10 @@ def gated_solve(monkeypatch: pytest.MonkeyPatch) -> threading.Event:
 @pytest.mark.anyio
 async def test_identical_requests_solved_once(client, gated_solve: threading.Event) -> None:
     c, app = client
-    tasks = [asyncio.create_task(c.post("/v1/plans", json=_req(1 << 20), headers=auth("job")))
-             for _ in range(8)]
+    tasks = [
+        asyncio.create_task(c.post("/v1/plans", json=_req(1 << 20), headers=auth("job")))
+        for _ in range(8)
+    ]
     other = asyncio.create_task(c.post("/v1/plans", json=_req(2 << 20), headers=auth("job")))
     while len(app.state.plans._inflight) < 2:  # both distinct solves have started
         await asyncio.sleep(0.01)
@@ -84,8 +98,10 @@ async def test_identical_requests_solved_once(client, gated_solve: threading.Eve
     assert "syncplan_plan_requests_coalesced_total 7.0" in metrics
     again = await c.post("/v1/plans", json=_req(1 << 20), headers=auth("job"))
     assert again.content == results[0].content and app.state.plans.solves == 2
-    assert 'syncplan_plan_cache_total{layer="memory",outcome="hit"} 1.0' in \
-        (await c.get("/metrics")).text
+    assert (
+        'syncplan_plan_cache_total{layer="memory",outcome="hit"} 1.0'
+        in (await c.get("/metrics")).text
+    )
 
 
 @pytest.mark.anyio
@@ -135,8 +151,13 @@ def test_memory_cache_is_bounded_by_count_and_bytes() -> None:
     from syncplan.api.metrics import Metrics
     from syncplan.api.planning import CachedPlan, PlanService
 
-    svc = PlanService(None, Metrics(), cache_size=3, solver_threads=1,  # type: ignore[arg-type]
-                      cache_bytes=1000)
+    svc = PlanService(
+        None,
+        Metrics(),
+        cache_size=3,
+        solver_threads=1,  # type: ignore[arg-type]
+        cache_bytes=1000,
+    )
     keys = [PlanKey("v", ("a",), "allreduce", n, "auto") for n in range(1, 6)]
     for k in keys[:4]:
         svc._remember(k.digest, CachedPlan(f"p{k.size_bytes}", Body(b"x" * 100)))
@@ -153,9 +174,14 @@ def test_memory_cache_is_bounded_by_count_and_bytes() -> None:
 async def test_plan_ids_are_stable_across_stores(client, tmp_path: Path) -> None:
     c, _ = client
     first = (await c.post("/v1/plans", json=_req(8192), headers=auth("job"))).json()
-    other = create_app(Settings(database_url=f"sqlite:///{tmp_path / 'other.db'}",
-                                admin_token=TOKENS["admin"], agent_token=TOKENS["agent"],
-                                job_token=TOKENS["job"]))
+    other = create_app(
+        Settings(
+            database_url=f"sqlite:///{tmp_path / 'other.db'}",
+            admin_token=TOKENS["admin"],
+            agent_token=TOKENS["agent"],
+            job_token=TOKENS["job"],
+        )
+    )
     transport = httpx.ASGITransport(app=other)
     async with httpx.AsyncClient(transport=transport, base_url="http://test") as c2:
         await c2.put("/v1/fabric", json=dgx_cluster(2, gpus=4), headers=auth("admin"))
@@ -173,13 +199,16 @@ async def test_a_job_launch_builds_its_response_once(client, monkeypatch) -> Non
     composed = []
     real = api_jobs._compose
     monkeypatch.setattr(api_jobs, "_compose", lambda *a: composed.append(1) or real(*a))
-    job = {"ranks": [{"host": f"h{h}", "local_rank": r} for h in range(2) for r in range(4)],
-           "bucket_sizes": [4096, 8192, 4096]}
+    job = {
+        "ranks": [{"host": f"h{h}", "local_rank": r} for h in range(2) for r in range(4)],
+        "bucket_sizes": [4096, 8192, 4096],
+    }
     put = await c.put("/v1/jobs/launch", json=job, headers=auth("job"))
     assert put.status_code == 200, put.text
     assert put.json()["ranks"] == [f"h{h}/gpu{g}" for h in range(2) for g in range(4)]
-    fetches = await asyncio.gather(*(c.get("/v1/jobs/launch/plan", headers=auth("job"))
-                                     for _ in range(32)))
+    fetches = await asyncio.gather(
+        *(c.get("/v1/jobs/launch/plan", headers=auth("job")) for _ in range(32))
+    )
     assert {r.status_code for r in fetches} == {200}
     assert len({r.content for r in fetches}) == 1
     doc = fetches[0].json()
@@ -192,8 +221,12 @@ async def test_a_job_launch_builds_its_response_once(client, monkeypatch) -> Non
 async def test_min_step_setting_is_priced_and_keys_the_plans(tmp_path: Path) -> None:
     """``SYNCPLAN_MIN_STEP_US`` reaches the cost model: plans say so, no step is priced
     below it, and they are stored under a different key than plans made without it."""
-    docs = {us: await _plan_under(tmp_path / "o.db", {**_req(1 << 20), "algorithm": "forest"},
-                                  min_step_us=us) for us in (0.0, 2000.0)}
+    docs = {
+        us: await _plan_under(
+            tmp_path / "o.db", {**_req(1 << 20), "algorithm": "forest"}, min_step_us=us
+        )
+        for us in (0.0, 2000.0)
+    }
     plain, slow = docs[0.0], docs[2000.0]
     assert "min_step_s" not in plain and slow["min_step_s"] == pytest.approx(2e-3)
     assert slow["plan_id"] != plain["plan_id"]
@@ -212,9 +245,15 @@ def test_min_step_setting_is_validated() -> None:
 async def test_message_overhead_settings_are_priced_and_key_the_plans(tmp_path: Path) -> None:
     """``SYNCPLAN_MESSAGE_OVERHEAD_US`` / ``SYNCPLAN_MESSAGE_CORES`` reach the cost model of
     every all-reduce plan: the plans say so and are keyed by them."""
-    docs = {(us, cores): await _plan_under(tmp_path / "m.db", {**_req(4096), "algorithm": "direct"},
-                                           message_overhead_us=us, message_cores=cores)
-            for us, cores in ((0.0, 0), (0.0, 2), (100.0, 0), (100.0, 2))}
+    docs = {
+        (us, cores): await _plan_under(
+            tmp_path / "m.db",
+            {**_req(4096), "algorithm": "direct"},
+            message_overhead_us=us,
+            message_cores=cores,
+        )
+        for us, cores in ((0.0, 0), (0.0, 2), (100.0, 0), (100.0, 2))
+    }
     plain = docs[0.0, 0]
     assert docs[0.0, 2]["plan_id"] == plain["plan_id"]  # the cores alone change nothing
     assert "message_overhead_s" not in plain and "message_cores" not in docs[0.0, 2]
@@ -243,14 +282,17 @@ def test_message_overhead_settings_are_validated() -> None:
 async def test_exchange_overhead_setting_is_priced_and_keys_the_plans(tmp_path: Path) -> None:
     """``SYNCPLAN_EXCHANGE_OVERHEAD_US`` reaches the cost model of every all-reduce plan: a
     direct exchange pays it per exchanged message end, and the plans are keyed by it."""
-    docs = {us: await _plan_under(tmp_path / "x.db", {**_req(4096), "algorithm": "direct"},
-                                  exchange_overhead_us=us) for us in (0.0, 100.0)}
+    docs = {
+        us: await _plan_under(
+            tmp_path / "x.db", {**_req(4096), "algorithm": "direct"}, exchange_overhead_us=us
+        )
+        for us in (0.0, 100.0)
+    }
     assert "exchange_overhead_s" not in docs[0.0]
     assert docs[100.0]["exchange_overhead_s"] == pytest.approx(1e-4)
     assert docs[100.0]["plan_id"] != docs[0.0]["plan_id"]
     # direct over 8 ranks: every transfer is exchanged, 14 ends per rank
-    assert docs[100.0]["predicted_time_s"] == pytest.approx(docs[0.0]["predicted_time_s"]
-                                                            + 14e-4)
+    assert docs[100.0]["predicted_time_s"] == pytest.approx(docs[0.0]["predicted_time_s"] + 14e-4)
     with pytest.raises(ValueError, match="exchange_overhead_us"):
         Settings(environment="development", exchange_overhead_us=-1)
 
@@ -262,15 +304,17 @@ async def test_effort_keys_the_plans_and_is_validated(client) -> None:
     c, _ = client
     req = _req(1 << 20)
     fast = await c.post("/v1/plans", json=req, headers=auth("job"))
-    thorough = await c.post("/v1/plans", json={**req, "effort": "thorough"},
-                            headers=auth("job"))
+    thorough = await c.post("/v1/plans", json={**req, "effort": "thorough"}, headers=auth("job"))
     assert fast.status_code == thorough.status_code == 200, thorough.text
     assert "effort" not in fast.json() and thorough.json()["effort"] == "thorough"
     assert thorough.json()["plan_id"] != fast.json()["plan_id"]
     bad = await c.post("/v1/plans", json={**req, "effort": "max"}, headers=auth("job"))
     assert bad.status_code == 422 and "effort" in bad.text
-    rs = await c.post("/v1/plans", json={**req, "collective": "reducescatter",
-                                          "effort": "thorough"}, headers=auth("job"))
+    rs = await c.post(
+        "/v1/plans",
+        json={**req, "collective": "reducescatter", "effort": "thorough"},
+        headers=auth("job"),
+    )
     assert rs.status_code == 422 and "effort" in rs.text
 
 
@@ -279,13 +323,23 @@ async def test_a_job_plans_at_its_effort(client) -> None:
     """A job's ``effort`` reaches its plans; with another collective it is a 422."""
     c, _ = client
     ranks = [f"h{h}/gpu{g}" for h in range(2) for g in range(4)]
-    put = await c.put("/v1/jobs/hard", json={"ranks": ranks, "size_bytes": 1 << 20,
-                                             "effort": "thorough"}, headers=auth("job"))
+    put = await c.put(
+        "/v1/jobs/hard",
+        json={"ranks": ranks, "size_bytes": 1 << 20, "effort": "thorough"},
+        headers=auth("job"),
+    )
     assert put.status_code == 200, put.text
     plan = await c.get("/v1/jobs/hard/plan", headers=auth("job"))
     assert plan.status_code == 200, plan.text
     assert plan.json()["effort"] == "thorough"
-    bad = await c.put("/v1/jobs/rs", json={"ranks": ranks, "size_bytes": 1 << 20,
-                                           "collective": "reducescatter",
-                                           "effort": "thorough"}, headers=auth("job"))
+    bad = await c.put(
+        "/v1/jobs/rs",
+        json={
+            "ranks": ranks,
+            "size_bytes": 1 << 20,
+            "collective": "reducescatter",
+            "effort": "thorough",
+        },
+        headers=auth("job"),
+    )
     assert bad.status_code == 422 and "effort" in bad.text

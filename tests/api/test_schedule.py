@@ -14,14 +14,19 @@ from tests.api.helpers import TOKENS, ServerProcess, auth, host_report
 
 pytestmark = pytest.mark.slow
 
-GRADS = [{"numel": n, "dtype": "float32", "backward_s": 0.002, "forward_s": 0.001}
-         for n in (1 << 18, 4096, 1 << 16, 1 << 18, 256)]
+GRADS = [
+    {"numel": n, "dtype": "float32", "backward_s": 0.002, "forward_s": 0.001}
+    for n in (1 << 18, 4096, 1 << 16, 1 << 18, 256)
+]
 
 
 def _setup(c: httpx.Client) -> dict:
     for host, peers in {"s0": {"s1": 12.0}, "s1": {}}.items():
-        r = c.put(f"/v1/agents/{host}/report", json=host_report(host, 1, gpus=2, peers=peers),
-                  headers=auth("agent"))
+        r = c.put(
+            f"/v1/agents/{host}/report",
+            json=host_report(host, 1, gpus=2, peers=peers),
+            headers=auth("agent"),
+        )
         assert r.status_code == 200, r.text
     return c.get("/v1/topology", headers=auth("job")).json()
 
@@ -31,8 +36,9 @@ def test_schedule_profile_and_bad_input(server: ServerProcess) -> None:
         topo_doc = _setup(c)
         topo = Topology.from_dict(topo_doc)
         ranks = [{"host": h, "gpu": g} for h in ("s0", "s1") for g in range(2)]
-        r = c.put("/v1/jobs/sched-1", json={"ranks": ranks, "gradients": GRADS},
-                  headers=auth("job"))
+        r = c.put(
+            "/v1/jobs/sched-1", json={"ranks": ranks, "gradients": GRADS}, headers=auth("job")
+        )
         assert r.status_code == 200, r.text
         assert r.json()["sizes"] == [sum(g["numel"] * 4 for g in GRADS)]  # sized by gradients
         r = c.get("/v1/jobs/sched-1/schedule", headers=auth("job"))
@@ -47,8 +53,7 @@ def test_schedule_profile_and_bad_input(server: ServerProcess) -> None:
                     rep = verify_plan(doc, topo)
                     assert rep.ok, rep.error
         etag = r.headers["etag"]
-        same = c.get("/v1/jobs/sched-1/schedule", headers={**auth("job"),
-                                                            "If-None-Match": etag})
+        same = c.get("/v1/jobs/sched-1/schedule", headers={**auth("job"), "If-None-Match": etag})
         assert same.status_code == 304
 
         prof = {"forward_s": [0.01] * len(GRADS), "backward_s": [0.02] * len(GRADS)}
@@ -62,17 +67,30 @@ def test_schedule_profile_and_bad_input(server: ServerProcess) -> None:
         assert measured["profile"] == "measured"
         assert measured["modes"]["allreduce"]["backward_s"] == pytest.approx(0.02 * len(GRADS))
 
-        bad = c.put("/v1/jobs/sched-1/profile", json={"forward_s": [0.1], "backward_s": [0.1]},
-                    headers=auth("job"))
+        bad = c.put(
+            "/v1/jobs/sched-1/profile",
+            json={"forward_s": [0.1], "backward_s": [0.1]},
+            headers=auth("job"),
+        )
         assert bad.status_code == 422 and "5 gradients" in bad.text
-        bad = c.put("/v1/jobs/sched-2", json={"ranks": ranks, "gradients": [
-            {"numel": 4, "dtype": "int8"}]}, headers=auth("job"))
+        bad = c.put(
+            "/v1/jobs/sched-2",
+            json={"ranks": ranks, "gradients": [{"numel": 4, "dtype": "int8"}]},
+            headers=auth("job"),
+        )
         assert bad.status_code == 422 and "dtype" in bad.text
-        bad = c.put("/v1/jobs/sched-2", json={"ranks": ranks, "gradients": [
-            {"numel": 4, "backward_s": -1}]}, headers=auth("job"))
+        bad = c.put(
+            "/v1/jobs/sched-2",
+            json={"ranks": ranks, "gradients": [{"numel": 4, "backward_s": -1}]},
+            headers=auth("job"),
+        )
         assert bad.status_code == 422
-        assert c.put("/v1/jobs/plain", json={"ranks": ranks, "size_bytes": 1024},
-                     headers=auth("job")).status_code == 200
+        assert (
+            c.put(
+                "/v1/jobs/plain", json={"ranks": ranks, "size_bytes": 1024}, headers=auth("job")
+            ).status_code
+            == 200
+        )
         r = c.get("/v1/jobs/plain/schedule", headers=auth("job"))
         assert r.status_code == 409 and "gradients" in r.text
         assert c.get("/v1/jobs/nope/schedule", headers=auth("job")).status_code == 404

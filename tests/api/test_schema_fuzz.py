@@ -21,27 +21,48 @@ from tests.api.helpers import AGENT_SECRET, TOKENS, auth, host_report
 load_all_checks()
 # Semantic refusals of schema-valid requests (an unknown rank, a stale seq, a job that does
 # not exist) are documented 404/409/422 answers, not contract breaches; everything else runs.
-EXCLUDED = {"positive_data_acceptance", "use_after_free", "ensure_resource_availability",
-            "max_response_time"}
+EXCLUDED = {
+    "positive_data_acceptance",
+    "use_after_free",
+    "ensure_resource_availability",
+    "max_response_time",
+}
 ALL_CHECKS = [c for c in CHECKS.get_all() if c.__name__ not in EXCLUDED]
-TOKEN_KINDS = {"admin": auth("admin"), "agent-shared": auth("agent"), "job": auth("job"),
-               "agent-host": {"Authorization": f"Bearer {host_token(AGENT_SECRET, 'h0')}"},
-               "none": {}}
+TOKEN_KINDS = {
+    "admin": auth("admin"),
+    "agent-shared": auth("agent"),
+    "job": auth("job"),
+    "agent-host": {"Authorization": f"Bearer {host_token(AGENT_SECRET, 'h0')}"},
+    "none": {},
+}
 
 
 @pytest.fixture(scope="module")
 def app_schema(tmp_path_factory: pytest.TempPathFactory) -> Iterator[schemathesis.BaseSchema]:
     db = tmp_path_factory.mktemp("fuzz") / "fuzz.db"
-    app = create_app(Settings(database_url=f"sqlite:///{db}", admin_token=TOKENS["admin"],
-                              agent_token=TOKENS["agent"], job_token=TOKENS["job"],
-                              agent_secret=AGENT_SECRET, allow_shared_agent_token=True,
-                              solve_timeout_s=20))
+    app = create_app(
+        Settings(
+            database_url=f"sqlite:///{db}",
+            admin_token=TOKENS["admin"],
+            agent_token=TOKENS["agent"],
+            job_token=TOKENS["job"],
+            agent_secret=AGENT_SECRET,
+            allow_shared_agent_token=True,
+            solve_timeout_s=20,
+        )
+    )
     with TestClient(app) as client:
         for host, peers in (("h0", {"h1": 10.0}), ("h1", {})):
-            client.put(f"/v1/agents/{host}/report", json=host_report(host, 1, peers=peers),
-                       headers=auth("agent")).raise_for_status()
-        client.put("/v1/jobs/j1", json={"ranks": ["h0/gpu0", "h1/gpu0"], "size_bytes": 1024},
-                   headers=auth("job")).raise_for_status()
+            client.put(
+                f"/v1/agents/{host}/report",
+                json=host_report(host, 1, peers=peers),
+                headers=auth("agent"),
+            ).raise_for_status()
+        client.put(
+            "/v1/jobs/j1",
+            json={"ranks": ["h0/gpu0", "h1/gpu0"], "size_bytes": 1024},
+            headers=auth("job"),
+        ).raise_for_status()
         yield schemathesis.openapi.from_asgi("/openapi.json", app)
 
 
@@ -50,8 +71,7 @@ schema = schemathesis.pytest.from_fixture("app_schema")
 
 @pytest.mark.slow
 @schema.parametrize()
-@settings(max_examples=5, deadline=None, derandomize=True,
-          suppress_health_check=list(HealthCheck))
+@settings(max_examples=5, deadline=None, derandomize=True, suppress_health_check=list(HealthCheck))
 def test_contract(case: schemathesis.Case) -> None:
     # Each generated request that carries a token is sent with each kind of credential
     # (replacing the generated one), so it reaches the handlers and the refusals alike; one

@@ -37,13 +37,18 @@ def test_production_needs_tokens(monkeypatch: pytest.MonkeyPatch) -> None:
             monkeypatch.delenv(k)
     with pytest.raises(ValidationError, match="SYNCPLAN_ADMIN_TOKEN"):
         Settings()
-    strong = {"admin_token": "A" + TOKENS["admin"], "job_token": "J" + TOKENS["job"],
-              "agent_secret": "S" + TOKENS["agent"]}
+    strong = {
+        "admin_token": "A" + TOKENS["admin"],
+        "job_token": "J" + TOKENS["job"],
+        "agent_secret": "S" + TOKENS["agent"],
+    }
     Settings(**strong)
-    for name, weak, why in (("admin_token", "short", "shorter than 32"),
-                            ("job_token", "a" * 40, "distinct characters"),
-                            ("admin_token", " " * 40, "whitespace"),
-                            ("agent_secret", "aaaaaaaa", "shorter than 32")):
+    for name, weak, why in (
+        ("admin_token", "short", "shorter than 32"),
+        ("job_token", "a" * 40, "distinct characters"),
+        ("admin_token", " " * 40, "whitespace"),
+        ("agent_secret", "aaaaaaaa", "shorter than 32"),
+    ):
         with pytest.raises(ValidationError, match=why):
             Settings(**{**strong, name: weak})
     with pytest.raises(ValidationError, match="differ"):
@@ -55,8 +60,12 @@ def test_production_needs_tokens(monkeypatch: pytest.MonkeyPatch) -> None:
     with pytest.raises(ValidationError, match="SYNCPLAN_AGENT_SECRET"):
         Settings(admin_token=strong["admin_token"], job_token=strong["job_token"])
     with pytest.raises(ValidationError, match="any host"):  # the shared token needs opt-in
-        Settings(admin_token=strong["admin_token"], job_token=strong["job_token"],
-                 agent_token="G" + TOKENS["agent"], allow_shared_agent_token=False)
+        Settings(
+            admin_token=strong["admin_token"],
+            job_token=strong["job_token"],
+            agent_token="G" + TOKENS["agent"],
+            allow_shared_agent_token=False,
+        )
     dev = Settings(environment="development")
     assert dev.admin_token is not None
     assert dev.admin_token.get_secret_value() == DEV_TOKENS["admin"]
@@ -67,9 +76,21 @@ def test_production_needs_tokens(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def test_serve_refuses_to_start_without_tokens(tmp_path: Path) -> None:
-    r = subprocess.run([*CLI, "serve", "--port", str(free_port()), "--database-url",
-                        f"sqlite:///{tmp_path / 'x.db'}"], env=_clean_env(), cwd=tmp_path,
-                       capture_output=True, text=True, timeout=60)
+    r = subprocess.run(
+        [
+            *CLI,
+            "serve",
+            "--port",
+            str(free_port()),
+            "--database-url",
+            f"sqlite:///{tmp_path / 'x.db'}",
+        ],
+        env=_clean_env(),
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert r.returncode == 2
     assert "SYNCPLAN_ADMIN_TOKEN" in r.stderr and "Traceback" not in r.stderr
     assert len(r.stderr.strip().splitlines()) == 1
@@ -86,10 +107,19 @@ def test_schema_version_is_checked(tmp_path: Path) -> None:
     engine.dispose()
     with pytest.raises(SchemaError, match="99"):
         create_app(settings)
-    env = _clean_env(SYNCPLAN_ADMIN_TOKEN=TOKENS["admin"], SYNCPLAN_AGENT_SECRET=TOKENS["agent"],
-                     SYNCPLAN_JOB_TOKEN=TOKENS["job"])
-    r = subprocess.run([*CLI, "serve", "--database-url", url], env=env, cwd=tmp_path,
-                       capture_output=True, text=True, timeout=60)
+    env = _clean_env(
+        SYNCPLAN_ADMIN_TOKEN=TOKENS["admin"],
+        SYNCPLAN_AGENT_SECRET=TOKENS["agent"],
+        SYNCPLAN_JOB_TOKEN=TOKENS["job"],
+    )
+    r = subprocess.run(
+        [*CLI, "serve", "--database-url", url],
+        env=env,
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert r.returncode == 2 and "schema version is 99" in r.stderr
     assert "Traceback" not in r.stderr
 
@@ -98,16 +128,31 @@ def test_demo_one_curl(tmp_path: Path) -> None:
     topo = tmp_path / "demo.json"
     topo.write_text(json.dumps(dgx_cluster(2, gpus=4)))
     port = free_port()
-    proc = subprocess.Popen([*CLI, "serve", "--demo", "--port", str(port), "--demo-topology",
-                             str(topo), "--log-level", "warning"], env=_clean_env(),
-                            cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                            text=True)
+    proc = subprocess.Popen(
+        [
+            *CLI,
+            "serve",
+            "--demo",
+            "--port",
+            str(port),
+            "--demo-topology",
+            str(topo),
+            "--log-level",
+            "warning",
+        ],
+        env=_clean_env(),
+        cwd=tmp_path,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
     try:
         assert proc.stdout is not None
         lines: list[str] = []
         deadline = time.monotonic() + 60
-        while not any(ln.strip().startswith("curl ") for ln in lines) \
-                and time.monotonic() < deadline:
+        while (
+            not any(ln.strip().startswith("curl ") for ln in lines) and time.monotonic() < deadline
+        ):
             line = proc.stdout.readline()
             if not line:
                 break
@@ -116,8 +161,9 @@ def test_demo_one_curl(tmp_path: Path) -> None:
         assert DEV_TOKENS["job"] in out and (tmp_path / "syncplan-demo.db").exists(), out
         argv = shlex.split(next(ln for ln in lines if ln.strip().startswith("curl ")))
         body = json.loads(argv[argv.index("-d") + 1])
-        headers = dict(h.split(": ", 1) for h in (argv[i + 1] for i, a in enumerate(argv)
-                                                    if a == "-H"))
+        headers = dict(
+            h.split(": ", 1) for h in (argv[i + 1] for i, a in enumerate(argv) if a == "-H")
+        )
         url = argv[-1]
         assert re.fullmatch(rf"http://127\.0\.0\.1:{port}/v1/plans", url)
         for _ in range(100):

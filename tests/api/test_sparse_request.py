@@ -24,9 +24,14 @@ FABRIC = dgx_cluster(2, gpus=2)
 
 @pytest.fixture
 async def client(tmp_path: Path) -> AsyncIterator[httpx.AsyncClient]:
-    app = create_app(Settings(database_url=f"sqlite:///{tmp_path / 'p.db'}",
-                              admin_token=TOKENS["admin"], agent_token=TOKENS["agent"],
-                              job_token=TOKENS["job"]))
+    app = create_app(
+        Settings(
+            database_url=f"sqlite:///{tmp_path / 'p.db'}",
+            admin_token=TOKENS["admin"],
+            agent_token=TOKENS["agent"],
+            job_token=TOKENS["job"],
+        )
+    )
     transport = httpx.ASGITransport(app=app)
     async with httpx.AsyncClient(transport=transport, base_url="http://test", timeout=60) as c:
         r = await c.put("/v1/fabric", json=FABRIC, headers=auth("admin"))
@@ -35,8 +40,11 @@ async def client(tmp_path: Path) -> AsyncIterator[httpx.AsyncClient]:
 
 
 def _req(**extra: Any) -> dict[str, Any]:
-    return {"ranks": [f"h{h}/gpu{g}" for h in range(2) for g in range(2)],
-            "size_bytes": 64 << 20, **extra}
+    return {
+        "ranks": [f"h{h}/gpu{g}" for h in range(2) for g in range(2)],
+        "size_bytes": 64 << 20,
+        **extra,
+    }
 
 
 async def test_density_gives_a_sparse_plan(client: httpx.AsyncClient) -> None:
@@ -49,19 +57,30 @@ async def test_density_gives_a_sparse_plan(client: httpx.AsyncClient) -> None:
     assert sp["mode"] == "sparse" and sp["block_elems"] == 256
     assert sp["predicted_sparse_s"] < sp["predicted_dense_s"]
     assert verify_plan(doc, Topology.from_dict(FABRIC)).ok
-    full = (await client.post("/v1/plans", json=_req(density=1, density_overlap=True,
-                                                        block_elems=64),
-                              headers=auth("job"))).json()
+    full = (
+        await client.post(
+            "/v1/plans",
+            json=_req(density=1, density_overlap=True, block_elems=64),
+            headers=auth("job"),
+        )
+    ).json()
     assert full["sparse"]["mode"] == "dense" and full["sparse"]["density_overlap"] is True
 
 
-@pytest.mark.parametrize("extra, field", [
-    ({"density": 0}, "density"), ({"density": 1.5}, "density"), ({"density": "x"}, "density"),
-    ({"density": [0.1, 0.2]}, "density"), ({"density": 0.1, "block_elems": 0}, "block_elems"),
-    ({"density": 0.1, "density_overlap": "yes"}, "density_overlap"),
-])
-async def test_bad_sparse_fields_are_422(client: httpx.AsyncClient, extra: dict[str, Any],
-                                         field: str) -> None:
+@pytest.mark.parametrize(
+    "extra, field",
+    [
+        ({"density": 0}, "density"),
+        ({"density": 1.5}, "density"),
+        ({"density": "x"}, "density"),
+        ({"density": [0.1, 0.2]}, "density"),
+        ({"density": 0.1, "block_elems": 0}, "block_elems"),
+        ({"density": 0.1, "density_overlap": "yes"}, "density_overlap"),
+    ],
+)
+async def test_bad_sparse_fields_are_422(
+    client: httpx.AsyncClient, extra: dict[str, Any], field: str
+) -> None:
     r = await client.post("/v1/plans", json=_req(**extra), headers=auth("job"))
     assert r.status_code == 422, r.text
     assert field in r.text

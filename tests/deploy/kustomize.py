@@ -13,16 +13,16 @@ from typing import Any
 
 import yaml
 
-CLUSTER_SCOPED = {"Namespace", "PriorityClass", "RuntimeClass", "ClusterRole",
-                  "ClusterRoleBinding"}
+CLUSTER_SCOPED = {"Namespace", "PriorityClass", "RuntimeClass", "ClusterRole", "ClusterRoleBinding"}
 
 
 def build(directory: str | Path) -> list[dict[str, Any]]:
     """The objects ``kustomize build directory`` would print."""
     exe = shutil.which("kustomize")
     if exe:
-        out = subprocess.run([exe, "build", str(directory)], capture_output=True, text=True,
-                             check=True).stdout
+        out = subprocess.run(
+            [exe, "build", str(directory)], capture_output=True, text=True, check=True
+        ).stdout
         return [d for d in yaml.safe_load_all(out) if d]
     return _build(Path(directory))
 
@@ -39,12 +39,14 @@ def _build(root: Path) -> list[dict[str, Any]]:
     for patch in k.get("patches", []):
         body = yaml.safe_load((root / patch["path"]).read_text())
         target = patch.get("target") or {"kind": body["kind"], "name": body["metadata"]["name"]}
-        hits = [o for o in objs if o["kind"] == target["kind"]
-                and o["metadata"]["name"] == target["name"]]
+        hits = [
+            o
+            for o in objs
+            if o["kind"] == target["kind"] and o["metadata"]["name"] == target["name"]
+        ]
         assert hits, f"patch {patch['path']} matches nothing"
         for o in hits:
-            merged = merge(o, {k2: v for k2, v in body.items() if k2 not in ("apiVersion",
-                                                                           "kind")})
+            merged = merge(o, {k2: v for k2, v in body.items() if k2 not in ("apiVersion", "kind")})
             o.clear()
             o.update(merged)
     for img in k.get("images", []):
@@ -78,9 +80,13 @@ def merge(base: Any, patch: Any) -> Any:
             else:
                 out[key] = copy.deepcopy(value)
         return out
-    if (isinstance(base, list) and isinstance(patch, list) and patch
-            and all(isinstance(p, dict) and "name" in p for p in patch)
-            and all(isinstance(b, dict) and "name" in b for b in base)):
+    if (
+        isinstance(base, list)
+        and isinstance(patch, list)
+        and patch
+        and all(isinstance(p, dict) and "name" in p for p in patch)
+        and all(isinstance(b, dict) and "name" in b for b in base)
+    ):
         out = copy.deepcopy(base)
         for p in patch:
             idx = next((i for i, b in enumerate(out) if b["name"] == p["name"]), None)

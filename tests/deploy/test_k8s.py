@@ -14,8 +14,9 @@ import yaml
 
 from tests.deploy.kustomize import build
 
-kv = pytest.importorskip("kubernetes_validate", reason="pip install kubernetes-validate "
-                         "(in the test extra)")
+kv = pytest.importorskip(
+    "kubernetes_validate", reason="pip install kubernetes-validate (in the test extra)"
+)
 K8S = Path("deploy/k8s")
 OVERLAYS = ["base", "overlays/production", "overlays/cpu-nodes"]
 
@@ -27,8 +28,13 @@ def by_kind(objs: list[dict]) -> dict[str, dict]:
 @pytest.mark.parametrize("where", OVERLAYS)
 def test_strict_validation(where: str) -> None:
     objs = build(K8S / where)
-    assert {o["kind"] for o in objs} == {"Namespace", "Deployment", "Service",
-                                         "PodDisruptionBudget", "DaemonSet"}
+    assert {o["kind"] for o in objs} == {
+        "Namespace",
+        "Deployment",
+        "Service",
+        "PodDisruptionBudget",
+        "DaemonSet",
+    }
     for o in objs:
         kv.validate(o, kv.utils.latest_version(), strict=True)
 
@@ -37,14 +43,18 @@ def test_strict_validation(where: str) -> None:
 def test_cli_strict_on_every_manifest(tmp_path: Path) -> None:
     """``kubernetes-validate --strict`` (the command) on each base file as it is on disk, the
     secrets example, and every rendered overlay."""
-    files = [str(p) for p in sorted((K8S / "base").glob("*.yaml"))
-             if p.name != "kustomization.yaml"]
+    files = [
+        str(p) for p in sorted((K8S / "base").glob("*.yaml")) if p.name != "kustomization.yaml"
+    ]
     for where in OVERLAYS:
         out = tmp_path / f"{where.replace('/', '-')}.yaml"
         out.write_text(yaml.safe_dump_all(build(K8S / where)))
         files.append(str(out))
-    run = subprocess.run([sys.executable, "-m", "kubernetes_validate", "--strict", *files],
-                         capture_output=True, text=True)
+    run = subprocess.run(
+        [sys.executable, "-m", "kubernetes_validate", "--strict", *files],
+        capture_output=True,
+        text=True,
+    )
     assert run.returncode == 0, run.stdout + run.stderr
     docs = sum(1 for f in files for d in yaml.safe_load_all(Path(f).read_text()) if d)
     assert run.stdout.count(" passed for resource ") == docs
@@ -68,15 +78,20 @@ def test_base_has_what_operators_need() -> None:
     assert svc["livenessProbe"]["httpGet"]["path"] == "/healthz"
     assert svc["ports"][0]["containerPort"] == 8080 and "8080" in svc["args"]
     env = {e["name"]: e for e in svc["env"]}
-    for name in ("SYNCPLAN_DATABASE_URL", "SYNCPLAN_ADMIN_TOKEN", "SYNCPLAN_AGENT_TOKEN",
-                 "SYNCPLAN_JOB_TOKEN"):
+    for name in (
+        "SYNCPLAN_DATABASE_URL",
+        "SYNCPLAN_ADMIN_TOKEN",
+        "SYNCPLAN_AGENT_TOKEN",
+        "SYNCPLAN_JOB_TOKEN",
+    ):
         assert "secretKeyRef" in env[name]["valueFrom"], name
     assert dep["spec"]["template"]["spec"]["securityContext"]["runAsNonRoot"] is True
     assert {"/readyz", "/healthz"} <= {r.path for r in health.router.routes}
     pod = ds["spec"]["template"]["spec"]
     assert pod["hostNetwork"] is True and pod["runtimeClassName"] == "nvidia"
-    assert {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"} in \
-        pod["tolerations"]
+    assert {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"} in pod[
+        "tolerations"
+    ]
     sys_mount = next(m for m in pod["containers"][0]["volumeMounts"] if m["name"] == "sys")
     assert sys_mount["readOnly"] is True
     assert next(v for v in pod["volumes"] if v["name"] == "sys")["hostPath"]["path"] == "/sys"
@@ -85,8 +100,10 @@ def test_base_has_what_operators_need() -> None:
     assert objs["Service"]["metadata"]["name"] == "syncplan"
     assert objs["Service"]["spec"]["ports"][0]["port"] == 8080
     labels = dep["spec"]["template"]["metadata"]["labels"]
-    for sel in (objs["PodDisruptionBudget"]["spec"]["selector"]["matchLabels"],
-                objs["Service"]["spec"]["selector"]):
+    for sel in (
+        objs["PodDisruptionBudget"]["spec"]["selector"]["matchLabels"],
+        objs["Service"]["spec"]["selector"],
+    ):
         assert sel.items() <= labels.items()
 
 
@@ -94,8 +111,9 @@ def test_overlays() -> None:
     prod = by_kind(build(K8S / "overlays/production"))
     replicas = prod["Deployment"]["spec"]["replicas"]
     assert replicas == 3 and prod["PodDisruptionBudget"]["spec"]["minAvailable"] == 2
-    env = {e["name"] for e in prod["Deployment"]["spec"]["template"]["spec"]["containers"][0]
-           ["env"]}
+    env = {
+        e["name"] for e in prod["Deployment"]["spec"]["template"]["spec"]["containers"][0]["env"]
+    }
     assert {"SYNCPLAN_SOLVER_THREADS", "SYNCPLAN_DATABASE_URL"} <= env  # merged, not replaced
     cpu = by_kind(build(K8S / "overlays/cpu-nodes"))["DaemonSet"]["spec"]["template"]["spec"]
     assert "runtimeClassName" not in cpu and "tolerations" not in cpu
@@ -105,8 +123,10 @@ def test_overlays() -> None:
 
 
 def test_dockerfiles() -> None:
-    for name, cmd in (("service", '"serve", "--host", "0.0.0.0", "--port", "8080"'),
-                      ("agent", '"agent"')):
+    for name, cmd in (
+        ("service", '"serve", "--host", "0.0.0.0", "--port", "8080"'),
+        ("agent", '"agent"'),
+    ):
         text = (Path("deploy/docker") / f"{name}.Dockerfile").read_text()
         assert "USER 10001" in text and cmd in text
         for line in text.splitlines():

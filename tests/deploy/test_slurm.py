@@ -37,13 +37,22 @@ pytestmark = pytest.mark.skipif(shutil.which("curl") is None, reason="curl not i
 @pytest.fixture(scope="module")
 def service(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
     root = tmp_path_factory.mktemp("slurm")
-    proc = ServerProcess(f"sqlite:///{root / 's.db'}", log=root / "server.log",
-                         env={"SYNCPLAN_STALE_AFTER_S": "86400"}).start()
+    proc = ServerProcess(
+        f"sqlite:///{root / 's.db'}",
+        log=root / "server.log",
+        env={"SYNCPLAN_STALE_AFTER_S": "86400"},
+    ).start()
     with httpx.Client(base_url=proc.url, timeout=30) as c:
         for h in ("n1", "n2", "n3"):
             peers = {p: 12.0 for p in ("n1", "n2", "n3") if p != h}
-            assert c.put(f"/v1/agents/{h}/report", headers=auth("agent"),
-                         json=host_report(h, 1, gpus=2, peers=peers)).status_code == 200
+            assert (
+                c.put(
+                    f"/v1/agents/{h}/report",
+                    headers=auth("agent"),
+                    json=host_report(h, 1, gpus=2, peers=peers),
+                ).status_code
+                == 200
+            )
     yield proc
     proc.stop()
 
@@ -57,14 +66,21 @@ def slurm_env(tmp_path: Path, server: str, **extra: str) -> dict[str, str]:
     conf = tmp_path / "slurm.env"
     conf.write_text(f"SYNCPLAN_SERVER={server}\nSYNCPLAN_JOB_TOKEN={TOKENS['job']}\n")
     env = {k: v for k, v in os.environ.items() if not k.startswith(("SLURM_", "SYNCPLAN_"))}
-    return {**env, "PATH": f"{bin_dir}:{env['PATH']}", "SYNCPLAN_SLURM_CONF": str(conf),
-            "SLURM_JOB_ID": "4242", "SLURM_JOB_NODELIST": "n[1-2]",
-            "SLURM_GPUS_PER_NODE": "a100:2", **extra}
+    return {
+        **env,
+        "PATH": f"{bin_dir}:{env['PATH']}",
+        "SYNCPLAN_SLURM_CONF": str(conf),
+        "SLURM_JOB_ID": "4242",
+        "SLURM_JOB_NODELIST": "n[1-2]",
+        "SLURM_GPUS_PER_NODE": "a100:2",
+        **extra,
+    }
 
 
 def run(script: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([str(SLURM / script)], env=env, capture_output=True, text=True,
-                          timeout=60)
+    return subprocess.run(
+        [str(SLURM / script)], env=env, capture_output=True, text=True, timeout=60
+    )
 
 
 @pytest.mark.slow
@@ -79,8 +95,11 @@ def test_job_lifecycle(service: ServerProcess, tmp_path: Path) -> None:
         assert plan.status_code == 200 and plan.json()["job_id"] == "slurm-4242"
     task = run("syncplan-task-prolog.sh", env)
     exports = dict(re.findall(r"^export (\w+)=(.*)$", task.stdout, re.M))
-    assert exports == {"SYNCPLAN_JOB_ID": "slurm-4242", "SYNCPLAN_SERVER": service.url,
-                       "SYNCPLAN_JOB_TOKEN": TOKENS["job"]}
+    assert exports == {
+        "SYNCPLAN_JOB_ID": "slurm-4242",
+        "SYNCPLAN_SERVER": service.url,
+        "SYNCPLAN_JOB_TOKEN": TOKENS["job"],
+    }
     epi = run("syncplan-epilog.sh", env)
     assert epi.returncode == 0 and epi.stderr == ""
     with httpx.Client(base_url=service.url, timeout=30) as c:
@@ -88,8 +107,7 @@ def test_job_lifecycle(service: ServerProcess, tmp_path: Path) -> None:
     assert run("syncplan-epilog.sh", env).stderr == ""  # twice: already gone is fine
 
 
-def test_refusals_never_fail_the_job_unless_strict(service: ServerProcess,
-                                                   tmp_path: Path) -> None:
+def test_refusals_never_fail_the_job_unless_strict(service: ServerProcess, tmp_path: Path) -> None:
     env = slurm_env(tmp_path, service.url, SLURM_JOB_NODELIST="n1,n9")
     pro = run("syncplan-prolog.sh", env)
     assert pro.returncode == 0

@@ -14,12 +14,15 @@ EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 
 # Example topologies and the ranks a test world of 2, 4 or 8 processes plays on them.
 RANK_SETS: dict[int, list[tuple[str, list[str]]]] = {
-    2: [("demo.json", ["h0/gpu0", "h1/gpu0"]),
-        ("dgx-1x8.json", ["h0/gpu0", "h0/gpu1"])],
-    4: [("star-one-slow.json", ["h0/cpu0", "h1/cpu0", "h2/cpu0", "h3/cpu0"]),
-        ("one-slow-nic.json", ["h0/gpu0", "h0/gpu1", "h1/gpu0", "h1/gpu1"])],
-    8: [("dgx-1x8.json", [f"h0/gpu{i}" for i in range(8)]),
-        ("demo.json", [f"h{h}/gpu{g}" for h in range(4) for g in range(2)])],
+    2: [("demo.json", ["h0/gpu0", "h1/gpu0"]), ("dgx-1x8.json", ["h0/gpu0", "h0/gpu1"])],
+    4: [
+        ("star-one-slow.json", ["h0/cpu0", "h1/cpu0", "h2/cpu0", "h3/cpu0"]),
+        ("one-slow-nic.json", ["h0/gpu0", "h0/gpu1", "h1/gpu0", "h1/gpu1"]),
+    ],
+    8: [
+        ("dgx-1x8.json", [f"h0/gpu{i}" for i in range(8)]),
+        ("demo.json", [f"h{h}/gpu{g}" for h in range(4) for g in range(2)]),
+    ],
 }
 WANTED_ALGORITHMS = ("ring", "hierarchical", "forest")
 
@@ -40,8 +43,12 @@ def real_plans(nranks: int, size_bytes: int = 4 << 20) -> list[dict[str, Any]]:
                 doc = make_plan(topo, ranks, size_bytes, algorithm=algo)
             except InfeasibleError:
                 continue
-            key = json.dumps([[(t["src"], t["dst"], t["chunk"], t["reduce"]) for t in step]
-                              for step in doc["program"]["steps"]])
+            key = json.dumps(
+                [
+                    [(t["src"], t["dst"], t["chunk"], t["reduce"]) for t in step]
+                    for step in doc["program"]["steps"]
+                ]
+            )
             plans.setdefault(key, doc)
     return list(plans.values())
 
@@ -49,6 +56,7 @@ def real_plans(nranks: int, size_bytes: int = 4 << 20) -> list[dict[str, Any]]:
 def plans_for(nranks: int) -> list[dict[str, Any]]:
     """Real planner plans when the planner is present, else the test ring."""
     from syncplan import planner
+
     if not (Path(planner.__file__).with_name("plan.py").is_file() and EXAMPLES.is_dir()):
         from tests.executor.plans import ring_plan
 

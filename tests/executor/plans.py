@@ -15,12 +15,23 @@ def ring_plan(n: int, units: int | None = None, ranks: list[str] | None = None) 
             step = []
             for r in range(n):
                 c = (r - s + phase) % n
-                step.append({"src": r, "dst": (r + 1) % n,
-                             "chunk": [bounds[c], bounds[c + 1]], "reduce": reduce})
+                step.append(
+                    {
+                        "src": r,
+                        "dst": (r + 1) % n,
+                        "chunk": [bounds[c], bounds[c + 1]],
+                        "reduce": reduce,
+                    }
+                )
             steps.append(step)
-    return {"plan_id": f"test-ring-{n}-{units}", "algorithm": "ring", "collective": "allreduce",
-            "ranks": ranks or [f"h{i}/cpu0" for i in range(n)], "size_bytes": 0,
-            "program": {"units": units, "steps": steps}}
+    return {
+        "plan_id": f"test-ring-{n}-{units}",
+        "algorithm": "ring",
+        "collective": "allreduce",
+        "ranks": ranks or [f"h{i}/cpu0" for i in range(n)],
+        "size_bytes": 0,
+        "program": {"units": units, "steps": steps},
+    }
 
 
 def _t(src: int, dst: int, a: int, b: int, reduce: bool) -> dict[str, Any]:
@@ -34,9 +45,14 @@ def butterfly_plan(n: int) -> dict[str, Any]:
     while k < n:
         steps.append([_t(r, r ^ k, 0, 2, True) for r in range(n)])
         k *= 2
-    return {"plan_id": f"test-butterfly-{n}", "algorithm": "butterfly",
-            "collective": "allreduce", "ranks": [f"h{i}/cpu0" for i in range(n)],
-            "size_bytes": 0, "program": {"units": 2, "steps": steps}}
+    return {
+        "plan_id": f"test-butterfly-{n}",
+        "algorithm": "butterfly",
+        "collective": "allreduce",
+        "ranks": [f"h{i}/cpu0" for i in range(n)],
+        "size_bytes": 0,
+        "program": {"units": 2, "steps": steps},
+    }
 
 
 def crossing_plan() -> dict[str, Any]:
@@ -48,6 +64,11 @@ def crossing_plan() -> dict[str, Any]:
         [_t(2, 0, 0, 2, True), _t(3, 0, 0, 2, True), _t(1, 2, 0, 2, True)],
         [_t(0, d, a, a + 1, False) for d in (1, 2, 3) for a in (0, 1)],
     ]
-    return {"plan_id": "test-crossing", "algorithm": "crossing", "collective": "allreduce",
-            "ranks": [f"h{i}/cpu0" for i in range(4)], "size_bytes": 0,
-            "program": {"units": 2, "steps": steps}}
+    return {
+        "plan_id": "test-crossing",
+        "algorithm": "crossing",
+        "collective": "allreduce",
+        "ranks": [f"h{i}/cpu0" for i in range(4)],
+        "size_bytes": 0,
+        "program": {"units": 2, "steps": steps},
+    }

@@ -51,12 +51,15 @@ def ddp_embedding_run(plan: dict[str, Any], steps: int = 4) -> dict[str, Any]:
         if hooked:
             stats, calls = state.comm.sparse_stats, state.sparse_calls
     diff = max(float((a - b).abs().max()) for a, b in zip(*finals, strict=True))
-    return {"max_diff": diff, "sparse_calls": calls, "mode": stats.mode if stats else None,
-            "density": stats.density if stats else None}
+    return {
+        "max_diff": diff,
+        "sparse_calls": calls,
+        "mode": stats.mode if stats else None,
+        "density": stats.density if stats else None,
+    }
 
 
-def coarse_convergence(plan: dict[str, Any], fraction: float, steps: int = 200
-                       ) -> dict[str, float]:
+def coarse_convergence(plan: dict[str, Any], fraction: float, steps: int = 200) -> dict[str, float]:
     """Least squares on each rank's own data, SGD on the averaged gradient: once dense
     (torch's all_reduce), once coarse-sparse (top ``fraction`` of 16-element blocks, error
     feedback). Returns both final losses on all ranks' data and the starting loss."""

@@ -12,8 +12,14 @@ from syncplan.executor.sparse_bench import block_sparse
 
 from tests.executor.workers import digest
 
-DTYPES = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16,
-          "float64": torch.float64, "int32": torch.int32, "int64": torch.int64}
+DTYPES = {
+    "float32": torch.float32,
+    "float16": torch.float16,
+    "bfloat16": torch.bfloat16,
+    "float64": torch.float64,
+    "int32": torch.int32,
+    "int64": torch.int64,
+}
 
 
 SparseCase = tuple[dict[str, Any], int, str, float, bool, dict[str, Any]]
@@ -28,8 +34,16 @@ def check_sparse(cases: list[SparseCase]) -> list[dict[str, Any]]:
         dtype = DTYPES[dtype_name]
         cfg = SparseConfig(**{"max_density": 1.0, **settings})
         ex = SparseExecutor(PlanExecutor(plan), cfg, plan=plan)
-        x = block_sparse(numel, ex.block_elems, density, overlap, dtype, seed=i,
-                         rank=dist.get_rank(), negzero=i % 5 == 4)
+        x = block_sparse(
+            numel,
+            ex.block_elems,
+            density,
+            overlap,
+            dtype,
+            seed=i,
+            rank=dist.get_rank(),
+            negzero=i % 5 == 4,
+        )
         y = ex.all_reduce(x.clone())
         stats = ex.last
         again = ex.all_reduce(x.clone())
@@ -46,11 +60,16 @@ def check_sparse(cases: list[SparseCase]) -> list[dict[str, Any]]:
         digests: list[Any] = [None] * n
         # the sign of a zero may differ between ranks (executor.sparse): compare y + 0.0
         dist.all_gather_object(digests, digest(y + 0 if dtype.is_floating_point else y))
-        out.append({"ok": ok, "identical": len(set(digests)) == 1,
-                    "repeatable": torch.equal(y, again),
-                    "mode": stats.mode if stats else None,
-                    "density": stats.density if stats else None,
-                    "traffic": stats.traffic_fraction if stats else None,
-                    "case": f"{plan.get('algorithm')}:{plan['plan_id']} n={numel} {dtype_name} "
-                            f"d={density} overlap={overlap} {settings}"})
+        out.append(
+            {
+                "ok": ok,
+                "identical": len(set(digests)) == 1,
+                "repeatable": torch.equal(y, again),
+                "mode": stats.mode if stats else None,
+                "density": stats.density if stats else None,
+                "traffic": stats.traffic_fraction if stats else None,
+                "case": f"{plan.get('algorithm')}:{plan['plan_id']} n={numel} {dtype_name} "
+                f"d={density} overlap={overlap} {settings}",
+            }
+        )
     return out

@@ -33,9 +33,11 @@ def cases_for(nranks: int) -> list[Case]:
         (plans_for(nranks)[-1], 100_003, "bfloat16", None, steps),
     ]
     if nranks == 4:
-        cases += [(crossing_plan(), 10_001, "float32", None, None),
-                  (crossing_plan(), 10_001, "float32", None, {"segment_bytes": 400}),
-                  (crossing_plan(), 10_001, "float32", None, steps)]
+        cases += [
+            (crossing_plan(), 10_001, "float32", None, None),
+            (crossing_plan(), 10_001, "float32", None, {"segment_bytes": 400}),
+            (crossing_plan(), 10_001, "float32", None, steps),
+        ]
     return cases
 
 

@@ -22,23 +22,40 @@ def star_plan(collective: str, shards: str = "equal", size: int = 1 << 16) -> di
 
     name, ranks = RANK_SETS[4][0]
     assert name == "star-one-slow.json"
-    return make_plan(load_topology(EXAMPLES / name), ranks, size, collective=collective,
-                     shards=shards)
+    return make_plan(
+        load_topology(EXAMPLES / name), ranks, size, collective=collective, shards=shards
+    )
 
 
 def exec_bench(plan: Path, *extra: str) -> tuple[int, dict[str, Any], str]:
-    out = syncplan("exec-bench", "--plan", str(plan), "--nprocs", "4", "--numel", "4096",
-                   "--repeat", "3", "--warmup", "1", *extra)
+    out = syncplan(
+        "exec-bench",
+        "--plan",
+        str(plan),
+        "--nprocs",
+        "4",
+        "--numel",
+        "4096",
+        "--repeat",
+        "3",
+        "--warmup",
+        "1",
+        *extra,
+    )
     lines = out.stdout.strip().splitlines()
     return out.returncode, json.loads(lines[-1]) if lines else {}, out.stderr
 
 
-@pytest.mark.parametrize(("collective", "native_ops"), [
-    ("reducescatter", ("reduce_scatter_single", "reduce_scatter_tensor")),
-    ("allgather", ("all_gather_single", "all_gather_into_tensor")),
-])
-def test_exec_bench_runs_sharded_plans(tmp_path: Path, collective: str,
-                                       native_ops: tuple[str, ...]) -> None:
+@pytest.mark.parametrize(
+    ("collective", "native_ops"),
+    [
+        ("reducescatter", ("reduce_scatter_single", "reduce_scatter_tensor")),
+        ("allgather", ("all_gather_single", "all_gather_into_tensor")),
+    ],
+)
+def test_exec_bench_runs_sharded_plans(
+    tmp_path: Path, collective: str, native_ops: tuple[str, ...]
+) -> None:
     doc = star_plan(collective)
     rc, res, err = exec_bench(write_plan(tmp_path, doc))
     assert rc == 0, err
@@ -62,12 +79,15 @@ def test_exec_bench_uneven_reduce_scatter_uses_all_reduce(tmp_path: Path) -> Non
     assert res["correct"] is True and res["matches_native"] is True
 
 
-@pytest.mark.parametrize(("edit", "message"), [
-    (lambda d: d.update(shards=[[0, 1], [1, 2], [2, 3], [3, 3]]), "shards must cover"),
-    (lambda d: d.update(shards=[[0, 2], [1, 2], [2, 3], [3, 4]]), "shards must be disjoint"),
-    (lambda d: d.pop("shards"), "shards must be a list"),
-    (lambda d: d["program"].update(steps=[]), "not"),
-])
+@pytest.mark.parametrize(
+    ("edit", "message"),
+    [
+        (lambda d: d.update(shards=[[0, 1], [1, 2], [2, 3], [3, 3]]), "shards must cover"),
+        (lambda d: d.update(shards=[[0, 2], [1, 2], [2, 3], [3, 4]]), "shards must be disjoint"),
+        (lambda d: d.pop("shards"), "shards must be a list"),
+        (lambda d: d["program"].update(steps=[]), "not"),
+    ],
+)
 def test_exec_bench_refuses_bad_sharded_plans(tmp_path: Path, edit: Any, message: str) -> None:
     doc = star_plan("allgather")
     assert doc["program"]["units"] == 4

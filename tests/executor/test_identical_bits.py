@@ -19,9 +19,14 @@ FOLDS = ("direct", "ragged", "direct-2step")
 
 
 def doc(name: str, prog: PlannerProgram, n: int) -> dict[str, Any]:
-    return {"plan_id": f"test-{name}-{n}", "algorithm": name, "collective": "allreduce",
-            "ranks": [f"h{i}/cpu0" for i in range(n)], "size_bytes": 0,
-            "program": program_to_doc(prog)}
+    return {
+        "plan_id": f"test-{name}-{n}",
+        "algorithm": name,
+        "collective": "allreduce",
+        "ranks": [f"h{i}/cpu0" for i in range(n)],
+        "size_bytes": 0,
+        "program": program_to_doc(prog),
+    }
 
 
 def ragged(n: int, units: int = 60) -> PlannerProgram:
@@ -30,8 +35,7 @@ def ragged(n: int, units: int = 60) -> PlannerProgram:
     step = []
     for i in range(n):
         cuts = sorted({0, units, *range(5 + 3 * i, units, 7 + 4 * i)})
-        step += [Transfer(i, j, a, b, True) for j in range(n) if j != i
-                 for a, b in pairwise(cuts)]
+        step += [Transfer(i, j, a, b, True) for j in range(n) if j != i for a, b in pairwise(cuts)]
     return PlannerProgram(units, [step])
 
 
@@ -40,30 +44,48 @@ def gappy() -> PlannerProgram:
     rank 2 the first; the rest follows a step later, then rank 3 sends the sum back."""
     step0 = [Transfer(i, 3, a, b, True) for i in (0, 1) for a, b in ((0, 1), (2, 3))]
     step1 = [Transfer(i, 3, a, b, True) for i in (0, 1) for a, b in ((1, 2), (3, 4))]
-    return PlannerProgram(4, [[*step0, Transfer(2, 3, 0, 1, True)],
-                              [*step1, Transfer(2, 3, 1, 4, True)],
-                              [Transfer(3, j, 0, 4, False) for j in range(3)]])
+    return PlannerProgram(
+        4,
+        [
+            [*step0, Transfer(2, 3, 0, 1, True)],
+            [*step1, Transfer(2, 3, 1, 4, True)],
+            [Transfer(3, j, 0, 4, False) for j in range(3)],
+        ],
+    )
 
 
 def programs(n: int) -> dict[str, dict[str, Any]]:
     groups = [list(range(k, min(k + 2, n))) for k in range(0, n, 2)]
     heads = [g[-1] for g in groups]  # leaders not the hosts' first ranks
-    return {name: doc(name, prog, n) for name, prog in (
-        ("direct", PlannerProgram(1, [one_step_program(list(range(n)))])),
-        ("ragged", ragged(n)),
-        ("direct-2level", two_level_program(groups, heads)),
-        ("direct-2step", two_step_program(n, 1 << 20)),
-        *((("gappy", gappy()),) if n == 4 else ()))}
+    return {
+        name: doc(name, prog, n)
+        for name, prog in (
+            ("direct", PlannerProgram(1, [one_step_program(list(range(n)))])),
+            ("ragged", ragged(n)),
+            ("direct-2level", two_level_program(groups, heads)),
+            ("direct-2step", two_step_program(n, 1 << 20)),
+            *((("gappy", gappy()),) if n == 4 else ()),
+        )
+    }
 
 
-def simulate(program: Program, xs: list[np.ndarray], *, canonical: bool = True,
-             segment: int | None = None, pieces: int = 1) -> list[np.ndarray]:
+def simulate(
+    program: Program,
+    xs: list[np.ndarray],
+    *,
+    canonical: bool = True,
+    segment: int | None = None,
+    pieces: int = 1,
+) -> list[np.ndarray]:
     """Run every rank's schedule in lockstep on float32 arrays: receives read the start of
     the step, then each rank runs its applies in receive order (as both engines do)."""
     n, numel = program.nranks, len(xs[0])
-    scheds = [build_schedule(program, r, numel, segment=segment, canonical=canonical,
-                             pieces=pieces, piece_min=2)
-              for r in range(n)]
+    scheds = [
+        build_schedule(
+            program, r, numel, segment=segment, canonical=canonical, pieces=pieces, piece_min=2
+        )
+        for r in range(n)
+    ]
     bufs = [x.copy() for x in xs]
     for s in range(len(program.steps)):
         start = [b.copy() for b in bufs]
@@ -71,28 +93,30 @@ def simulate(program: Program, xs: list[np.ndarray], *, canonical: bool = True,
             for st in (st for st in scheds[r].steps if st.index == s):
                 staging = np.full(scheds[r].staging_numel, np.nan, np.float32)
                 for m in st.recvs:
-                    val = start[m.peer][m.start:m.stop]
+                    val = start[m.peer][m.start : m.stop]
                     if m.staged is None:
-                        bufs[r][m.start:m.stop] = val
+                        bufs[r][m.start : m.stop] = val
                     else:
-                        staging[m.staged:m.staged + m.stop - m.start] = val
+                        staging[m.staged : m.staged + m.stop - m.start] = val
                 for m in st.recvs:
                     for a in m.applies:
                         k = a.stop - a.start
-                        src = staging[a.staged:a.staged + k]
+                        src = staging[a.staged : a.staged + k]
                         if a.target is not None:
-                            staging[a.target:a.target + k] += src
+                            staging[a.target : a.target + k] += src
                         elif a.reduce:
-                            bufs[r][a.start:a.stop] += src
+                            bufs[r][a.start : a.stop] += src
                         else:
-                            bufs[r][a.start:a.stop] = src
+                            bufs[r][a.start : a.stop] = src
     return bufs
 
 
 def mixed(n: int, numel: int, seed: int) -> list[np.ndarray]:
     rng = np.random.default_rng(seed)
-    return [(rng.standard_normal(numel) * rng.choice([1e8, 1.0, 1e-3], numel))
-            .astype(np.float32) for _ in range(n)]
+    return [
+        (rng.standard_normal(numel) * rng.choice([1e8, 1.0, 1e-3], numel)).astype(np.float32)
+        for _ in range(n)
+    ]
 
 
 def same_bits(a: np.ndarray, b: np.ndarray) -> bool:
@@ -112,8 +136,12 @@ def test_every_rank_ends_with_the_rank_order_fold(n: int, segment: int | None) -
             out = simulate(prog, xs, segment=segment)
             where = f"{name} n={n} numel={numel} segment={segment}"
             assert all(same_bits(o, out[0]) for o in out), f"{where}: ranks differ"
-            assert np.allclose(out[0].astype(np.float64), sum(x.astype(np.float64) for x in xs),
-                               rtol=0, atol=n * 1.2e-7 * sum(np.abs(x) for x in xs).max())
+            assert np.allclose(
+                out[0].astype(np.float64),
+                sum(x.astype(np.float64) for x in xs),
+                rtol=0,
+                atol=n * 1.2e-7 * sum(np.abs(x) for x in xs).max(),
+            )
             if name in FOLDS:
                 assert same_bits(out[0], fold), f"{where}: not the rank-order fold"
 
@@ -153,8 +181,7 @@ def test_only_steps_with_two_lower_sources_change() -> None:
     s1 = build_schedule(ring, 1, 100)
     assert s1 == build_schedule(ring, 1, 100, canonical=False)
     s3 = build_schedule(ring, 3, 100).steps[0].recvs
-    assert [(a.staged, a.target) for r in s3 for a in r.applies] == [
-        (100, 0), (200, 0), (0, None)]
+    assert [(a.staged, a.target) for r in s3 for a in r.applies] == [(100, 0), (200, 0), (0, None)]
 
 
 @pytest.mark.slow
@@ -168,10 +195,18 @@ def test_gloo_ranks_end_with_identical_bits(nranks: int) -> None:
     from tests.executor.workers import bits_cases
 
     settings: list[dict[str, Any] | None] = [
-        None, {"segment_bytes": 400}, {"schedule": "steps"}, {"eager_recv_factor": 0},
-        {"split_pieces": 3, "split_min_bytes": 4}]
-    cases = [(d, numel, cfg) for d in programs(nranks).values() for numel in (7, 10_001)
-             for cfg in settings]
+        None,
+        {"segment_bytes": 400},
+        {"schedule": "steps"},
+        {"eager_recv_factor": 0},
+        {"split_pieces": 3, "split_min_bytes": 4},
+    ]
+    cases = [
+        (d, numel, cfg)
+        for d in programs(nranks).values()
+        for numel in (7, 10_001)
+        for cfg in settings
+    ]
     results = run_local(bits_cases, (cases,), LocalRunConfig(nranks, timeout_s=150))
     assert len(results) == nranks
     for rank, per_rank in enumerate(results):
@@ -193,8 +228,12 @@ def test_the_sparse_executor_adds_in_rank_order_too() -> None:
 
     from tests.executor.workers import sparse_bits_cases
 
-    cases = [(d, numel, cfg) for d in programs(4).values() for numel in (9, 4001)
-             for cfg in (None, {"schedule": "steps"}, {"segment_bytes": 64})]
+    cases = [
+        (d, numel, cfg)
+        for d in programs(4).values()
+        for numel in (9, 4001)
+        for cfg in (None, {"schedule": "steps"}, {"segment_bytes": 64})
+    ]
     results = run_local(sparse_bits_cases, (cases,), LocalRunConfig(4, timeout_s=150))
     for rank, per_rank in enumerate(results):
         assert len(per_rank) == len(cases)
@@ -206,8 +245,9 @@ def test_the_sparse_executor_adds_in_rank_order_too() -> None:
                 assert res["fold"], f"{where}: not the rank-order fold"
 
 
-def simulate_sparse(program: Program, xs: list[np.ndarray], block: int,
-                    segment: int | None = None) -> list[np.ndarray]:
+def simulate_sparse(
+    program: Program, xs: list[np.ndarray], block: int, segment: int | None = None
+) -> list[np.ndarray]:
     """What executor.sparse does with executor.blockflow's lists, in lockstep on float32
     blocks: each message carries the sender's start-of-step non-zero blocks, packed."""
     from syncplan.executor.blockflow import block_flow
@@ -217,8 +257,10 @@ def simulate_sparse(program: Program, xs: list[np.ndarray], block: int,
     bufs = [x.reshape(-1, block).copy() for x in xs]
     nblocks = bufs[0].shape[0]
     bits = np.array([b.any(axis=1) for b in bufs])
-    scheds = [build_schedule(program, r, nblocks, segment=segment, stage_all=True,
-                             canonical=False) for r in range(n)]
+    scheds = [
+        build_schedule(program, r, nblocks, segment=segment, stage_all=True, canonical=False)
+        for r in range(n)
+    ]
     flows = [dataflow(s) for s in scheds]
     bfs = [block_flow(program, r, bits, flows[r], scheds[r]) for r in range(n)]
     whole = [np.zeros((sum(len(b) for b in bf.recv_blocks), block), np.float32) for bf in bfs]
@@ -226,19 +268,23 @@ def simulate_sparse(program: Program, xs: list[np.ndarray], block: int,
     for s in range(len(program.steps)):
         start = [b.copy() for b in bufs]
         for r in range(n):
-            js = [j for j, st in enumerate(st.index for st in scheds[r].steps
-                                           for _ in st.recvs) if st == s]
+            js = [
+                j
+                for j, st in enumerate(st.index for st in scheds[r].steps for _ in st.recvs)
+                if st == s
+            ]
             for j in js:  # payloads: the sender's start-of-step rows
-                whole[r][offs[r][j]:offs[r][j + 1]] = start[flows[r].recvs[j][0]][
-                    bfs[r].recv_blocks[j]]
+                whole[r][offs[r][j] : offs[r][j + 1]] = start[flows[r].recvs[j][0]][
+                    bfs[r].recv_blocks[j]
+                ]
             for j in js:
-                rows = whole[r][offs[r][j]:offs[r][j + 1]]
+                rows = whole[r][offs[r][j] : offs[r][j + 1]]
                 fold = bfs[r].recv_folds[j] if bfs[r].recv_folds else None
                 if fold is not None:
                     for src, dst in zip(fold.acc_src, fold.acc_dst, strict=True):
                         whole[r][dst] += whole[r][src]
                 for p in bfs[r].recv_parts[j]:
-                    got = rows[p.lo:p.hi] if p.rows is None else rows[p.rows]
+                    got = rows[p.lo : p.hi] if p.rows is None else rows[p.rows]
                     if p.reduce:
                         bufs[r][p.blocks] += got
                     else:

@@ -30,15 +30,34 @@ HOST = socket.gethostname()
 
 
 def _cfg(url: str, job: str = "j1", **kw: Any) -> LaunchConfig:
-    return LaunchConfig(job_id=job, server=url, token="tok", fetch_timeout_s=2.0,
-                        retries=kw.pop("retries", 2), backoff_s=0.01, **kw)
+    return LaunchConfig(
+        job_id=job,
+        server=url,
+        token="tok",
+        fetch_timeout_s=2.0,
+        retries=kw.pop("retries", 2),
+        backoff_s=0.01,
+        **kw,
+    )
 
 
 def test_config_from_env_and_validation() -> None:
-    cfg = LaunchConfig.from_env({"SYNCPLAN_JOB_ID": "j", "SYNCPLAN_SERVER": "http://x:1/",
-                                 "SYNCPLAN_JOB_TOKEN": "t", "SYNCPLAN_HOST": "h9"}, retries=0)
+    cfg = LaunchConfig.from_env(
+        {
+            "SYNCPLAN_JOB_ID": "j",
+            "SYNCPLAN_SERVER": "http://x:1/",
+            "SYNCPLAN_JOB_TOKEN": "t",
+            "SYNCPLAN_HOST": "h9",
+        },
+        retries=0,
+    )
     assert (cfg.job_id, cfg.server, cfg.token, cfg.host, cfg.retries) == (
-        "j", "http://x:1", "t", "h9", 0)
+        "j",
+        "http://x:1",
+        "t",
+        "h9",
+        0,
+    )
     assert local_endpoint(cfg) == "h9/cpu0"
     assert local_endpoint(LaunchConfig(endpoint="h1/gpu3")) == "h1/gpu3"
     with pytest.raises(ValueError, match="fetch_timeout_s"):
@@ -65,14 +84,16 @@ def test_fetch_accepts_a_wrapped_plan() -> None:
     assert got["program"] == ring_plan(2)["program"] and got["topology_version"] == 3
 
 
-@pytest.mark.parametrize(("answers", "message", "hits"), [
-    ([(404, {"detail": "no such job"})], "HTTP 404", 1),  # client errors are not retried
-    ([(500, {"detail": "boom"})], "after 3 attempts: HTTP 500", 3),
-    ([(200, b"not json")], "not JSON", 1),
-    ([(200, [1, 2])], "not a plan document", 1),
-])
-def test_fetch_errors_are_clear(answers: list[tuple[int, Any]], message: str,
-                                hits: int) -> None:
+@pytest.mark.parametrize(
+    ("answers", "message", "hits"),
+    [
+        ([(404, {"detail": "no such job"})], "HTTP 404", 1),  # client errors are not retried
+        ([(500, {"detail": "boom"})], "after 3 attempts: HTTP 500", 3),
+        ([(200, b"not json")], "not JSON", 1),
+        ([(200, [1, 2])], "not a plan document", 1),
+    ],
+)
+def test_fetch_errors_are_clear(answers: list[tuple[int, Any]], message: str, hits: int) -> None:
     srv = PlanServer({"/v1/jobs/j1/plan": answers})
     with srv.running(), pytest.raises(FetchError, match=message):
         fetch_plan(_cfg(srv.url))
@@ -90,8 +111,9 @@ def test_fetch_sends_the_token_and_gives_up_on_a_dead_service() -> None:
 def test_fetch_asks_for_the_compact_form_and_expands_it() -> None:
     doc = {**ring_plan(4, 64), "topology_version": 7}
     wrapped = {"plan": compact_document(ring_plan(4, 64)), "topology_version": 7}
-    srv = PlanServer({"/v1/jobs/j1/plan": [(200, compact_document(doc))],
-                      "/v1/jobs/j2/plan": [(200, wrapped)]})
+    srv = PlanServer(
+        {"/v1/jobs/j1/plan": [(200, compact_document(doc))], "/v1/jobs/j2/plan": [(200, wrapped)]}
+    )
     with srv.running():
         assert fetch_plan(_cfg(srv.url)) == doc
         assert fetch_plan(_cfg(srv.url, job="j2")) == doc
@@ -118,10 +140,14 @@ def test_fetch_from_the_service_compact_equals_full(tmp_path: Path) -> None:
 
         with httpx.Client(base_url=srv.url, timeout=60) as c:
             c.put("/v1/fabric", json=spec, headers=auth("admin")).raise_for_status()
-            c.put("/v1/jobs/j", json={"ranks": [f"h{h}/gpu{g}" for h in range(2)
-                                                for g in range(4)],
-                                      "size_bytes": 64 << 20},
-                  headers=auth("job")).raise_for_status()
+            c.put(
+                "/v1/jobs/j",
+                json={
+                    "ranks": [f"h{h}/gpu{g}" for h in range(2) for g in range(4)],
+                    "size_bytes": 64 << 20,
+                },
+                headers=auth("job"),
+            ).raise_for_status()
         cfg = LaunchConfig(job_id="j", server=srv.url, token=auth("job")["Authorization"][7:])
         compact, full = fetch_plan(cfg), fetch_plan(replace(cfg, compact=False))
     finally:
@@ -143,15 +169,17 @@ def launched() -> tuple[dict[str, Any], PlanServer]:
     routes = {
         "/v1/jobs/good/plan": [(200, good)],
         "/v1/jobs/permuted/plan": [(200, {"plan": permuted, "topology_version": 1})],
-        "/v1/jobs/other-world/plan": [(200, ring_plan(8, ranks=[f"{HOST}/cpu{i}"
-                                                                 for i in range(8)]))],
+        "/v1/jobs/other-world/plan": [
+            (200, ring_plan(8, ranks=[f"{HOST}/cpu{i}" for i in range(8)]))
+        ],
         "/v1/jobs/bad-program/plan": [(200, bad)],
         "/v1/jobs/strangers/plan": [(200, strangers)],
     }
     srv = PlanServer(routes)
     down = f"http://127.0.0.1:{free_port()}"
-    jobs = [(srv.url, j) for j in ("good", "permuted", "other-world", "bad-program",
-                                   "strangers")] + [(down, "down")]
+    jobs = [
+        (srv.url, j) for j in ("good", "permuted", "other-world", "bad-program", "strangers")
+    ] + [(down, "down")]
     with srv.running():
         try:
             results = run_local(launch_run, (jobs,), LocalRunConfig(4, timeout_s=150))
@@ -167,8 +195,7 @@ def launched() -> tuple[dict[str, Any], PlanServer]:
 
 @pytest.mark.slow
 @pytest.mark.parametrize("job", ["good", "permuted"])
-def test_launch_runs_the_served_plan(launched: tuple[dict[str, Any], PlanServer],
-                                     job: str) -> None:
+def test_launch_runs_the_served_plan(launched: tuple[dict[str, Any], PlanServer], job: str) -> None:
     results, srv = launched
     assert srv.hits[f"/v1/jobs/{job}/plan"] == 1  # rank 0 fetches, the others get a copy
     for rank, res in enumerate(results[job]):
@@ -179,14 +206,18 @@ def test_launch_runs_the_served_plan(launched: tuple[dict[str, Any], PlanServer]
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize(("job", "why"), [
-    ("down", "cannot fetch the job's plan"),
-    ("other-world", "has 8 ranks but the job has 4 processes"),
-    ("bad-program", "not an all-reduce"),
-    ("strangers", "names endpoints no process of this job runs on"),
-])
-def test_launch_falls_back_and_warns_once(launched: tuple[dict[str, Any], PlanServer],
-                                          job: str, why: str) -> None:
+@pytest.mark.parametrize(
+    ("job", "why"),
+    [
+        ("down", "cannot fetch the job's plan"),
+        ("other-world", "has 8 ranks but the job has 4 processes"),
+        ("bad-program", "not an all-reduce"),
+        ("strangers", "names endpoints no process of this job runs on"),
+    ],
+)
+def test_launch_falls_back_and_warns_once(
+    launched: tuple[dict[str, Any], PlanServer], job: str, why: str
+) -> None:
     results, _ = launched
     warnings = [w for res in results[job] for w in res["warnings"]]
     assert len(warnings) == 1, warnings  # one warning for the whole job, from rank 0
@@ -201,16 +232,35 @@ def test_launch_falls_back_and_warns_once(launched: tuple[dict[str, Any], PlanSe
 def test_torchrun_job_fetches_and_runs_the_plan() -> None:
     """The real launcher: torchrun, job id and service URL in the environment."""
     ranks = [f"{HOST}/cpu{i}" for i in range(2)]
-    srv = PlanServer({"/v1/jobs/tr/plan": [(200, {**ring_plan(2, 64, ranks=ranks),
-                                                  "topology_version": 9})]})
-    env = {**os.environ, "SYNCPLAN_JOB_ID": "tr", "SYNCPLAN_SERVER": srv.url,
-           "SYNCPLAN_JOB_TOKEN": "tok"}
+    srv = PlanServer(
+        {"/v1/jobs/tr/plan": [(200, {**ring_plan(2, 64, ranks=ranks), "topology_version": 9})]}
+    )
+    env = {
+        **os.environ,
+        "SYNCPLAN_JOB_ID": "tr",
+        "SYNCPLAN_SERVER": srv.url,
+        "SYNCPLAN_JOB_TOKEN": "tok",
+    }
     with srv.running():
         out = subprocess.run(
-            [sys.executable, "-m", "torch.distributed.run", "--standalone",
-             "--nproc-per-node", "2", "-m", "syncplan.executor.demo", "--steps", "3"],
-            env=env, cwd=Path(__file__).resolve().parents[2], capture_output=True, text=True,
-            timeout=150)
+            [
+                sys.executable,
+                "-m",
+                "torch.distributed.run",
+                "--standalone",
+                "--nproc-per-node",
+                "2",
+                "-m",
+                "syncplan.executor.demo",
+                "--steps",
+                "3",
+            ],
+            env=env,
+            cwd=Path(__file__).resolve().parents[2],
+            capture_output=True,
+            text=True,
+            timeout=150,
+        )
     assert out.returncode == 0, out.stderr[-2000:]
     lines = [json.loads(x) for x in out.stdout.splitlines() if x.startswith("{")]
     assert sorted(x["rank"] for x in lines) == [0, 1]

@@ -19,8 +19,9 @@ def _program(doc: dict[str, Any]) -> Program:
     return p
 
 
-@pytest.mark.parametrize("doc", [ring_plan(2), ring_plan(5, 4096), ring_plan(8, 9),
-                                 butterfly_plan(4), crossing_plan()])
+@pytest.mark.parametrize(
+    "doc", [ring_plan(2), ring_plan(5, 4096), ring_plan(8, 9), butterfly_plan(4), crossing_plan()]
+)
 def test_correct_programs_pass(doc: dict[str, Any]) -> None:
     p = _program(doc)
     assert p.nranks == len(doc["ranks"])
@@ -35,8 +36,7 @@ def test_a_plan_with_a_route_table_runs_the_same_program() -> None:
 
     topo = Topology.from_dict(dgx_cluster(2, gpus=2))
     doc = make_plan(topo, topo.endpoints(), 1 << 20, "forest")
-    tabled = {**doc, "program": program_to_doc(program_from_doc(doc["program"]),
-                                               route_table=True)}
+    tabled = {**doc, "program": program_to_doc(program_from_doc(doc["program"]), route_table=True)}
     assert "routes" in tabled["program"]
     assert _program(tabled).steps == _program(doc).steps
 
@@ -47,33 +47,43 @@ def _broken(mutate: Any) -> dict[str, Any]:
     return doc
 
 
-@pytest.mark.parametrize(("mutate", "message"), [
-    (lambda d: d.pop("program"), "program is missing"),
-    (lambda d: d.update(collective="broadcast"), "'broadcast' is not supported"),
-    (lambda d: d.update(ranks=["a", "a", "b", "c"]), "must not repeat"),
-    (lambda d: d["program"].update(units=0), "units must be a positive integer"),
-    (lambda d: d["program"]["steps"][0][0].update(src=4), "src must be a rank index"),
-    (lambda d: d["program"]["steps"][0][0].update(dst=True), "dst must be a rank index"),
-    (lambda d: d["program"]["steps"][0][0].update(dst=0), "src and dst are both rank 0"),
-    (lambda d: d["program"]["steps"][1][2].update(chunk=[3, 3]), "steps[1][2].chunk"),
-    (lambda d: d["program"]["steps"][1][2].update(chunk=[0, 9]), "b <= 8"),
-    (lambda d: d["program"]["steps"][0][0].update(reduce="yes"), "reduce must be true"),
-    (lambda d: d["program"]["steps"].append("x"), "steps[6] must be a list"),
-])
+@pytest.mark.parametrize(
+    ("mutate", "message"),
+    [
+        (lambda d: d.pop("program"), "program is missing"),
+        (lambda d: d.update(collective="broadcast"), "'broadcast' is not supported"),
+        (lambda d: d.update(ranks=["a", "a", "b", "c"]), "must not repeat"),
+        (lambda d: d["program"].update(units=0), "units must be a positive integer"),
+        (lambda d: d["program"]["steps"][0][0].update(src=4), "src must be a rank index"),
+        (lambda d: d["program"]["steps"][0][0].update(dst=True), "dst must be a rank index"),
+        (lambda d: d["program"]["steps"][0][0].update(dst=0), "src and dst are both rank 0"),
+        (lambda d: d["program"]["steps"][1][2].update(chunk=[3, 3]), "steps[1][2].chunk"),
+        (lambda d: d["program"]["steps"][1][2].update(chunk=[0, 9]), "b <= 8"),
+        (lambda d: d["program"]["steps"][0][0].update(reduce="yes"), "reduce must be true"),
+        (lambda d: d["program"]["steps"].append("x"), "steps[6] must be a list"),
+    ],
+)
 def test_malformed_plans_are_named(mutate: Any, message: str) -> None:
     with pytest.raises(PlanError, match=message.replace("[", r"\[").replace("(", r"\(")):
         Program.from_plan(_broken(mutate))
 
 
-@pytest.mark.parametrize(("mutate", "message"), [
-    (lambda d: d["program"]["steps"].pop(), "lack the inputs"),
-    (lambda d: d["program"]["steps"][0][0].update(reduce=False), "lack the inputs"),
-    # The same reduce-scatter step twice counts inputs twice.
-    (lambda d: d["program"]["steps"].insert(1, d["program"]["steps"][0]), "counts some rank"),
-    # Rank 1 gets a replacing value and an added one for the same units in one step.
-    (lambda d: d["program"]["steps"][0].append(
-        {"src": 2, "dst": 1, "chunk": [0, 2], "reduce": False}), "replacing value"),
-])
+@pytest.mark.parametrize(
+    ("mutate", "message"),
+    [
+        (lambda d: d["program"]["steps"].pop(), "lack the inputs"),
+        (lambda d: d["program"]["steps"][0][0].update(reduce=False), "lack the inputs"),
+        # The same reduce-scatter step twice counts inputs twice.
+        (lambda d: d["program"]["steps"].insert(1, d["program"]["steps"][0]), "counts some rank"),
+        # Rank 1 gets a replacing value and an added one for the same units in one step.
+        (
+            lambda d: d["program"]["steps"][0].append(
+                {"src": 2, "dst": 1, "chunk": [0, 2], "reduce": False}
+            ),
+            "replacing value",
+        ),
+    ],
+)
 def test_incorrect_programs_are_refused(mutate: Any, message: str) -> None:
     p = Program.from_plan(_broken(mutate))
     with pytest.raises(PlanError, match=message):
@@ -111,15 +121,28 @@ def test_senders_and_receivers_agree(numel: int, segment: int | None) -> None:
         p = _program(doc)
         scheds = [build_schedule(p, r, numel, segment=segment) for r in range(p.nranks)]
         for s in range(len(p.steps)):
-            sent = [(r, m.peer, m.stop - m.start) for sc in scheds for st in sc.steps
-                    if st.index == s for m in st.sends for r in [sc.rank]]
-            got = [(m.peer, r, m.stop - m.start) for sc in scheds for st in sc.steps
-                   if st.index == s for m in st.recvs for r in [sc.rank]]
+            sent = [
+                (r, m.peer, m.stop - m.start)
+                for sc in scheds
+                for st in sc.steps
+                if st.index == s
+                for m in st.sends
+                for r in [sc.rank]
+            ]
+            got = [
+                (m.peer, r, m.stop - m.start)
+                for sc in scheds
+                for st in sc.steps
+                if st.index == s
+                for m in st.recvs
+                for r in [sc.rank]
+            ]
             # Same messages, and between each pair in the same order.
             assert sorted(sent) == sorted(got)
             for x, y in {(a, b) for a, b, _ in sent}:
-                assert ([n for a, b, n in sent if (a, b) == (x, y)]
-                        == [n for a, b, n in got if (a, b) == (x, y)])
+                assert [n for a, b, n in sent if (a, b) == (x, y)] == [
+                    n for a, b, n in got if (a, b) == (x, y)
+                ]
             assert all(size > 0 for *_, size in sent)
 
 
@@ -196,8 +219,9 @@ def test_messages_of_enough_elements_are_split_into_pieces() -> None:
         for st in sched.steps:
             for m in st.recvs:
                 peer = next(x for x in scheds[m.peer].steps if x.index == st.index)
-                assert any((s.start, s.stop) == (m.start, m.stop) and s.peer == r
-                           for s in peer.sends)
+                assert any(
+                    (s.start, s.stop) == (m.start, m.stop) and s.peer == r for s in peer.sends
+                )
     with pytest.raises(ValueError, match="pieces"):
         build_schedule(p, 1, 10, pieces=0)
 
@@ -220,8 +244,10 @@ def _check_flow(sched: Any, lookahead: int | None = None) -> None:
     for t, (op, i) in enumerate(flow.instructions):
         assert (op, i) not in at, f"instruction {(op, i)} twice"
         at[op, i] = t
-    reads = [(send_step[i], a, b, at[POST_SEND, i], at[WAIT_SEND, i])
-             for i, (_, a, b, _) in enumerate(flow.sends)]
+    reads = [
+        (send_step[i], a, b, at[POST_SEND, i], at[WAIT_SEND, i])
+        for i, (_, a, b, _) in enumerate(flow.sends)
+    ]
     writes = []
     for j, (_, a, b, _) in enumerate(flow.recvs):
         assert at[POST_RECV, j] < at[WAIT_RECV, j]
@@ -241,16 +267,19 @@ def _check_flow(sched: Any, lookahead: int | None = None) -> None:
                 assert w1 < v0
 
 
-@pytest.mark.parametrize(("stage_all", "lookahead"), [(False, None), (True, None),
-                                                      (False, 0), (True, 1), (True, 4)])
+@pytest.mark.parametrize(
+    ("stage_all", "lookahead"), [(False, None), (True, None), (False, 0), (True, 1), (True, 4)]
+)
 @pytest.mark.parametrize("segment", [None, 7, 1000])
-def test_dataflow_orders_reads_and_writes_like_the_steps(segment: int | None, stage_all: bool,
-                                                         lookahead: int | None) -> None:
+def test_dataflow_orders_reads_and_writes_like_the_steps(
+    segment: int | None, stage_all: bool, lookahead: int | None
+) -> None:
     for doc in (ring_plan(4, 4096), ring_plan(3, 5), butterfly_plan(8), crossing_plan()):
         p = _program(doc)
         for r in range(p.nranks):
-            _check_flow(build_schedule(p, r, 2_003, segment=segment, stage_all=stage_all),
-                        lookahead)
+            _check_flow(
+                build_schedule(p, r, 2_003, segment=segment, stage_all=stage_all), lookahead
+            )
 
 
 def test_stage_all_posts_every_receive_before_any_send() -> None:
@@ -259,8 +288,9 @@ def test_stage_all_posts_every_receive_before_any_send() -> None:
 
     sched = build_schedule(_program(ring_plan(4, 4)), 1, 100, segment=10, stage_all=True)
     assert all(r.staged is not None for st in sched.steps for r in st.recvs)
-    assert sched.total_recv_numel == sum(r.stop - r.start for st in sched.steps
-                                         for r in st.recvs) > 0
+    assert (
+        sched.total_recv_numel == sum(r.stop - r.start for st in sched.steps for r in st.recvs) > 0
+    )
     flow = dataflow(sched)
     code = flow.instructions
     recvs = [t for t, (op, _) in enumerate(code) if op == POST_RECV]
@@ -274,12 +304,22 @@ def test_lookahead_holds_sends_that_depend_on_nothing() -> None:
     before s - lookahead; without a limit it posts them all at once."""
     from syncplan.executor.dataflow import POST_SEND, WAIT_RECV, dataflow
 
-    steps = [[{"src": 1, "dst": 0, "chunk": [k, k + 1], "reduce": True},
-              {"src": 0, "dst": 1, "chunk": [k - 1, k], "reduce": False}] if k else
-             [{"src": 1, "dst": 0, "chunk": [0, 1], "reduce": True}] for k in range(8)]
+    steps = [
+        [
+            {"src": 1, "dst": 0, "chunk": [k, k + 1], "reduce": True},
+            {"src": 0, "dst": 1, "chunk": [k - 1, k], "reduce": False},
+        ]
+        if k
+        else [{"src": 1, "dst": 0, "chunk": [0, 1], "reduce": True}]
+        for k in range(8)
+    ]
     steps.append([{"src": 0, "dst": 1, "chunk": [7, 8], "reduce": False}])
-    doc = {"plan_id": "leaf", "ranks": ["a", "b"], "size_bytes": 32,
-           "program": {"units": 8, "steps": steps}}
+    doc = {
+        "plan_id": "leaf",
+        "ranks": ["a", "b"],
+        "size_bytes": 32,
+        "program": {"units": 8, "steps": steps},
+    }
     sched = build_schedule(_program(doc), 1, 8, stage_all=True)
     free = dataflow(sched).instructions
     assert free.index((POST_SEND, 7)) < free.index((WAIT_RECV, 0))

@@ -78,8 +78,14 @@ def test_a_plan_polled_again_while_the_ranks_decide_is_not_offered_twice() -> No
 
 
 def test_the_watcher_keeps_polling_through_failures(caplog: pytest.LogCaptureFixture) -> None:
-    fetch = _Script([RuntimeError("service down"), RuntimeError("service down"),
-                     RuntimeError("HTTP 409"), _plan("b")])
+    fetch = _Script(
+        [
+            RuntimeError("service down"),
+            RuntimeError("service down"),
+            RuntimeError("HTTP 409"),
+            _plan("b"),
+        ]
+    )
     w = PlanWatcher(fetch, 1.0, running="a", etag='W/"a"', start=False)
     with caplog.at_level(logging.INFO, logger="executor"):
         for _ in range(3):
@@ -110,9 +116,15 @@ def test_the_watcher_thread_polls_and_stops_on_close() -> None:
 
 def test_conditional_fetch_sends_the_etag_and_reads_304() -> None:
     doc = {**ring_plan(2), "topology_version": 3}
-    srv = PlanServer({"/v1/jobs/j/plan": [(200, doc, {"ETag": 'W/"v3"'}),
-                                          (304, b"", {"ETag": 'W/"v3"'}),
-                                          (200, {**doc, "plan_id": "new"}, {"ETag": 'W/"v4"'})]})
+    srv = PlanServer(
+        {
+            "/v1/jobs/j/plan": [
+                (200, doc, {"ETag": 'W/"v3"'}),
+                (304, b"", {"ETag": 'W/"v3"'}),
+                (200, {**doc, "plan_id": "new"}, {"ETag": 'W/"v4"'}),
+            ]
+        }
+    )
     cfg = LaunchConfig(job_id="j", server=srv.url, token="tok", retries=0)
     with srv.running():
         assert fetch_plan_if_changed(cfg, None) == (doc, 'W/"v3"')
@@ -123,8 +135,9 @@ def test_conditional_fetch_sends_the_etag_and_reads_304() -> None:
 
 
 def test_refresh_settings_from_env_and_validation() -> None:
-    cfg = LaunchConfig.from_env({"SYNCPLAN_REFRESH_EVERY": "50",
-                                 "SYNCPLAN_REFRESH_INTERVAL_S": "2.5"})
+    cfg = LaunchConfig.from_env(
+        {"SYNCPLAN_REFRESH_EVERY": "50", "SYNCPLAN_REFRESH_INTERVAL_S": "2.5"}
+    )
     assert (cfg.refresh_every, cfg.refresh_interval_s) == (50, 2.5)
     assert LaunchConfig.from_env({}).refresh_every == 0  # off unless asked for
     with pytest.raises(ValueError, match="SYNCPLAN_REFRESH_EVERY must be a number"):
@@ -141,15 +154,34 @@ def switched() -> dict[str, list[dict[str, Any]]]:
     good one; a job that starts in fallback (service failing) and later gets its plan."""
     a, c = _plan("plan-a"), _plan("plan-c")
     wrong = _plan("plan-b-8-ranks", n=8)
-    srv = PlanServer({
-        "/v1/jobs/refuse/plan": [(200, a), (200, wrong), (200, wrong), (200, wrong), (200, c)],
-        "/v1/jobs/recover/plan": [(503, {"detail": "starting"}), (503, {"detail": "starting"}),
-                                  (200, a)],
-    })
-    scenarios = [{"server": srv.url, "job": "refuse", "token": "tok", "ranks": RANKS,
-                  "calls": 1500, "until": "plan-c"},
-                 {"server": srv.url, "job": "recover", "token": "tok", "ranks": RANKS,
-                  "calls": 1500, "until": "plan-a"}]
+    srv = PlanServer(
+        {
+            "/v1/jobs/refuse/plan": [(200, a), (200, wrong), (200, wrong), (200, wrong), (200, c)],
+            "/v1/jobs/recover/plan": [
+                (503, {"detail": "starting"}),
+                (503, {"detail": "starting"}),
+                (200, a),
+            ],
+        }
+    )
+    scenarios = [
+        {
+            "server": srv.url,
+            "job": "refuse",
+            "token": "tok",
+            "ranks": RANKS,
+            "calls": 1500,
+            "until": "plan-c",
+        },
+        {
+            "server": srv.url,
+            "job": "recover",
+            "token": "tok",
+            "ranks": RANKS,
+            "calls": 1500,
+            "until": "plan-a",
+        },
+    ]
     with srv.running():
         results = run_local(replan_run, (scenarios,), LocalRunConfig(4, timeout_s=150))
     return {s["job"]: [r[s["job"]] for r in results] for s in scenarios}
@@ -161,7 +193,8 @@ def _switch_points(ids: list[str | None]) -> list[int]:
 
 @pytest.mark.slow
 def test_a_plan_that_does_not_fit_is_refused_and_the_next_one_adopted(
-        switched: dict[str, list[dict[str, Any]]]) -> None:
+    switched: dict[str, list[dict[str, Any]]],
+) -> None:
     runs = switched["refuse"]
     assert all(r["correct"] for r in runs), runs
     assert all(r["ids"][0] == "plan-a" and r["ids"][-1] == "plan-c" for r in runs)
@@ -175,7 +208,8 @@ def test_a_plan_that_does_not_fit_is_refused_and_the_next_one_adopted(
 
 @pytest.mark.slow
 def test_a_job_in_fallback_takes_the_plan_once_the_service_has_it(
-        switched: dict[str, list[dict[str, Any]]]) -> None:
+    switched: dict[str, list[dict[str, Any]]],
+) -> None:
     runs = switched["recover"]
     assert all(r["correct"] for r in runs), runs
     for r in runs:
@@ -197,18 +231,28 @@ def test_a_job_follows_the_service_when_a_link_degrades(tmp_path: Path) -> None:
     box: dict[str, Any] = {}
     try:
         with httpx.Client(base_url=srv.url, timeout=60) as c:
-            c.put("/v1/fabric", json=dgx_cluster(2, gpus=2, nic_GBps=25.0),
-                  headers=auth("admin")).raise_for_status()
-            c.put("/v1/jobs/j", json={"ranks": ranks, "size_bytes": 64 << 20},
-                  headers=auth("job")).raise_for_status()
+            c.put(
+                "/v1/fabric", json=dgx_cluster(2, gpus=2, nic_GBps=25.0), headers=auth("admin")
+            ).raise_for_status()
+            c.put(
+                "/v1/jobs/j", json={"ranks": ranks, "size_bytes": 64 << 20}, headers=auth("job")
+            ).raise_for_status()
             ready = tmp_path / "ready"
-            scenario = {"server": srv.url, "job": "j", "token": TOKENS["job"], "ranks": ranks,
-                        "calls": 1500, "until": None, "ready": str(ready)}
+            scenario = {
+                "server": srv.url,
+                "job": "j",
+                "token": TOKENS["job"],
+                "ranks": ranks,
+                "calls": 1500,
+                "until": None,
+                "ready": str(ready),
+            }
 
             def job() -> None:
                 try:
-                    box["results"] = run_local(replan_run, ([scenario],),
-                                               LocalRunConfig(4, timeout_s=150))
+                    box["results"] = run_local(
+                        replan_run, ([scenario],), LocalRunConfig(4, timeout_s=150)
+                    )
                 except Exception as exc:  # reported by the assertions below
                     box["error"] = exc
 
@@ -218,8 +262,11 @@ def test_a_job_follows_the_service_when_a_link_degrades(tmp_path: Path) -> None:
             while not ready.exists() and thread.is_alive() and time.monotonic() < deadline:
                 time.sleep(0.05)
             first = c.get("/v1/jobs/j/plan", headers=auth("job")).json()["plan_id"]
-            c.put("/v1/fabric", json=dgx_cluster(2, gpus=2, nic_GBps=25.0, slow={1: 6.25}),
-                  headers=auth("admin")).raise_for_status()
+            c.put(
+                "/v1/fabric",
+                json=dgx_cluster(2, gpus=2, nic_GBps=25.0, slow={1: 6.25}),
+                headers=auth("admin"),
+            ).raise_for_status()
             thread.join(180)
             second = c.get("/v1/jobs/j/plan", headers=auth("job")).json()["plan_id"]
     finally:

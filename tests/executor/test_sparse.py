@@ -25,8 +25,10 @@ def sparse_cases(nranks: int, seed: int) -> list[SparseCase]:
     cases: list[SparseCase] = []
     for plan in plans_for(nranks):
         d = rng.choice([0.001, 0.01, 0.05, 0.2, 0.5])
-        cases += [(plan, ODD, "float32", d, rng.random() < 0.5, {}),
-                  (plan, 20_011, "int64", rng.random(), rng.random() < 0.5, {"block_elems": 64})]
+        cases += [
+            (plan, ODD, "float32", d, rng.random() < 0.5, {}),
+            (plan, 20_011, "int64", rng.random(), rng.random() < 0.5, {"block_elems": 64}),
+        ]
     ring = ring_plan(nranks, 4096)
     steps = {"schedule": "steps"}  # the path NCCL takes, here on gloo
     cases += [
@@ -44,8 +46,10 @@ def sparse_cases(nranks: int, seed: int) -> list[SparseCase]:
         (ring, 65_536, "int64", 0.9, False, {"max_density": 0.5}),  # plan refuses: torch
     ]
     if nranks == 4:
-        cases += [(crossing_plan(), 10_001, "int64", 0.3, False, {"block_elems": 32}),
-                  (crossing_plan(), 10_001, "int64", 0.3, False, steps)]
+        cases += [
+            (crossing_plan(), 10_001, "int64", 0.3, False, {"block_elems": 32}),
+            (crossing_plan(), 10_001, "int64", 0.3, False, steps),
+        ]
     return cases
 
 
@@ -75,15 +79,17 @@ def _flows(plan: dict, nblocks: int, bits: np.ndarray, segment: int | None) -> l
     prog = Program.from_plan(plan)
     out = []
     for r in range(prog.nranks):
-        sched = build_schedule(prog, r, nblocks, segment=segment, stage_all=True,
-                               canonical=False)
+        sched = build_schedule(prog, r, nblocks, segment=segment, stage_all=True, canonical=False)
         flow = dataflow(sched, 4)
         out.append((flow, block_flow(prog, r, bits, flow, sched)))
     return out
 
 
-@pytest.mark.parametrize("plan", [ring_plan(4, 13), butterfly_plan(4), crossing_plan()],
-                         ids=["ring", "butterfly", "crossing"])
+@pytest.mark.parametrize(
+    "plan",
+    [ring_plan(4, 13), butterfly_plan(4), crossing_plan()],
+    ids=["ring", "butterfly", "crossing"],
+)
 @pytest.mark.parametrize("segment", [None, 3])
 def test_sender_and_receiver_derive_the_same_blocks(plan: dict, segment: int | None) -> None:
     """Every message's block list is the same on both ends (matched by peer and tag), so

@@ -27,8 +27,9 @@ def test_ddp_sparse_hook_equals_plain_ddp() -> None:
 
 @pytest.mark.slow
 def test_coarse_sparse_reaches_the_dense_loss() -> None:
-    (res, *_) = run_local(coarse_convergence, (ring_plan(4, 64), COARSE_FRACTION),
-                          LocalRunConfig(4, timeout_s=180))
+    (res, *_) = run_local(
+        coarse_convergence, (ring_plan(4, 64), COARSE_FRACTION), LocalRunConfig(4, timeout_s=180)
+    )
     assert res["mode"] == "sparse"
     assert res["dense"] < 0.01 * res["start"]  # the problem is solved at all
     assert res["coarse"] <= res["dense"] + LOSS_TOLERANCE * res["start"], res

@@ -41,7 +41,11 @@ def test_every_method_matches_ddp_after_50_iterations(n: int) -> None:
         assert res["moved"] > 1e-2  # training changed the parameters: the check can fail
         for method, d in res["diff"].items():
             assert d < 1e-5, f"rank {rank} {method}: {d} from DDP"
-        assert res["using"] == {"schedule-allreduce": True, "dear": True,
-                                "dear-fallback": False, "adopted": True}
+        assert res["using"] == {
+            "schedule-allreduce": True,
+            "dear": True,
+            "dear-fallback": False,
+            "adopted": True,
+        }
     warnings = [w for res in results for w in res["warnings"]]
     assert len(warnings) == 1 and "no schedule" in warnings[0], warnings

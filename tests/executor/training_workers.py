@@ -17,14 +17,19 @@ from torch.nn.parallel import DistributedDataParallel as DDP
 
 def make_model() -> torch.nn.Module:
     torch.manual_seed(0)
-    return torch.nn.Sequential(torch.nn.Linear(16, 32), torch.nn.LayerNorm(32), torch.nn.ReLU(),
-                               torch.nn.Linear(32, 32), torch.nn.Tanh(), torch.nn.Linear(32, 4))
+    return torch.nn.Sequential(
+        torch.nn.Linear(16, 32),
+        torch.nn.LayerNorm(32),
+        torch.nn.ReLU(),
+        torch.nn.Linear(32, 32),
+        torch.nn.Tanh(),
+        torch.nn.Linear(32, 4),
+    )
 
 
 def batches(steps: int) -> list[tuple[torch.Tensor, torch.Tensor]]:
     g = torch.Generator().manual_seed(100 + dist.get_rank())
-    return [(torch.randn(8, 16, generator=g), torch.randn(8, 4, generator=g))
-            for _ in range(steps)]
+    return [(torch.randn(8, 16, generator=g), torch.randn(8, 4, generator=g)) for _ in range(steps)]
 
 
 def sgd(params: list[torch.nn.Parameter]) -> torch.optim.Optimizer:
@@ -44,8 +49,9 @@ def _ddp(hook: Any = None, state: Any = None, steps: int = 50) -> list[torch.Ten
     return [p.detach().clone() for p in model.parameters()]
 
 
-def _scheduled(schedule: dict[str, Any] | None, mode: str, steps: int = 50
-               ) -> tuple[list[torch.Tensor], ScheduledOptimizer]:
+def _scheduled(
+    schedule: dict[str, Any] | None, mode: str, steps: int = 50
+) -> tuple[list[torch.Tensor], ScheduledOptimizer]:
     model = make_model()
     opt = ScheduledOptimizer(model, sgd, schedule, mode=mode)
     for x, y in batches(steps):
@@ -100,14 +106,20 @@ def compare_methods(schedule: dict[str, Any], plan: dict[str, Any]) -> dict[str,
     results["ddp-async-hook"] = _ddp(async_plan_allreduce_hook, state)
     state.close()
     using: dict[str, bool] = {}
-    for name, sched, mode in (("schedule-allreduce", schedule, "allreduce"),
-                              ("dear", schedule, "dear"), ("dear-fallback", None, "dear")):
+    for name, sched, mode in (
+        ("schedule-allreduce", schedule, "allreduce"),
+        ("dear", schedule, "dear"),
+        ("dear-fallback", None, "dear"),
+    ):
         results[name], opt = _scheduled(sched, mode)
         using[name] = opt.using_plans
     results["adopted"], using["adopted"] = _adopted(schedule)
-    diff = {k: max(float((a - b).abs().max()) for a, b in zip(v, ref, strict=True))
-            for k, v in results.items()}
-    moved = max(float((a - b).abs().max()) for a, b in zip(ref, [p.detach() for p in
-                                                               make_model().parameters()],
-                                                          strict=True))
+    diff = {
+        k: max(float((a - b).abs().max()) for a, b in zip(v, ref, strict=True))
+        for k, v in results.items()
+    }
+    moved = max(
+        float((a - b).abs().max())
+        for a, b in zip(ref, [p.detach() for p in make_model().parameters()], strict=True)
+    )
     return {"diff": diff, "using": using, "warnings": warn.seen, "moved": moved}

@@ -12,8 +12,12 @@ import torch
 import torch.distributed as dist
 from syncplan.executor.engine import PlanExecutor
 
-DTYPES = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16,
-          "float64": torch.float64}
+DTYPES = {
+    "float32": torch.float32,
+    "float16": torch.float16,
+    "bfloat16": torch.bfloat16,
+    "float64": torch.float64,
+}
 
 
 def digest(t: torch.Tensor) -> str:
@@ -39,8 +43,12 @@ def compare(y: torch.Tensor, x: torch.Tensor) -> dict[str, Any]:
     tol = n * torch.finfo(x.dtype).eps * absum + torch.finfo(x.dtype).tiny
     digests: list[Any] = [None] * n
     dist.all_gather_object(digests, digest(y))
-    return {"within_tol": bool((err <= tol).all()), "max_abs_err": float(err.max()),
-            "identical": len(set(digests)) == 1, "changed": not torch.equal(y, x)}
+    return {
+        "within_tol": bool((err <= tol).all()),
+        "max_abs_err": float(err.max()),
+        "identical": len(set(digests)) == 1,
+        "changed": not torch.equal(y, x),
+    }
 
 
 Case = tuple[dict[str, Any], int, str, list[int] | None, dict[str, Any] | None]
@@ -60,8 +68,10 @@ def check_cases(cases: list[Case]) -> list[dict[str, Any]]:
         again = ex.all_reduce(x.clone())
         res = compare(y, x)
         res["repeatable"] = torch.equal(y, again)
-        res["case"] = (f"{plan.get('algorithm')}:{plan['plan_id']} n={numel} {dtype} "
-                       f"map={rank_map} config={settings}")
+        res["case"] = (
+            f"{plan.get('algorithm')}:{plan['plan_id']} n={numel} {dtype} "
+            f"map={rank_map} config={settings}"
+        )
         out.append(res)
     return out
 
@@ -120,9 +130,14 @@ def ddp_run(plans: list[dict[str, Any]]) -> list[dict[str, Any]]:
         dist.all_gather_object(digests, [digest(p) for p in hooked])
         # Tensor fusion: mixed dtypes, shapes, a non-contiguous view, small buckets.
         g = torch.Generator().manual_seed(dist.get_rank())
-        tensors = [torch.randn(3, 5, generator=g), torch.randn(7, generator=g).half(),
-                   torch.randn(4, 6, generator=g).t(), torch.randn(1000, generator=g),
-                   torch.randn(2, 2, generator=g).bfloat16(), torch.randn(1, generator=g)]
+        tensors = [
+            torch.randn(3, 5, generator=g),
+            torch.randn(7, generator=g).half(),
+            torch.randn(4, 6, generator=g).t(),
+            torch.randn(1000, generator=g),
+            torch.randn(2, 2, generator=g).bfloat16(),
+            torch.randn(1, generator=g),
+        ]
         refs = [t.clone() for t in tensors]
         for r in refs:
             dist.all_reduce(r)
@@ -131,24 +146,35 @@ def ddp_run(plans: list[dict[str, Any]]) -> list[dict[str, Any]]:
         for _ in range(2):  # the second round reuses the fusion buffers
             work = [t.clone() for t in tensors]
             fused_allreduce(work, comm, average=True, fusion=fusion)
-        fused_err = max(float((w.double() - r.double()).abs().max())
-                        for w, r in zip(work, refs, strict=True))
-        out.append({
-            "identical": all(d == digests[0] for d in digests),
-            "max_diff": max(float((a - b).abs().max()) for a, b in zip(hooked, plain,
-                                                                       strict=True)),
-            "using_plan": comm.using_plan, "fused_err": fused_err,
-            "fused_shapes_kept": all(w.shape == t.shape for w, t in zip(work, tensors,
-                                                                          strict=True)),
-            "buckets": len(fusion.buckets(tensors))})
+        fused_err = max(
+            float((w.double() - r.double()).abs().max()) for w, r in zip(work, refs, strict=True)
+        )
+        out.append(
+            {
+                "identical": all(d == digests[0] for d in digests),
+                "max_diff": max(
+                    float((a - b).abs().max()) for a, b in zip(hooked, plain, strict=True)
+                ),
+                "using_plan": comm.using_plan,
+                "fused_err": fused_err,
+                "fused_shapes_kept": all(
+                    w.shape == t.shape for w, t in zip(work, tensors, strict=True)
+                ),
+                "buckets": len(fusion.buckets(tensors)),
+            }
+        )
     # A tensor the plan cannot serve: one warning (rank 0), then the native all-reduce.
     handler = _Count()
     logging.getLogger("executor").addHandler(handler)
     ints = [comm.all_reduce(torch.ones(3, dtype=torch.int64)) for _ in range(2)]
     logging.getLogger("executor").removeHandler(handler)
-    out.append({"ints": [t.tolist() for t in ints], "using_plan": comm.using_plan,
-                "warnings": [r.getMessage() for r in handler.records
-                             if r.levelno >= logging.WARNING]})
+    out.append(
+        {
+            "ints": [t.tolist() for t in ints],
+            "using_plan": comm.using_plan,
+            "warnings": [r.getMessage() for r in handler.records if r.levelno >= logging.WARNING],
+        }
+    )
     return out
 
 
@@ -164,9 +190,12 @@ def launch_run(jobs: list[tuple[str, str]]) -> dict[str, Any]:
         handler = _Count()
         logger.addHandler(handler)
         try:
-            cfg = LaunchConfig.from_env({"SYNCPLAN_JOB_ID": job, "SYNCPLAN_SERVER": server,
-                                         "SYNCPLAN_JOB_TOKEN": "tok"},
-                                        fetch_timeout_s=2.0, retries=1, backoff_s=0.05)
+            cfg = LaunchConfig.from_env(
+                {"SYNCPLAN_JOB_ID": job, "SYNCPLAN_SERVER": server, "SYNCPLAN_JOB_TOKEN": "tok"},
+                fetch_timeout_s=2.0,
+                retries=1,
+                backoff_s=0.05,
+            )
             comm = init_plan_comm(cfg)
             params = train(comm)
             plain = train(None)
@@ -175,12 +204,11 @@ def launch_run(jobs: list[tuple[str, str]]) -> dict[str, Any]:
         digests: list[Any] = [None] * dist.get_world_size()
         dist.all_gather_object(digests, [digest(p) for p in params])
         out[job] = {
-            "using_plan": comm.using_plan, "reason": comm.reason,
+            "using_plan": comm.using_plan,
+            "reason": comm.reason,
             "identical": all(d == digests[0] for d in digests),
-            "max_diff": max(float((a - b).abs().max()) for a, b in zip(params, plain,
-                                                                       strict=True)),
-            "warnings": [r.getMessage() for r in handler.records
-                         if r.levelno >= logging.WARNING],
+            "max_diff": max(float((a - b).abs().max()) for a, b in zip(params, plain, strict=True)),
+            "warnings": [r.getMessage() for r in handler.records if r.levelno >= logging.WARNING],
             "infos": [r.getMessage() for r in handler.records if r.levelno == logging.INFO],
         }
     return out
@@ -206,10 +234,18 @@ def replan_run(scenarios: list[dict[str, Any]]) -> dict[str, Any]:
         correct = True
         try:
             cfg = LaunchConfig.from_env(
-                {"SYNCPLAN_JOB_ID": sc["job"], "SYNCPLAN_SERVER": sc["server"],
-                 "SYNCPLAN_JOB_TOKEN": sc["token"], "SYNCPLAN_ENDPOINT": sc["ranks"][rank],
-                 "SYNCPLAN_REFRESH_EVERY": "1", "SYNCPLAN_REFRESH_INTERVAL_S": "0.02"},
-                fetch_timeout_s=10.0, retries=1, backoff_s=0.05)
+                {
+                    "SYNCPLAN_JOB_ID": sc["job"],
+                    "SYNCPLAN_SERVER": sc["server"],
+                    "SYNCPLAN_JOB_TOKEN": sc["token"],
+                    "SYNCPLAN_ENDPOINT": sc["ranks"][rank],
+                    "SYNCPLAN_REFRESH_EVERY": "1",
+                    "SYNCPLAN_REFRESH_INTERVAL_S": "0.02",
+                },
+                fetch_timeout_s=10.0,
+                retries=1,
+                backoff_s=0.05,
+            )
             with init_plan_comm(cfg) as comm:
                 if sc.get("ready") and rank == 0:
                     Path(sc["ready"]).write_text("running")
@@ -224,9 +260,9 @@ def replan_run(scenarios: list[dict[str, Any]]) -> dict[str, Any]:
         finally:
             logger.removeHandler(handler)
         out[sc["job"]] = {
-            "ids": ids, "correct": correct,
-            "warnings": [r.getMessage() for r in handler.records
-                         if r.levelno >= logging.WARNING],
+            "ids": ids,
+            "correct": correct,
+            "warnings": [r.getMessage() for r in handler.records if r.levelno >= logging.WARNING],
             "infos": [r.getMessage() for r in handler.records if r.levelno == logging.INFO],
         }
     return out
@@ -240,8 +276,9 @@ def mixed_inputs(numel: int, seed: int) -> torch.Tensor:
     return torch.randn(numel, generator=g) * scale
 
 
-def bits_cases(cases: list[tuple[dict[str, Any], int, dict[str, Any] | None]]
-               ) -> list[dict[str, Any]]:
+def bits_cases(
+    cases: list[tuple[dict[str, Any], int, dict[str, Any] | None]],
+) -> list[dict[str, Any]]:
     """Run each (plan, numel, ExecutorConfig keywords) on mixed-magnitude float32 inputs;
     report whether all ranks hold the same bits and whether they equal the left fold of the
     inputs in plan-rank order (x0 + x1 + x2 + ...)."""
@@ -262,15 +299,20 @@ def bits_cases(cases: list[tuple[dict[str, Any], int, dict[str, Any] | None]]
         dist.all_gather_object(digests, digest(y))
         absum = torch.stack(every).abs().double().sum(0)
         err = (y.double() - torch.stack(every).double().sum(0)).abs()
-        out.append({"case": f"{plan['plan_id']} n={numel} config={settings}",
-                    "identical": len(set(digests)) == 1,
-                    "fold": torch.equal(y, fold),
-                    "within_tol": bool((err <= n * torch.finfo(x.dtype).eps * absum).all())})
+        out.append(
+            {
+                "case": f"{plan['plan_id']} n={numel} config={settings}",
+                "identical": len(set(digests)) == 1,
+                "fold": torch.equal(y, fold),
+                "within_tol": bool((err <= n * torch.finfo(x.dtype).eps * absum).all()),
+            }
+        )
     return out
 
 
-def sparse_bits_cases(cases: list[tuple[dict[str, Any], int, dict[str, Any] | None]]
-                      ) -> list[dict[str, Any]]:
+def sparse_bits_cases(
+    cases: list[tuple[dict[str, Any], int, dict[str, Any] | None]],
+) -> list[dict[str, Any]]:
     """``bits_cases`` through the block-sparse executor: mixed-magnitude float32 blocks of 8
     elements, about half of each rank's blocks zero."""
     from syncplan.executor.sparse import SparseConfig, SparseExecutor
@@ -278,9 +320,10 @@ def sparse_bits_cases(cases: list[tuple[dict[str, Any], int, dict[str, Any] | No
     out = []
     n = dist.get_world_size()
     for i, (plan, numel, settings) in enumerate(cases):
-        ex = SparseExecutor(PlanExecutor(plan),
-                            SparseConfig(**{"max_density": 1.0, "block_elems": 8,
-                                            **(settings or {})}))
+        ex = SparseExecutor(
+            PlanExecutor(plan),
+            SparseConfig(**{"max_density": 1.0, "block_elems": 8, **(settings or {})}),
+        )
         x = mixed_inputs(numel, seed=i)
         g = torch.Generator().manual_seed(i * 1000 + 17 + dist.get_rank())
         keep = torch.rand(-(-numel // 8), generator=g) < 0.5
@@ -293,10 +336,14 @@ def sparse_bits_cases(cases: list[tuple[dict[str, Any], int, dict[str, Any] | No
             fold += every[r]
         digests: list[Any] = [None] * n
         dist.all_gather_object(digests, digest(y + 0.0))  # the sign of a zero may differ
-        out.append({"case": f"sparse {plan['plan_id']} n={numel} config={settings}",
-                    "mode": ex.last.mode if ex.last else None,
-                    "identical": len(set(digests)) == 1,
-                    "fold": torch.equal(y + 0.0, fold + 0.0)})
+        out.append(
+            {
+                "case": f"sparse {plan['plan_id']} n={numel} config={settings}",
+                "mode": ex.last.mode if ex.last else None,
+                "identical": len(set(digests)) == 1,
+                "fold": torch.equal(y + 0.0, fold + 0.0),
+            }
+        )
     return out
 
 

@@ -42,13 +42,26 @@ def _int(el: ET.Element, k: str) -> int:
     return int(v)
 
 
-def load(text: str, max_steps: int = 256, max_per_chan: int = 32, max_count: int = 72
-         ) -> tuple[dict, list[Tb]]:
+def load(
+    text: str, max_steps: int = 256, max_per_chan: int = 32, max_count: int = 72
+) -> tuple[dict, list[Tb]]:
     root = ET.fromstring(text)
     assert root.tag == "algo"
-    head = {k: root.get(k) for k in ("name", "proto", "coll", "nchannels", "nchunksperloop",
-                                     "ngpus", "inplace", "outofplace", "minBytes",
-                                     "maxBytes")}
+    head = {
+        k: root.get(k)
+        for k in (
+            "name",
+            "proto",
+            "coll",
+            "nchannels",
+            "nchunksperloop",
+            "ngpus",
+            "inplace",
+            "outofplace",
+            "minBytes",
+            "maxBytes",
+        )
+    }
     missing = [k for k, v in head.items() if v is None]
     if missing:
         raise SimError(f"<algo> lacks {missing}")
@@ -77,14 +90,19 @@ def load(text: str, max_steps: int = 256, max_per_chan: int = 32, max_count: int
             for kind, peer in (("send", tb.send), ("recv", tb.recv)):
                 if peer >= 0:
                     if (kind, peer, tb.chan) in peers:
-                        raise SimError(f"gpu {gid}: two tbs {kind} peer {peer} on channel "
-                                       f"{tb.chan}")
+                        raise SimError(
+                            f"gpu {gid}: two tbs {kind} peer {peer} on channel {tb.chan}"
+                        )
                     peers.add((kind, peer, tb.chan))
                     per_chan[(tb.chan, kind)] += 1
             for i, s in enumerate(t.findall("step")):
                 st = {k: s.get(k) for k in ("type", "srcbuf", "dstbuf")}
-                st.update({k: _int(s, k) for k in ("s", "srcoff", "dstoff", "cnt", "depid",
-                                                    "deps", "hasdep")})
+                st.update(
+                    {
+                        k: _int(s, k)
+                        for k in ("s", "srcoff", "dstoff", "cnt", "depid", "deps", "hasdep")
+                    }
+                )
                 if st["s"] != i:
                     raise SimError(f"gpu {gid} tb {tb.id}: step {i} numbered {st['s']}")
                 if st["type"] != "nop":
@@ -121,8 +139,9 @@ def load(text: str, max_steps: int = 256, max_per_chan: int = 32, max_count: int
     return head, tbs
 
 
-def simulate(text: str, seed: int = 0, capacity: int = 1, races: bool = True,
-             **limits: int) -> None:
+def simulate(
+    text: str, seed: int = 0, capacity: int = 1, races: bool = True, **limits: int
+) -> None:
     """Run the algorithm; raise SimError unless it is a deadlock-free, race-free, correct
     all-reduce."""
     head, tbs = load(text, **limits)
@@ -150,13 +169,16 @@ def simulate(text: str, seed: int = 0, capacity: int = 1, races: bool = True,
             key = (gpu, c)
             w = last_write.get(key)
             if w is not None and not hb(vc, w):
-                raise SimError(f"gpu {gpu} chunk {c}: tb {t.id} step {pc[t.gid]} races "
-                               "with an earlier write")
+                raise SimError(
+                    f"gpu {gpu} chunk {c}: tb {t.id} step {pc[t.gid]} races with an earlier write"
+                )
             if write:
                 for r in reads.pop(key, []):
                     if not hb(vc, r):
-                        raise SimError(f"gpu {gpu} chunk {c}: write by tb {t.id} step "
-                                       f"{pc[t.gid]} races with a read")
+                        raise SimError(
+                            f"gpu {gpu} chunk {c}: write by tb {t.id} step "
+                            f"{pc[t.gid]} races with a read"
+                        )
                 last_write[key] = (t.gid, clock[t.gid] + 1)
             else:
                 reads[key].append((t.gid, clock[t.gid] + 1))
@@ -199,7 +221,7 @@ def simulate(text: str, seed: int = 0, capacity: int = 1, races: bool = True,
         woken: list[int] = []
         if kind == "s":
             access(t.gpu, st["srcoff"], st["cnt"], False, vc, t)
-            data = buf[t.gpu][st["srcoff"]:st["srcoff"] + st["cnt"]]
+            data = buf[t.gpu][st["srcoff"] : st["srcoff"] + st["cnt"]]
             sent = dict(vc)
             sent[i] = clock[i] + 1
             key = (t.gpu, t.send, t.chan)
@@ -210,8 +232,10 @@ def simulate(text: str, seed: int = 0, capacity: int = 1, races: bool = True,
             key = (t.recv, t.gpu, t.chan)
             cnt, data, svc = queues[key].popleft()
             if cnt != st["cnt"]:
-                raise SimError(f"gpu {t.gpu} tb {t.id} step {st['s']}: receives {st['cnt']} "
-                               f"chunks, the matching send sent {cnt}")
+                raise SimError(
+                    f"gpu {t.gpu} tb {t.id} step {st['s']}: receives {st['cnt']} "
+                    f"chunks, the matching send sent {cnt}"
+                )
             for k2, v in svc.items():
                 vc[k2] = max(vc.get(k2, 0), v)
             access(t.gpu, st["dstoff"], cnt, True, vc, t)

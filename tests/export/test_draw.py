@@ -56,9 +56,11 @@ def test_stale_hosts_are_marked_and_slow_links_thin() -> None:
     doc["stale_hosts"] = ["h9"]
     svg = topology_picture(doc).to_svg()
     assert "STALE" in texts(svg) and "h9" in texts(svg)
-    widths = {ln.find(f"{SVG}title").text.split(":")[0]: float(ln.get("stroke-width"))
-              for ln in ET.fromstring(svg).iter(f"{SVG}line") if ln.find(f"{SVG}title")
-              is not None}
+    widths = {
+        ln.find(f"{SVG}title").text.split(":")[0]: float(ln.get("stroke-width"))
+        for ln in ET.fromstring(svg).iter(f"{SVG}line")
+        if ln.find(f"{SVG}title") is not None
+    }
     assert widths["h3"] < widths["h0"] == widths["h1"] == widths["h2"]
 
 
@@ -73,8 +75,9 @@ def test_large_clusters_stay_readable() -> None:
     assert {"gpu0", "gpu3", "nic0"} <= set(texts(zoom.to_svg()))
 
 
-@pytest.mark.parametrize("algorithm", ["ring", "hierarchical",
-                                       pytest.param("forest", marks=pytest.mark.slow)])
+@pytest.mark.parametrize(
+    "algorithm", ["ring", "hierarchical", pytest.param("forest", marks=pytest.mark.slow)]
+)
 def test_plan_picture(algorithm: str, tmp_path: Path) -> None:
     doc = json.loads(Path("examples/one-slow-nic.json").read_text())
     topo = Topology.from_dict(doc)
@@ -95,14 +98,40 @@ def test_plan_picture(algorithm: str, tmp_path: Path) -> None:
 @pytest.mark.slow
 def test_cli_against_the_service(cluster: ServerProcess, tmp_path: Path) -> None:
     out = tmp_path / "cluster.svg"
-    run = subprocess.run([sys.executable, "-m", "syncplan", "draw", "topology", "--server",
-                          cluster.url, "-o", str(out)], capture_output=True, text=True)
+    run = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "syncplan",
+            "draw",
+            "topology",
+            "--server",
+            cluster.url,
+            "-o",
+            str(out),
+        ],
+        capture_output=True,
+        text=True,
+    )
     assert run.returncode == 0, run.stderr
     assert {"n1", "n2", "n3"} <= set(texts(out.read_text()))
     plan = tmp_path / "plan.json"
     topo = load_topology("examples/dgx-1x8.json")
     plan.write_text(json.dumps(make_plan(topo, topo.endpoints(), 1 << 20, "ring")))
-    bad = subprocess.run([sys.executable, "-m", "syncplan", "draw", "plan", str(plan),
-                          "--server", cluster.url, "-o", str(tmp_path / "p.svg")],
-                         capture_output=True, text=True)
+    bad = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "syncplan",
+            "draw",
+            "plan",
+            str(plan),
+            "--server",
+            cluster.url,
+            "-o",
+            str(tmp_path / "p.svg"),
+        ],
+        capture_output=True,
+        text=True,
+    )
     assert bad.returncode == 2 and bad.stderr.count("\n") == 1, bad.stderr

@@ -35,8 +35,14 @@ def cases() -> list:
     for path in EXAMPLES:
         for alg in ALGORITHMS:
             slow = path.stem not in FAST or alg == "forest"
-            out.append(pytest.param(path.stem, alg, id=f"{path.stem}-{alg}",
-                                    marks=[pytest.mark.slow] if slow else []))
+            out.append(
+                pytest.param(
+                    path.stem,
+                    alg,
+                    id=f"{path.stem}-{alg}",
+                    marks=[pytest.mark.slow] if slow else [],
+                )
+            )
     return out
 
 
@@ -68,11 +74,11 @@ def check_export(plan: dict, topo_file: str, **kw) -> dict:
             assert len(tb.steps) <= limits.max_steps_per_tb
             for st in tb.steps:
                 if st.type == "s":
-                    sends.setdefault((gpu.id, tb.send, tb.chan), []).append(
-                        (st.srcoff, st.cnt))
+                    sends.setdefault((gpu.id, tb.send, tb.chan), []).append((st.srcoff, st.cnt))
                 elif st.type in ("r", "rrc"):
                     recvs.setdefault((tb.recv, gpu.id, tb.chan), []).append(
-                        (st.dstoff, st.cnt, st.type == "rrc"))
+                        (st.dstoff, st.cnt, st.type == "rrc")
+                    )
     assert {k: [v[:2] for v in vs] for k, vs in recvs.items()} == sends
     moved = Counter()
     for (src, dst, _), vs in recvs.items():
@@ -96,8 +102,13 @@ def check_export(plan: dict, topo_file: str, **kw) -> dict:
     # vector clocks cost O(threadblocks) per step: race checks on the smaller exports only
     small = sum(len(g.tbs) for g in back.gpus) <= 400
     for seed in (0, 1) if small else (0,):
-        simulate(xml, seed=seed, races=small, max_steps=limits.max_steps_per_tb,
-                 max_per_chan=limits.max_tbs_per_channel)
+        simulate(
+            xml,
+            seed=seed,
+            races=small,
+            max_steps=limits.max_steps_per_tb,
+            max_per_chan=limits.max_tbs_per_channel,
+        )
     return info
 
 
@@ -122,8 +133,9 @@ def test_forest_quantized_on_the_demo() -> None:
 
 
 def test_rccl_target_and_channels() -> None:
-    info = check_export(plan_of("dgx-2x8-1nic", "ring"), "examples/dgx-2x8-1nic.json",
-                        target="rccl", channels=2)
+    info = check_export(
+        plan_of("dgx-2x8-1nic", "ring"), "examples/dgx-2x8-1nic.json", target="rccl", channels=2
+    )
     assert info["channels"] == 2
 
 
@@ -142,20 +154,30 @@ def test_missing_dependency_is_caught() -> None:
 
 def test_limits_give_a_clear_error() -> None:
     steps = [[{"src": 0, "dst": 1, "chunk": [0, 1], "reduce": False}] for _ in range(100)]
-    plan = {"ranks": ["a", "b"], "size_bytes": 1 << 20, "collective": "allreduce",
-            "program": {"units": 1, "steps": steps}}
-    with pytest.raises(ExportError, match=r"rccl executor's limits .*64 steps per "
-                                          r"threadblock.*need 100 steps"):
+    plan = {
+        "ranks": ["a", "b"],
+        "size_bytes": 1 << 20,
+        "collective": "allreduce",
+        "program": {"units": 1, "steps": steps},
+    }
+    with pytest.raises(
+        ExportError,
+        match=r"rccl executor's limits .*64 steps per "
+        r"threadblock.*need 100 steps",
+    ):
         export_msccl(plan, target="rccl", channels=1)
     _, info = export_msccl(plan, target="rccl")  # two channels hold it
     assert info["channels"] == 2 and info["max_steps_per_tb"] <= 64
 
 
-@pytest.mark.parametrize(("change", "message"), [
-    ({"collective": "allgather"}, "only allreduce"),
-    ({"program": None}, "has no program"),
-    ({"ranks": []}, "no ranks"),
-])
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        ({"collective": "allgather"}, "only allreduce"),
+        ({"program": None}, "has no program"),
+        ({"ranks": []}, "no ranks"),
+    ],
+)
 def test_bad_plans(change: dict, message: str) -> None:
     plan = copy.deepcopy(plan_of("dgx-1x8", "ring"))
     plan.update(change)
@@ -163,11 +185,15 @@ def test_bad_plans(change: dict, message: str) -> None:
         export_msccl(plan)
 
 
-@pytest.mark.parametrize(("kw", "message"), [
-    ({"channels": 0}, "channels must be"), ({"chunks": 0}, "chunks must be"),
-    ({"target": "nccl"}, "target 'nccl' is unknown"),
-    ({"min_bytes": 10, "max_bytes": 5}, "min_bytes <= max_bytes"),
-])
+@pytest.mark.parametrize(
+    ("kw", "message"),
+    [
+        ({"channels": 0}, "channels must be"),
+        ({"chunks": 0}, "chunks must be"),
+        ({"target": "nccl"}, "target 'nccl' is unknown"),
+        ({"min_bytes": 10, "max_bytes": 5}, "min_bytes <= max_bytes"),
+    ],
+)
 def test_bad_options(kw: dict, message: str) -> None:
     with pytest.raises(ExportError, match=message):
         export_msccl(plan_of("dgx-1x8", "ring"), **kw)
@@ -175,9 +201,11 @@ def test_bad_options(kw: dict, message: str) -> None:
 
 def test_reader_names_what_is_wrong() -> None:
     with pytest.raises(ExportError, match="missing attribute 'maxBytes'"):
-        parse_msccl_xml('<algo name="x" proto="Simple" nchannels="1" nchunksperloop="1" '
-                        'ngpus="1" coll="allreduce" inplace="1" outofplace="0" '
-                        'minBytes="0"/>')
+        parse_msccl_xml(
+            '<algo name="x" proto="Simple" nchannels="1" nchunksperloop="1" '
+            'ngpus="1" coll="allreduce" inplace="1" outofplace="0" '
+            'minBytes="0"/>'
+        )
     with pytest.raises(ExportError, match="not well-formed"):
         parse_msccl_xml("<algo")
 
@@ -191,8 +219,9 @@ def test_cli(tmp_path) -> None:
     plan.write_text(json.dumps(plan_of("dgx-1x8", "hierarchical")))
     out = tmp_path / "algo.xml"
     run = [sys.executable, "-m", "syncplan", "export", "msccl"]
-    ok = subprocess.run([*run, str(plan), "-o", str(out), "--target", "rccl"],
-                        capture_output=True, text=True)
+    ok = subprocess.run(
+        [*run, str(plan), "-o", str(out), "--target", "rccl"], capture_output=True, text=True
+    )
     assert ok.returncode == 0, ok.stderr
     assert "8 GPUs, 8 chunks (exact)" in ok.stderr
     simulate(out.read_text())

@@ -72,8 +72,9 @@ def check_nccl_structure(text: str) -> dict:
     return out
 
 
-@pytest.mark.parametrize("example", ["demo", "dgx-2x8-1nic", "dgx-4x8-rail", "mixed-100-25",
-                                     "one-slow-nic"])
+@pytest.mark.parametrize(
+    "example", ["demo", "dgx-2x8-1nic", "dgx-4x8-rail", "mixed-100-25", "one-slow-nic"]
+)
 def test_every_host_matches_nccl_structure_and_rates(example: str) -> None:
     graph = json.loads(Path(f"examples/{example}.json").read_text())
     hosts = sorted({n["host"] for n in graph["nodes"] if n.get("host")})
@@ -83,22 +84,29 @@ def test_every_host_matches_nccl_structure_and_rates(example: str) -> None:
         gpus = [i for i in ids if i.split("/")[1].startswith("gpu")]
         assert got["gpus"] == len(gpus)
         # each NIC's NCCL speed is the rate of its link out of the host
-        rates = sorted(lk["bandwidth_GBps"] for lk in graph["links"]
-                       if (lk["src"] in ids) != (lk["dst"] in ids))
+        rates = sorted(
+            lk["bandwidth_GBps"]
+            for lk in graph["links"]
+            if (lk["src"] in ids) != (lk["dst"] in ids)
+        )
         assert sorted(got["nets"]) == pytest.approx(rates, rel=1e-3)
 
 
 def test_the_slow_nic_is_slow_in_nccls_eyes() -> None:
     graph = json.loads(Path("examples/one-slow-nic.json").read_text())
-    speeds = {h: check_nccl_structure(nccl_topology_xml(graph, h))["nets"]
-              for h in ("h0", "h1", "h2", "h3")}
+    speeds = {
+        h: check_nccl_structure(nccl_topology_xml(graph, h))["nets"]
+        for h in ("h0", "h1", "h2", "h3")
+    }
     assert len({tuple(v) for v in speeds.values()}) == 2  # one host differs
 
 
 def test_agent_hardware_gives_real_bus_ids_and_nic_names() -> None:
     graph = json.loads(Path("examples/demo.json").read_text())
-    hw = {"gpus": [{"index": 0, "pci_bus_id": "00000000:07:00.0"}],
-          "nics": [{"name": "mlx5_0", "kind": "infiniband", "pci_address": "0000:0c:00.0"}]}
+    hw = {
+        "gpus": [{"index": 0, "pci_bus_id": "00000000:07:00.0"}],
+        "nics": [{"name": "mlx5_0", "kind": "infiniband", "pci_address": "0000:0c:00.0"}],
+    }
     text = nccl_topology_xml(graph, "h0", hardware=hw)
     check_nccl_structure(text)
     assert 'busid="0000:07:00.0"' in text and 'name="mlx5_0"' in text
@@ -118,8 +126,9 @@ def test_cli(tmp_path: Path) -> None:
     assert bad.returncode == 2 and "--host is required" in bad.stderr
     assert bad.stderr.count("\n") == 1
     out, env = tmp_path / "h1.xml", tmp_path / "h1.env"
-    ok = subprocess.run([*run, "--host", "h1", "-o", str(out), "--env", str(env)],
-                        capture_output=True, text=True)
+    ok = subprocess.run(
+        [*run, "--host", "h1", "-o", str(out), "--env", str(env)], capture_output=True, text=True
+    )
     assert ok.returncode == 0, ok.stderr
     check_nccl_structure(out.read_text())
     assert env.read_text() == f"NCCL_TOPO_FILE={out}\n"

@@ -49,8 +49,10 @@ def test_pages(cluster: ServerProcess) -> None:
 @pytest.mark.slow
 def test_browser_screenshot(cluster: ServerProcess, tmp_path: Path) -> None:
     if find_browser() is None:
-        pytest.skip("no headless browser: apt-get install chromium (listed in "
-                    ".ci/apt-packages.txt) to run this test")
+        pytest.skip(
+            "no headless browser: apt-get install chromium (listed in "
+            ".ci/apt-packages.txt) to run this test"
+        )
     from PIL import Image
 
     with httpx.Client(base_url=cluster.url, timeout=120) as c:

@@ -16,8 +16,13 @@ EXAMPLE_FILES = sorted(p for p in EXAMPLES.glob("*.json") if p.name != "demo.jso
 _SLOW_EXAMPLES = set(FAMILY_EXAMPLES)
 
 
-@pytest.fixture(params=[pytest.param(p, marks=pytest.mark.slow) if p.stem in _SLOW_EXAMPLES
-                        else p for p in EXAMPLE_FILES], ids=lambda p: p.stem)
+@pytest.fixture(
+    params=[
+        pytest.param(p, marks=pytest.mark.slow) if p.stem in _SLOW_EXAMPLES else p
+        for p in EXAMPLE_FILES
+    ],
+    ids=lambda p: p.stem,
+)
 def example(request: pytest.FixtureRequest) -> Topology:
     return load_topology(request.param)
 

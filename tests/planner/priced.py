@@ -15,8 +15,9 @@ from syncplan.planner.program import Program, program_to_doc
 from syncplan.planner.verify import verify_plan
 
 
-def priced_and_verified(ctx: PlanContext, topo: Any
-                        ) -> Iterator[tuple[str, Any, Program, float, dict[str, Any]]]:
+def priced_and_verified(
+    ctx: PlanContext, topo: Any
+) -> Iterator[tuple[str, Any, Program, float, dict[str, Any]]]:
     """Per feasible algorithm: (name, candidate, routed program, cost-model time, plan
     document), after checking that the candidate's prediction and the verifier's time (under
     ``ctx``'s overheads, cores and switch term) both equal the cost model on the program it
@@ -31,9 +32,13 @@ def priced_and_verified(ctx: PlanContext, topo: Any
         cost = cost_model.program_time(ranks, prog, size)
         assert cand.predicted_time_s == pytest.approx(cost, rel=1e-9), algorithm
         doc = {"ranks": ranks, "size_bytes": size, "program": program_to_doc(prog)}
-        rep = verify_plan(doc, topo, message_overhead_s=cost_model.message_overhead_s,
-                          message_cores=cost_model.message_cores,
-                          exchange_overhead_s=cost_model.exchange_overhead_s,
-                          switch_overhead=cost_model.switch_overhead)
+        rep = verify_plan(
+            doc,
+            topo,
+            message_overhead_s=cost_model.message_overhead_s,
+            message_cores=cost_model.message_cores,
+            exchange_overhead_s=cost_model.exchange_overhead_s,
+            switch_overhead=cost_model.switch_overhead,
+        )
         assert rep.ok and rep.simulated_time_s == pytest.approx(cost, rel=1e-9), algorithm
         yield algorithm, cand, prog, cost, doc

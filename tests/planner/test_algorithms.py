@@ -42,13 +42,13 @@ def test_every_algorithm_on_every_example(example: Topology, algorithm: str, siz
 
 
 @settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(seed=st.integers(0, 10**6), size=st.sampled_from([1000, 1 << 20, 300 << 20]),
-       data=st.data())
+@given(seed=st.integers(0, 10**6), size=st.sampled_from([1000, 1 << 20, 300 << 20]), data=st.data())
 def test_random_topologies(seed: int, size: int, data: st.DataObject) -> None:
     topo = Topology.from_dict(random_topology(seed))
     endpoints = topo.endpoints()
-    ranks = data.draw(st.lists(st.sampled_from(endpoints), min_size=1, max_size=len(endpoints),
-                               unique=True))
+    ranks = data.draw(
+        st.lists(st.sampled_from(endpoints), min_size=1, max_size=len(endpoints), unique=True)
+    )
     for algorithm in [*ALGORITHMS, "auto"]:
         check_plan(topo, ranks, size, algorithm)
 
@@ -75,8 +75,12 @@ def test_hierarchical_uses_rails_across_hosts() -> None:
 
     topo = Topology.from_dict(dgx_cluster(2, nics_per_host=8, nic_GBps=25.0))
     doc = make_plan(topo, topo.endpoints(), 64 << 20, "hierarchical")
-    cross = [t for step in doc["program"]["steps"] for t in step
-             if doc["ranks"][t["src"]].split("/")[0] != doc["ranks"][t["dst"]].split("/")[0]]
+    cross = [
+        t
+        for step in doc["program"]["steps"]
+        for t in step
+        if doc["ranks"][t["src"]].split("/")[0] != doc["ranks"][t["dst"]].split("/")[0]
+    ]
     assert cross
     for t in cross:  # local index i of one host always talks to local index i of the other
         assert doc["ranks"][t["src"]].split("/")[1] == doc["ranks"][t["dst"]].split("/")[1]

@@ -61,8 +61,11 @@ def test_boundary_latency_counts_twice_and_steps_last_at_least_the_floor() -> No
     bandwidth bound; with a step floor the two steps last at least the floor each. No plan
     beats either."""
     topo = Topology.from_dict(star([12.5, 12.5, 12.5, 3.125], latency_us=1.0))
-    for floor, size, want in ((0.0, SIZE, SIZE / 3.125e9 + 4e-6), (50e-6, SIZE, None),
-                              (50e-6, 64, 100e-6)):
+    for floor, size, want in (
+        (0.0, SIZE, SIZE / 3.125e9 + 4e-6),
+        (50e-6, SIZE, None),
+        (50e-6, 64, 100e-6),
+    ):
         ctx = PlanContext.create(topo, topo.endpoints(), size, min_step_s=floor)
         b = lower_bound(ctx)
         if want is not None:
@@ -74,8 +77,9 @@ def test_boundary_latency_counts_twice_and_steps_last_at_least_the_floor() -> No
             assert rep.simulated_time_s == pytest.approx(doc["predicted_time_s"], rel=1e-9)
 
 
-@pytest.mark.parametrize("rates", [[12.5, 12.5, 12.5, 3.125], [1.0, 2.0, 4.0], [3.0] * 5,
-                                   [25.0, 6.25, 6.25, 12.5, 12.5]])
+@pytest.mark.parametrize(
+    "rates", [[12.5, 12.5, 12.5, 3.125], [1.0, 2.0, 4.0], [3.0] * 5, [25.0, 6.25, 6.25, 12.5, 12.5]]
+)
 @pytest.mark.parametrize("algorithm", ["ring", "hierarchical", "forest", "auto"])
 def test_no_plan_beats_the_bound(rates: list[float], algorithm: str) -> None:
     topo = Topology.from_dict(star(rates, latency_us=0.0))
@@ -89,8 +93,9 @@ def test_no_plan_beats_the_bound(rates: list[float], algorithm: str) -> None:
 EXAMPLES = sorted((Path(__file__).resolve().parents[2] / "examples").glob("*.json"))
 # The family examples (direct-connect meshes, tori, rings, fat trees, directed links) reach the
 # bound through the any-topology packing; 2-8 s each, so in the slow subset.
-EXAMPLE_PARAMS = [pytest.param(p, marks=[pytest.mark.slow])
-                  if p.stem in FAMILY_EXAMPLES else p for p in EXAMPLES]
+EXAMPLE_PARAMS = [
+    pytest.param(p, marks=[pytest.mark.slow]) if p.stem in FAMILY_EXAMPLES else p for p in EXAMPLES
+]
 
 
 @pytest.mark.parametrize("path", EXAMPLE_PARAMS, ids=lambda p: p.stem)
@@ -110,8 +115,17 @@ def test_the_bandwidth_term_is_the_familys_fluid_optimum(path: Path) -> None:
     assert fluid == pytest.approx(comp.bound.bandwidth_s, rel=2e-3)
 
 
-@pytest.mark.parametrize("family", ["full_mesh", "torus", "fat_tree3", "directed_cluster",
-                                    "random_two_switch", "hybrid_cube_mesh"])
+@pytest.mark.parametrize(
+    "family",
+    [
+        "full_mesh",
+        "torus",
+        "fat_tree3",
+        "directed_cluster",
+        "random_two_switch",
+        "hybrid_cube_mesh",
+    ],
+)
 def test_screened_rank_cut_is_the_exact_least_cut(family: str) -> None:
     """The integer-screened least rank cut equals networkx's float max-flows over every rank
     pair from the first rank (and is never above them: the bound would not hold)."""
@@ -124,8 +138,13 @@ def test_screened_rank_cut_is_the_exact_least_cut(family: str) -> None:
         ranks = topo.endpoints()
         ctx = PlanContext.create(topo, ranks, 1 << 20)
         g, s = topo.graph, ranks[0]
-        exact = min(min(nx.maximum_flow_value(g, s, t, capacity="bw"),
-                        nx.maximum_flow_value(g, t, s, capacity="bw")) for t in ranks[1:])
+        exact = min(
+            min(
+                nx.maximum_flow_value(g, s, t, capacity="bw"),
+                nx.maximum_flow_value(g, t, s, capacity="bw"),
+            )
+            for t in ranks[1:]
+        )
         got = _least_rank_cut(ctx)
         assert got >= exact * (1 - 1e-12)
         assert got == pytest.approx(exact, rel=1e-9)

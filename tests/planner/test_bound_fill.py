@@ -49,10 +49,10 @@ def _two_and_one(topo: Topology) -> list[str] | None:
     return [*hosts[multi[0]][:2], other]
 
 
-@pytest.mark.parametrize("family", ["mesh2d", "torus", "host_ring", "random_two_switch",
-                                    "directed_cluster"])
-def test_never_above_brute_force_with_two_ranks_on_a_host(family: str,
-                                                          monkeypatch) -> None:
+@pytest.mark.parametrize(
+    "family", ["mesh2d", "torus", "host_ring", "random_two_switch", "directed_cluster"]
+)
+def test_never_above_brute_force_with_two_ranks_on_a_host(family: str, monkeypatch) -> None:
     active = 0
     for seed in range(3):
         topo = Topology.from_dict(random_family(family, seed, max_ranks=8))
@@ -68,9 +68,14 @@ def test_never_above_brute_force_with_two_ranks_on_a_host(family: str,
     assert active, f"the fill LP never raised the bound on {family}"
 
 
-@pytest.mark.parametrize("name", [pytest.param("dgx-4x8-rail", marks=pytest.mark.slow),
-                                  pytest.param("degraded-rail", marks=pytest.mark.slow),
-                                  "host-ring-4x2"])  # the rail clusters: 5 s each
+@pytest.mark.parametrize(
+    "name",
+    [
+        pytest.param("dgx-4x8-rail", marks=pytest.mark.slow),
+        pytest.param("degraded-rail", marks=pytest.mark.slow),
+        "host-ring-4x2",
+    ],
+)  # the rail clusters: 5 s each
 @pytest.mark.parametrize("size", [4096, 1 << 20, 256 << 20])
 def test_every_program_of_the_family_is_above_it(name: str, size: int, monkeypatch) -> None:
     topo = _example(name)
@@ -86,8 +91,7 @@ def test_every_program_of_the_family_is_above_it(name: str, size: int, monkeypat
             continue
         assert bound <= cand.predicted_time_s * (1 + 1e-9), (algo, cand.predicted_time_s)
     if size >= 1 << 20:  # the NICs idle while the hosts aggregate
-        assert bound > _plain(topo, ranks, size, monkeypatch) * (1.01 if "rail" in name
-                                                                 else 1.001)
+        assert bound > _plain(topo, ranks, size, monkeypatch) * (1.01 if "rail" in name else 1.001)
 
 
 def test_the_lp_never_rises_with_more_steps() -> None:
@@ -102,15 +106,24 @@ def test_the_lp_never_rises_with_more_steps() -> None:
 def test_alike_hosts_as_one_class_give_the_same_lp() -> None:
     """Classes of alike hosts stand for their members (the LP is symmetric in them)."""
     for k in (4, 7):
-        one = bound_fill._lp(k, True, True, [4, 2], [2, 1], [1.0, 0.5], [1.0, 0.5],
-                             [9.0, 4.0], 2.5)
-        each = bound_fill._lp(k, True, True, [4, 4, 2], [1, 1, 1], [1.0, 1.0, 0.5],
-                              [1.0, 1.0, 0.5], [9.0, 9.0, 4.0], 2.5)
+        one = bound_fill._lp(k, True, True, [4, 2], [2, 1], [1.0, 0.5], [1.0, 0.5], [9.0, 4.0], 2.5)
+        each = bound_fill._lp(
+            k,
+            True,
+            True,
+            [4, 4, 2],
+            [1, 1, 1],
+            [1.0, 1.0, 0.5],
+            [1.0, 1.0, 0.5],
+            [9.0, 9.0, 4.0],
+            2.5,
+        )
         assert one == pytest.approx(each, rel=1e-7)
 
 
 def test_the_search_finds_the_least_step_count() -> None:
     """``_least`` against every K solved one by one."""
+
     def lp(k: int) -> float:
         return 10.0 + 40.0 / k
 

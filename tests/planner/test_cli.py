@@ -11,8 +11,13 @@ from .conftest import EXAMPLES
 
 
 def run(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "syncplan", *args], capture_output=True,
-                          text=True, timeout=120, cwd=cwd)
+    return subprocess.run(
+        [sys.executable, "-m", "syncplan", *args],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=cwd,
+    )
 
 
 def test_plan_compare_writes_a_plan_that_verifies(tmp_path: Path) -> None:
@@ -52,8 +57,10 @@ def test_topo_show() -> None:
 def test_bad_arguments_give_one_line_and_exit_2(tmp_path: Path) -> None:
     topo = str(EXAMPLES / "demo.json")
     bad = tmp_path / "bad.json"
-    bad.write_text('{"nodes": [{"id": "a", "kind": "gpu"}], "links": [{"src": "a", "dst": "b", '
-                   '"bandwidth_GBps": 1}]}')
+    bad.write_text(
+        '{"nodes": [{"id": "a", "kind": "gpu"}], "links": [{"src": "a", "dst": "b", '
+        '"bandwidth_GBps": 1}]}'
+    )
     cases = [
         (["plan", "-t", str(tmp_path / "none.json")], "cannot read"),
         (["plan", "-t", topo, "--size", "12XB"], "size '12XB'"),
@@ -71,8 +78,17 @@ def test_bad_arguments_give_one_line_and_exit_2(tmp_path: Path) -> None:
 
 def test_plan_splits_the_gap_into_bandwidth_and_the_rest(tmp_path: Path) -> None:
     out = tmp_path / "plan.json"
-    res = run("plan", "--topology", str(EXAMPLES / "one-slow-nic.json"), "--size", "64MiB",
-              "-a", "forest", "-o", str(out))
+    res = run(
+        "plan",
+        "--topology",
+        str(EXAMPLES / "one-slow-nic.json"),
+        "--size",
+        "64MiB",
+        "-a",
+        "forest",
+        "-o",
+        str(out),
+    )
     assert res.returncode == 0, res.stderr
     assert "forest's fluid optimum" in res.stdout and "(0.0% above it)" in res.stdout
     doc = json.loads(out.read_text())
@@ -87,7 +103,7 @@ def test_a_named_algorithm_with_compare_lists_every_algorithm_once() -> None:
     topo = str(EXAMPLES / "torus-3x3.json")
     res = run("plan", "--topology", topo, "-a", "forest", "--compare", "--progress")
     assert res.returncode == 0, res.stderr
-    rows = [line.split()[0] for line in res.stdout.splitlines()[3:3 + len(ALGORITHMS)]]
+    rows = [line.split()[0] for line in res.stdout.splitlines()[3 : 3 + len(ALGORITHMS)]]
     assert sorted(rows) == sorted(ALGORITHMS) and rows[0] == "forest"
     last = res.stderr.strip().splitlines()[-1]  # the progress line: every algorithm priced
     assert last.count("forest ") == 1 and "dbtree" in last

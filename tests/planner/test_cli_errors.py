@@ -86,8 +86,11 @@ def test_bad_request_fails_before_the_output_is_touched(tmp_path: Path) -> None:
 
 
 def test_closed_pipe_exits_quietly() -> None:
-    proc = subprocess.Popen([sys.executable, "-m", "syncplan", "topo", "show", BIG],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "syncplan", "topo", "show", BIG],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
     assert proc.stdout is not None and proc.stderr is not None
     proc.stdout.close()  # the reader is gone before the command writes a byte
     err = proc.stderr.read().decode()
@@ -115,11 +118,14 @@ def test_one_rank_plan_prints_no_infinities() -> None:
     assert "nothing to exchange" in res.stdout
 
 
-def test_verify_says_when_the_topology_differs(tmp_path: Path,
-                                               capsys: pytest.CaptureFixture[str]) -> None:
+def test_verify_says_when_the_topology_differs(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     out = tmp_path / "plan.json"
-    assert cli(capsys, "plan", "-t", STAR, "-a", "ring", "--size", "1000", "-o",
-               str(out)).returncode == 0
+    assert (
+        cli(capsys, "plan", "-t", STAR, "-a", "ring", "--size", "1000", "-o", str(out)).returncode
+        == 0
+    )
     same = cli(capsys, "verify", str(out), "-t", STAR)
     assert same.returncode == 0 and same.stderr == "", same.stderr
     other = tmp_path / "other.json"
@@ -146,8 +152,12 @@ def test_progress_only_when_asked_or_on_a_terminal() -> None:
     assert loud.stdout == quiet.stdout
     # On a terminal, without --progress: one line redrawn, then cleared.
     master, slave = pty.openpty()
-    proc = subprocess.Popen([sys.executable, "-m", "syncplan", "plan", "-t", STAR, "--size",
-                             "1MiB"], stdout=subprocess.PIPE, stderr=slave, text=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "syncplan", "plan", "-t", STAR, "--size", "1MiB"],
+        stdout=subprocess.PIPE,
+        stderr=slave,
+        text=True,
+    )
     os.close(slave)
     out, _ = proc.communicate(timeout=120)
     err = b""
@@ -160,17 +170,30 @@ def test_progress_only_when_asked_or_on_a_terminal() -> None:
 
 
 def test_usage_errors_are_one_line(capsys: pytest.CaptureFixture[str]) -> None:
-    for args, word in ((["plan"], "--topology"), (["topo", "show"], "file"),
-                       (["plan", "-t", STAR, "--min-step-us", "abc"], "invalid float"),
-                       (["nope"], "invalid choice")):
+    for args, word in (
+        (["plan"], "--topology"),
+        (["topo", "show"], "file"),
+        (["plan", "-t", STAR, "--min-step-us", "abc"], "invalid float"),
+        (["nope"], "invalid choice"),
+    ):
         one_line_error(cli(capsys, *args), word, "--help")
 
 
 def test_compare_prices_once_and_names_infeasible_algorithms(
-        capsys: pytest.CaptureFixture[str]) -> None:
+    capsys: pytest.CaptureFixture[str],
+) -> None:
     demo = str(EXAMPLES / "demo.json")
-    res = cli(capsys, "plan", "-t", demo, "--ranks", "h0/gpu0,h1/gpu0,h2/gpu0", "--size",
-              "1MiB", "--compare")
+    res = cli(
+        capsys,
+        "plan",
+        "-t",
+        demo,
+        "--ranks",
+        "h0/gpu0,h1/gpu0,h2/gpu0",
+        "--size",
+        "1MiB",
+        "--compare",
+    )
     assert res.returncode == 0, res.stderr
     assert "two-level-star is infeasible: two-level-star needs a host with two ranks" in res.stdout
     # auto prices every algorithm once: --compare reuses that (no second pricing).

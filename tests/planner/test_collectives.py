@@ -22,18 +22,25 @@ from .conftest import EXAMPLES
 SMALL = ["dgx-1x8.json", "one-slow-nic.json", "star-one-slow.json", "mixed-100-25.json"]
 
 
-def _plan(name: str, collective: str, algorithm: str, shards: str = "equal",
-          size: int = 8 << 20) -> tuple[dict, object]:
+def _plan(
+    name: str, collective: str, algorithm: str, shards: str = "equal", size: int = 8 << 20
+) -> tuple[dict, object]:
     topo = load_topology(EXAMPLES / name)
     return make_plan(topo, topo.endpoints(), size, algorithm, collective, shards=shards), topo
 
 
 def _allreduce_doc(rs: dict, ag: dict) -> dict:
     """RS then AG as one all-reduce document (paths dropped: the verifier routes itself)."""
-    steps = [[{k: v for k, v in t.items() if k not in ("path", "route")} for t in s]
-             for s in rs["program"]["steps"] + ag["program"]["steps"]]
-    return {"collective": "allreduce", "ranks": rs["ranks"], "size_bytes": rs["size_bytes"],
-            "program": {"units": rs["program"]["units"], "steps": steps}}
+    steps = [
+        [{k: v for k, v in t.items() if k not in ("path", "route")} for t in s]
+        for s in rs["program"]["steps"] + ag["program"]["steps"]
+    ]
+    return {
+        "collective": "allreduce",
+        "ranks": rs["ranks"],
+        "size_bytes": rs["size_bytes"],
+        "program": {"units": rs["program"]["units"], "steps": steps},
+    }
 
 
 @pytest.mark.parametrize("name", SMALL)
@@ -78,8 +85,9 @@ def test_split_of_every_fast_algorithm_renumbers_owned_units_contiguously() -> N
     ctx = PlanContext.create(topo, ranks, 1 << 20)
     for name in ("ring", "hierarchical"):
         split = split_allreduce(ALGORITHMS[name](ctx).build(), len(ranks), name)
-        assert [a for a, _ in split.shards] == [sum(split.details["owned_units"][:i])
-                                                for i in range(len(ranks))]
+        assert [a for a, _ in split.shards] == [
+            sum(split.details["owned_units"][:i]) for i in range(len(ranks))
+        ]
         assert all(t.reduce for s in split.rs.steps for t in s)
         assert not any(t.reduce for s in split.ag.steps for t in s)
 
@@ -145,24 +153,47 @@ def test_cli_plans_and_verifies_a_reduce_scatter(tmp_path: Path) -> None:
     topo = str(EXAMPLES / "star-one-slow.json")
     out = tmp_path / "rs.json"
     run = [sys.executable, "-m", "syncplan"]
-    res = subprocess.run([*run, "plan", "-t", topo, "--collective", "reducescatter", "-a", "ring",
-                          "--size", "1MiB", "-o", str(out)], capture_output=True, text=True,
-                         timeout=120)
+    res = subprocess.run(
+        [
+            *run,
+            "plan",
+            "-t",
+            topo,
+            "--collective",
+            "reducescatter",
+            "-a",
+            "ring",
+            "--size",
+            "1MiB",
+            "-o",
+            str(out),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert res.returncode == 0, res.stderr
     assert "reducescatter of 1 MiB" in res.stdout and "lower bound" in res.stdout
     assert json.loads(out.read_text())["collective"] == "reducescatter"
-    res = subprocess.run([*run, "verify", str(out), "-t", topo], capture_output=True, text=True,
-                         timeout=120)
+    res = subprocess.run(
+        [*run, "verify", str(out), "-t", topo], capture_output=True, text=True, timeout=120
+    )
     assert res.returncode == 0 and "shard" in res.stdout, res.stderr
-    res = subprocess.run([*run, "plan", "-t", topo, "--collective", "allgather", "-a", "forest"],
-                         capture_output=True, text=True, timeout=120)
+    res = subprocess.run(
+        [*run, "plan", "-t", topo, "--collective", "allgather", "-a", "forest"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert res.returncode != 0 and "shards 'any'" in res.stderr
     assert "Traceback" not in res.stderr
 
 
 def test_program_to_doc_roundtrip_keeps_split_chunks() -> None:
-    split = split_allreduce(Program(2, [[Transfer(1, 0, 0, 2, True)],
-                                        [Transfer(0, 1, 0, 2, False)]]), 2)
+    split = split_allreduce(
+        Program(2, [[Transfer(1, 0, 0, 2, True)], [Transfer(0, 1, 0, 2, False)]]), 2
+    )
     assert split.shards == [(0, 2), (2, 2)]
-    assert program_to_doc(split.rs)["steps"] == [[{"src": 1, "dst": 0, "chunk": [0, 2],
-                                                   "reduce": True}]]
+    assert program_to_doc(split.rs)["steps"] == [
+        [{"src": 1, "dst": 0, "chunk": [0, 2], "reduce": True}]
+    ]

@@ -29,8 +29,11 @@ SIZE = 256 << 20
 def _plans(family: dict) -> tuple[Topology, dict, dict]:
     topo = Topology.from_dict(family)
     ranks = topo.endpoints()
-    return (topo, make_plan(topo, ranks, SIZE, algorithm="forest"),
-            make_plan(topo, ranks, SIZE, algorithm="forest", effort="thorough"))
+    return (
+        topo,
+        make_plan(topo, ranks, SIZE, algorithm="forest"),
+        make_plan(topo, ranks, SIZE, algorithm="forest", effort="thorough"),
+    )
 
 
 def test_thorough_plans_are_verified_and_never_slower() -> None:
@@ -86,32 +89,46 @@ def test_cli_effort(tmp_path: Path) -> None:
     topo = tmp_path / "m.json"
     topo.write_text(json.dumps(mesh2d(2, 3, degraded=1)))
     cli = [sys.executable, "-m", "syncplan", "plan", "--topology", str(topo)]
-    run = subprocess.run([*cli, "--effort", "thorough", "--progress", "-a", "forest"],
-                         capture_output=True, text=True, timeout=300)
+    run = subprocess.run(
+        [*cli, "--effort", "thorough", "--progress", "-a", "forest"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert run.returncode == 0, run.stderr
     assert "forest, thorough: 64 pieces" in run.stderr
     assert "INFO" not in run.stderr  # in the progress line, not logged twice
-    bad = subprocess.run([*cli, "--effort", "max"], capture_output=True, text=True,
-                         timeout=60)
+    bad = subprocess.run([*cli, "--effort", "max"], capture_output=True, text=True, timeout=60)
     assert bad.returncode == 2 and "invalid choice: 'max'" in bad.stderr
-    rs = subprocess.run([*cli, "--effort", "thorough", "--collective", "reducescatter"],
-                        capture_output=True, text=True, timeout=60)
+    rs = subprocess.run(
+        [*cli, "--effort", "thorough", "--collective", "reducescatter"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert rs.returncode != 0 and "--effort applies to all-reduce plans only" in rs.stderr
     assert "Traceback" not in bad.stderr + rs.stderr
 
 
 def test_the_effort_bench_writes_both_efforts(tmp_path: Path) -> None:
     bench = QUALITY_BENCH / "effort.py"
-    run = subprocess.run([sys.executable, str(bench), "--examples", "torus-3x3",
-                          "--out-dir", str(tmp_path)], capture_output=True, text=True,
-                         timeout=300)
+    run = subprocess.run(
+        [sys.executable, str(bench), "--examples", "torus-3x3", "--out-dir", str(tmp_path)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert run.returncode == 0, run.stderr
     (row,) = json.loads((tmp_path / "planner_effort.json").read_text())["rows"]
     assert row["example"] == "torus-3x3"
     assert row["thorough"]["ratio"] <= row["fast"]["ratio"] and row["fast"]["ratio"] >= 1.0
     assert (tmp_path / "planner_effort.png").stat().st_size > 0
-    bad = subprocess.run([sys.executable, str(bench), "--examples", "nope"],
-                         capture_output=True, text=True, timeout=60)
+    bad = subprocess.run(
+        [sys.executable, str(bench), "--examples", "nope"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert bad.returncode == 2 and "no such example: nope" in bad.stderr
     assert "Traceback" not in bad.stderr
 

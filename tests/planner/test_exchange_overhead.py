@@ -31,11 +31,17 @@ def _steps(n: int) -> dict[str, tuple[list[Transfer], float, float]]:
     return {
         "ring": ([Transfer(i, (i + 1) % n, 0, 1, True) for i in range(n)], 0, 0),
         "pairs": ([Transfer(i, i ^ 1, 0, 1, True) for i in range(n)], 2, 2 * n / CORES),
-        "direct": ([Transfer(i, j, 0, 1, True) for i in range(n) for j in range(n) if i != j],
-                   2 * (n - 1), 2 * n * (n - 1) / CORES),
+        "direct": (
+            [Transfer(i, j, 0, 1, True) for i in range(n) for j in range(n) if i != j],
+            2 * (n - 1),
+            2 * n * (n - 1) / CORES,
+        ),
         "gather": ([Transfer(i, 0, 0, 1, True) for i in range(1, n)], 0, 0),
-        "one pair": ([Transfer(0, 1, 0, 1, True), Transfer(1, 0, 0, 1, True),
-                      Transfer(2, 3, 0, 1, True)], 2, 2),
+        "one pair": (
+            [Transfer(0, 1, 0, 1, True), Transfer(1, 0, 0, 1, True), Transfer(2, 3, 0, 1, True)],
+            2,
+            2,
+        ),
     }
 
 
@@ -47,33 +53,40 @@ def test_a_step_pays_x_per_exchanged_message_end() -> None:
     for name, (step, per_rank, shared) in _steps(len(ranks)).items():
         assert exchange_ends(step) == per_rank, name
         assert exchange_ends(step, CORES) == max(per_rank, shared), name
-        assert CostModel(router, exchange_overhead_s=X).step_time(ranks, step, 1024) == \
-            pytest.approx(plain.step_time(ranks, step, 1024) + X * per_rank, rel=1e-12), name
-        both = CostModel(router, message_overhead_s=OH, message_cores=CORES,
-                         exchange_overhead_s=X)
+        assert CostModel(router, exchange_overhead_s=X).step_time(
+            ranks, step, 1024
+        ) == pytest.approx(plain.step_time(ranks, step, 1024) + X * per_rank, rel=1e-12), name
+        both = CostModel(router, message_overhead_s=OH, message_cores=CORES, exchange_overhead_s=X)
         assert both.step_time(ranks, step, 1024) == pytest.approx(
             CostModel(router, message_overhead_s=OH, message_cores=CORES).step_time(
-                ranks, step, 1024) + X * exchange_ends(step, CORES), rel=1e-12), name
+                ranks, step, 1024
+            )
+            + X * exchange_ends(step, CORES),
+            rel=1e-12,
+        ), name
     with pytest.raises(ValueError):
         CostModel(router, exchange_overhead_s=-1.0)
 
 
-@pytest.mark.parametrize("name,size", [("demo", 4096), ("star-one-slow", 1),
-                                       ("dgx-2x8-1nic", 1 << 20)])
+@pytest.mark.parametrize(
+    "name,size", [("demo", 4096), ("star-one-slow", 1), ("dgx-2x8-1nic", 1 << 20)]
+)
 def test_every_candidate_prices_it_on_its_own_program_and_the_verifier_agrees(
-        name: str, size: int) -> None:
+    name: str, size: int
+) -> None:
     topo = load_topology(EXAMPLES / f"{name}.json")
     ranks = topo.endpoints()
-    ctx = PlanContext.create(topo, ranks, size, message_overhead_s=OH, message_cores=CORES,
-                             exchange_overhead_s=X)
-    without = PlanContext.create(topo, ranks, size, message_overhead_s=OH,
-                                 message_cores=CORES)
+    ctx = PlanContext.create(
+        topo, ranks, size, message_overhead_s=OH, message_cores=CORES, exchange_overhead_s=X
+    )
+    without = PlanContext.create(topo, ranks, size, message_overhead_s=OH, message_cores=CORES)
     exchanging = 0
     for algorithm, _, prog, cost, doc in priced_and_verified(ctx, topo):
         extra = X * sum(step_exchange_ends(doc, topo, message_cores=CORES))
         assert len(step_exchange_ends(doc, topo)) == len(step_features(doc, topo))
-        assert cost == pytest.approx(without.cost.program_time(ranks, prog, size) + extra,
-                                     rel=1e-9), algorithm
+        assert cost == pytest.approx(
+            without.cost.program_time(ranks, prog, size) + extra, rel=1e-9
+        ), algorithm
         exchanging += extra > 0
     assert exchanging  # some candidate exchanges (direct, recursive doubling ...)
 
@@ -87,9 +100,9 @@ def test_zero_changes_nothing_and_a_plan_says_what_it_priced() -> None:
     assert "exchange_overhead_s" not in b
     c = make_plan(topo, ranks, 1024, message_overhead_s=OH, exchange_overhead_s=X)
     assert c["exchange_overhead_s"] == X and c["plan_id"] != a["plan_id"]
-    assert verify_plan(c, topo, message_overhead_s=OH,
-                       exchange_overhead_s=X).simulated_time_s == pytest.approx(
-        c["predicted_time_s"], rel=1e-9)
+    assert verify_plan(
+        c, topo, message_overhead_s=OH, exchange_overhead_s=X
+    ).simulated_time_s == pytest.approx(c["predicted_time_s"], rel=1e-9)
     # the cores count with the exchange term alone
     d = make_plan(topo, ranks, 1024, exchange_overhead_s=X, message_cores=CORES)
     assert d["message_cores"] == CORES and "message_overhead_s" not in d
@@ -109,22 +122,38 @@ def test_the_term_moves_auto_off_pairwise_exchanges_at_1_mib_on_the_testbed_grap
     topo = Topology.from_dict(load_scenario("homogeneous").ground_truth_topology())
     ranks = [f"h{i}/cpu0" for i in range(8)]
     algos = ["ring", "halving-doubling"]
-    kw = {"algorithms": algos, "min_step_s": 50e-6, "message_overhead_s": 50e-6,
-          "message_cores": CORES}
+    kw = {
+        "algorithms": algos,
+        "min_step_s": 50e-6,
+        "message_overhead_s": 50e-6,
+        "message_cores": CORES,
+    }
     assert compare(topo, ranks, 1 << 20, **kw).best.algorithm == "halving-doubling"
-    assert compare(topo, ranks, 1 << 20, exchange_overhead_s=100e-6,
-                   **kw).best.algorithm == "ring"
+    assert compare(topo, ranks, 1 << 20, exchange_overhead_s=100e-6, **kw).best.algorithm == "ring"
 
 
 def test_cli_plans_with_it_and_verify_simulates_it(
-        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     from syncplan.planner.sizes import format_time
 
     from tests.planner.test_cli_errors import STAR, cli
 
     out = tmp_path / "plan.json"
-    res = cli(capsys, "plan", "-t", STAR, "--size", "1KiB", "--exchange-overhead-us", "5",
-              "--algorithm", "direct", "-o", str(out))
+    res = cli(
+        capsys,
+        "plan",
+        "-t",
+        STAR,
+        "--size",
+        "1KiB",
+        "--exchange-overhead-us",
+        "5",
+        "--algorithm",
+        "direct",
+        "-o",
+        str(out),
+    )
     assert res.returncode == 0, res.stderr
     doc = json.loads(out.read_text())
     assert doc["exchange_overhead_s"] == pytest.approx(5e-6)
@@ -145,11 +174,9 @@ def test_with_the_term_a_tie_goes_to_the_fewest_exchanged_transfers() -> None:
 
     topo = Topology.from_dict(load_scenario("homogeneous").ground_truth_topology())
     ranks = [f"h{i}/cpu0" for i in range(8)]
-    kw = {"algorithms": ["ring", "halving-doubling"], "min_step_s": 50e-6,
-          "message_cores": CORES}
+    kw = {"algorithms": ["ring", "halving-doubling"], "min_step_s": 50e-6, "message_cores": CORES}
     assert compare(topo, ranks, 1 << 20, **kw).best.algorithm == "halving-doubling"
-    comp = compare(topo, ranks, 1 << 20, message_overhead_s=89e-6, exchange_overhead_s=20e-6,
-                   **kw)
+    comp = compare(topo, ranks, 1 << 20, message_overhead_s=89e-6, exchange_overhead_s=20e-6, **kw)
     ring, hd = comp.candidates["ring"], comp.candidates["halving-doubling"]
     assert hd.predicted_time_s < ring.predicted_time_s < hd.predicted_time_s * 1.01
     assert comp.best.algorithm == "ring"

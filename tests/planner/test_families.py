@@ -17,21 +17,28 @@ from .conftest import EXAMPLES as EXAMPLE_DIR
 
 BASE_AND_VARIANT: dict[str, tuple[Callable[[], dict], Callable[[], dict]]] = {
     "hybrid_cube_mesh": (fam.hybrid_cube_mesh, lambda: fam.hybrid_cube_mesh(degraded=(1, 5))),
-    "hybrid_cube_mesh_gen1_2hosts": (lambda: fam.hybrid_cube_mesh(2, 1, nics=2),
-                                     lambda: fam.hybrid_cube_mesh(2, 1, nics=2,
-                                                                  degraded=(4, 0))),
+    "hybrid_cube_mesh_gen1_2hosts": (
+        lambda: fam.hybrid_cube_mesh(2, 1, nics=2),
+        lambda: fam.hybrid_cube_mesh(2, 1, nics=2, degraded=(4, 0)),
+    ),
     "full_mesh": (fam.full_mesh, lambda: fam.full_mesh(slow_pair=(0, 7))),
     "mesh2d": (lambda: fam.mesh2d(3, 4), lambda: fam.mesh2d(3, 4, degraded=0)),
-    "mesh2d_ports_4gpu": (lambda: fam.mesh2d(2, 2, gpus_per_host=4, ports=True),
-                          lambda: fam.mesh2d(2, 2, gpus_per_host=4, ports=True, degraded=3)),
+    "mesh2d_ports_4gpu": (
+        lambda: fam.mesh2d(2, 2, gpus_per_host=4, ports=True),
+        lambda: fam.mesh2d(2, 2, gpus_per_host=4, ports=True, degraded=3),
+    ),
     "torus": (lambda: fam.torus(3, 3), lambda: fam.torus(3, 3, degraded=17)),
-    "torus_2gpu": (lambda: fam.torus(2, 3, gpus_per_host=2),
-                   lambda: fam.torus(2, 3, gpus_per_host=2, degraded=1)),
+    "torus_2gpu": (
+        lambda: fam.torus(2, 3, gpus_per_host=2),
+        lambda: fam.torus(2, 3, gpus_per_host=2, degraded=1),
+    ),
     "host_ring": (lambda: fam.host_ring(5), lambda: fam.host_ring(5, slow=4)),
     "host_ring_2": (lambda: fam.host_ring(2, 3), lambda: fam.host_ring(2, 3, slow=0)),
     "fat_tree3": (fam.fat_tree3, lambda: fam.fat_tree3(slow_host=7)),
-    "fat_tree3_uplink": (lambda: fam.fat_tree3(nics_per_host=2),
-                         lambda: fam.fat_tree3(nics_per_host=2, slow_uplink=3)),
+    "fat_tree3_uplink": (
+        lambda: fam.fat_tree3(nics_per_host=2),
+        lambda: fam.fat_tree3(nics_per_host=2, slow_uplink=3),
+    ),
     "directed_cluster": (fam.directed_cluster, lambda: fam.directed_cluster(slow=3)),
 }
 
@@ -80,8 +87,7 @@ def test_full_mesh_has_every_pair() -> None:
 
 
 def test_directed_cluster_is_asymmetric() -> None:
-    topo = Topology.from_dict(fam.directed_cluster(hosts=3, forward_GBps=25.0,
-                                                   reverse_GBps=5.0))
+    topo = Topology.from_dict(fam.directed_cluster(hosts=3, forward_GBps=25.0, reverse_GBps=5.0))
     g = topo.graph
     assert g.edges["h0/nic0", "h1/nic0"]["bw"] == 25e9
     assert g.edges["h1/nic0", "h0/nic0"]["bw"] == 5e9
@@ -93,16 +99,19 @@ def test_torus_wraps_and_mesh_does_not() -> None:
     assert len(fam.torus(2, 2)["links"]) == len(fam.mesh2d(2, 2)["links"]) == 4
 
 
-@pytest.mark.parametrize("bad", [
-    lambda: fam.hybrid_cube_mesh(degraded=(0, 5)),
-    lambda: fam.hybrid_cube_mesh(hosts=2),
-    lambda: fam.full_mesh(4, slow_pair=(1, 1)),
-    lambda: fam.mesh2d(2, 2, degraded=4),
-    lambda: fam.torus(3, 3, degraded=0, factor=1.5),
-    lambda: fam.host_ring(1),
-    lambda: fam.directed_cluster(slow=4),
-    lambda: fam.random_family("hypercube", 0),
-])
+@pytest.mark.parametrize(
+    "bad",
+    [
+        lambda: fam.hybrid_cube_mesh(degraded=(0, 5)),
+        lambda: fam.hybrid_cube_mesh(hosts=2),
+        lambda: fam.full_mesh(4, slow_pair=(1, 1)),
+        lambda: fam.mesh2d(2, 2, degraded=4),
+        lambda: fam.torus(3, 3, degraded=0, factor=1.5),
+        lambda: fam.host_ring(1),
+        lambda: fam.directed_cluster(slow=4),
+        lambda: fam.random_family("hypercube", 0),
+    ],
+)
 def test_bad_parameters_name_the_problem(bad: Callable[[], dict]) -> None:
     with pytest.raises(ValueError):
         bad()
@@ -131,8 +140,9 @@ def test_random_two_switch_uses_both_switches_and_a_trunk() -> None:
 @pytest.mark.parametrize("name", fam.FAMILY_EXAMPLES)
 def test_shipped_family_examples_match_their_builders(name: str) -> None:
     path = EXAMPLE_DIR / f"{name}.json"
-    assert json.loads(path.read_text()) == json.loads(json.dumps(fam.FAMILY_EXAMPLES[name]())), \
+    assert json.loads(path.read_text()) == json.loads(json.dumps(fam.FAMILY_EXAMPLES[name]())), (
         f"examples/{name}.json is stale: run python -m syncplan.planner.builders examples"
+    )
     topo = load_topology(path)
     assert len(topo.endpoints()) <= 32
     topo.check_ranks(topo.endpoints())

@@ -35,7 +35,8 @@ def test_measure_one_topology() -> None:
 @pytest.mark.slow
 def test_bad_arguments_give_one_line() -> None:
     for args in (["--families", "hypercube"], ["--size", "lots"], ["--count", "0"]):
-        res = subprocess.run([sys.executable, str(SCRIPT), *args], capture_output=True,
-                             text=True, timeout=60)
+        res = subprocess.run(
+            [sys.executable, str(SCRIPT), *args], capture_output=True, text=True, timeout=60
+        )
         assert res.returncode != 0
         assert res.stderr.strip().startswith("error:") and "Traceback" not in res.stderr, args

@@ -27,9 +27,13 @@ from syncplan.planner.program import Program, Transfer, program_to_doc
 from syncplan.planner.topology import Topology
 from syncplan.planner.verify import verify_plan
 
-SETTINGS = settings(max_examples=3, derandomize=True, deadline=None, database=None,
-                    suppress_health_check=[HealthCheck.too_slow,
-                                           HealthCheck.function_scoped_fixture])
+SETTINGS = settings(
+    max_examples=3,
+    derandomize=True,
+    deadline=None,
+    database=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
+)
 
 
 def check_all_algorithms(topo: Topology, ranks: list[str], size: int) -> dict[str, str]:
@@ -63,8 +67,9 @@ def check_all_algorithms(topo: Topology, ranks: list[str], size: int) -> dict[st
 @pytest.mark.parametrize("family", FAMILIES)
 @SETTINGS
 @given(seed=st.integers(0, 10**6), size=st.sampled_from([4096, 256 << 20]))
-def test_every_algorithm_on_random_members(family: str, seed: int, size: int,
-                                           record_property: pytest.RecordProperty) -> None:
+def test_every_algorithm_on_random_members(
+    family: str, seed: int, size: int, record_property: pytest.RecordProperty
+) -> None:
     topo = Topology.from_dict(random_family(family, seed, max_ranks=12))
     infeasible = check_all_algorithms(topo, topo.endpoints(), size)
     for name, reason in infeasible.items():
@@ -72,6 +77,7 @@ def test_every_algorithm_on_random_members(family: str, seed: int, size: int,
 
 
 # ---- brute force on 2-3 ranks -------------------------------------------------------------
+
 
 def _trees(root: int, n: int) -> list[list[list[tuple[int, int]]]]:
     """Reduce trees into ``root`` over ranks 0..n-1, as levels of (child, parent) edges:
@@ -102,13 +108,15 @@ def _paths(ctx: PlanContext, src: int, dst: int, k: int) -> list[tuple[str, ...]
     if k == 1:
         return [None]
     weight = {(u, v): d["lat"] + (1 << 20) / d["bw"] for u, v, d in ctx.topo.graph.edges(data=True)}
-    gen = nx.shortest_simple_paths(ctx.topo.graph, ctx.ranks[src], ctx.ranks[dst],
-                                   weight=lambda u, v, _d: weight[(u, v)])
+    gen = nx.shortest_simple_paths(
+        ctx.topo.graph, ctx.ranks[src], ctx.ranks[dst], weight=lambda u, v, _d: weight[(u, v)]
+    )
     return [None, *(tuple(p) for p in itertools.islice(gen, k))][:k]
 
 
-def brute_force(ctx: PlanContext, units: int, paths: int = 1,
-                max_offset: int = 2) -> tuple[float, Program]:
+def brute_force(
+    ctx: PlanContext, units: int, paths: int = 1, max_offset: int = 2
+) -> tuple[float, Program]:
     """The fastest program whose ``units`` equal units each follow one unit option, every
     transfer on one of ``paths`` routes."""
     n = len(ctx.ranks)
@@ -146,21 +154,28 @@ def _tiny_ranks(topo: Topology, seed: int, k: int) -> Sequence[str]:
 
 
 @pytest.mark.parametrize("family", FAMILIES)
-@pytest.mark.parametrize("nranks,units,paths,offsets", [
-    (2, 4, 1, 2),  # 126 programs: fast
-    pytest.param(3, 2, 1, 2, marks=pytest.mark.slow),  # 3,321 programs
-    pytest.param(2, 3, 3, 1, marks=pytest.mark.slow),  # 3 routes per transfer: 7,770 programs
-])
-def test_bound_never_above_brute_force_on_tiny_cases(family: str, nranks: int, units: int,
-                                                     paths: int, offsets: int) -> None:
+@pytest.mark.parametrize(
+    "nranks,units,paths,offsets",
+    [
+        (2, 4, 1, 2),  # 126 programs: fast
+        pytest.param(3, 2, 1, 2, marks=pytest.mark.slow),  # 3,321 programs
+        pytest.param(2, 3, 3, 1, marks=pytest.mark.slow),  # 3 routes per transfer: 7,770 programs
+    ],
+)
+def test_bound_never_above_brute_force_on_tiny_cases(
+    family: str, nranks: int, units: int, paths: int, offsets: int
+) -> None:
     for seed in range(2):
         topo = Topology.from_dict(random_family(family, seed, max_ranks=8))
         ranks = list(_tiny_ranks(topo, seed, nranks))
         for size in (4096, 256 << 20):
             ctx = PlanContext.create(topo, ranks, size)
             best_t, program = brute_force(ctx, units, paths, offsets)
-            doc = {"ranks": ranks, "size_bytes": size,
-                   "program": program_to_doc(with_routes(program, ranks, ctx.router))}
+            doc = {
+                "ranks": ranks,
+                "size_bytes": size,
+                "program": program_to_doc(with_routes(program, ranks, ctx.router)),
+            }
             rep = verify_plan(doc, topo)  # the enumerated programs are all-reduces
             assert rep.ok, rep.error
             assert rep.simulated_time_s == pytest.approx(best_t, rel=1e-6)

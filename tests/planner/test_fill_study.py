@@ -36,10 +36,12 @@ def test_free_pieces_on_a_small_mesh(tmp_path: Path, hat_count: int) -> None:
 
 
 def test_bad_arguments_are_one_line() -> None:
-    bad = subprocess.run([sys.executable, str(SCRIPT), "--pieces", "1"], capture_output=True,
-                         text=True, timeout=60)
+    bad = subprocess.run(
+        [sys.executable, str(SCRIPT), "--pieces", "1"], capture_output=True, text=True, timeout=60
+    )
     assert bad.returncode == 2 and "--pieces must be >= 2" in bad.stderr
-    bad = subprocess.run([sys.executable, str(SCRIPT), "--hats", "1"], capture_output=True,
-                         text=True, timeout=60)
+    bad = subprocess.run(
+        [sys.executable, str(SCRIPT), "--hats", "1"], capture_output=True, text=True, timeout=60
+    )
     assert bad.returncode == 2 and "--hats 0 or 2..pieces" in bad.stderr
     assert "Traceback" not in bad.stderr

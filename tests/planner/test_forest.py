@@ -31,13 +31,15 @@ def _verified_forest(topo: Topology) -> dict:
     return doc
 
 
-@pytest.mark.parametrize(("topo_dict", "tolerance"), [
-    (star([12.5, 12.5, 12.5, 3.125], latency_us=0.0), 1.01),  # fill: 1 step of 128 pieces
-    (star([12.5, 12.5, 12.5, 3.125]), 1.02),
-    (mixed_pcie_cluster([12.5, 12.5, 12.5, 3.125]), 1.03),  # examples/one-slow-nic.json
-])
-def test_forest_is_near_the_bound_on_slow_host_clusters(topo_dict: dict,
-                                                         tolerance: float) -> None:
+@pytest.mark.parametrize(
+    ("topo_dict", "tolerance"),
+    [
+        (star([12.5, 12.5, 12.5, 3.125], latency_us=0.0), 1.01),  # fill: 1 step of 128 pieces
+        (star([12.5, 12.5, 12.5, 3.125]), 1.02),
+        (mixed_pcie_cluster([12.5, 12.5, 12.5, 3.125]), 1.03),  # examples/one-slow-nic.json
+    ],
+)
+def test_forest_is_near_the_bound_on_slow_host_clusters(topo_dict: dict, tolerance: float) -> None:
     topo = Topology.from_dict(topo_dict)
     doc = _verified_forest(topo)
     assert doc["lower_bound_time_s"] <= doc["predicted_time_s"]
@@ -51,8 +53,10 @@ def test_auto_picks_forest_for_large_buffers_on_a_slow_host() -> None:
     assert make_plan(topo, topo.endpoints(), SIZE)["algorithm"] == "forest"
 
 
-@pytest.mark.parametrize("cap", [[1.0, 1.0, 1.0, 1.0], [4.0, 4.0, 4.0, 1.0], [1.0, 2.0, 3.0],
-                                 list(np.linspace(1, 8, 17))])
+@pytest.mark.parametrize(
+    "cap",
+    [[1.0, 1.0, 1.0, 1.0], [4.0, 4.0, 4.0, 1.0], [1.0, 2.0, 3.0], list(np.linspace(1, 8, 17))],
+)
 def test_degree_targets(cap: list[float]) -> None:
     d = trees_mod.degree_targets(np.asarray(cap))
     m = len(cap)
@@ -104,13 +108,14 @@ def test_lp_piece_sizes_never_lose_to_equal_pieces(pieces: int) -> None:
     lat[:, 0] = 1e-6
     fracs = pipeline.lp_fractions(load, lat, float(SIZE), pieces)
     assert fracs is not None and fracs.sum() == pytest.approx(1.0)
-    assert (pipeline.model_time(load, lat, float(SIZE), fracs)
-            <= pipeline.model_time(load, lat, float(SIZE), np.full(pieces, 1 / pieces))
-            * (1 + 1e-9))
+    assert pipeline.model_time(load, lat, float(SIZE), fracs) <= pipeline.model_time(
+        load, lat, float(SIZE), np.full(pieces, 1 / pieces)
+    ) * (1 + 1e-9)
 
 
-def _step_sum(load: np.ndarray, lat: np.ndarray, fracs: np.ndarray, group: int,
-              min_step: float) -> float:
+def _step_sum(
+    load: np.ndarray, lat: np.ndarray, fracs: np.ndarray, group: int, min_step: float
+) -> float:
     """The cost model's time counted transfer by transfer: piece p runs profile column k at
     step p + k, the last two columns (merged intra-host transfers) at its group's first
     step and at the group's last piece's last offset."""
@@ -144,8 +149,9 @@ def test_several_piece_choices_priced_at_once_are_each_priced_alone(group: int) 
         choices = [pipeline.piece_fractions(pieces, r) for r in (0, 1, 2) if 2 * r <= pieces]
         together = pipeline.model_times(load, lat, float(SIZE), choices, group, 2e-6)
         for fracs, t in zip(choices, together, strict=True):
-            assert t == pipeline.model_time(load, lat, float(SIZE), fracs, group, intra=True,
-                                            min_step=2e-6)
+            assert t == pipeline.model_time(
+                load, lat, float(SIZE), fracs, group, intra=True, min_step=2e-6
+            )
             assert t == pytest.approx(_step_sum(load, lat, fracs, group, 2e-6), rel=1e-12)
 
 
@@ -157,8 +163,12 @@ def test_detour_lanes_use_the_pcie_partner_inside_an_nvswitch_host() -> None:
     topo = Topology.from_dict(dgx_cluster(1))
     doc = _verified_forest(topo)
     assert doc["predicted_time_s"] <= 1.01 * doc["lower_bound_time_s"]
-    pcie = [t for step in doc["program"]["steps"] for t in step
-            if any("pcie_switch" in n for n in t.get("path", []))]
+    pcie = [
+        t
+        for step in doc["program"]["steps"]
+        for t in step
+        if any("pcie_switch" in n for n in t.get("path", []))
+    ]
     assert pcie and all(len(t["path"]) == 3 for t in pcie)  # partner GPUs only, not via CPU
 
 
@@ -173,9 +183,14 @@ def test_exit_detour_lanes_move_bytes_off_a_degraded_rail() -> None:
     doc = _verified_forest(topo)
     assert doc["details"]["fluid_time_s"] <= 1.001 * doc["lower_bound_time_s"]
     assert doc["predicted_time_s"] <= 1.10 * doc["lower_bound_time_s"]
-    rail3 = [t for step in doc["program"]["steps"] for t in step
-             if "h1/nic3" in t.get("path", []) and "h0/nic3" in t.get("path", [])
-             and topo.endpoints()[t["src"]].endswith("gpu2")]
+    rail3 = [
+        t
+        for step in doc["program"]["steps"]
+        for t in step
+        if "h1/nic3" in t.get("path", [])
+        and "h0/nic3" in t.get("path", [])
+        and topo.endpoints()[t["src"]].endswith("gpu2")
+    ]
     assert rail3  # lane 2 bytes between h0 and h1 cross rail 3
 
 
@@ -195,7 +210,8 @@ def test_forest_trades_a_little_model_time_for_less_fan_in() -> None:
     doc = make_plan(topo, topo.endpoints(), 64 << 20, "forest")
     assert doc["details"]["host_tree_height"] == 2
     assert doc["predicted_time_s"] <= doc["lower_bound_time_s"] * (
-        1 + forest_module.FAN_IN_TOLERANCE + 0.01)
+        1 + forest_module.FAN_IN_TOLERANCE + 0.01
+    )
     # counted per step in the program: 4 trees of 5 children each lined up 6 senders on one
     # host and ran 1.32x their prediction; one height-2 tree has at most 4 (docs/planner.md)
     from syncplan.planner.algorithms.base import PlanContext
@@ -211,8 +227,9 @@ def _plan_for(topo_dict: dict, t: int, split_intra: bool):
     topo = Topology.from_dict(topo_dict)
     ctx = PlanContext.create(topo, topo.endpoints(), SIZE)
     lanes = lanes_mod._lanes(ctx)
-    plan = plan_mod._Plan(ctx, lanes, trees_mod._trees(lanes, t), lanes_mod._Arcs(ctx),
-                          split_intra=split_intra)
+    plan = plan_mod._Plan(
+        ctx, lanes, trees_mod._trees(lanes, t), lanes_mod._Arcs(ctx), split_intra=split_intra
+    )
     plan.solve_shares()
     return topo, ctx, plan
 
@@ -250,8 +267,9 @@ def test_split_intra_host_transfers_verify_and_are_counted(t: int) -> None:
     transfers build_program emits after merging runs of trees."""
     from syncplan.planner.builders import dgx_cluster
 
-    topo, ctx, plan = _plan_for(dgx_cluster(9, nics_per_host=8, nic_GBps=25.0,
-                                            slow={4: 12.5}), t, True)
+    topo, ctx, plan = _plan_for(
+        dgx_cluster(9, nics_per_host=8, nic_GBps=25.0, slow={4: 12.5}), t, True
+    )
     plan.set_stagger(2)
     fracs = pipeline.piece_fractions(6, 1)
     program = F.build_program(plan, fracs, 1 << 20)
@@ -267,9 +285,15 @@ def _verified_at_model_time(topo, ctx, plan, program, fracs, group: int = 1) -> 
     """The program passes the verifier, whose simulated time is forest's per-arc model's."""
     from syncplan.planner.program import program_to_doc
 
-    doc = {"algorithm": "forest", "collective": "allreduce", "ranks": ctx.ranks,
-           "size_bytes": SIZE, "predicted_time_s": 0.0, "lower_bound_time_s": 0.0,
-           "program": program_to_doc(program)}
+    doc = {
+        "algorithm": "forest",
+        "collective": "allreduce",
+        "ranks": ctx.ranks,
+        "size_bytes": SIZE,
+        "predicted_time_s": 0.0,
+        "lower_bound_time_s": 0.0,
+        "program": program_to_doc(program),
+    }
     rep = verify_plan(doc, topo)
     assert rep.ok, rep.error
     load, lat = plan.profile()
@@ -305,8 +329,9 @@ def test_grouped_intra_host_transfers_verify_and_match_the_model(group: int) -> 
     says, and its simulated time is the model's."""
     from syncplan.planner.builders import dgx_cluster
 
-    topo, ctx, plan = _plan_for(dgx_cluster(9, nics_per_host=8, nic_GBps=25.0,
-                                            slow={4: 12.5}), 3, False)
+    topo, ctx, plan = _plan_for(
+        dgx_cluster(9, nics_per_host=8, nic_GBps=25.0, slow={4: 12.5}), 3, False
+    )
     plan.set_stagger(2)
     fracs = pipeline.piece_fractions(7, 1)
     program = F.build_program(plan, fracs, 1 << 20, group)
@@ -340,11 +365,14 @@ def test_step_floor_buys_fewer_larger_pieces() -> None:
     assert big[1]["predicted_time_s"] <= big[0]["predicted_time_s"] * 1.001
 
 
-@pytest.mark.parametrize(("kw", "before"), [
-    ({}, 1.093),  # examples/fat-tree3.json
-    ({"oversubscription": 3.0}, 1.066),
-    ({"oversubscription": 1.0, "slow_uplink": 1}, 1.061),
-])
+@pytest.mark.parametrize(
+    ("kw", "before"),
+    [
+        ({}, 1.093),  # examples/fat-tree3.json
+        ({"oversubscription": 3.0}, 1.066),
+        ({"oversubscription": 1.0, "slow_uplink": 1}, 1.061),
+    ],
+)
 def test_forest_is_within_3_percent_of_the_bound_on_fat_trees(kw: dict, before: float) -> None:
     """Three-tier fat trees: routing every switch pair on the router's one route left each
     ToR's other uplink idle (host forest 2.14x the bound on fat-tree3; the packing won at
@@ -475,8 +503,9 @@ def test_host_forest_is_searched_in_full_where_the_packing_is_no_faster(monkeypa
     assert cand.predicted_time_s == F.forest_hosts(_ctx(mesh2d(3, 3))).predicted_time_s
 
 
-@pytest.mark.parametrize("name", ["degraded-rail", "dgx-4x8-rail", "fat-tree3-slow-host",
-                                  "mixed-100-25"])
+@pytest.mark.parametrize(
+    "name", ["degraded-rail", "dgx-4x8-rail", "fat-tree3-slow-host", "mixed-100-25"]
+)
 def test_fan_in_without_building_is_the_built_programs(name: str) -> None:
     """``plan_fan_in`` counts the host fan-in of ``build_program`` without building it, for
     the near-best configurations the host forest compares, at a large and a small size."""
@@ -498,8 +527,7 @@ def test_fan_in_without_building_is_the_built_programs(name: str) -> None:
         configs: dict = {}
         for plan, fluid in forest_mod._tree_sets(ctx)[1]:
             forest_mod._price(plan, fluid, float(size), units, configs)
-        for _, plan, width, group, fracs, *_ in sorted(configs.values(),
-                                                        key=lambda c: c[0])[:4]:
+        for _, plan, width, group, fracs, *_ in sorted(configs.values(), key=lambda c: c[0])[:4]:
             plan.set_stagger(width)
             want = host_fan_in(ctx, build_program(plan, fracs, units, group))
             assert plan_fan_in(ctx, plan, fracs, units) == want, (size, width, group)

@@ -49,7 +49,8 @@ def test_a_mix_of_the_pipelines_own_shares_is_its_program() -> None:
     piped = F.build_program(plan, fracs, units, group)
     assert [len(s) for s in mixed.steps] == [len(s) for s in piped.steps]
     assert ctx.cost.program_time(ctx.ranks, mixed, SIZE) == pytest.approx(
-        ctx.cost.program_time(ctx.ranks, piped, SIZE), rel=1e-4)
+        ctx.cost.program_time(ctx.ranks, piped, SIZE), rel=1e-4
+    )
     assert mix_mod.mix_transfers(moves, groups, x / x.sum(), units) == mixed.transfer_count
 
 
@@ -60,20 +61,30 @@ def test_the_mix_lp_never_loses_to_the_pipelines_own_shares(name: str) -> None:
     step it could be used, so the built program is never above the LP's time)."""
     from syncplan.planner.topology import load_topology
 
-    topo = (Topology.from_dict(SLOW_STAR) if name == "star-one-slow"
-            else load_topology(f"examples/{name}.json"))
+    topo = (
+        Topology.from_dict(SLOW_STAR)
+        if name == "star-one-slow"
+        else load_topology(f"examples/{name}.json")
+    )
     ctx, ranked = _configs(topo)
     _, plan, width, group, fracs, *_ = ranked[0]
     plan.set_stagger(width)
     trees = [j for j in range(len(plan.trees)) if plan.w[j] > 0]
     units = 1 << 20
-    x = mix_mod.mix_lp(mix_mod.tree_profiles(plan, trees), plan.w[trees], plan.offsets,
-                       len(ctx.router.bw), len(fracs), SIZE)
+    x = mix_mod.mix_lp(
+        mix_mod.tree_profiles(plan, trees),
+        plan.w[trees],
+        plan.offsets,
+        len(ctx.router.bw),
+        len(fracs),
+        SIZE,
+    )
     assert x is not None and x.shape == (len(fracs), len(trees))
     assert x.min() >= 0 and x.sum() == pytest.approx(1.0)
     moves, groups = mix_mod.host_moves(plan, trees)
-    lp = ctx.cost.program_time(ctx.ranks, mix_mod.build_mix(moves, groups, x, units,
-                                                            plan.offsets), SIZE)
+    lp = ctx.cost.program_time(
+        ctx.ranks, mix_mod.build_mix(moves, groups, x, units, plan.offsets), SIZE
+    )
     piped = ctx.cost.program_time(ctx.ranks, F.build_program(plan, fracs, units, group), SIZE)
     assert lp <= piped * (1 + 1e-4)
     if name == "degraded-rail":  # the ramp's idle NICs are what the mix fills
@@ -87,8 +98,7 @@ def test_forest_takes_the_mix_where_it_is_faster_and_it_verifies() -> None:
     rep = verify_plan(doc, topo)
     assert rep.ok, rep.error
     assert rep.simulated_time_s == pytest.approx(doc["predicted_time_s"], rel=1e-9)
-    assert doc["lower_bound_time_s"] <= doc["predicted_time_s"] <= 1.005 * doc[
-        "lower_bound_time_s"]
+    assert doc["lower_bound_time_s"] <= doc["predicted_time_s"] <= 1.005 * doc["lower_bound_time_s"]
 
 
 def test_no_mix_outside_the_budget(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -109,6 +119,7 @@ def test_packing_mixes_keep_the_middle_and_never_lose_to_the_pipeline() -> None:
     from syncplan.planner.algorithms.packing_schedule import PairSchedule, pair_trees
     from syncplan.planner.families import torus
     from syncplan.planner.program import program_to_doc
+
     topo = Topology.from_dict(torus(2, 3, gpus_per_host=2, degraded=1))
     ctx = PlanContext.create(topo, topo.endpoints(), SIZE)
     table = packing_sets.packings(ctx)
@@ -121,11 +132,18 @@ def test_packing_mixes_keep_the_middle_and_never_lose_to_the_pipeline() -> None:
     fracs, pairs = best["fracs"], [j for j in range(len(shares)) if shares[j] > 0]
     ends = 2
     assert len(fracs) > 2 * ends + 2
-    x = mix_mod.mix_lp(mix_mod.pair_profiles(sched, pairs), shares[pairs], sched.columns,
-                       len(ctx.router.bw), len(fracs), SIZE, ends=ends)
+    x = mix_mod.mix_lp(
+        mix_mod.pair_profiles(sched, pairs),
+        shares[pairs],
+        sched.columns,
+        len(ctx.router.bw),
+        len(fracs),
+        SIZE,
+        ends=ends,
+    )
     assert x is not None
     w = shares[pairs] / shares[pairs].sum()
-    for row in x[ends:len(fracs) - ends]:
+    for row in x[ends : len(fracs) - ends]:
         assert row == pytest.approx(row.sum() * w, abs=1e-12)
     moves = [sched.transfers[j] for j in pairs]
     groups = [(list(range(len(pairs))), [])]
@@ -137,8 +155,7 @@ def test_packing_mixes_keep_the_middle_and_never_lose_to_the_pipeline() -> None:
     assert rep.simulated_time_s == pytest.approx(mixed, rel=1e-9)
     piped = ctx.cost.program_time(ctx.ranks, sched.build(shares, fracs, units), SIZE)
     assert mixed <= piped * (1 + 1e-4)
-    assert mix_mod.mix_cost(len(fracs), len(pairs), ends) < mix_mod.mix_cost(len(fracs),
-                                                                             len(pairs))
+    assert mix_mod.mix_cost(len(fracs), len(pairs), ends) < mix_mod.mix_cost(len(fracs), len(pairs))
 
 
 def test_mixed_plans_repeat() -> None:

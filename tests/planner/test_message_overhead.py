@@ -34,7 +34,8 @@ def test_a_step_pays_o_per_message_of_its_busiest_rank() -> None:
     for step, busiest in ((direct, 2 * (n - 1)), (gather, n - 1), (one, 1)):
         wire = plain.step_time(ranks, step, 1024)
         assert charged.step_time(ranks, step, 1024) == pytest.approx(
-            max(wire + OH * min(busiest, 2), OH * busiest), rel=1e-12)
+            max(wire + OH * min(busiest, 2), OH * busiest), rel=1e-12
+        )
     assert charged.step_time(ranks, [], 1024) == 0.0
     with pytest.raises(ValueError):
         CostModel(router, message_overhead_s=-1.0)
@@ -52,14 +53,18 @@ def test_overhead_beyond_two_message_ends_overlaps_the_wire() -> None:
     short, long_ = plain.step_time(ranks, gather, 1), plain.step_time(ranks, gather, 1 << 24)
     big = 10 * short / (n - 1)  # o x (n - 1) far above the 1-byte step's wire time
     small = long_ / (100 * n)  # o x (n - 1) far below the 16 MiB step's
-    assert CostModel(router, message_overhead_s=big).step_time(ranks, gather, 1) == \
-        pytest.approx(big * (n - 1), rel=1e-12)
-    assert CostModel(router, message_overhead_s=small).step_time(ranks, gather, 1 << 24) == \
-        pytest.approx(long_ + 2 * small, rel=1e-12)
+    assert CostModel(router, message_overhead_s=big).step_time(ranks, gather, 1) == pytest.approx(
+        big * (n - 1), rel=1e-12
+    )
+    assert CostModel(router, message_overhead_s=small).step_time(
+        ranks, gather, 1 << 24
+    ) == pytest.approx(long_ + 2 * small, rel=1e-12)
 
 
-@pytest.mark.parametrize("name,size", [("demo", 1024), ("star-one-slow", 1),
-                                       ("dgx-2x8-1nic", 1 << 20), ("demo", 64 << 20)])
+@pytest.mark.parametrize(
+    "name,size",
+    [("demo", 1024), ("star-one-slow", 1), ("dgx-2x8-1nic", 1 << 20), ("demo", 64 << 20)],
+)
 def test_every_candidate_prices_the_overhead_on_its_own_program(name: str, size: int) -> None:
     topo = load_topology(EXAMPLES / f"{name}.json")
     ranks = topo.endpoints()
@@ -67,8 +72,9 @@ def test_every_candidate_prices_the_overhead_on_its_own_program(name: str, size:
     plain = PlanContext.create(topo, ranks, size)
     for algorithm, _, prog, cost, doc in priced_and_verified(ctx, topo):
         zero = verify_plan(doc, topo).simulated_time_s
-        assert zero == pytest.approx(plain.cost.program_time(ranks, prog, size),
-                                     rel=1e-9), algorithm
+        assert zero == pytest.approx(plain.cost.program_time(ranks, prog, size), rel=1e-9), (
+            algorithm
+        )
         assert cost > zero, algorithm
 
 
@@ -82,7 +88,8 @@ def test_zero_changes_nothing_and_a_plan_says_what_it_priced() -> None:
     c = make_plan(topo, ranks, 1024, message_overhead_s=OH)
     assert c["message_overhead_s"] == OH and c["plan_id"] != a["plan_id"]
     assert verify_plan(c, topo, message_overhead_s=OH).simulated_time_s == pytest.approx(
-        c["predicted_time_s"], rel=1e-9)
+        c["predicted_time_s"], rel=1e-9
+    )
     with pytest.raises(RequestError):
         make_plan(topo, ranks, 1024, message_overhead_s=-1.0)
     with pytest.raises(RequestError):
@@ -107,14 +114,16 @@ def test_program_without_steps_costs_nothing() -> None:
 
 
 def test_cli_plans_with_the_overhead_and_verify_simulates_it(
-        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     from syncplan.planner.sizes import format_time
 
     from tests.planner.test_cli_errors import STAR, cli
 
     out = tmp_path / "plan.json"
-    res = cli(capsys, "plan", "-t", STAR, "--size", "1KiB", "--message-overhead-us", "5",
-              "-o", str(out))
+    res = cli(
+        capsys, "plan", "-t", STAR, "--size", "1KiB", "--message-overhead-us", "5", "-o", str(out)
+    )
     assert res.returncode == 0, res.stderr
     doc = json.loads(out.read_text())
     assert doc["message_overhead_s"] == pytest.approx(5e-6)
@@ -138,27 +147,33 @@ def test_shared_cores_charge_the_steps_message_ends_over_the_cores() -> None:
     gather = [Transfer(i, 0, 0, 1, True) for i in range(1, n)]
     one = [Transfer(0, 1, 0, 1, True)]
     plain = CostModel(router)
-    for step, charged in ((direct, 2 * n * (n - 1) / CORES),
-                          (gather, max(n - 1, 2 * (n - 1) / CORES)), (one, 1)):
+    for step, charged in (
+        (direct, 2 * n * (n - 1) / CORES),
+        (gather, max(n - 1, 2 * (n - 1) / CORES)),
+        (one, 1),
+    ):
         wire = plain.step_time(ranks, step, 1024)
         assert shared.step_time(ranks, step, 1024) == pytest.approx(
-            max(wire + OH * min(charged, 2), OH * charged), rel=1e-12)
+            max(wire + OH * min(charged, 2), OH * charged), rel=1e-12
+        )
     # unlimited cores (None or 0) is the per-rank model
     for cores in (None, 0):
         assert CostModel(router, message_overhead_s=OH, message_cores=cores).step_time(
-            ranks, direct, 1024) == per_rank.step_time(ranks, direct, 1024)
+            ranks, direct, 1024
+        ) == per_rank.step_time(ranks, direct, 1024)
     # without an overhead the cores change nothing
-    assert CostModel(router, message_cores=CORES).step_time(ranks, direct, 1024) == \
-        plain.step_time(ranks, direct, 1024)
+    assert CostModel(router, message_cores=CORES).step_time(ranks, direct, 1024) == plain.step_time(
+        ranks, direct, 1024
+    )
     for bad in (-1, 1.5, True):
         with pytest.raises(ValueError):
             CostModel(router, message_overhead_s=OH, message_cores=bad)
 
 
-@pytest.mark.parametrize("name,size", [("demo", 4096), ("star-one-slow", 1),
-                                       ("dgx-2x8-1nic", 1 << 20)])
-def test_every_candidate_prices_the_shared_cores_on_its_own_program(name: str,
-                                                                    size: int) -> None:
+@pytest.mark.parametrize(
+    "name,size", [("demo", 4096), ("star-one-slow", 1), ("dgx-2x8-1nic", 1 << 20)]
+)
+def test_every_candidate_prices_the_shared_cores_on_its_own_program(name: str, size: int) -> None:
     topo = load_topology(EXAMPLES / f"{name}.json")
     ranks = topo.endpoints()
     ctx = PlanContext.create(topo, ranks, size, message_overhead_s=OH, message_cores=CORES)
@@ -177,9 +192,9 @@ def test_a_plan_records_its_cores_and_auto_leaves_the_direct_exchange_on_shared_
     assert a["plan_id"] == b["plan_id"] and "message_cores" not in b
     c = make_plan(topo, ranks, 4096, message_overhead_s=OH, message_cores=CORES)
     assert c["message_cores"] == CORES and c["plan_id"] != a["plan_id"]
-    assert verify_plan(c, topo, message_overhead_s=OH,
-                       message_cores=CORES).simulated_time_s == pytest.approx(
-        c["predicted_time_s"], rel=1e-9)
+    assert verify_plan(
+        c, topo, message_overhead_s=OH, message_cores=CORES
+    ).simulated_time_s == pytest.approx(c["predicted_time_s"], rel=1e-9)
     # the cores alone (no overhead) change nothing and are not recorded
     d = make_plan(topo, ranks, 4096, message_cores=CORES)
     assert "message_cores" not in d and d["plan_id"] == make_plan(topo, ranks, 4096)["plan_id"]
@@ -193,14 +208,27 @@ def test_a_plan_records_its_cores_and_auto_leaves_the_direct_exchange_on_shared_
 
 
 def test_cli_plans_with_shared_cores_and_verify_simulates_them(
-        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     from syncplan.planner.sizes import format_time
 
     from tests.planner.test_cli_errors import STAR, cli
 
     out = tmp_path / "plan.json"
-    res = cli(capsys, "plan", "-t", STAR, "--size", "1KiB", "--message-overhead-us", "5",
-              "--message-cores", "2", "-o", str(out))
+    res = cli(
+        capsys,
+        "plan",
+        "-t",
+        STAR,
+        "--size",
+        "1KiB",
+        "--message-overhead-us",
+        "5",
+        "--message-cores",
+        "2",
+        "-o",
+        str(out),
+    )
     assert res.returncode == 0, res.stderr
     doc = json.loads(out.read_text())
     assert doc["message_cores"] == 2

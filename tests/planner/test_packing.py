@@ -34,8 +34,12 @@ def test_min_arborescence_matches_networkx(seed: int) -> None:
     np.fill_diagonal(cost, np.inf)
     cost[0, 1:] = rng.random(n - 1)  # root 0 reaches everyone
     g = nx.DiGraph()
-    g.add_weighted_edges_from((u, v, cost[u, v]) for u in range(n) for v in range(1, n)
-                              if u != v and np.isfinite(cost[u, v]))
+    g.add_weighted_edges_from(
+        (u, v, cost[u, v])
+        for u in range(n)
+        for v in range(1, n)
+        if u != v and np.isfinite(cost[u, v])
+    )
     ref = sum(d["weight"] for *_, d in nx.minimum_spanning_arborescence(g).edges(data=True))
     parent = min_arborescence(cost, 0)
     assert parent[0] == -1 and (tree_depths(parent) >= 0).all()
@@ -52,11 +56,14 @@ def test_shallow_trees_respect_depth_limits() -> None:
         assert depth[r] == 0 and depth.max() <= 2 and parent[r] == -1
 
 
-@pytest.mark.parametrize("name, topo", [
-    ("torus-3x3", torus(3, 3, degraded=0)),
-    ("cube-mesh", hybrid_cube_mesh()),
-    ("directed", directed_cluster()),
-])
+@pytest.mark.parametrize(
+    "name, topo",
+    [
+        ("torus-3x3", torus(3, 3, degraded=0)),
+        ("cube-mesh", hybrid_cube_mesh()),
+        ("directed", directed_cluster()),
+    ],
+)
 def test_packing_reaches_the_bandwidth_bound(name: str, topo: dict) -> None:
     t = Topology.from_dict(topo)
     ctx = PlanContext.create(t, t.endpoints(), SIZE)
@@ -82,8 +89,9 @@ def test_forest_any_programs_verify(size: int) -> None:
     assert report.simulated_time_s == pytest.approx(cand.predicted_time_s, rel=1e-6)
 
 
-@pytest.mark.parametrize("topo", [torus(3, 3, degraded=0), directed_cluster()],
-                         ids=["torus", "directed"])
+@pytest.mark.parametrize(
+    "topo", [torus(3, 3, degraded=0), directed_cluster()], ids=["torus", "directed"]
+)
 def test_forest_plan_verifies_and_is_near_the_bound(topo: dict) -> None:
     t = Topology.from_dict(topo)
     doc = make_plan(t, t.endpoints(), SIZE, algorithm="forest")
@@ -109,6 +117,7 @@ def test_interior_duals_end_on_a_vertex_of_the_same_optimum() -> None:
 
 def test_long_column_generation_switches_to_interior_duals(monkeypatch) -> None:
     import syncplan.planner.algorithms.packing as packing
+
     monkeypatch.setattr(packing, "INTERIOR_AFTER", 0)
     t = Topology.from_dict(torus(3, 6, degraded=0))  # 18 ranks: inside INTERIOR_RANKS
     ctx = PlanContext.create(t, t.endpoints(), SIZE)
@@ -183,8 +192,12 @@ def test_min_arborescence_with_ties_matches_networkx(seed: int) -> None:
     root = int(rng.integers(n))
     cost[root, :] = np.where(np.arange(n) == root, np.inf, 5.0)  # the root reaches everyone
     g = nx.DiGraph()
-    g.add_weighted_edges_from((u, v, cost[u, v]) for u in range(n) for v in range(n)
-                              if v != root and u != v and np.isfinite(cost[u, v]))
+    g.add_weighted_edges_from(
+        (u, v, cost[u, v])
+        for u in range(n)
+        for v in range(n)
+        if v != root and u != v and np.isfinite(cost[u, v])
+    )
     ref = sum(d["weight"] for *_, d in nx.minimum_spanning_arborescence(g).edges(data=True))
     parent = min_arborescence(cost, root)
     assert parent[root] == -1 and (tree_depths(parent) >= 0).all()
@@ -198,8 +211,7 @@ def test_rank_routes_put_prices_in_a_layout_built_once(through_ranks: bool) -> N
     rng = np.random.default_rng(5)
     for topo in (hybrid_cube_mesh(), directed_cluster(), torus(3, 3)):
         t = Topology.from_dict(topo)
-        routes = RankRoutes(PlanContext.create(t, t.endpoints(), SIZE),
-                            through_ranks=through_ranks)
+        routes = RankRoutes(PlanContext.create(t, t.endpoints(), SIZE), through_ranks=through_ranks)
         assert routes._layout is not None
         price = rng.random(len(routes.physical)) * (rng.random(len(routes.physical)) < 0.7)
         cost, pred = routes.solve(price)
@@ -234,13 +246,15 @@ def test_packings_in_two_threads_equal_one_route_set_after_the_other() -> None:
         for key, packing in mine.items():
             assert both[key].theta == packing.theta
             assert np.array_equal(both[key].share, packing.share)
-            assert [c.parent.tolist() for c in both[key].trees] == \
-                [c.parent.tolist() for c in packing.trees]
+            assert [c.parent.tolist() for c in both[key].trees] == [
+                c.parent.tolist() for c in packing.trees
+            ]
     assert list(both) == order
 
 
-@pytest.mark.parametrize("topo", [hybrid_cube_mesh(), directed_cluster()],
-                         ids=["cube-mesh", "directed"])
+@pytest.mark.parametrize(
+    "topo", [hybrid_cube_mesh(), directed_cluster()], ids=["cube-mesh", "directed"]
+)
 def test_packings_started_early_or_abandoned_are_the_same(topo: dict) -> None:
     """start_any runs the any-route LPs while the host forest is priced; what packings then
     returns is what it solves alone, and after stop_any it solves its own (the abandoned
@@ -250,8 +264,10 @@ def test_packings_started_early_or_abandoned_are_the_same(topo: dict) -> None:
     t = Topology.from_dict(topo)
 
     def solved(ctx: PlanContext) -> list:
-        return [(k, p.theta, p.share.tolist(), [c.parent.tolist() for c in p.trees])
-                for k, p in packing_sets.packings(ctx).items()]
+        return [
+            (k, p.theta, p.share.tolist(), [c.parent.tolist() for c in p.trees])
+            for k, p in packing_sets.packings(ctx).items()
+        ]
 
     alone = solved(PlanContext.create(t, t.endpoints(), SIZE))
     early = PlanContext.create(t, t.endpoints(), SIZE)
@@ -278,8 +294,9 @@ def test_the_dual_bound_stops_early_only_below_what_it_is_told_is_useless(monkey
     prices = PackingLP(ctx, None).solve().prices
     calls = []
     counted = packing.min_arborescence
-    monkeypatch.setattr(packing, "min_arborescence",
-                        lambda cost, root: calls.append(root) or counted(cost, root))
+    monkeypatch.setattr(
+        packing, "min_arborescence", lambda cost, root: calls.append(root) or counted(cost, root)
+    )
     exact = fluid_lower_bound(ctx, prices)
     assert exact > 0 and len(calls) > 2  # the roots' trees cost about the same: no pruning
     assert fluid_lower_bound(ctx, prices, exact * (1 - 1e-12)) == exact
@@ -348,8 +365,9 @@ def test_schedule_time_without_building_is_the_built_programs(family: str) -> No
                 assert got == pytest.approx(want, rel=1e-12), (size, pieces, ramp)
     slow = PlanContext.create(topo, ranks, 4096, message_overhead_s=1e-6)
     sched = PairSchedule(slow, pair_trees(next(iter(packings(slow).values()))))
-    assert sched.program_time(np.ones(len(sched.pairs)), piece_fractions(2, 0), 4096,
-                              4096.0) is None
+    assert (
+        sched.program_time(np.ones(len(sched.pairs)), piece_fractions(2, 0), 4096, 4096.0) is None
+    )
 
 
 def test_piece_refinement_is_the_choice_made_one_count_at_a_time() -> None:
@@ -381,7 +399,8 @@ def test_piece_refinement_is_the_choice_made_one_count_at_a_time() -> None:
                 want.update(time=est, fracs=fracs)
                 lp_won = j == len(tries) - 1
     fp.refine_pieces(ctx, best, 1 << 20)
-    assert lp_won and best["time"] < model_time(best["load"], best["lat"], SIZE,
-                                                piece_fractions(pieces, 0), min_step=step)
+    assert lp_won and best["time"] < model_time(
+        best["load"], best["lat"], SIZE, piece_fractions(pieces, 0), min_step=step
+    )
     assert best["time"] == want["time"]
     assert np.array_equal(best["fracs"], want["fracs"])

@@ -108,8 +108,10 @@ def test_window_pricing_builds_only_trees_that_can_price_in() -> None:
     finally:
         packing_window.TIE = saved
     assert fast, "the first round prices trees in"
+
     def keys(cols: list) -> list:
         return [(p, c.inward, c.root, c.parent.tobytes()) for c, p in cols]
+
     assert keys(fast) == keys(every)
 
 
@@ -148,11 +150,14 @@ def test_depth_prices_change_the_tree() -> None:
     assert layered_trees(cost, np.array([0, 1, 1]), limit)[0].tolist() == [-1, 0, 1]
 
 
-@pytest.mark.parametrize("name, topo", [
-    ("torus-4x4", torus(4, 4)),
-    ("cube-mesh", hybrid_cube_mesh()),
-    ("full-mesh-8-slow", full_mesh(8, slow_pair=(2, 5))),
-])
+@pytest.mark.parametrize(
+    "name, topo",
+    [
+        ("torus-4x4", torus(4, 4)),
+        ("cube-mesh", hybrid_cube_mesh()),
+        ("full-mesh-8-slow", full_mesh(8, slow_pair=(2, 5))),
+    ],
+)
 def test_step_priced_packing_is_never_below_the_bound(name: str, topo: dict) -> None:
     t = Topology.from_dict(topo)
     ctx = PlanContext.create(t, t.endpoints(), SIZE)
@@ -170,11 +175,12 @@ def test_step_priced_packing_is_never_below_the_bound(name: str, topo: dict) -> 
     assert one >= found.theta * SIZE * (1 - 1e-6)  # the LP leaves out only latency
 
 
-@pytest.mark.parametrize("topo, within", [(torus(4, 4), 1.01), (hybrid_cube_mesh(), 1.02),
-                                          (host_ring(8), 1.01)],
-                         ids=["torus-4x4", "cube-mesh", "host-ring-8x2"])
-def test_one_piece_programs_reach_the_bound_on_symmetric_graphs(topo: dict,
-                                                                within: float) -> None:
+@pytest.mark.parametrize(
+    "topo, within",
+    [(torus(4, 4), 1.01), (hybrid_cube_mesh(), 1.02), (host_ring(8), 1.01)],
+    ids=["torus-4x4", "cube-mesh", "host-ring-8x2"],
+)
+def test_one_piece_programs_reach_the_bound_on_symmetric_graphs(topo: dict, within: float) -> None:
     """Translated trees load every step of a torus, a cube mesh or a ring of hosts evenly: one
     piece, no fill (the pipelined packings were 1.041x, 1.057x and 1.024x the bound)."""
     t = Topology.from_dict(topo)
@@ -184,10 +190,14 @@ def test_one_piece_programs_reach_the_bound_on_symmetric_graphs(topo: dict,
     assert doc["predicted_time_s"] <= doc["lower_bound_time_s"] * within
 
 
-@pytest.mark.parametrize("topo, before", [
-    (hybrid_cube_mesh(degraded=(0, 3), factor=0.5), 1.083),
-    (full_mesh(8, slow_pair=(2, 5)), 1.026),
-], ids=["cube-mesh-degraded", "full-mesh-8-slow"])
+@pytest.mark.parametrize(
+    "topo, before",
+    [
+        (hybrid_cube_mesh(degraded=(0, 3), factor=0.5), 1.083),
+        (full_mesh(8, slow_pair=(2, 5)), 1.026),
+    ],
+    ids=["cube-mesh-degraded", "full-mesh-8-slow"],
+)
 def test_pieces_with_trees_of_their_own_fill_the_steps(topo: dict, before: float) -> None:
     """Where no one-piece tree set loads every step evenly, the pieced LP gives each piece
     its own trees and shares: within 1.5 % of the bound (the pipelined packings were
@@ -206,8 +216,11 @@ def test_pieces_with_trees_of_their_own_fill_the_steps(topo: dict, before: float
         assert set(lp.live_offsets.tolist()) <= set(range(pieces))
         program = window_program(found, lp.live_offsets, lp.height, 1 << 20)
         assert len(program.steps) <= 2 * lp.height + pieces - 1
-        doc = {"ranks": ctx.ranks, "size_bytes": SIZE,
-               "program": program_to_doc(with_routes(program, ctx.ranks, ctx.router))}
+        doc = {
+            "ranks": ctx.ranks,
+            "size_bytes": SIZE,
+            "program": program_to_doc(with_routes(program, ctx.ranks, ctx.router)),
+        }
         report = verify_plan(doc, t)
         assert report.ok, report.error
     doc = make_plan(t, t.endpoints(), SIZE, algorithm="forest")
@@ -225,8 +238,10 @@ def test_pieced_lps_stop_on_their_budget_and_plans_repeat() -> None:
     key = min((k for k in table if k[1] is not None), key=lambda k: table[k].theta)
     routes = ctx.memo["packing_routes"][key[0]]
     beat = lower_bound(ctx).time_s * 1.08  # the pipelined packing's time, about
-    assert pieced_window(ctx, routes, key[1], table[key].trees, 1 << 20, beat,
-                         budget=Budget(0)) is None
+    assert (
+        pieced_window(ctx, routes, key[1], table[key].trees, 1 << 20, beat, budget=Budget(0))
+        is None
+    )
     budget = Budget(1e12)
     found = pieced_window(ctx, routes, key[1], table[key].trees, 1 << 20, beat, budget=budget)
     assert found is not None and found.pieces > 1 and found.time_s < beat
@@ -302,10 +317,15 @@ def test_a_budget_spent_mid_way_keeps_the_last_optimum() -> None:
     assert kept is not None and budget.left <= 0
     assert kept.theta == pytest.approx(found.theta, rel=1e-9)
     assert len(lp.live_offsets) == len(kept.trees)
-    doc = {"ranks": ctx.ranks, "size_bytes": SIZE,
-           "program": program_to_doc(with_routes(
-               window_program(kept, lp.live_offsets, lp.height, 1 << 20), ctx.ranks,
-               ctx.router))}
+    doc = {
+        "ranks": ctx.ranks,
+        "size_bytes": SIZE,
+        "program": program_to_doc(
+            with_routes(
+                window_program(kept, lp.live_offsets, lp.height, 1 << 20), ctx.ranks, ctx.router
+            )
+        ),
+    }
     assert verify_plan(doc, t).ok
 
 

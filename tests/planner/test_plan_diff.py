@@ -11,13 +11,19 @@ from pathlib import Path
 import pytest
 
 SCRIPT = Path(__file__).resolve().parents[2] / "bench" / "planner_quality" / "plan_diff.py"
-ROW = {"algorithm": "forest", "plan_id": "abc", "predicted_time_s": 2.0,
-       "lower_bound_time_s": 1.0, "solve_s": 1.5}
+ROW = {
+    "algorithm": "forest",
+    "plan_id": "abc",
+    "predicted_time_s": 2.0,
+    "lower_bound_time_s": 1.0,
+    "solve_s": 1.5,
+}
 
 
 def _run(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, str(SCRIPT), *args], capture_output=True,
-                          text=True, timeout=600)
+    return subprocess.run(
+        [sys.executable, str(SCRIPT), *args], capture_output=True, text=True, timeout=600
+    )
 
 
 def test_diff_passes_equal_files_and_names_a_moved_plan(tmp_path: Path) -> None:

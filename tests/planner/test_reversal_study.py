@@ -45,9 +45,23 @@ def test_the_reversed_lp_is_the_full_lp_on_its_pairs() -> None:
 def test_the_study_writes_a_verified_program(tmp_path: Path) -> None:
     topo = tmp_path / "t.json"
     topo.write_text(json.dumps(mesh2d(3, 3, degraded=1)))
-    run = subprocess.run([sys.executable, str(SCRIPT), "--topology", str(topo), "--pieces",
-                          "2,4", "--rounds", "5", "--out-dir", str(tmp_path)],
-                         capture_output=True, text=True, timeout=300)
+    run = subprocess.run(
+        [
+            sys.executable,
+            str(SCRIPT),
+            "--topology",
+            str(topo),
+            "--pieces",
+            "2,4",
+            "--rounds",
+            "5",
+            "--out-dir",
+            str(tmp_path),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert run.returncode == 0, run.stderr
     (row,) = json.loads((tmp_path / "planner_reversal_study.json").read_text())
     assert [lv["pieces"] for lv in row["levels"]] == [2, 4]
@@ -56,10 +70,13 @@ def test_the_study_writes_a_verified_program(tmp_path: Path) -> None:
 
 
 def test_bad_arguments_are_one_line(tmp_path: Path) -> None:
-    for args, says in ((["--pieces", "2,x"], "not a comma-separated list"),
-                       (["--rounds", "-1"], "--rounds >= 0"),
-                       (["--topology", str(tmp_path / "none.json")], "no such file")):
-        bad = subprocess.run([sys.executable, str(SCRIPT), *args], capture_output=True,
-                             text=True, timeout=60)
+    for args, says in (
+        (["--pieces", "2,x"], "not a comma-separated list"),
+        (["--rounds", "-1"], "--rounds >= 0"),
+        (["--topology", str(tmp_path / "none.json")], "no such file"),
+    ):
+        bad = subprocess.run(
+            [sys.executable, str(SCRIPT), *args], capture_output=True, text=True, timeout=60
+        )
         assert bad.returncode == 2 and says in bad.stderr
         assert "Traceback" not in bad.stderr

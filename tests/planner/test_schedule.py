@@ -57,8 +57,9 @@ def test_dp_matches_brute_force_over_every_partition(topo) -> None:  # type: ign
     tensors = _job(7, seed=3)
     ranks = topo.endpoints()
     nbytes = np.array([t.nbytes for t in tensors], dtype=float)
-    curves = CommCurves(topo, ranks, int(nbytes.min()), int(nbytes.sum()), anchors=2,
-                        algorithms=FAST)
+    curves = CommCurves(
+        topo, ranks, int(nbytes.min()), int(nbytes.sum()), anchors=2, algorithms=FAST
+    )
     ready = np.cumsum([t.backward_s for t in tensors])
     groups = np.zeros(len(tensors), dtype=int)
     dp = partition(nbytes, ready, groups, curves, "allreduce")
@@ -67,16 +68,25 @@ def test_dp_matches_brute_force_over_every_partition(topo) -> None:  # type: ign
         times = curves.time("allreduce", np.array([nbytes[a:b].sum() for a, b in buckets]))
         return simulate(tensors, buckets, "allreduce", list(times))["overlap_s"]
 
-    best = min(chain_end([(a, b) for a, b in itertools.pairwise((0, *cuts, len(tensors)))])
-               for k in range(len(tensors)) for cuts in itertools.combinations(
-                   range(1, len(tensors)), k))
+    best = min(
+        chain_end([(a, b) for a, b in itertools.pairwise((0, *cuts, len(tensors)))])
+        for k in range(len(tensors))
+        for cuts in itertools.combinations(range(1, len(tensors)), k)
+    )
     assert chain_end(dp) == pytest.approx(best, rel=1e-9)
 
 
 def test_buckets_do_not_mix_dtypes_and_no_profile_means_few_buckets(topo) -> None:  # type: ignore[no-untyped-def]
     tensors = [TensorSpec(1 << 12, "float32")] * 3 + [TensorSpec(1 << 12, "float16")] * 3
-    sched = make_schedule(topo, topo.endpoints(), tensors, algorithms=FAST, anchors=1,
-                          modes=["allreduce"], with_plans=False)
+    sched = make_schedule(
+        topo,
+        topo.endpoints(),
+        tensors,
+        algorithms=FAST,
+        anchors=1,
+        modes=["allreduce"],
+        with_plans=False,
+    )
     buckets = [b["tensors"] for b in sched["modes"]["allreduce"]["buckets"]]
     assert buckets == [[0, 3], [3, 6]]  # no compute to hide behind: fuse all per dtype
     assert sched["profile"] == "none"
@@ -84,20 +94,24 @@ def test_buckets_do_not_mix_dtypes_and_no_profile_means_few_buckets(topo) -> Non
 
 def test_compute_profile_splits_buckets_to_overlap(topo) -> None:  # type: ignore[no-untyped-def]
     tensors = [TensorSpec(1 << 20, "float32", 1e-3, 20e-3) for _ in range(8)]
-    sched = make_schedule(topo, topo.endpoints(), tensors, algorithms=FAST, anchors=2,
-                          with_plans=False)
+    sched = make_schedule(
+        topo, topo.endpoints(), tensors, algorithms=FAST, anchors=2, with_plans=False
+    )
     ar = sched["modes"]["allreduce"]
     assert len(ar["buckets"]) > 1
     assert ar["predicted_iteration_s"] < ar["predicted_iteration_no_overlap_s"]
 
 
-@pytest.mark.parametrize("bad, match", [
-    ([], "at least one tensor"),
-    ([TensorSpec(0)], r"tensors\[0\].numel"),
-    ([TensorSpec(4, "int8")], r"tensors\[0\].dtype"),
-    ([TensorSpec(4, "float32", -1.0)], r"tensors\[0\].forward_s"),
-    ([TensorSpec(4, "float32", 0.0, float("nan"))], r"tensors\[0\].backward_s"),
-])
+@pytest.mark.parametrize(
+    "bad, match",
+    [
+        ([], "at least one tensor"),
+        ([TensorSpec(0)], r"tensors\[0\].numel"),
+        ([TensorSpec(4, "int8")], r"tensors\[0\].dtype"),
+        ([TensorSpec(4, "float32", -1.0)], r"tensors\[0\].forward_s"),
+        ([TensorSpec(4, "float32", 0.0, float("nan"))], r"tensors\[0\].backward_s"),
+    ],
+)
 def test_bad_tensors_are_named(topo, bad, match) -> None:  # type: ignore[no-untyped-def]
     with pytest.raises(RequestError, match=match):
         make_schedule(topo, topo.endpoints(), bad, algorithms=FAST)
@@ -127,8 +141,9 @@ def test_ties_go_to_the_ring_and_message_overhead_is_priced() -> None:
     for d in base["modes"].values():
         assert {p["algorithm"] for b in d["buckets"] for p in b["plans"].values()} == {"ring"}
     ov = 1e-3
-    sched = make_schedule(topo, ranks, tensors, algorithms=["ring"], anchors=2,
-                          message_overhead_s=ov)
+    sched = make_schedule(
+        topo, ranks, tensors, algorithms=["ring"], anchors=2, message_overhead_s=ov
+    )
     d = sched["modes"]["allreduce"]
     plans = [b["plans"]["allreduce"] for b in d["buckets"]]
     for doc in plans:
@@ -152,8 +167,16 @@ def test_schedule_prices_shared_cores_like_the_cost_model() -> None:
     ranks = topo.endpoints()
     tensors = [TensorSpec(1 << 18, "float32", 0.017, 0.034) for _ in range(4)]
     ov = 1e-4
-    sched = make_schedule(topo, ranks, tensors, algorithms=["ring"], anchors=2,
-                          message_overhead_s=ov, message_cores=1, modes=("allreduce",))
+    sched = make_schedule(
+        topo,
+        ranks,
+        tensors,
+        algorithms=["ring"],
+        anchors=2,
+        message_overhead_s=ov,
+        message_cores=1,
+        modes=("allreduce",),
+    )
     for bucket in sched["modes"]["allreduce"]["buckets"]:
         doc = bucket["plans"]["allreduce"]
         assert doc["message_cores"] == 1

@@ -38,9 +38,12 @@ def test_stages_are_timed_and_the_plan_is_the_same() -> None:
 
 
 def test_bad_arguments_are_one_line() -> None:
-    for args, says in ((["--families", "nope"], "unknown families nope"),
-                       (["--count", "0"], "--count must be >= 1")):
-        bad = subprocess.run([sys.executable, str(SCRIPT), *args], capture_output=True,
-                             text=True, timeout=60)
+    for args, says in (
+        (["--families", "nope"], "unknown families nope"),
+        (["--count", "0"], "--count must be >= 1"),
+    ):
+        bad = subprocess.run(
+            [sys.executable, str(SCRIPT), *args], capture_output=True, text=True, timeout=60
+        )
         assert bad.returncode == 2 and says in bad.stderr
         assert "Traceback" not in bad.stderr

@@ -21,8 +21,12 @@ def ring(n: int) -> Program:
     steps = []
     for phase, reduce in ((0, True), (1, False)):
         for s in range(n - 1):
-            steps.append([Transfer(r, (r + 1) % n, (r - s + phase) % n, (r - s + phase) % n + 1,
-                                   reduce) for r in range(n)])
+            steps.append(
+                [
+                    Transfer(r, (r + 1) % n, (r - s + phase) % n, (r - s + phase) % n + 1, reduce)
+                    for r in range(n)
+                ]
+            )
     return Program(n, steps)
 
 
@@ -41,8 +45,10 @@ def test_sparse_time_is_monotone_and_pays_the_index() -> None:
     cost = CostModel(Router(TOPO))
     prog, size = ring(4), 64 << 20
     dense = cost.program_time(RANKS, prog, size)
-    times = [sparse_time(cost, RANKS, prog, size, Density((d,) * 4))
-             for d in (0.001, 0.01, 0.1, 0.5, 1.0)]
+    times = [
+        sparse_time(cost, RANKS, prog, size, Density((d,) * 4))
+        for d in (0.001, 0.01, 0.1, 0.5, 1.0)
+    ]
     assert times == sorted(times)
     assert times[-1] > dense  # every block plus the bitmaps
     assert times[1] < dense / 10
@@ -59,18 +65,30 @@ def test_make_plan_picks_sparse_only_where_faster() -> None:
     dense = make_plan(TOPO, RANKS, 64 << 20, density=1.0)
     assert dense["sparse"]["mode"] == "dense"
     assert dense["algorithm"] == make_plan(TOPO, RANKS, 64 << 20)["algorithm"]
-    per_rank = make_plan(TOPO, RANKS, 64 << 20, density=[0.5, 0.01, 0.01, 0.01],
-                         density_overlap=True, block_elems=1024)
+    per_rank = make_plan(
+        TOPO,
+        RANKS,
+        64 << 20,
+        density=[0.5, 0.01, 0.01, 0.01],
+        density_overlap=True,
+        block_elems=1024,
+    )
     assert per_rank["sparse"]["density"] == [0.5, 0.01, 0.01, 0.01]
     assert len({sparse["plan_id"], dense["plan_id"], per_rank["plan_id"]}) == 3
 
 
-@pytest.mark.parametrize("kw, field", [
-    ({"density": 0}, "density"), ({"density": 1.01}, "density"),
-    ({"density": float("nan")}, "density"), ({"density": True}, "density"),
-    ({"density": [0.1]}, "density lists 1"), ({"density": 0.1, "block_elems": 0}, "block_elems"),
-    ({"density": 0.1, "density_overlap": 1}, "density_overlap"),
-])
+@pytest.mark.parametrize(
+    "kw, field",
+    [
+        ({"density": 0}, "density"),
+        ({"density": 1.01}, "density"),
+        ({"density": float("nan")}, "density"),
+        ({"density": True}, "density"),
+        ({"density": [0.1]}, "density lists 1"),
+        ({"density": 0.1, "block_elems": 0}, "block_elems"),
+        ({"density": 0.1, "density_overlap": 1}, "density_overlap"),
+    ],
+)
 def test_bad_sparse_requests_name_the_field(kw: dict, field: str) -> None:
     with pytest.raises(RequestError, match=field):
         make_plan(TOPO, RANKS, 1 << 20, **kw)

@@ -19,15 +19,18 @@ from syncplan.testbed.scenario import load_scenario
 
 MIB = 1 << 20
 # the loop's fit on homogeneous in session 8's first run (o, x) over 2 shared cores
-SETTINGS = {"min_step_s": 50e-6, "message_overhead_s": 120e-6, "message_cores": 2,
-            "exchange_overhead_s": 86e-6}
+SETTINGS = {
+    "min_step_s": 50e-6,
+    "message_overhead_s": 120e-6,
+    "message_cores": 2,
+    "exchange_overhead_s": 86e-6,
+}
 SMALL = ["star", "ring", "direct", "recursive-doubling", "halving-doubling"]
 
 
 def _testbed(name: str) -> tuple[Topology, list[str]]:
     sc = load_scenario(name)
-    return (Topology.from_dict(sc.ground_truth_topology()),
-            [f"{h.name}/cpu0" for h in sc.hosts])
+    return (Topology.from_dict(sc.ground_truth_topology()), [f"{h.name}/cpu0" for h in sc.hosts])
 
 
 def test_a_transfer_is_switched_when_its_sender_used_another_connection_before() -> None:
@@ -50,22 +53,30 @@ def test_the_term_adds_the_fraction_of_the_switched_steps_wire_time() -> None:
     for name in ("ring", "halving-doubling"):
         prog = ALGORITHMS[name](ctx).build()
         base = plain.program_time(ranks, prog, MIB)
-        assert base == pytest.approx(sum(plain.step_time(ranks, s, MIB / prog.units)
-                                         for s in prog.steps), rel=1e-12)
-        doc = {"ranks": ranks, "size_bytes": MIB,
-               "program": program_to_doc(with_routes(prog, ranks, router))}
+        assert base == pytest.approx(
+            sum(plain.step_time(ranks, s, MIB / prog.units) for s in prog.steps), rel=1e-12
+        )
+        doc = {
+            "ranks": ranks,
+            "size_bytes": MIB,
+            "program": program_to_doc(with_routes(prog, ranks, router)),
+        }
         wires = step_switch_wires(doc, topo)
         assert with_s.program_time(ranks, prog, MIB) == pytest.approx(
-            base + 0.5 * sum(wires), rel=1e-9)
+            base + 0.5 * sum(wires), rel=1e-9
+        )
         if name == "ring":
             assert sum(wires) == 0.0
         else:  # 6 steps: steps 1, 2, 4, 5 change partner (256, 128, 256, 512 KiB each way)
             bw = 200e6 / 8
-            assert wires == pytest.approx([0.0, 256 * 1024 / bw, 128 * 1024 / bw, 0.0,
-                                           256 * 1024 / bw, 512 * 1024 / bw], rel=1e-6)
+            assert wires == pytest.approx(
+                [0.0, 256 * 1024 / bw, 128 * 1024 / bw, 0.0, 256 * 1024 / bw, 512 * 1024 / bw],
+                rel=1e-6,
+            )
         sim = verify_plan(doc, topo, switch_overhead=0.5)
         assert sim.ok and sim.simulated_time_s == pytest.approx(
-            with_s.program_time(ranks, prog, MIB), rel=1e-9)
+            with_s.program_time(ranks, prog, MIB), rel=1e-9
+        )
     with pytest.raises(ValueError):
         CostModel(router, switch_overhead=-0.1)
 
@@ -104,11 +115,13 @@ def test_zero_changes_nothing_and_the_plan_records_the_term() -> None:
     assert c["switch_overhead"] == 0.4 and c["plan_id"] != a["plan_id"]
     assert c["predicted_time_s"] > a["predicted_time_s"]
     assert verify_plan(c, topo, switch_overhead=0.4).simulated_time_s == pytest.approx(
-        c["predicted_time_s"], rel=1e-9)
+        c["predicted_time_s"], rel=1e-9
+    )
 
 
-@pytest.mark.parametrize(("name", "uneven"), [("demo", False), ("random-two-switch-1", True),
-                                             ("dgx-2x8-1nic", False)])
+@pytest.mark.parametrize(
+    ("name", "uneven"), [("demo", False), ("random-two-switch-1", True), ("dgx-2x8-1nic", False)]
+)
 def test_every_candidate_prices_the_term_on_its_own_program(name: str, uneven: bool) -> None:
     """hierarchical (equal and uneven hosts) included: its prediction is the cost model on the
     program it builds, switch term and all, and the verifier's simulation agrees."""

@@ -47,9 +47,11 @@ def _check_group(ctx: PlanContext) -> None:
             assert p[q].tobytes() in seen
 
 
-@pytest.mark.parametrize("topo, orbits", [
-    (torus(8, 8), 1), (torus(4, 8, gpus_per_host=2), 1), (host_ring(32), 1),
-    (mesh2d(3, 3), 3)], ids=["torus-8x8", "torus-4x8x2gpu", "host-ring-32x2", "mesh-3x3"])
+@pytest.mark.parametrize(
+    "topo, orbits",
+    [(torus(8, 8), 1), (torus(4, 8, gpus_per_host=2), 1), (host_ring(32), 1), (mesh2d(3, 3), 3)],
+    ids=["torus-8x8", "torus-4x8x2gpu", "host-ring-32x2", "mesh-3x3"],
+)
 def test_groups_are_automorphisms(topo: dict, orbits: int) -> None:
     """A torus's translations, a ring of hosts' rotations: one rank orbit; a 3x3 mesh's
     corners, edges and centre: three (its 8 symmetries)."""
@@ -95,8 +97,9 @@ def test_the_orbit_lp_is_the_full_lp_on_a_torus() -> None:
     assert found.theta * SIZE >= lower_bound(ctx).bandwidth_s * (1 - 1e-6)
     copies = expand(found, group, ctx)
     for inward in (True, False):  # shares sum to one per direction, per root alike
-        share = np.array([x for t, x in zip(copies.trees, copies.share, strict=True)
-                          if t.inward == inward])
+        share = np.array(
+            [x for t, x in zip(copies.trees, copies.share, strict=True) if t.inward == inward]
+        )
         assert share.sum() == pytest.approx(1.0)
         roots = np.zeros(len(ctx.ranks))
         for t, x in zip(copies.trees, copies.share, strict=True):
@@ -126,9 +129,11 @@ def test_colour_ranks_are_those_of_sorting_the_rows() -> None:
 
     rng = np.random.default_rng(0)
     for n in (1, 7, 200):
-        keys = [rng.integers(0, 4, n).astype(np.uint64),
-                rng.integers(0, 3, n).astype(np.uint64) * np.uint64(2**63 + 5),
-                rng.integers(0, 2**63, n).astype(np.uint64) * np.uint64(rng.integers(0, 2))]
+        keys = [
+            rng.integers(0, 4, n).astype(np.uint64),
+            rng.integers(0, 3, n).astype(np.uint64) * np.uint64(2**63 + 5),
+            rng.integers(0, 2**63, n).astype(np.uint64) * np.uint64(rng.integers(0, 2)),
+        ]
         ranks, count = _rank_rows(*keys)
         _, want = np.unique(np.stack(keys, axis=1), axis=0, return_inverse=True)
         assert ranks.tolist() == want.ravel().tolist()
@@ -153,8 +158,9 @@ def test_images_through_a_shared_memo_are_the_images() -> None:
             assert got.depth.tolist() == want.depth.tolist()
             assert got.paths == want.paths
             assert got.arcs.tolist() == want.arcs.tolist()
-            assert got.arcs.tolist() == [a for path in got.paths if path
-                                         for a in ctx.router.arcs(path)]
+            assert got.arcs.tolist() == [
+                a for path in got.paths if path for a in ctx.router.arcs(path)
+            ]
 
 
 def test_the_pieced_orbit_lp_is_the_full_lp_on_its_copies() -> None:
@@ -205,16 +211,32 @@ def test_pieced_window_takes_the_lp_it_is_given() -> None:
     def lp_of(*args, **kwargs):
         return OrbitWindowLP(*args, group=group, **kwargs)
 
-    found = pieced_window(ctx, routes, key[1], table[key].pool, 1 << 20, budget=Budget(1e12),
-                          lp_of=lp_of)
+    found = pieced_window(
+        ctx, routes, key[1], table[key].pool, 1 << 20, budget=Budget(1e12), lp_of=lp_of
+    )
     assert found is not None and found.pieces > 1
-    doc = {"ranks": ctx.ranks, "size_bytes": SIZE,
-           "program": program_to_doc(with_routes(found.program, ctx.ranks, ctx.router))}
+    doc = {
+        "ranks": ctx.ranks,
+        "size_bytes": SIZE,
+        "program": program_to_doc(with_routes(found.program, ctx.ranks, ctx.router)),
+    }
     assert verify_plan(doc, ctx.topo).ok
     assert found.time_s == pytest.approx(
-        ctx.cost.program_time(ctx.ranks, found.program, float(SIZE)))
-    assert pieced_window(ctx, routes, key[1], table[key].pool, 1 << 20, budget=Budget(1e12),
-                         lp_of=lp_of, max_transfers=0) is None
+        ctx.cost.program_time(ctx.ranks, found.program, float(SIZE))
+    )
+    assert (
+        pieced_window(
+            ctx,
+            routes,
+            key[1],
+            table[key].pool,
+            1 << 20,
+            budget=Budget(1e12),
+            lp_of=lp_of,
+            max_transfers=0,
+        )
+        is None
+    )
 
 
 def test_a_24_rank_ring_of_hosts_runs_pieces_by_symmetry() -> None:
@@ -235,8 +257,9 @@ def test_no_pieced_lp_where_the_best_program_is_at_the_fluid_floor(monkeypatch) 
 
     calls = []
     real = forest_any.pieced_window
-    monkeypatch.setattr(forest_any, "pieced_window",
-                        lambda *a, **k: calls.append(1) or real(*a, **k))
+    monkeypatch.setattr(
+        forest_any, "pieced_window", lambda *a, **k: calls.append(1) or real(*a, **k)
+    )
     t = Topology.from_dict(torus(4, 6))
     doc = make_plan(t, t.endpoints(), SIZE, algorithm="forest")
     assert not calls

@@ -15,22 +15,33 @@ def _two_hosts() -> dict:
     return star([12.5, 12.5])
 
 
-@pytest.mark.parametrize(("mutate", "message"), [
-    (lambda d: d["nodes"].append(dict(d["nodes"][1])), "duplicate node id 'h0/cpu0'"),
-    (lambda d: d["links"][0].update(dst="h9/cpu0"), "unknown node 'h9/cpu0'"),
-    (lambda d: d["links"][1].update(bandwidth_GBps=0), "bandwidth_GBps must be a positive"),
-    (lambda d: d["links"][1].update(bandwidth_GBps=-3.0), "links[1] (h1/cpu0 -> switch0)"),
-    (lambda d: d["links"][0].update(latency_us=-1), "latency_us must be a non-negative"),
-    (lambda d: d["links"][0].update(bandwidth_GBps="fast"), "'bandwidth_GBps' must be a number"),
-    (lambda d: d["links"].append(dict(d["links"][0])), "duplicate link h0/cpu0 -> switch0"),
-    (lambda d: d.update(nodes=[]), "non-empty 'nodes'"),
-    (lambda d: d["nodes"][0].pop("kind"), "'kind' must be a non-empty string"),
-])
+@pytest.mark.parametrize(
+    ("mutate", "message"),
+    [
+        (lambda d: d["nodes"].append(dict(d["nodes"][1])), "duplicate node id 'h0/cpu0'"),
+        (lambda d: d["links"][0].update(dst="h9/cpu0"), "unknown node 'h9/cpu0'"),
+        (lambda d: d["links"][1].update(bandwidth_GBps=0), "bandwidth_GBps must be a positive"),
+        (lambda d: d["links"][1].update(bandwidth_GBps=-3.0), "links[1] (h1/cpu0 -> switch0)"),
+        (lambda d: d["links"][0].update(latency_us=-1), "latency_us must be a non-negative"),
+        (
+            lambda d: d["links"][0].update(bandwidth_GBps="fast"),
+            "'bandwidth_GBps' must be a number",
+        ),
+        (lambda d: d["links"].append(dict(d["links"][0])), "duplicate link h0/cpu0 -> switch0"),
+        (lambda d: d.update(nodes=[]), "non-empty 'nodes'"),
+        (lambda d: d["nodes"][0].pop("kind"), "'kind' must be a non-empty string"),
+    ],
+)
 def test_bad_topology_names_the_problem(mutate, message: str) -> None:
     data = _two_hosts()
     mutate(data)
-    with pytest.raises(TopologyError, match=message.replace("(", r"\(").replace(")", r"\)")
-                       .replace("[", r"\[").replace("]", r"\]")):
+    with pytest.raises(
+        TopologyError,
+        match=message.replace("(", r"\(")
+        .replace(")", r"\)")
+        .replace("[", r"\[")
+        .replace("]", r"\]"),
+    ):
         Topology.from_dict(data)
 
 
@@ -81,5 +92,6 @@ def test_full_duplex_link_gives_both_directions() -> None:
 def test_shipped_examples_match_their_builders() -> None:
     for name, make in EXAMPLES.items():
         shipped = json.loads((EXAMPLE_DIR / f"{name}.json").read_text())
-        assert shipped == json.loads(json.dumps(make())), f"examples/{name}.json is stale: " \
-            "run python -m syncplan.planner.builders examples"
+        assert shipped == json.loads(json.dumps(make())), (
+            f"examples/{name}.json is stale: run python -m syncplan.planner.builders examples"
+        )

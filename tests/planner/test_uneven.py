@@ -37,12 +37,12 @@ def verified(topo: Topology, ranks: list[str], size: int) -> dict:
     return doc
 
 
-@pytest.mark.parametrize("sizes,switches", [([1, 2, 3, 4], 1), ([2, 3], 1),
-                                            ([1, 4, 4, 2, 3], 2), ([4, 1, 1], 2),
-                                            ([3, 1, 2, 4, 2, 1], 3)])
+@pytest.mark.parametrize(
+    "sizes,switches",
+    [([1, 2, 3, 4], 1), ([2, 3], 1), ([1, 4, 4, 2, 3], 2), ([4, 1, 1], 2), ([3, 1, 2, 4, 2, 1], 3)],
+)
 @pytest.mark.parametrize("size", [1, 7, 1000, 1 << 20, 256 << 20])
-def test_uneven_hosts_are_served_and_verified(sizes: list[int], switches: int,
-                                              size: int) -> None:
+def test_uneven_hosts_are_served_and_verified(sizes: list[int], switches: int, size: int) -> None:
     topo = cluster(sizes, switches)
     doc = verified(topo, topo.endpoints(), size)
     assert doc["details"]["uneven"] is True
@@ -57,8 +57,10 @@ def test_ranks_interleaved_across_hosts() -> None:
 def test_uneven_beats_the_flat_ring_where_hosts_are_fast_inside() -> None:
     topo = cluster([1, 2, 3, 4])
     comp = compare(topo, topo.endpoints(), 1 << 20, algorithms=["ring", "hierarchical"])
-    assert (comp.candidates["hierarchical"].predicted_time_s
-            < 0.9 * comp.candidates["ring"].predicted_time_s)
+    assert (
+        comp.candidates["hierarchical"].predicted_time_s
+        < 0.9 * comp.candidates["ring"].predicted_time_s
+    )
 
 
 def test_level_sets_nest_hosts_in_racks() -> None:

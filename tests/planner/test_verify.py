@@ -23,8 +23,12 @@ def t(src: int, dst: int, a: int, b: int, reduce: bool, path: list[str] | None =
 
 
 def plan(steps: list[list[dict]], units: int = 3) -> dict:
-    return {"ranks": RANKS, "collective": "allreduce", "size_bytes": 3_000_000,
-            "program": {"units": units, "steps": steps}}
+    return {
+        "ranks": RANKS,
+        "collective": "allreduce",
+        "size_bytes": 3_000_000,
+        "program": {"units": units, "steps": steps},
+    }
 
 
 # A 3-rank ring: reduce-scatter then all-gather; rank i ends owning chunk (i + 1) % 3.
@@ -81,17 +85,23 @@ def test_explicit_valid_path_is_accepted() -> None:
     assert verify_plan(plan(steps), TOPO).ok
 
 
-@pytest.mark.parametrize(("edit", "message"), [
-    (lambda p: p["program"]["steps"][0][0].update(src=7), "src must be a rank index in [0, 3)"),
-    (lambda p: p["program"]["steps"][0][0].update(dst=0), "src and dst are both rank 0"),
-    (lambda p: p["program"]["steps"][0][0].update(chunk=[2, 1]), "chunk must be [a, b]"),
-    (lambda p: p["program"]["steps"][0][0].update(chunk=[0, 9]), "chunk must be [a, b]"),
-    (lambda p: p["program"]["steps"][0][0].update(reduce="yes"), "reduce must be true or false"),
-    (lambda p: p["program"].update(units=0), "units must be a positive integer"),
-    (lambda p: p.update(ranks=["h0/cpu0", "switch0", "h2/cpu0"]), "is a switch"),
-    (lambda p: p.update(ranks=["h0/cpu0", "h0/cpu0", "h2/cpu0"]), "ranks must be distinct"),
-    (lambda p: p.update(collective="broadcast"), "not supported"),
-])
+@pytest.mark.parametrize(
+    ("edit", "message"),
+    [
+        (lambda p: p["program"]["steps"][0][0].update(src=7), "src must be a rank index in [0, 3)"),
+        (lambda p: p["program"]["steps"][0][0].update(dst=0), "src and dst are both rank 0"),
+        (lambda p: p["program"]["steps"][0][0].update(chunk=[2, 1]), "chunk must be [a, b]"),
+        (lambda p: p["program"]["steps"][0][0].update(chunk=[0, 9]), "chunk must be [a, b]"),
+        (
+            lambda p: p["program"]["steps"][0][0].update(reduce="yes"),
+            "reduce must be true or false",
+        ),
+        (lambda p: p["program"].update(units=0), "units must be a positive integer"),
+        (lambda p: p.update(ranks=["h0/cpu0", "switch0", "h2/cpu0"]), "is a switch"),
+        (lambda p: p.update(ranks=["h0/cpu0", "h0/cpu0", "h2/cpu0"]), "ranks must be distinct"),
+        (lambda p: p.update(collective="broadcast"), "not supported"),
+    ],
+)
 def test_malformed_fields(edit, message: str) -> None:
     p = plan(copy.deepcopy(GOOD))
     edit(p)
@@ -107,6 +117,7 @@ def test_replace_reads_start_of_step_values() -> None:
 
 
 # ---- route tables (program.routes + "route" indices) ------------------------------------
+
 
 def _table_doc():
     from syncplan.planner.builders import dgx_cluster
@@ -136,16 +147,21 @@ def test_a_route_table_document_is_the_same_plan() -> None:
     assert len(json.dumps(tabled)) < len(json.dumps(doc))
 
 
-@pytest.mark.parametrize("mutate, message", [
-    (lambda p, t: t.update(route=len(p["routes"])), "route must index program.routes"),
-    (lambda p, t: t.update(route=True), "route must index program.routes"),
-    (lambda p, t: t.update(path=p["routes"][t["route"]]), "both path and route"),
-    (lambda p, t: p["routes"].__setitem__(t["route"], p["routes"][t["route"]][::-1]),
-     "runs from"),
-    (lambda p, t: p["routes"][0].__setitem__(1, "nowhere"), "missing link"),
-    (lambda p, t: p.update(routes={"a": 1}), "program.routes must be a list"),
-    (lambda p, t: p["routes"].append(["h0/gpu0"]), r"program.routes\[\d+\] must be a list"),
-])
+@pytest.mark.parametrize(
+    "mutate, message",
+    [
+        (lambda p, t: t.update(route=len(p["routes"])), "route must index program.routes"),
+        (lambda p, t: t.update(route=True), "route must index program.routes"),
+        (lambda p, t: t.update(path=p["routes"][t["route"]]), "both path and route"),
+        (
+            lambda p, t: p["routes"].__setitem__(t["route"], p["routes"][t["route"]][::-1]),
+            "runs from",
+        ),
+        (lambda p, t: p["routes"][0].__setitem__(1, "nowhere"), "missing link"),
+        (lambda p, t: p.update(routes={"a": 1}), "program.routes must be a list"),
+        (lambda p, t: p["routes"].append(["h0/gpu0"]), r"program.routes\[\d+\] must be a list"),
+    ],
+)
 def test_bad_route_tables_are_named(mutate, message: str) -> None:
     topo, _, tabled = _table_doc()
     prog = tabled["program"]

@@ -39,14 +39,25 @@ class PgCluster:
         if self.prefix:
             shutil.chown(self.root, "postgres", "postgres")
         self.data, self.port = self.root / "data", free_port()
-        init = self._run("initdb", "-D", str(self.data), "-A", "trust", "-U", "postgres",
-                         "--no-sync", "-E", "UTF8")
+        init = self._run(
+            "initdb",
+            "-D",
+            str(self.data),
+            "-A",
+            "trust",
+            "-U",
+            "postgres",
+            "--no-sync",
+            "-E",
+            "UTF8",
+        )
         if init.returncode != 0:
             shutil.rmtree(self.root, ignore_errors=True)
             pytest.skip(f"initdb failed: {init.stderr.strip()[-300:]}")
         self.start()
-        made = self._run("createdb", "-h", "127.0.0.1", "-p", str(self.port), "-U",
-                         "postgres", "syncplan")
+        made = self._run(
+            "createdb", "-h", "127.0.0.1", "-p", str(self.port), "-U", "postgres", "syncplan"
+        )
         assert made.returncode == 0, made.stderr
 
     @property
@@ -54,14 +65,24 @@ class PgCluster:
         return f"postgresql+psycopg://postgres@127.0.0.1:{self.port}/syncplan"
 
     def _run(self, tool: str, *args: str) -> subprocess.CompletedProcess[str]:
-        return subprocess.run([*self.prefix, str(self.bin / tool), *args], capture_output=True,
-                              text=True, timeout=60)
+        return subprocess.run(
+            [*self.prefix, str(self.bin / tool), *args], capture_output=True, text=True, timeout=60
+        )
 
     def start(self) -> None:
-        r = self._run("pg_ctl", "-D", str(self.data), "-l", str(self.root / "server.log"),
-                      "-w", "-t", "30", "-o",
-                      f"-p {self.port} -k {self.root} -c listen_addresses=127.0.0.1 "
-                      "-c fsync=off", "start")
+        r = self._run(
+            "pg_ctl",
+            "-D",
+            str(self.data),
+            "-l",
+            str(self.root / "server.log"),
+            "-w",
+            "-t",
+            "30",
+            "-o",
+            f"-p {self.port} -k {self.root} -c listen_addresses=127.0.0.1 -c fsync=off",
+            "start",
+        )
         assert r.returncode == 0, r.stderr
 
     def stop(self, mode: str = "immediate") -> None:

@@ -27,15 +27,22 @@ def test_defaults_and_exposure() -> None:
     assert cfg.http_bind == "127.0.0.1" and cfg.control_token is None
     with pytest.raises(ValueError, match="control endpoints"):
         AgentConfig(host="h0", server="http://127.0.0.1:1", http_bind="0.0.0.0")
-    exposed = AgentConfig(host="h0", server="http://127.0.0.1:1", http_bind="0.0.0.0",
-                          token="t" * 40)
+    exposed = AgentConfig(
+        host="h0", server="http://127.0.0.1:1", http_bind="0.0.0.0", token="t" * 40
+    )
     assert exposed.control_token == "t" * 40
 
 
 def test_control_endpoints_need_the_token() -> None:
     triggered: list[int] = []
-    http = AgentHTTP(AgentMetrics(), "127.0.0.1", 0, report=lambda: {"host": "h0"},
-                     trigger=lambda: triggered.append(1), control_token="secret-" * 6)
+    http = AgentHTTP(
+        AgentMetrics(),
+        "127.0.0.1",
+        0,
+        report=lambda: {"host": "h0"},
+        trigger=lambda: triggered.append(1),
+        control_token="secret-" * 6,
+    )
     base = f"http://127.0.0.1:{http.port}"
     try:
         assert _call(f"{base}/v1/probe", "POST") == 401

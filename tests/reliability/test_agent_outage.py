@@ -19,9 +19,14 @@ def test_delivery_resumes_within_seconds(tmp_path: Path) -> None:
     server = ServerProcess(f"sqlite:///{tmp_path / 's.db'}", log=tmp_path / "server.log")
     delivered: list[float] = []
     # the first retry waits 15-30 s: without the readiness poll delivery would come that late
-    rep = Reporter(f"http://127.0.0.1:{port}", "h0", TOKENS["agent"],
-                   tmp_path / "spool", backoff=Backoff(base_s=30.0, max_s=60.0),
-                   on_delivered=lambda _: delivered.append(time.monotonic()))
+    rep = Reporter(
+        f"http://127.0.0.1:{port}",
+        "h0",
+        TOKENS["agent"],
+        tmp_path / "spool",
+        backoff=Backoff(base_s=30.0, max_s=60.0),
+        on_delivered=lambda _: delivered.append(time.monotonic()),
+    )
     rep.start()
     try:
         rep.submit(HostReport.model_validate(host_report("h0", 0)))

@@ -20,8 +20,11 @@ H = {"Content-Type": "application/json"}
 def client(server: ServerProcess) -> Iterator[httpx.Client]:
     with httpx.Client(base_url=server.url, timeout=120) as c:
         for host, peers in (("h0", {"h1": 12.0}), ("h1", {})):
-            c.put(f"/v1/agents/{host}/report", json=host_report(host, 5, peers=peers),
-                  headers=auth("agent")).raise_for_status()
+            c.put(
+                f"/v1/agents/{host}/report",
+                json=host_report(host, 5, peers=peers),
+                headers=auth("agent"),
+            ).raise_for_status()
         yield c
 
 
@@ -29,15 +32,16 @@ def _wide_report(host: str, n: int, seq: int = 1) -> dict[str, Any]:
     """A report of ``n`` GPUs in a chain (n nodes, n - 1 links)."""
     rep = host_report(host, seq, gpus=0, nic=False)
     rep["nodes"] = [{"id": f"gpu{i}", "kind": "gpu"} for i in range(n)]
-    rep["links"] = [{"src": f"gpu{i}", "dst": f"gpu{i + 1}", "bandwidth_GBps": 100.0}
-                    for i in range(n - 1)]
+    rep["links"] = [
+        {"src": f"gpu{i}", "dst": f"gpu{i + 1}", "bandwidth_GBps": 100.0} for i in range(n - 1)
+    ]
     return rep
 
 
 def _refused(resp: httpx.Response, loc: list[Any], status: int = 422) -> str:
     assert resp.status_code == status, resp.text
     detail = resp.json()["detail"]
-    assert any(d["loc"][:len(loc)] == loc for d in detail), detail
+    assert any(d["loc"][: len(loc)] == loc for d in detail), detail
     return detail[0]["msg"]
 
 
@@ -52,13 +56,15 @@ def test_report_at_the_node_limit_is_checked_and_stored(client: httpx.Client) ->
 
 
 def test_report_over_the_limits_is_refused(client: httpx.Client) -> None:
-    r = client.put("/v1/agents/wide/report", json=_wide_report("wide", 20_000),
-                   headers=auth("agent"))
+    r = client.put(
+        "/v1/agents/wide/report", json=_wide_report("wide", 20_000), headers=auth("agent")
+    )
     assert "4096" in _refused(r, ["body", "nodes"])
     rep = _wide_report("wide", 8)
     rep["links"] = rep["links"] * (MAX_LINKS // 7 + 1)
-    _refused(client.put("/v1/agents/wide/report", json=rep, headers=auth("agent")),
-             ["body", "links"])
+    _refused(
+        client.put("/v1/agents/wide/report", json=rep, headers=auth("agent")), ["body", "links"]
+    )
 
 
 def _with(path: list[Any], value: Any) -> bytes:
@@ -70,38 +76,51 @@ def _with(path: list[Any], value: Any) -> bytes:
         target = target[p]
     target[path[-1]] = "@@"
     import json
+
     return json.dumps(rep).replace('"@@"', value).encode()
 
 
-@pytest.mark.parametrize("path", [["peers", 0, "bandwidth_GBps"], ["peers", 0, "latency_us"],
-                                  ["nics", 0, "speed_GBps"],
-                                  ["gpus", 0, "pcie_bandwidth_GBps"],
-                                  ["links", 0, "bandwidth_GBps"],
-                                  ["links", 0, "measured_bandwidth_GBps"]])
+@pytest.mark.parametrize(
+    "path",
+    [
+        ["peers", 0, "bandwidth_GBps"],
+        ["peers", 0, "latency_us"],
+        ["nics", 0, "speed_GBps"],
+        ["gpus", 0, "pcie_bandwidth_GBps"],
+        ["links", 0, "bandwidth_GBps"],
+        ["links", 0, "measured_bandwidth_GBps"],
+    ],
+)
 @pytest.mark.parametrize("value", ["Infinity", "1e400", "NaN", "-Infinity", "1e-320"])
-def test_non_finite_or_out_of_range_numbers_are_422(client: httpx.Client, path: list[Any],
-                                                    value: str) -> None:
+def test_non_finite_or_out_of_range_numbers_are_422(
+    client: httpx.Client, path: list[Any], value: str
+) -> None:
     if value == "1e-320" and path[-1] == "latency_us":
         value = "1e300"  # latency's range is [0, 1e8] us; a tiny one is fine
-    r = client.put("/v1/agents/h0/report", content=_with(path, value),
-                   headers={**auth("agent"), **H})
+    r = client.put(
+        "/v1/agents/h0/report", content=_with(path, value), headers={**auth("agent"), **H}
+    )
     _refused(r, ["body", *path])
 
 
 @pytest.mark.parametrize("peer", ["", "../../x\u202e", "a b", "x" * 129])
 def test_peer_host_must_be_a_host_name(client: httpx.Client, peer: str) -> None:
     rep = host_report("h0", 6, peers={peer: 12.0})
-    _refused(client.put("/v1/agents/h0/report", json=rep, headers=auth("agent")),
-             ["body", "peers", 0, "peer_host"])
+    _refused(
+        client.put("/v1/agents/h0/report", json=rep, headers=auth("agent")),
+        ["body", "peers", 0, "peer_host"],
+    )
 
 
 def test_seq_cannot_jump_arbitrarily_far(client: httpx.Client) -> None:
     rep = host_report("h0", 2**63 - 1, peers={"h1": 12.0})
-    msg = _refused(client.put("/v1/agents/h0/report", json=rep, headers=auth("agent")),
-                   ["body", "seq"])
+    msg = _refused(
+        client.put("/v1/agents/h0/report", json=rep, headers=auth("agent")), ["body", "seq"]
+    )
     assert "ahead" in msg
     # the real agent is not locked out: its next report (unix ms) is stored
     import time
+
     ok = host_report("h0", int(time.time() * 1000), peers={"h1": 12.0})
     r = client.put("/v1/agents/h0/report", json=ok, headers=auth("agent"))
     assert r.status_code == 200, r.text
@@ -109,20 +128,28 @@ def test_seq_cannot_jump_arbitrarily_far(client: httpx.Client) -> None:
 
 @pytest.mark.parametrize("value", ["1e-320", "1e400", "Infinity", "1e7"])
 def test_fabric_link_bandwidth_in_range(client: httpx.Client, value: str) -> None:
-    body = ('{"nodes": [{"id": "tor", "kind": "switch"}], "links": [{"src": "h0/nic0", '
-            f'"dst": "tor", "bandwidth_GBps": {value}}}]}}')
-    _refused(client.put("/v1/fabric", content=body, headers={**auth("admin"), **H}),
-             ["body", "links", 0, "bandwidth_GBps"])
+    body = (
+        '{"nodes": [{"id": "tor", "kind": "switch"}], "links": [{"src": "h0/nic0", '
+        f'"dst": "tor", "bandwidth_GBps": {value}}}]}}'
+    )
+    _refused(
+        client.put("/v1/fabric", content=body, headers={**auth("admin"), **H}),
+        ["body", "links", 0, "bandwidth_GBps"],
+    )
     assert client.get("/v1/fabric", headers=auth("admin")).status_code == 404
 
 
-@pytest.mark.parametrize(("field", "value"), [("algorithm", "tree"),
-                                              ("collective", "alltoall"),
-                                              ("size_bytes", "99999999999999TiB"),
-                                              ("size_bytes", "1.5B"),
-                                              ("size_bytes", 2**53 + 1)])
-def test_job_fields_refused_at_write_time(client: httpx.Client, field: str, value: Any
-                                          ) -> None:
+@pytest.mark.parametrize(
+    ("field", "value"),
+    [
+        ("algorithm", "tree"),
+        ("collective", "alltoall"),
+        ("size_bytes", "99999999999999TiB"),
+        ("size_bytes", "1.5B"),
+        ("size_bytes", 2**53 + 1),
+    ],
+)
+def test_job_fields_refused_at_write_time(client: httpx.Client, field: str, value: Any) -> None:
     job = {"ranks": ["h0/gpu0", "h1/gpu0"], "size_bytes": 4096, field: value}
     _refused(client.put("/v1/jobs/bad", json=job, headers=auth("job")), ["body", field])
     assert client.get("/v1/jobs/bad", headers=auth("job")).status_code == 404
@@ -148,8 +175,7 @@ def test_every_planner_algorithm_is_accepted(client: httpx.Client) -> None:
 
 def test_bucket_size_strings_capped(client: httpx.Client) -> None:
     job = {"ranks": ["h0/gpu0", "h1/gpu0"], "bucket_sizes": ["1MiB", "99999999999999TiB"]}
-    _refused(client.put("/v1/jobs/bad", json=job, headers=auth("job")),
-             ["body", "bucket_sizes", 1])
+    _refused(client.put("/v1/jobs/bad", json=job, headers=auth("job")), ["body", "bucket_sizes", 1])
 
 
 def _dup_node() -> dict[str, Any]:
@@ -166,8 +192,9 @@ def _self_loop() -> dict[str, Any]:
 
 def _dup_link() -> dict[str, Any]:
     rep = host_report("h0", 7, peers={"h1": 12.0})
-    rep["links"].append({**rep["links"][0], "src": rep["links"][0]["dst"],
-                         "dst": rep["links"][0]["src"]})
+    rep["links"].append(
+        {**rep["links"][0], "src": rep["links"][0]["dst"], "dst": rep["links"][0]["src"]}
+    )
     return rep
 
 

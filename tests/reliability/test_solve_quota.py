@@ -21,12 +21,13 @@ from tests.api.helpers import ServerProcess, auth
 @pytest.fixture(scope="module")
 def busy_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
     root: Path = tmp_path_factory.mktemp("quota")
-    proc = ServerProcess(f"sqlite:///{root / 's.db'}", log=root / "server.log",
-                         env={"SYNCPLAN_SOLVES_PER_CLIENT": "1",
-                              "SYNCPLAN_SOLVE_TIMEOUT_S": "0.3"}).start()
+    proc = ServerProcess(
+        f"sqlite:///{root / 's.db'}",
+        log=root / "server.log",
+        env={"SYNCPLAN_SOLVES_PER_CLIENT": "1", "SYNCPLAN_SOLVE_TIMEOUT_S": "0.3"},
+    ).start()
     with httpx.Client(base_url=proc.url, timeout=60) as c:
-        c.put("/v1/fabric", json=dgx_cluster(8, gpus=8), headers=auth("admin")
-              ).raise_for_status()
+        c.put("/v1/fabric", json=dgx_cluster(8, gpus=8), headers=auth("admin")).raise_for_status()
     yield proc
     proc.stop()
 
@@ -61,6 +62,7 @@ def test_quota_timeout_and_retry(busy_server: ServerProcess) -> None:
         topo = c.get("/v1/topology").json()
         doc = r.json()
         from syncplan.planner.topology import Topology
+
         verify_plan(doc, Topology.from_dict(topo))
 
 

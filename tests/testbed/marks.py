@@ -10,8 +10,9 @@ import pytest
 NETNS = [
     pytest.mark.netns,
     pytest.mark.skipif(os.geteuid() != 0, reason="needs root for network namespaces and tc"),
-    pytest.mark.skipif(shutil.which("ip") is None or shutil.which("tc") is None,
-                       reason="needs iproute2 (ip, tc)"),
+    pytest.mark.skipif(
+        shutil.which("ip") is None or shutil.which("tc") is None, reason="needs iproute2 (ip, tc)"
+    ),
     pytest.mark.usefixtures("namespaces_allowed"),
 ]
 

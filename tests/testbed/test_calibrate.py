@@ -36,8 +36,14 @@ RING64 = [(3e-4, 8.0)] * 14
 
 def _points(m: float, o: float, noise: list[float] | None = None) -> list[Point]:
     out = []
-    for name, feats in (("star", STAR), ("ring", RING), ("direct", DIRECT),
-                        ("star64", STAR64), ("ring64", RING64), ("ring2", RING2)):
+    for name, feats in (
+        ("star", STAR),
+        ("ring", RING),
+        ("direct", DIRECT),
+        ("star64", STAR64),
+        ("ring64", RING64),
+        ("ring2", RING2),
+    ):
         t = sum(overlapped(max(w, m), e, o) for w, e in feats)
         times = [t * f for f in (noise or [1.0])]
         out.append(Point(name, name, 4096, times, feats))
@@ -74,8 +80,13 @@ def test_with_the_floor_fixed_only_the_overhead_is_fitted() -> None:
 def test_fit_separates_the_exchange_term_from_the_message_term() -> None:
     # the direct exchange's 56 ends per step are all exchanged; the star's and ring's none
     pts = []
-    for name, feats in (("star", STAR), ("ring", RING), ("direct", DIRECT),
-                        ("star64", STAR64), ("ring64", RING64)):
+    for name, feats in (
+        ("star", STAR),
+        ("ring", RING),
+        ("direct", DIRECT),
+        ("star64", STAR64),
+        ("ring64", RING64),
+    ):
         xends = [e if name == "direct" else 0.0 for _, e in feats]
         t = sum(overlapped(max(w, 50e-6), e, 40e-6) for w, e in feats) + 90e-6 * sum(xends)
         pts.append(Point(name, name, 4096, [t], feats, xends))
@@ -92,8 +103,13 @@ def test_fit_takes_the_switch_term_from_the_large_programs() -> None:
     # a 1 MiB ring (14 steps, no switch) and halving-doubling (6 steps, switched wire in 4
     # of them) priced alike without the term; the measured times carry s = 0.36
     pts = []
-    for name, feats in (("star", STAR), ("ring", RING), ("direct", DIRECT),
-                        ("star64", STAR64), ("ring64", RING64)):
+    for name, feats in (
+        ("star", STAR),
+        ("ring", RING),
+        ("direct", DIRECT),
+        ("star64", STAR64),
+        ("ring64", RING64),
+    ):
         t = sum(overlapped(max(w, 50e-6), e, 40e-6) for w, e in feats)
         pts.append(Point(name, name, 4096, [t], feats))
     ring = [(5.24e-3, 8.0)] * 14
@@ -112,7 +128,7 @@ def test_fit_takes_the_switch_term_from_the_large_programs() -> None:
 
 
 def test_too_few_programs_leave_the_fit_unusable() -> None:
-    fit = fit_settings(_points(50e-6, 121e-6)[:MIN_POINTS - 1])
+    fit = fit_settings(_points(50e-6, 121e-6)[: MIN_POINTS - 1])
     assert not fit["usable"] and "needed" in fit["reason"]
 
 
@@ -129,8 +145,11 @@ def test_recorded_calibration_refits_to_what_the_loop_planned_with(scenario: str
     points = points_from_record(rec)
     assert len(points) >= MIN_POINTS
     assert all(len(p.times_s) == rec["reps"] for p in points)
-    grid = {} if "min_step" in rec["fit"]["fitted"] else {
-        "m_grid_us": np.array([rec["fit"]["min_step_us"]])}
+    grid = (
+        {}
+        if "min_step" in rec["fit"]["fitted"]
+        else {"m_grid_us": np.array([rec["fit"]["min_step_us"]])}
+    )
     if "exchange_overhead" in rec["fit"]["fitted"]:
         grid["x_grid_us"] = X_GRID_US
     if "switch_overhead" in rec["fit"]["fitted"]:
@@ -139,19 +158,24 @@ def test_recorded_calibration_refits_to_what_the_loop_planned_with(scenario: str
     assert _within(rec["fit"], fit)  # records before session 8 lack the exchange term
     # the service planned with the fitted values
     x, s = fit["exchange_overhead_us"], fit["switch_overhead"]
-    assert (loop["min_step_us"], loop["message_overhead_us"],
-            loop.get("exchange_overhead_us", 0.0), loop.get("switch_overhead", 0.0)) == (
-        fit["min_step_us"], fit["message_overhead_us"], x, s)
+    assert (
+        loop["min_step_us"],
+        loop["message_overhead_us"],
+        loop.get("exchange_overhead_us", 0.0),
+        loop.get("switch_overhead", 0.0),
+    ) == (fit["min_step_us"], fit["message_overhead_us"], x, s)
     for p, entry in zip(points, rec["programs"], strict=True):
-        assert p.predict(fit["min_step_us"] * 1e-6, fit["message_overhead_us"] * 1e-6,
-                         x * 1e-6, s) == pytest.approx(entry["fitted_s"], rel=1e-4)
+        assert p.predict(
+            fit["min_step_us"] * 1e-6, fit["message_overhead_us"] * 1e-6, x * 1e-6, s
+        ) == pytest.approx(entry["fitted_s"], rel=1e-4)
 
 
 def _within(recorded: object, fit: object) -> bool:
     """Every key of ``recorded`` (nested) has the same value in ``fit``."""
     if isinstance(recorded, dict):
-        return isinstance(fit, dict) and all(k in fit and _within(v, fit[k])
-                                             for k, v in recorded.items())
+        return isinstance(fit, dict) and all(
+            k in fit and _within(v, fit[k]) for k, v in recorded.items()
+        )
     return recorded == fit
 
 
@@ -164,11 +188,19 @@ def test_loop_calibrates_by_default_and_checks_its_repetitions() -> None:
 
 
 def test_repeat_ratios_pair_the_same_program_in_both_runs() -> None:
-    rec = {"programs": [{"label": "star", "size_bytes": 4096, "median_s": 0.002},
-                        {"label": "ring", "size_bytes": 4096, "median_s": 0.008}]}
-    result = {"results": [{"algorithm": "star", "size_bytes": 4096, "median_s": 0.003},
-                          {"algorithm": "star", "size_bytes": 65536, "median_s": 0.03},
-                          {"algorithm": "gloo", "size_bytes": 4096, "median_s": 0.02}]}
+    rec = {
+        "programs": [
+            {"label": "star", "size_bytes": 4096, "median_s": 0.002},
+            {"label": "ring", "size_bytes": 4096, "median_s": 0.008},
+        ]
+    }
+    result = {
+        "results": [
+            {"algorithm": "star", "size_bytes": 4096, "median_s": 0.003},
+            {"algorithm": "star", "size_bytes": 65536, "median_s": 0.03},
+            {"algorithm": "gloo", "size_bytes": 4096, "median_s": 0.02},
+        ]
+    }
     assert repeat_ratios(rec, result) == [{"label": "star", "size_bytes": 4096, "ratio": 1.5}]
 
 

@@ -20,9 +20,18 @@ from tests.testbed.marks import netns
 
 def test_phases_split_at_the_events() -> None:
     events = {"degraded": 10.0, "probing": 20.0, "measured": 30.0}
-    recs = [{"wall": w, "plan_s": p, "gloo_s": 2.0, "plan_id": i} for w, p, i in [
-        (1, 1.0, "a"), (2, 3.0, "a"), (12, 4.0, "a"), (25, 5.0, "a"), (31, 9.0, "a"),
-        (32, 1.0, "b"), (33, 2.0, "b")]]
+    recs = [
+        {"wall": w, "plan_s": p, "gloo_s": 2.0, "plan_id": i}
+        for w, p, i in [
+            (1, 1.0, "a"),
+            (2, 3.0, "a"),
+            (12, 4.0, "a"),
+            (25, 5.0, "a"),
+            (31, 9.0, "a"),
+            (32, 1.0, "b"),
+            (33, 2.0, "b"),
+        ]
+    ]
     got = {r["phase"]: r for r in phases(recs, events, "b")}
     assert list(got) == ["healthy", "degraded, old plan", "probing", "final plan"]
     assert got["healthy"]["plan_median_s"] == 2.0 and got["healthy"]["iterations"] == 2
@@ -36,8 +45,12 @@ def test_follow_settings_are_checked() -> None:
     with pytest.raises(TestbedError, match="multiple of 4"):
         FollowConfig(host="h0", rate_mbit=10, size_bytes=6)
     with pytest.raises(TestbedError, match="no host 'h9'"):
-        run_follow(load_scenario("small"), Path("/nonexistent"), FollowConfig("h9", 10),
-                   Path("/nonexistent/out.json"))
+        run_follow(
+            load_scenario("small"),
+            Path("/nonexistent"),
+            FollowConfig("h9", 10),
+            Path("/nonexistent/out.json"),
+        )
 
 
 @netns
@@ -46,8 +59,15 @@ def test_a_job_follows_a_degraded_link(tmp_path: Path) -> None:
     before = set(netns_list())
     out = tmp_path / "follow.json"
     lines: list[str] = []
-    cfg = FollowConfig(host="h0", rate_mbit=25.0, size_bytes=1 << 20, healthy_s=3.0,
-                       degraded_s=2.0, after_s=3.0, probe_duration_s=0.5)
+    cfg = FollowConfig(
+        host="h0",
+        rate_mbit=25.0,
+        size_bytes=1 << 20,
+        healthy_s=3.0,
+        degraded_s=2.0,
+        after_s=3.0,
+        probe_duration_s=0.5,
+    )
     result = run_follow(scenario, tmp_path / "state", cfg, out, say=lines.append)
 
     assert out.is_file() and result["correct"]

@@ -43,14 +43,21 @@ def test_full_loop_on_small_scenario(tmp_path: Path) -> None:
     before = set(netns_list())
     out = tmp_path / "loop.json"
     lines: list[str] = []
-    cfg = LoopConfig(sizes=[1 * MIB, 2 * MIB], reps=2, probe_duration_s=1.0,
-                     measure_timeout_s=120.0, calibration_reps=3, calibration_warmup=1)
+    cfg = LoopConfig(
+        sizes=[1 * MIB, 2 * MIB],
+        reps=2,
+        probe_duration_s=1.0,
+        measure_timeout_s=120.0,
+        calibration_reps=3,
+        calibration_warmup=1,
+    )
     result = run_loop(scenario, tmp_path / "state", cfg, out, say=lines.append)
 
     assert out.is_file()
     prefix = next(line.split("prefix ")[1].split(",")[0] for line in lines if "prefix " in line)
-    assert not [ns for ns in set(netns_list()) - before if ns.startswith(prefix)], \
+    assert not [ns for ns in set(netns_list()) - before if ns.startswith(prefix)], (
         "the loop left namespaces behind"
+    )
     assert not any(p.name.endswith("-logs") for p in (tmp_path / "state").iterdir())
     agents = result["loop"]["agents"]
     assert [a["host"] for a in agents] == [h.name for h in scenario.hosts]
@@ -71,30 +78,48 @@ def test_full_loop_on_small_scenario(tmp_path: Path) -> None:
     # every plan with the fitted values, on the graph the agents measured
     loop = result["loop"]
     cal = loop["calibration"]
-    assert cal["defaults"] == {"min_step_us": MIN_STEP_US,
-                               "message_overhead_us": MESSAGE_OVERHEAD_US,
-                               "exchange_overhead_us": 0.0, "switch_overhead": 0.0}
+    assert cal["defaults"] == {
+        "min_step_us": MIN_STEP_US,
+        "message_overhead_us": MESSAGE_OVERHEAD_US,
+        "exchange_overhead_us": 0.0,
+        "switch_overhead": 0.0,
+    }
     assert {(p["label"], p["size_bytes"]) for p in cal["programs"]} == {
-        (a, s) for a in REFERENCE_ALGORITHMS for s in REFERENCE_SIZES} | {
-        (a, LARGE_SIZE) for a in LARGE_ALGORITHMS}
+        (a, s) for a in REFERENCE_ALGORITHMS for s in REFERENCE_SIZES
+    } | {(a, LARGE_SIZE) for a in LARGE_ALGORITHMS}
     assert all(len(p["times_s"]) == cal["reps"] for p in cal["programs"])
     assert cal["fit"]["usable"] and isinstance(cal["graph_unchanged"], bool)
     assert cal["graph_before"]["rates_mbit"].keys() == {a["host"] for a in agents}
     # the floor stays at the default; o, the exchange and the switch terms are fitted
     assert cal["fit"]["fitted"] == ["message_overhead", "exchange_overhead", "switch_overhead"]
-    assert all(len(p["exchange_ends"]) == len(p["switch_wires"]) == len(p["feats"])
-               for p in cal["programs"])
-    refit = fit_settings(points_from_record(cal), m_grid_us=np.array([MIN_STEP_US]),
-                         x_grid_us=X_GRID_US, s_grid=S_GRID,
-                         bootstrap=cal["fit"]["bootstrap"]["n"])
+    assert all(
+        len(p["exchange_ends"]) == len(p["switch_wires"]) == len(p["feats"])
+        for p in cal["programs"]
+    )
+    refit = fit_settings(
+        points_from_record(cal),
+        m_grid_us=np.array([MIN_STEP_US]),
+        x_grid_us=X_GRID_US,
+        s_grid=S_GRID,
+        bootstrap=cal["fit"]["bootstrap"]["n"],
+    )
     # the fit used the times as recorded (0.1 us); the record rounds the ratios and the error
     ratios = refit.pop("predicted_over_measured")
     assert ratios == pytest.approx(cal["fit"]["predicted_over_measured"], abs=2e-3)
     assert refit.pop("rms_log_error") == pytest.approx(cal["fit"]["rms_log_error"], abs=2e-3)
     rounded = ("predicted_over_measured", "rms_log_error")
     assert refit == {k: v for k, v in cal["fit"].items() if k not in rounded}
-    assert (loop["min_step_us"], loop["message_overhead_us"], loop["exchange_overhead_us"],
-            loop["switch_overhead"], loop["message_cores"]) == (
-        cal["fit"]["min_step_us"], cal["fit"]["message_overhead_us"],
-        cal["fit"]["exchange_overhead_us"], cal["fit"]["switch_overhead"], machine_cores())
+    assert (
+        loop["min_step_us"],
+        loop["message_overhead_us"],
+        loop["exchange_overhead_us"],
+        loop["switch_overhead"],
+        loop["message_cores"],
+    ) == (
+        cal["fit"]["min_step_us"],
+        cal["fit"]["message_overhead_us"],
+        cal["fit"]["exchange_overhead_us"],
+        cal["fit"]["switch_overhead"],
+        machine_cores(),
+    )
     assert any(line.endswith("service listening") for line in lines)

@@ -19,9 +19,16 @@ def test_the_loop_prices_messages_over_this_machines_cores_by_default() -> None:
     assert (off.message_overhead_us, off.message_cores) == (0.0, 0)
 
 
-@pytest.mark.parametrize("kw", [{"message_overhead_us": -1.0}, {"message_overhead_us": 2e6},
-                                {"message_cores": -1}, {"message_cores": 1.5},
-                                {"message_cores": True}])
+@pytest.mark.parametrize(
+    "kw",
+    [
+        {"message_overhead_us": -1.0},
+        {"message_overhead_us": 2e6},
+        {"message_cores": -1},
+        {"message_cores": 1.5},
+        {"message_cores": True},
+    ],
+)
 def test_bad_message_settings_are_refused(kw: dict) -> None:
     with pytest.raises(TestbedError, match="message"):
         LoopConfig(sizes=[4096], **kw)
@@ -38,18 +45,32 @@ def _loop_args(*argv: str) -> dict:
 
 
 def test_loop_calibrates_unless_told_the_overhead_or_told_not_to() -> None:
-    assert _loop_args() == {"calibrate": True, "calibration_reps": 9,
-                            "calibrate_min_step": False, "calibrate_exchange": True,
-                            "calibrate_switch": True}
+    assert _loop_args() == {
+        "calibrate": True,
+        "calibration_reps": 9,
+        "calibrate_min_step": False,
+        "calibrate_exchange": True,
+        "calibrate_switch": True,
+    }
     assert _loop_args("--message-overhead-us", "121")["calibrate"] is False
     assert _loop_args("--message-overhead-us", "121", "--calibrate")["calibrate"] is True
     assert _loop_args("--no-calibrate")["calibrate"] is False
     kw = _loop_args("--min-step-us", "80", "--calibrate-min-step", "--message-cores", "4")
-    assert (kw["calibrate"], kw["min_step_us"], kw["calibrate_min_step"],
-            kw["message_cores"]) == (True, 80.0, True, 4)
+    assert (kw["calibrate"], kw["min_step_us"], kw["calibrate_min_step"], kw["message_cores"]) == (
+        True,
+        80.0,
+        True,
+        4,
+    )
     LoopConfig(sizes=[4096], **kw)  # valid settings
-    kw = _loop_args("--no-calibrate", "--message-overhead-us", "90",
-                    "--exchange-overhead-us", "70", "--no-calibrate-exchange")
+    kw = _loop_args(
+        "--no-calibrate",
+        "--message-overhead-us",
+        "90",
+        "--exchange-overhead-us",
+        "70",
+        "--no-calibrate-exchange",
+    )
     assert (kw["exchange_overhead_us"], kw["calibrate_exchange"]) == (70.0, False)
     assert LoopConfig(sizes=[4096], **kw).exchange_overhead_us == 70.0
     with pytest.raises(TestbedError, match="exchange"):

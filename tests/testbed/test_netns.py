@@ -29,8 +29,9 @@ MIB = 1 << 20
 
 
 def leftovers(prefix: str) -> list[str]:
-    return ([ns for ns in netns_list() if ns.startswith(prefix)]
-            + [link for link in root_links() if link.startswith(prefix)])
+    return [ns for ns in netns_list() if ns.startswith(prefix)] + [
+        link for link in root_links() if link.startswith(prefix)
+    ]
 
 
 def test_small_scenario_shapes_runs_and_cleans_up(tmp_path: Path) -> None:
@@ -55,23 +56,27 @@ def test_small_scenario_shapes_runs_and_cleans_up(tmp_path: Path) -> None:
         assert all(set(m["sizes"]) == {"65536"} for m in msgs)
 
         ranks = [f"{h.name}/cpu0" for h in scenario.hosts]
-        plan = make_plan(Topology.from_dict(scenario.ground_truth_topology()), ranks, 4 * MIB,
-                         "ring")
+        plan = make_plan(
+            Topology.from_dict(scenario.ground_truth_topology()), ranks, 4 * MIB, "ring"
+        )
         plan_file = tmp_path / "ring.json"
         plan_file.write_text(json.dumps(plan))
         # a 1 MiB plan missing its last step: every rank refuses it, the run fails, the
         # workers start again and the benchmark goes on with the 4 MiB runs
-        broken = make_plan(Topology.from_dict(scenario.ground_truth_topology()), ranks, MIB,
-                           "ring")
+        broken = make_plan(Topology.from_dict(scenario.ground_truth_topology()), ranks, MIB, "ring")
         broken["program"]["steps"].pop()
         broken["label"] = "broken"
         broken_file = tmp_path / "broken.json"
         broken_file.write_text(json.dumps(broken))
         out = tmp_path / "results.json"
         lines: list[str] = []
-        result = run_benchmark(state, scenario, RunConfig(sizes=[MIB, 4 * MIB], reps=2,
-                                                          plans=[broken_file, plan_file]),
-                               out, progress=lines.append)
+        result = run_benchmark(
+            state,
+            scenario,
+            RunConfig(sizes=[MIB, 4 * MIB], reps=2, plans=[broken_file, plan_file]),
+            out,
+            progress=lines.append,
+        )
         assert json.loads(out.read_text()) == result
         gloo = [e for e in result["results"] if e["algorithm"] == "gloo"]
         assert [e["size_bytes"] for e in gloo] == [MIB, 4 * MIB]
@@ -82,7 +87,8 @@ def test_small_scenario_shapes_runs_and_cleans_up(tmp_path: Path) -> None:
         else:
             assert len(ring) == 1 and ring[0]["correct"] and ring[0]["size_bytes"] == 4 * MIB
             assert [(f["algorithm"], f["size_bytes"]) for f in result["failures"]] == [
-                ("broken", MIB)]
+                ("broken", MIB)
+            ]
             assert "rank" in result["failures"][0]["error"]
             assert result["incomplete"] is None
             assert any("broken FAILED" in line for line in lines)
@@ -108,8 +114,7 @@ def _class_packets(ns: str, dev: str) -> dict[str, int]:
     return out
 
 
-def test_data_segments_queue_per_destination_and_only_pure_acks_go_first(
-        tmp_path: Path) -> None:
+def test_data_segments_queue_per_destination_and_only_pure_acks_go_first(tmp_path: Path) -> None:
     # The echo server answers each message with one byte of data: a 53-byte segment that
     # must wait behind its connection's queued data (else it arrives out of order), so it
     # goes to the bulk class of its destination (the first peer: 1:100), while the ACKs of
@@ -129,11 +134,25 @@ def test_data_segments_queue_per_destination_and_only_pure_acks_go_first(
 
 
 def test_kill_runner_mid_run_then_up_and_down_clean_everything(tmp_path: Path) -> None:
-    cmd = [sys.executable, "-m", "syncplan", "testbed", "run", "small", "--state-dir",
-           str(tmp_path), "--sizes", "16MiB", "--reps", "20", "--out",
-           str(tmp_path / "r.json")]
-    runner = subprocess.Popen(cmd, cwd=REPO_ROOT, stdout=subprocess.PIPE,
-                              stderr=subprocess.STDOUT, text=True)
+    cmd = [
+        sys.executable,
+        "-m",
+        "syncplan",
+        "testbed",
+        "run",
+        "small",
+        "--state-dir",
+        str(tmp_path),
+        "--sizes",
+        "16MiB",
+        "--reps",
+        "20",
+        "--out",
+        str(tmp_path / "r.json"),
+    ]
+    runner = subprocess.Popen(
+        cmd, cwd=REPO_ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+    )
     path = state_file(tmp_path, "small")
     workers: list[int] = []
     try:
@@ -160,9 +179,22 @@ def test_kill_runner_mid_run_then_up_and_down_clean_everything(tmp_path: Path) -
         assert not any(_running(pid) for pid in workers)
         assert fresh.prefix != old_prefix and set(fresh.namespaces) <= set(netns_list())
     finally:
-        res = subprocess.run([sys.executable, "-m", "syncplan", "testbed", "down", "small",
-                              "--state-dir", str(tmp_path)], cwd=REPO_ROOT,
-                             capture_output=True, text=True, timeout=60)
+        res = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "syncplan",
+                "testbed",
+                "down",
+                "small",
+                "--state-dir",
+                str(tmp_path),
+            ],
+            cwd=REPO_ROOT,
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
     assert res.returncode == 0, res.stderr
     assert leftovers(fresh.prefix) == [] and not path.exists()
 
@@ -172,8 +204,9 @@ def test_down_after_crash_removes_workers_and_namespaces(tmp_path: Path) -> None
     state = emulator.up(scenario, tmp_path)
     pids = emulator.spawn_template(state, "sleep 300", "host")
     # a process the state does not know about, started in a namespace behind its back
-    stray = subprocess.Popen(["ip", "netns", "exec", state.hosts[1].netns, "sleep", "300"],
-                             start_new_session=True)
+    stray = subprocess.Popen(
+        ["ip", "netns", "exec", state.hosts[1].netns, "sleep", "300"], start_new_session=True
+    )
     assert all(_running(p) for p in [*pids, stray.pid])
     removed = emulator.down_by_name(tmp_path, "small")
     stray.wait(10)
@@ -187,8 +220,11 @@ def test_up_refuses_while_a_live_runner_holds_the_testbed(tmp_path: Path) -> Non
     state = emulator.up(scenario, tmp_path)
     holder = subprocess.Popen(["sleep", "60"])
     try:
-        state.processes.append(emulator.ProcRecord(
-            pid=holder.pid, start_ticks=emulator.start_ticks(holder.pid), role="run"))
+        state.processes.append(
+            emulator.ProcRecord(
+                pid=holder.pid, start_ticks=emulator.start_ticks(holder.pid), role="run"
+            )
+        )
         state.save()
         with pytest.raises(emulator.TestbedError, match="in use by pid"):
             emulator.up(scenario, tmp_path)

@@ -11,14 +11,17 @@ from syncplan.testbed import TestbedError
 from syncplan.testbed.scenario import SCENARIO_DIR, Scenario, load_scenario
 
 
-@pytest.mark.parametrize(("name", "rates", "trunk"), [
-    ("homogeneous", [200] * 8, None),
-    ("one-slow", [400] * 7 + [50], None),
-    ("mixed", [400] * 4 + [100] * 4, None),
-    ("two-racks", [200] * 8, 400),
-    ("small", [200, 200, 100, 100], None),
-    ("rates", [400, 400, 200, 50], None),
-])
+@pytest.mark.parametrize(
+    ("name", "rates", "trunk"),
+    [
+        ("homogeneous", [200] * 8, None),
+        ("one-slow", [400] * 7 + [50], None),
+        ("mixed", [400] * 4 + [100] * 4, None),
+        ("two-racks", [200] * 8, 400),
+        ("small", [200, 200, 100, 100], None),
+        ("rates", [400, 400, 200, 50], None),
+    ],
+)
 def test_shipped_scenarios(name: str, rates: list[float], trunk: float | None) -> None:
     sc = load_scenario(name)
     assert sc.name == name
@@ -48,21 +51,29 @@ def test_load_by_path(tmp_path: Path) -> None:
     assert [(h.name, h.rate_mbit) for h in sc.hosts] == [("a", 10), ("h1", 20)]
 
 
-@pytest.mark.parametrize(("data", "message"), [
-    ({"name": "x"}, "'hosts' must be a non-empty list"),
-    ({"name": "x", "hosts": [{"rate_mbit": 0}]}, "rate_mbit must be a number"),
-    ({"name": "x", "hosts": [{"rate_mbit": "fast"}]}, "rate_mbit must be a number"),
-    ({"name": "x", "hosts": [{"rate_mbit": 10, "speed": 1}]}, "unknown keys ['speed']"),
-    ({"name": "x", "hosts": [{"count": 2, "name": "a", "rate_mbit": 10}]}, "only allowed"),
-    ({"name": "x", "hosts": [{"name": "a", "rate_mbit": 1}, {"name": "a", "rate_mbit": 1}]},
-     "duplicate host names"),
-    ({"name": "x", "hosts": [{"rate_mbit": 1, "rack": 1}]}, "numbered 0..R-1"),
-    ({"name": "x", "hosts": [{"rate_mbit": 1}, {"rate_mbit": 1, "rack": 1}]}, "need trunk_mbit"),
-    ({"name": "x", "trunk_mbit": 5, "hosts": [{"rate_mbit": 1}]}, "all hosts are in rack 0"),
-    ({"name": "Bad Name", "hosts": [{"rate_mbit": 1}]}, "scenario name"),
-    ({"name": "x", "hosts": [{"rate_mbit": 1, "count": 65}]}, "count must be"),
-    ([1, 2], "expected a mapping"),
-])
+@pytest.mark.parametrize(
+    ("data", "message"),
+    [
+        ({"name": "x"}, "'hosts' must be a non-empty list"),
+        ({"name": "x", "hosts": [{"rate_mbit": 0}]}, "rate_mbit must be a number"),
+        ({"name": "x", "hosts": [{"rate_mbit": "fast"}]}, "rate_mbit must be a number"),
+        ({"name": "x", "hosts": [{"rate_mbit": 10, "speed": 1}]}, "unknown keys ['speed']"),
+        ({"name": "x", "hosts": [{"count": 2, "name": "a", "rate_mbit": 10}]}, "only allowed"),
+        (
+            {"name": "x", "hosts": [{"name": "a", "rate_mbit": 1}, {"name": "a", "rate_mbit": 1}]},
+            "duplicate host names",
+        ),
+        ({"name": "x", "hosts": [{"rate_mbit": 1, "rack": 1}]}, "numbered 0..R-1"),
+        (
+            {"name": "x", "hosts": [{"rate_mbit": 1}, {"rate_mbit": 1, "rack": 1}]},
+            "need trunk_mbit",
+        ),
+        ({"name": "x", "trunk_mbit": 5, "hosts": [{"rate_mbit": 1}]}, "all hosts are in rack 0"),
+        ({"name": "Bad Name", "hosts": [{"rate_mbit": 1}]}, "scenario name"),
+        ({"name": "x", "hosts": [{"rate_mbit": 1, "count": 65}]}, "count must be"),
+        ([1, 2], "expected a mapping"),
+    ],
+)
 def test_bad_scenarios_are_refused_with_a_reason(data: object, message: str) -> None:
     with pytest.raises(TestbedError) as err:
         Scenario.from_dict(data)

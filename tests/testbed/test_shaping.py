@@ -46,8 +46,7 @@ def test_host_uplinks_queue_packets_and_switch_ports_queue_50_ms_of_bytes() -> N
 
 def test_message_ratios_subtract_the_round_trip_and_divide_by_wire_time() -> None:
     wire = 65536 * 8 * WIRE_SHARE / 200e6
-    times = {PROBE_BYTES: [1e-4, 2e-4, 3e-4], 65536: [2e-4 + wire] * 3,
-             4096: [2e-4, 2e-4, 9.0]}
+    times = {PROBE_BYTES: [1e-4, 2e-4, 3e-4], 65536: [2e-4 + wire] * 3, 4096: [2e-4, 2e-4, 9.0]}
     out = message_ratios(times, 200)
     assert out["base_ms"] == pytest.approx(0.2)
     assert out["sizes"]["65536"]["ratio"] == pytest.approx(1.0, abs=1e-3)
@@ -63,8 +62,7 @@ def test_echo_answers_every_message_once_it_arrived_in_full() -> None:
     seen: list[int] = []
     srv = threading.Thread(target=lambda: seen.append(echo(port, 30.0)), daemon=True)
     srv.start()
-    times = messages("127.0.0.1", port, [64, 300_000], reps=3, gap_s=0.0,
-                     connect_timeout_s=10.0)
+    times = messages("127.0.0.1", port, [64, 300_000], reps=3, gap_s=0.0, connect_timeout_s=10.0)
     srv.join(30)
     assert seen == [6]
     assert {k: len(v) for k, v in times.items()} == {"64": 3, "300000": 3}

@@ -55,8 +55,10 @@ def test_htb_commands_shape_at_the_rate_and_prioritise_pure_acks() -> None:
 
 
 def test_host_uplinks_get_one_bulk_class_per_destination() -> None:
-    flat = [" ".join(c) for c in htb_cmds("h0", 100, queue_packets=1000,
-                                          fair_to=["10.77.0.2", "10.77.0.254"])]
+    flat = [
+        " ".join(c)
+        for c in htb_cmds("h0", 100, queue_packets=1000, fair_to=["10.77.0.2", "10.77.0.254"])
+    ]
     assert any("classid 1:100 htb rate 30mbit ceil 100mbit" in c for c in flat)
     assert any("match ip dst 10.77.0.254/32 flowid 1:101" in c for c in flat)
     assert any("classid 1:20 htb rate 30mbit" in c for c in flat)  # the rest: an equal share
@@ -64,8 +66,12 @@ def test_host_uplinks_get_one_bulk_class_per_destination() -> None:
 
 
 def cli(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "syncplan", "testbed", *args],
-                          capture_output=True, text=True, timeout=120)
+    return subprocess.run(
+        [sys.executable, "-m", "syncplan", "testbed", *args],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
 
 
 def test_cli_unknown_scenario_is_one_line_and_exit_2(tmp_path: Path) -> None:
@@ -78,10 +84,20 @@ def test_cli_unknown_scenario_is_one_line_and_exit_2(tmp_path: Path) -> None:
 
 
 def test_cli_plot_writes_a_png(tmp_path: Path) -> None:
-    result = {"scenario": {"name": "small"}, "results": [
-        {"size_bytes": s << 20, "algorithm": a, "median_s": t, "ring_bound_s": s / 10,
-         **({"predicted_time_s": t * 0.9} if a != "gloo" else {})}
-        for s in (1, 4) for a, t in (("gloo", s / 8), ("ring", s / 9))]}
+    result = {
+        "scenario": {"name": "small"},
+        "results": [
+            {
+                "size_bytes": s << 20,
+                "algorithm": a,
+                "median_s": t,
+                "ring_bound_s": s / 10,
+                **({"predicted_time_s": t * 0.9} if a != "gloo" else {}),
+            }
+            for s in (1, 4)
+            for a, t in (("gloo", s / 8), ("ring", s / 9))
+        ],
+    }
     src = tmp_path / "r.json"
     src.write_text(json.dumps(result))
     out = tmp_path / "p.png"
@@ -95,8 +111,12 @@ def test_cli_plot_writes_a_png(tmp_path: Path) -> None:
 def test_bad_command_template_is_refused_before_starting_anything(tmp_path: Path) -> None:
     from syncplan.testbed.emulator import spawn_template
 
-    st = State(scenario={"name": "x"}, prefix="spt12345", path=tmp_path / "x.json",
-               namespaces=["spt12345-h0"])
+    st = State(
+        scenario={"name": "x"},
+        prefix="spt12345",
+        path=tmp_path / "x.json",
+        namespaces=["spt12345-h0"],
+    )
     st.hosts.append(HostRecord("h0", 0, "spt12345-h0", "spt123450h", "10.77.0.1", 100.0, 0))
     with pytest.raises(TestbedError, match="bad command template"):
         spawn_template(st, "agent --host {nope}", "host")
