@@ -4,6 +4,7 @@
 FROM python:3.11-slim AS build
 WORKDIR /src
 COPY pyproject.toml README.md ./
+COPY core core
 COPY planner planner
 COPY api api
 COPY agents agents
