@@ -1,4 +1,4 @@
-"""Turn discovered GPUs and NICs into a :class:`syncplan.agents.report.HostReport` graph.
+"""Turn discovered GPUs and NICs into a :class:`syncplan.core.report.HostReport` graph.
 
 Placement follows NCCL's topology search: a device's PCI path in sysfs names its host bridge
 and the PCIe switch above it (the upstream port under the root port). GPUs and NICs under
@@ -17,8 +17,8 @@ from dataclasses import dataclass
 from syncplan.agents import nvml as N
 from syncplan.agents.gpus import GpuInventory
 from syncplan.agents.nics import NicDev
-from syncplan.agents.report import GPUInfo, HostReport, LocalLink, LocalNode, NICInfo
 from syncplan.agents.sysfs import PciLocation, SysFS
+from syncplan.core.report import GPUInfo, HostReport, LocalLink, LocalNode, NICInfo
 
 INTER_SOCKET_GBps = 40.0  # nominal UPI/xGMI per direction; the probes do not measure it
 VIRTUAL_NIC_HOST_GBps = 10.0  # host <-> virtual NIC (veth, tun): bounded by memory copies

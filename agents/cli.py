@@ -88,7 +88,7 @@ def register(subparsers: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from syncplan.errors import CLIError
+    from syncplan.core.errors import CLIError
 
     if args.record_nvml:
         from syncplan.agents.record_nvml import record

@@ -26,16 +26,16 @@ from syncplan.agents.probe import (
     probe_peer,
 )
 from syncplan.agents.procfs import ProcFS
-from syncplan.agents.report import (
+from syncplan.agents.schedule import circle_rounds, my_pairs, next_cycle_start
+from syncplan.agents.sysfs import SysFS
+from syncplan.core.report import (
     MAX_BANDWIDTH_GBPS,
     MAX_LATENCY_US,
     MIN_BANDWIDTH_GBPS,
     HostReport,
     PeerMeasurement,
 )
-from syncplan.agents.reporter import Backoff, Reporter
-from syncplan.agents.schedule import circle_rounds, my_pairs, next_cycle_start
-from syncplan.agents.sysfs import SysFS
+from syncplan.core.reporter import Backoff, Reporter
 
 log = logging.getLogger("syncplan.agent")
 

@@ -13,8 +13,8 @@ from syncplan.agents.build import build_report
 from syncplan.agents.gpus import GpuInventory, discover_gpus
 from syncplan.agents.nics import discover_nics
 from syncplan.agents.procfs import ProcFS
-from syncplan.agents.report import HostReport
 from syncplan.agents.sysfs import SysFS
+from syncplan.core.report import HostReport
 
 log = logging.getLogger("syncplan.agent.discovery")
 AGENT_VERSION = "0.1.0"

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from syncplan.agents.atomic import atomic_write_text
-from syncplan.agents.report import HostReport
+from syncplan.core.report import HostReport
 
 log = logging.getLogger("syncplan.agent.reporter")
 

@@ -51,8 +51,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 def _settings(args: argparse.Namespace) -> Settings:
     from pydantic import ValidationError
     from syncplan.api.settings import Settings
-
-    from syncplan.errors import CLIError
+    from syncplan.core.errors import CLIError
 
     overrides: dict[str, object] = {}
     if args.database_url:
@@ -96,9 +95,8 @@ def load_demo(app: FastAPI, path: str) -> str:
     from syncplan.api.errors import APIError
     from syncplan.api.fabric import normalize_fabric
     from syncplan.api.models import FabricCreate
+    from syncplan.core.errors import CLIError
     from syncplan.planner.topology import load_topology
-
-    from syncplan.errors import CLIError
 
     load_topology(path)  # a clear TopologyError for a bad file
     try:
@@ -116,8 +114,7 @@ def serve(args: argparse.Namespace) -> int:
     from sqlalchemy.exc import SQLAlchemyError
     from syncplan.api.db import SchemaError
     from syncplan.api.main import create_app
-
-    from syncplan.errors import CLIError
+    from syncplan.core.errors import CLIError
 
     settings = _settings(args)
     try:

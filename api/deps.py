@@ -3,7 +3,6 @@ and bearer tokens of each scope."""
 
 from __future__ import annotations
 
-import hmac
 from collections.abc import Awaitable, Callable, Iterator
 from typing import Annotated, Literal
 
@@ -12,7 +11,7 @@ from fastapi import Depends, Query, Request, Security
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from sqlalchemy.orm import Session
 from syncplan.api.errors import APIError, responses
-from syncplan.api.identity import token_host
+from syncplan.api.identity import scopes_of, token_host
 from syncplan.api.ingest import ReportWriter
 from syncplan.api.jobs import JobService
 from syncplan.api.metrics import Metrics
@@ -80,17 +79,6 @@ bearer = HTTPBearer(
     description="Authorization: Bearer <token>; the admin "
     "token has every scope, the agent and job tokens their own plus 'read'.",
 )
-
-
-def scopes_of(token_scopes: dict[str, frozenset[str]], given: str) -> frozenset[str] | None:
-    """The scopes ``given`` grants (None: not a token of this service); every token is
-    compared, in constant time."""
-    granted: frozenset[str] | None = None
-    raw = given.encode()
-    for token, scopes in token_scopes.items():
-        if hmac.compare_digest(raw, token.encode()):
-            granted = scopes
-    return granted
 
 
 HOST_TOKEN_SCOPES = frozenset({"read"})

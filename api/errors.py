@@ -17,7 +17,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ValidationError
 from starlette.exceptions import HTTPException as StarletteHTTPException
-from syncplan.planner.errors import InfeasibleError, PlannerError, RequestError, TopologyError
+from syncplan.core.errors import InfeasibleError, PlannerError, RequestError, TopologyError
 
 log = logging.getLogger(__name__)
 

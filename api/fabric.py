@@ -7,7 +7,7 @@ from typing import Any
 
 from syncplan.api.errors import APIError, planner_error
 from syncplan.api.models import FabricCreate
-from syncplan.planner.errors import TopologyError
+from syncplan.core.errors import TopologyError
 from syncplan.planner.topology import Topology
 
 _AGENT_NODE = re.compile(r"^[A-Za-z0-9_.:-]+/[A-Za-z0-9_.:-]+$")

@@ -12,8 +12,8 @@ from __future__ import annotations
 import re
 
 from starlette.types import ASGIApp, Receive, Scope, Send
-from syncplan.api.deps import scopes_of
 from syncplan.api.encoding import negotiate
+from syncplan.api.identity import scopes_of
 
 PLAN_ROUTE = "/v1/jobs/{job_id}/plan"
 _PLAN_PATH = re.compile(r"/v1/jobs/([A-Za-z0-9_.:-]{1,128})/plan")

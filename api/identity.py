@@ -57,7 +57,7 @@ def register(subparsers) -> None:  # type: ignore[no-untyped-def]
 def _issue(args) -> int:  # type: ignore[no-untyped-def]
     import os
 
-    from syncplan.errors import CLIError
+    from syncplan.core.errors import CLIError
 
     secret = os.environ.get("SYNCPLAN_AGENT_SECRET")
     if not secret:
@@ -67,3 +67,14 @@ def _issue(args) -> int:  # type: ignore[no-untyped-def]
     except ValueError as exc:
         raise CLIError(str(exc)) from None
     return 0
+
+
+def scopes_of(token_scopes: dict[str, frozenset[str]], given: str) -> frozenset[str] | None:
+    """The scopes ``given`` grants (None: not a token of this service); every token is
+    compared, in constant time."""
+    granted: frozenset[str] | None = None
+    raw = given.encode()
+    for token, scopes in token_scopes.items():
+        if hmac.compare_digest(raw, token.encode()):
+            granted = scopes
+    return granted

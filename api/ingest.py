@@ -16,12 +16,12 @@ import asyncio
 import time
 
 from anyio.to_thread import run_sync
-from syncplan.agents.report import HostReport
 from syncplan.api import store
 from syncplan.api.errors import APIError, planner_error
 from syncplan.api.merge import check_report
 from syncplan.api.state import ClusterState
-from syncplan.planner.errors import PlannerError
+from syncplan.core.errors import PlannerError
+from syncplan.core.report import HostReport
 
 Outcome = tuple[str, float] | APIError
 

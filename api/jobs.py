@@ -17,7 +17,7 @@ from syncplan.api.errors import APIError, planner_error
 from syncplan.api.models import JobCreate, RankRef
 from syncplan.api.planning import COMPACT_GZIP_LEVEL, PlanKey, PlanService, compact_body, parse_size
 from syncplan.api.state import ClusterState, Snapshot
-from syncplan.planner.errors import PlannerError
+from syncplan.core.errors import PlannerError
 
 
 def resolve_ranks(snapshot: Snapshot, ranks: list[str | RankRef], status: int = 422) -> list[str]:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
+from syncplan.api.identity import scopes_of, token_host
 from syncplan.planner.algorithms import ALGORITHMS
 from syncplan.planner.plan import COLLECTIVES
 from syncplan.planner.sizes import parse_size
@@ -50,9 +51,6 @@ _UNAUTHORIZED = json.dumps(
 
 def _known_token(state: object, headers: list[tuple[bytes, bytes]]) -> bool:
     """Whether the request carries a token of this service (any scope)."""
-    from syncplan.api.deps import scopes_of
-    from syncplan.api.identity import token_host
-
     value = next((v for k, v in headers if k == b"authorization"), b"").decode("latin-1")
     scheme, _, token = value.partition(" ")
     if scheme.lower() != "bearer" or not token:

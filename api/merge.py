@@ -30,8 +30,8 @@ from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from syncplan.agents.report import HostReport
-from syncplan.planner.errors import TopologyError
+from syncplan.core.errors import TopologyError
+from syncplan.core.report import HostReport
 from syncplan.planner.topology import RANK_KINDS
 
 HOST_BUS_GBPS = 100.0
@@ -130,7 +130,7 @@ def check_report(report: HostReport) -> None:
 def check_graph(nodes: list[dict[str, Any]], links: list[dict[str, Any]]) -> None:
     """What ``Topology.from_dict`` checks of a report's own graph (unique ids, links between
     known, different nodes, at most one link per direction), without building it; numbers
-    are already in range (agents/report.py)."""
+    are already in range (core/report.py)."""
     seen: set[str] = set()
     for n in nodes:
         if n["id"] in seen:

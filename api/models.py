@@ -16,7 +16,6 @@ from pydantic import (
     StrictInt,
     model_validator,
 )
-from syncplan.agents.report import MAX_BANDWIDTH_GBPS, MAX_LATENCY_US, MIN_BANDWIDTH_GBPS
 from syncplan.api.limits import (
     ALGORITHM_NAMES,
     COLLECTIVE_NAMES,
@@ -28,6 +27,7 @@ from syncplan.api.limits import (
     MAX_SIZE_BYTES,
     check_size_text,
 )
+from syncplan.core.report import MAX_BANDWIDTH_GBPS, MAX_LATENCY_US, MIN_BANDWIDTH_GBPS
 from syncplan.planner.sizes import parse_size
 
 Id = Annotated[str, Field(min_length=1, max_length=256)]

@@ -19,14 +19,13 @@ import time
 from anyio.to_thread import run_sync
 from pydantic import ValidationError
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
-from syncplan.agents.report import HostReport
-from syncplan.api.deps import scopes_of
 from syncplan.api.errors import APIError
-from syncplan.api.identity import token_host
+from syncplan.api.identity import scopes_of, token_host
 from syncplan.api.limits import MAX_SEQ_AHEAD_MS
 from syncplan.api.models import ReportAccepted
 from syncplan.api.outage import is_outage, outage_response
 from syncplan.api.state import utc
+from syncplan.core.report import HostReport
 
 REPORT_ROUTE = "/v1/agents/{host}/report"
 _REPORT_PATH = re.compile(r"/v1/agents/([A-Za-z0-9_.:-]{1,128})/report")

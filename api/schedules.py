@@ -19,7 +19,7 @@ from syncplan.api.errors import APIError, planner_error
 from syncplan.api.jobs import JobEntry, JobService, resolve_ranks
 from syncplan.api.models import JobProfile
 from syncplan.api.state import Snapshot
-from syncplan.planner.errors import PlannerError
+from syncplan.core.errors import PlannerError
 
 # the profile's times are rounded to this before comparing, so jitter between two
 # measurements of the same job does not trigger a re-plan

@@ -18,11 +18,11 @@ from typing import Any
 
 from pydantic import ValidationError
 from sqlalchemy.orm import Session, sessionmaker
-from syncplan.agents.report import HostReport
 from syncplan.api import store
 from syncplan.api.merge import Merged, graph_key, merge
 from syncplan.api.models import HostStatus
-from syncplan.planner.errors import PlannerError
+from syncplan.core.errors import PlannerError
+from syncplan.core.report import HostReport
 from syncplan.planner.topology import RANK_KINDS, Topology
 
 log = logging.getLogger(__name__)

@@ -13,10 +13,10 @@ from typing import Any
 from sqlalchemy import bindparam, delete, select, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
-from syncplan.agents.report import HostReport
 from syncplan.api.db import FabricRow, HostReportRow, JobRow, Meta, PlanRow
 from syncplan.api.errors import APIError
 from syncplan.api.merge import canonical_json, digest
+from syncplan.core.report import HostReport
 
 
 @contextmanager

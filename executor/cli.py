@@ -63,10 +63,9 @@ def register(subparsers: Any) -> None:
 
 
 def exec_bench(args: argparse.Namespace) -> int:
+    from syncplan.core.errors import CLIError
     from syncplan.executor.bench import BenchCase, run_bench
     from syncplan.executor.program import Program
-
-    from syncplan.errors import CLIError
 
     try:
         doc = json.loads(args.plan.read_text())
@@ -109,10 +108,9 @@ def exec_bench(args: argparse.Namespace) -> int:
 
 
 def _sparse_bench(args: argparse.Namespace, doc: dict[str, Any], plan_id: str) -> int:
+    from syncplan.core.errors import CLIError
     from syncplan.executor.sparse_bench import DTYPES as SPARSE_DTYPES
     from syncplan.executor.sparse_bench import SparseCase, run_sparse_bench
-
-    from syncplan.errors import CLIError
 
     if not 0 <= args.density <= 1:
         raise CLIError(f"--density must be in [0, 1], got {args.density}")

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-from syncplan.planner.errors import PlannerError
+from syncplan.core.errors import PlannerError
 
 
 class PlanError(PlannerError, ValueError):

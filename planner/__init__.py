@@ -17,7 +17,7 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
-from syncplan.planner.errors import (
+from syncplan.core.errors import (
     InfeasibleError,
     PlannerError,
     RequestError,

@@ -15,7 +15,7 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
-from syncplan.planner.errors import RequestError
+from syncplan.core.errors import RequestError
 
 
 class _PlanHelp(argparse.HelpFormatter):

@@ -18,9 +18,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from syncplan.core.errors import InfeasibleError, RequestError
 from syncplan.planner.algorithms import ALGORITHMS, PlanContext
 from syncplan.planner.bound_collectives import CollectiveBound, collective_bound
-from syncplan.planner.errors import InfeasibleError, RequestError
 from syncplan.planner.program import Program, Step, Transfer, program_to_doc
 
 SPLIT_COLLECTIVES = ("reducescatter", "allgather")

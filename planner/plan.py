@@ -10,12 +10,12 @@ from dataclasses import dataclass
 from functools import cached_property, partial
 from typing import Any
 
+from syncplan.core.errors import InfeasibleError, RequestError
 from syncplan.planner.algorithms import ALGORITHMS, OUTSIDE_REDUCE_BROADCAST, Candidate, PlanContext
 from syncplan.planner.algorithms.base import EFFORTS
 from syncplan.planner.bound import Bound, lower_bound
 from syncplan.planner.bound_any import AnyBound, lower_bound_any
 from syncplan.planner.cost import CostModel
-from syncplan.planner.errors import InfeasibleError, RequestError
 from syncplan.planner.gc_pause import gc_paused
 from syncplan.planner.program import Program, Transfer, program_to_doc
 from syncplan.planner.routing import Router

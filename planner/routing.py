@@ -16,7 +16,7 @@ import heapq
 from collections import defaultdict
 
 import numpy as np
-from syncplan.planner.errors import RequestError
+from syncplan.core.errors import RequestError
 from syncplan.planner.topology import Topology
 
 # A route minimises the time to move REF_BYTES through it hop by hop: latency plus

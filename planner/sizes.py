@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 
-from syncplan.planner.errors import RequestError
+from syncplan.core.errors import RequestError
 
 _UNITS = {
     "": 1,

@@ -17,8 +17,8 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+from syncplan.core.errors import RequestError
 from syncplan.planner.cost import CostModel
-from syncplan.planner.errors import RequestError
 from syncplan.planner.program import Program
 
 DEFAULT_BLOCK_ELEMS = 256

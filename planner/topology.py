@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import networkx as nx
-from syncplan.planner.errors import RequestError, TopologyError
+from syncplan.core.errors import RequestError, TopologyError
 
 RANK_KINDS = frozenset({"gpu", "cpu"})
 GBPS = 1e9  # bytes per second in one GB/s

@@ -14,8 +14,7 @@ import os
 import sys
 from typing import NoReturn
 
-from syncplan.errors import CLIError
-from syncplan.planner.errors import PlannerError
+from syncplan.core.errors import CLIError, PlannerError
 
 COMPONENTS = (
     "syncplan.planner.cli",

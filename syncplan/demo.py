@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from syncplan.errors import CLIError
+from syncplan.core.errors import CLIError
 
 JOB_ID = "demo"
 PROBE_DURATION_S = 0.25

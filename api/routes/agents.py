@@ -6,7 +6,6 @@ import time
 from typing import Annotated
 
 from fastapi import APIRouter, Path, Request, Response
-from syncplan.agents.report import HostReport
 from syncplan.api import store
 from syncplan.api.deps import (
     AUTH_ERRORS,
@@ -25,6 +24,7 @@ from syncplan.api.identity import host_token
 from syncplan.api.limits import MAX_SEQ_AHEAD_MS
 from syncplan.api.models import AgentsPublic, AgentTokenPublic, HostName, ReportAccepted
 from syncplan.api.state import utc
+from syncplan.core.report import HostReport
 
 router = APIRouter(prefix="/v1/agents", tags=["agents"], responses=AUTH_ERRORS)
 

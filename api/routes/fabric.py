@@ -14,7 +14,7 @@ from syncplan.api.errors import APIError, planner_error, responses
 from syncplan.api.fabric import normalize_fabric
 from syncplan.api.models import FabricCreate, FabricPublic
 from syncplan.api.state import ClusterState, utc
-from syncplan.planner.errors import PlannerError
+from syncplan.core.errors import PlannerError
 
 router = APIRouter(prefix="/v1/fabric", tags=["fabric"], responses=AUTH_ERRORS)
 

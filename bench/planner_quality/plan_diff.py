@@ -135,7 +135,7 @@ def main() -> int:
         if not (root / "planner" / "plan.py").is_file():
             ap.error(f"--checkout {root}: no planner/plan.py there")
         sys.path.insert(0, str(root))
-        from syncplan.planner.errors import RequestError
+        from syncplan.core.errors import RequestError
         from syncplan.planner.sizes import parse_size
 
         try:

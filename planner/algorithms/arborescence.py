@@ -16,7 +16,7 @@ arrays (``parent[root] == -1``).
 from __future__ import annotations
 
 import numpy as np
-from syncplan.planner.errors import InfeasibleError
+from syncplan.core.errors import InfeasibleError
 
 
 def min_arborescence(cost: np.ndarray, root: int) -> np.ndarray:

@@ -9,9 +9,9 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from syncplan.core.errors import InfeasibleError
 from syncplan.planner.algorithms.base import Candidate, PlanContext
 from syncplan.planner.bound import _caps, parts_by_host
-from syncplan.planner.errors import InfeasibleError
 from syncplan.planner.program import Program, Transfer
 
 # Most transfers an algorithm builds to price one variant exactly (a coarsened ring or

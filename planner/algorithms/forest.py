@@ -35,6 +35,7 @@ import math
 from collections import Counter, defaultdict
 
 import numpy as np
+from syncplan.core.errors import InfeasibleError
 from syncplan.planner.algorithms.base import Candidate, PlanContext
 from syncplan.planner.algorithms.forest_any import GENERAL_MAX_RANKS, forest_any
 from syncplan.planner.algorithms.forest_build import (
@@ -75,7 +76,6 @@ from syncplan.planner.algorithms.pipeline import (
     piece_fractions,
 )
 from syncplan.planner.bound import fluid_floor
-from syncplan.planner.errors import InfeasibleError
 from syncplan.planner.program import Program
 
 INTRA_GROUPS = (1, 2, 4)  # pieces one merged intra-host transfer may cover

@@ -13,8 +13,8 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 
 import numpy as np
+from syncplan.core.errors import InfeasibleError
 from syncplan.planner.algorithms.base import PlanContext
-from syncplan.planner.errors import InfeasibleError
 from syncplan.planner.routing import REF_BYTES
 
 MAX_LANES = 16

@@ -28,10 +28,10 @@ from dataclasses import dataclass, field
 import numpy as np
 from scipy.sparse import csr_matrix
 from scipy.sparse.csgraph import connected_components, dijkstra
+from syncplan.core.errors import InfeasibleError
 from syncplan.planner.algorithms.arborescence import min_arborescence, shallow_trees, tree_depths
 from syncplan.planner.algorithms.base import PlanContext
 from syncplan.planner.algorithms.packing_master import Master
-from syncplan.planner.errors import InfeasibleError
 from syncplan.planner.routing import REF_BYTES
 
 MAX_ROUNDS = 40  # column-generation rounds per depth limit

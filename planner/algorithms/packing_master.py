@@ -20,7 +20,7 @@ import threading
 
 import highspy
 import numpy as np
-from syncplan.planner.errors import InfeasibleError
+from syncplan.core.errors import InfeasibleError
 
 PRIMAL_SIMPLEX = 4  # HiGHS simplex_strategy
 _banner_lock = threading.Lock()

@@ -30,6 +30,7 @@ import time
 from dataclasses import dataclass
 
 import numpy as np
+from syncplan.core.errors import InfeasibleError
 from syncplan.planner.algorithms.arborescence import layered_trees_costed, tree_depths
 from syncplan.planner.algorithms.base import PlanContext
 from syncplan.planner.algorithms.packing import (
@@ -42,7 +43,6 @@ from syncplan.planner.algorithms.packing import (
     hop_distances,
 )
 from syncplan.planner.algorithms.packing_master import Master
-from syncplan.planner.errors import InfeasibleError
 
 ROUNDS = 30  # column-generation rounds
 TOLERANCE = 1e-3  # relative reduced cost below which the LP counts as solved

@@ -7,9 +7,9 @@ of a host stay adjacent so each ring crosses the network once per host.
 
 from __future__ import annotations
 
+from syncplan.core.errors import InfeasibleError
 from syncplan.planner.algorithms.base import Candidate, PlanContext
 from syncplan.planner.algorithms.common import PRICE_BUDGET, price
-from syncplan.planner.errors import InfeasibleError
 from syncplan.planner.program import Program, Step, Transfer
 
 

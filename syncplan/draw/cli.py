@@ -6,7 +6,7 @@ import argparse
 import sys
 from typing import TYPE_CHECKING
 
-from syncplan.errors import CLIError
+from syncplan.core.errors import CLIError
 
 if TYPE_CHECKING:
     from syncplan.draw.canvas import Canvas
@@ -68,10 +68,10 @@ def cmd_topology(args: argparse.Namespace) -> int:
 
 
 def cmd_plan(args: argparse.Namespace) -> int:
+    from syncplan.core.errors import PlannerError
     from syncplan.draw.plan import plan_picture
     from syncplan.export.cli import _read_json
     from syncplan.export.msccl_xml import ExportError
-    from syncplan.planner.errors import PlannerError
 
     _check_output(args.output)
     plan = _read_json(args.plan, "plan document")

@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from syncplan.errors import CLIError
+from syncplan.core.errors import CLIError
 
 
 def register(sub: argparse._SubParsersAction) -> None:

@@ -258,7 +258,7 @@ def write_ground_truth_plans(
     Each document gets ``label`` = the requested algorithm (``auto`` keeps its label).
     An algorithm the planner lacks or that cannot serve the request is skipped with a note.
     """
-    from syncplan.planner.errors import PlannerError
+    from syncplan.core.errors import PlannerError
     from syncplan.planner.plan import make_plan
     from syncplan.planner.topology import Topology
 

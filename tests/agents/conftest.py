@@ -12,8 +12,8 @@ import pytest
 from syncplan.agents.discovery import Discoverer
 from syncplan.agents.nvml import RecordedNVML
 from syncplan.agents.procfs import ProcFS
-from syncplan.agents.report import HostReport
 from syncplan.agents.sysfs import SysFS
+from syncplan.core.report import HostReport
 
 FIXTURES = Path(__file__).parent / "fixtures"
 

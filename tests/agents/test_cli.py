@@ -12,7 +12,7 @@ import time
 import urllib.request
 from pathlib import Path
 
-from syncplan.agents.report import HostReport
+from syncplan.core.report import HostReport
 
 from .conftest import FIXTURES, ReportSink
 

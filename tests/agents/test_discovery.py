@@ -6,7 +6,7 @@ import logging
 
 from syncplan.agents import nvml as N
 from syncplan.agents.discovery import Discoverer
-from syncplan.agents.report import HostReport
+from syncplan.core.report import HostReport
 
 from .conftest import FIXTURES
 

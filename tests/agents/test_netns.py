@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from syncplan.agents.report import HostReport
+from syncplan.core.report import HostReport
 
 pytestmark = [pytest.mark.netns, pytest.mark.slow]
 

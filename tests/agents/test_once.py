@@ -8,7 +8,7 @@ from pathlib import Path
 
 from syncplan.agents.daemon import Agent, AgentConfig
 from syncplan.agents.probe import ProbeSettings
-from syncplan.agents.report import HostReport
+from syncplan.core.report import HostReport
 
 FAST = ProbeSettings(duration_s=0.1, ping_count=3)
 

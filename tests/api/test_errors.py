@@ -10,7 +10,7 @@ from syncplan.api.db import make_engine
 from syncplan.api.errors import planner_error, planner_loc
 from syncplan.api.main import create_app
 from syncplan.api.settings import Settings
-from syncplan.planner.errors import InfeasibleError, RequestError, TopologyError
+from syncplan.core.errors import InfeasibleError, RequestError, TopologyError
 
 from tests.api.helpers import free_port
 

@@ -7,10 +7,10 @@ from typing import Any
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from syncplan.agents.report import HostReport
 from syncplan.api.merge import AUTO_SWITCH, check_report, merge, round3
+from syncplan.core.errors import TopologyError
+from syncplan.core.report import HostReport
 from syncplan.planner.builders import dgx_cluster
-from syncplan.planner.errors import TopologyError
 from syncplan.planner.topology import Topology
 
 from tests.api.helpers import host_report

@@ -6,10 +6,10 @@ from __future__ import annotations
 from typing import Any
 
 from sqlalchemy.orm import Session, sessionmaker
-from syncplan.agents.report import HostReport
 from syncplan.api import store
 from syncplan.api.db import init_schema, make_engine, session_factory
 from syncplan.api.state import ClusterState
+from syncplan.core.report import HostReport
 
 from tests.api.helpers import host_report
 

@@ -8,10 +8,10 @@ from collections.abc import Iterator
 
 import pytest
 from sqlalchemy.orm import Session, sessionmaker
-from syncplan.agents.report import HostReport
 from syncplan.api import store
 from syncplan.api.db import init_schema, make_engine, session_factory
 from syncplan.api.errors import APIError
+from syncplan.core.report import HostReport
 
 from tests.api.helpers import host_report
 

@@ -29,7 +29,7 @@ WANTED_ALGORITHMS = ("ring", "hierarchical", "forest")
 
 def real_plans(nranks: int, size_bytes: int = 4 << 20) -> list[dict[str, Any]]:
     """Planner plans (every available algorithm the planner can serve) for ``nranks``."""
-    from syncplan.planner.errors import InfeasibleError
+    from syncplan.core.errors import InfeasibleError
     from syncplan.planner.plan import ALGORITHMS, make_plan
     from syncplan.planner.topology import load_topology
 

@@ -10,8 +10,8 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
+from syncplan.core.errors import InfeasibleError
 from syncplan.planner.algorithms import ALGORITHMS
-from syncplan.planner.errors import InfeasibleError
 from syncplan.planner.plan import make_plan
 from syncplan.planner.topology import load_topology
 from syncplan.planner.verify import verify_plan

@@ -54,7 +54,7 @@ def cases() -> Iterator[tuple[str, str, int]]:
 
 def digest(name: str, algo: str, size: int) -> str:
     """The digest of one case's plan, or of the error that refused it."""
-    from syncplan.planner.errors import PlannerError
+    from syncplan.core.errors import PlannerError
     from syncplan.planner.plan import make_plan
 
     topo, ranks = _load(name)

@@ -7,9 +7,9 @@ from __future__ import annotations
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from syncplan.core.errors import InfeasibleError, RequestError
 from syncplan.planner.algorithms import ALGORITHMS
 from syncplan.planner.builders import random_topology, star
-from syncplan.planner.errors import InfeasibleError, RequestError
 from syncplan.planner.plan import TIE_TOLERANCE, compare, make_plan
 from syncplan.planner.topology import Topology
 from syncplan.planner.verify import verify_plan

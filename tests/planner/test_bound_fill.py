@@ -12,11 +12,11 @@ import sys
 from pathlib import Path
 
 import pytest
+from syncplan.core.errors import InfeasibleError
 from syncplan.planner import bound_fill
 from syncplan.planner.algorithms import ALGORITHMS, OUTSIDE_REDUCE_BROADCAST
 from syncplan.planner.algorithms.base import PlanContext
 from syncplan.planner.bound import lower_bound
-from syncplan.planner.errors import InfeasibleError
 from syncplan.planner.families import random_family
 from syncplan.planner.topology import Topology
 

@@ -6,9 +6,9 @@ import json
 from pathlib import Path
 
 import pytest
+from syncplan.core.errors import InfeasibleError
 from syncplan.planner.algorithms import ALGORITHMS, PlanContext
 from syncplan.planner.cost import CostModel
-from syncplan.planner.errors import InfeasibleError
 from syncplan.planner.program import Program, Transfer, program_from_doc, program_to_doc
 from syncplan.planner.topology import Topology
 

@@ -11,13 +11,13 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from syncplan.core.errors import RequestError
 from syncplan.planner import make_plan, verify_plan
 from syncplan.planner.algorithms.base import PlanContext
 from syncplan.planner.algorithms.packing_pieced import pieced_window
 from syncplan.planner.algorithms.packing_reversal import reverse_arcs
 from syncplan.planner.algorithms.packing_sets import packings
 from syncplan.planner.algorithms.packing_window import Budget, WindowLP
-from syncplan.planner.errors import RequestError
 from syncplan.planner.families import directed_cluster, mesh2d
 from syncplan.planner.topology import Topology
 

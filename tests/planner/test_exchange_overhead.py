@@ -9,9 +9,9 @@ import json
 from pathlib import Path
 
 import pytest
+from syncplan.core.errors import RequestError
 from syncplan.planner.algorithms.base import PlanContext
 from syncplan.planner.cost import CostModel, exchange_ends
-from syncplan.planner.errors import RequestError
 from syncplan.planner.plan import compare, make_plan
 from syncplan.planner.program import Transfer
 from syncplan.planner.routing import Router

@@ -7,9 +7,9 @@ import json
 from pathlib import Path
 
 import pytest
+from syncplan.core.errors import RequestError
 from syncplan.planner.algorithms.base import PlanContext
 from syncplan.planner.cost import CostModel
-from syncplan.planner.errors import RequestError
 from syncplan.planner.plan import compare, make_plan
 from syncplan.planner.program import Program, Transfer
 from syncplan.planner.routing import Router

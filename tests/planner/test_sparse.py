@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import pytest
+from syncplan.core.errors import RequestError
 from syncplan.planner.builders import dgx_cluster
 from syncplan.planner.cost import CostModel
-from syncplan.planner.errors import RequestError
 from syncplan.planner.plan import make_plan
 from syncplan.planner.program import Program, Transfer
 from syncplan.planner.routing import Router

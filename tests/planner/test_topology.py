@@ -4,8 +4,8 @@ import json
 from pathlib import Path
 
 import pytest
+from syncplan.core.errors import RequestError, TopologyError
 from syncplan.planner.builders import EXAMPLES, star
-from syncplan.planner.errors import RequestError, TopologyError
 from syncplan.planner.topology import Topology, load_topology
 
 from .conftest import EXAMPLES as EXAMPLE_DIR

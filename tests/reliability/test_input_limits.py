@@ -9,7 +9,7 @@ from typing import Any
 
 import httpx
 import pytest
-from syncplan.agents.report import MAX_LINKS, MAX_NODES
+from syncplan.core.report import MAX_LINKS, MAX_NODES
 
 from tests.api.helpers import ServerProcess, auth, host_report
 
@@ -202,9 +202,9 @@ def _dup_link() -> dict[str, Any]:
 def test_report_graph_checked_as_the_planner_would(client: httpx.Client, make: Any) -> None:
     """The report's own graph is checked without building it (linear, no networkx); each
     case the planner's Topology refuses is refused."""
-    from syncplan.agents.report import HostReport
     from syncplan.api.merge import local_graph
-    from syncplan.planner.errors import TopologyError
+    from syncplan.core.errors import TopologyError
+    from syncplan.core.report import HostReport
     from syncplan.planner.topology import Topology
 
     rep = make()

@@ -1,4 +1,4 @@
-"""Semantic exceptions of the planner: bad input versus an infeasible request."""
+"""Semantic exceptions every side raises: bad input, an infeasible request, a wrong program."""
 
 
 class PlannerError(Exception):
@@ -19,3 +19,7 @@ class InfeasibleError(PlannerError):
 
 class VerificationError(PlannerError):
     """A program is not a correct all-reduce; ``str()`` describes the first error."""
+
+
+class CLIError(Exception):
+    """A user-facing error of a ``syncplan`` subcommand: printed as one line, exit status 2."""
