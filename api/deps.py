@@ -66,7 +66,7 @@ PlanFormat = Annotated[
     Literal["full", "compact"],
     Query(
         alias="format",
-        description="full: CONTRACTS plan documents; compact: each `program` replaced by a "
+        description="full: plan documents (docs/formats.md); compact: each `program` replaced by a "
         "lossless `program_compact` (planner/compact.py), about 5x smaller, 20x "
         "smaller gzip-encoded",
     ),

@@ -1,4 +1,4 @@
-"""Validation of the admin fabric (CONTRACTS section 1, links may name agents' nodes)."""
+"""Validation of the admin fabric (docs/formats.md, Topology file; links may name agents' nodes)."""
 
 from __future__ import annotations
 

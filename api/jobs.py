@@ -178,7 +178,7 @@ class JobService:
 
     async def plan(self, job_id: str, snapshot: Snapshot, form: str = "full") -> Body:
         """The job's plan response for the current graph (see JobPlanPublic) in ``form``
-        (``full``: CONTRACTS documents; ``compact``: programs as planner.compact); all the
+        (``full``: docs/formats.md documents; ``compact``: programs as planner.compact); all the
         ranks of a job fetching at once share one build."""
         cached = self.cached_plan(job_id, snapshot, form)
         if cached is not None:

@@ -1,4 +1,4 @@
-"""Merge host reports and the admin fabric into one cluster graph (CONTRACTS section 1).
+"""Merge host reports and the admin fabric into one cluster graph (docs/formats.md, Topology file).
 
 The rules (also in docs/service.md):
 

@@ -87,7 +87,7 @@ class FabricLink(BaseModel):
 
 
 class FabricCreate(BaseModel):
-    """Switches, racks, uplinks, or a whole declared cluster (CONTRACTS section 1).
+    """Switches, racks, uplinks, or a whole declared cluster (docs/formats.md, Topology file).
 
     Links may name nodes that agents report (``{host}/{local_id}``) without declaring them.
     """
@@ -137,7 +137,7 @@ class AgentsPublic(BaseModel):
 
 
 class TopologyPublic(BaseModel):
-    """The merged graph (CONTRACTS section 1) plus its version and per-host freshness."""
+    """The merged graph (docs/formats.md, Topology file) plus its version and per-host freshness."""
 
     model_config = ConfigDict(extra="allow")
     version: str
@@ -153,7 +153,7 @@ class TopologyPublic(BaseModel):
 
 
 class PlanCreate(_In):
-    """A plan request (CONTRACTS section 2); ``size_bytes`` may also be ``"256MiB"``."""
+    """A plan request (docs/formats.md, Plan request); ``size_bytes`` may also be ``"256MiB"``."""
 
     ranks: Annotated[list[Id], Field(min_length=1, max_length=MAX_RANKS)]
     collective: Collective = "allreduce"
@@ -174,7 +174,7 @@ class PlanCreate(_In):
 
 
 class PlanPublic(BaseModel):
-    """A plan document (CONTRACTS section 3) plus the topology version it was planned for."""
+    """A plan document (docs/formats.md) plus the topology version it was planned for."""
 
     model_config = ConfigDict(extra="allow")
     plan_id: str
@@ -184,7 +184,7 @@ class PlanPublic(BaseModel):
     size_bytes: int
     predicted_time_s: float
     program: dict[str, Any] | None = Field(
-        default=None, description="CONTRACTS section 3 (the default form)"
+        default=None, description="docs/formats.md, Plan document (the default form)"
     )
     program_compact: dict[str, Any] | None = Field(
         default=None, description="instead of program with ?format=compact (planner/compact.py)"

@@ -212,7 +212,7 @@ class PlanService:
                 del self._by_id[old.plan_id]
 
     async def in_form(self, plan: CachedPlan, form: str) -> Body:
-        """``plan``'s body in ``form``: ``full`` (CONTRACTS) or ``compact`` (each compact
+        """``plan``'s body in ``form``: ``full`` (docs/formats.md) or ``compact`` (each compact
         body is kept for the most recent ``cache_size`` plans)."""
         if form != "compact":
             return plan.body

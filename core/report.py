@@ -1,7 +1,7 @@
 """The host report an agent sends to ``PUT /v1/agents/{host}/report``.
 
 This module is the single definition of the report format; the agent builds it and the
-service validates it. Units follow ../shared/CONTRACTS.md: GB/s (10^9 bytes/s, per
+service validates it. Units follow docs/formats.md: GB/s (10^9 bytes/s, per
 direction), microseconds, bytes, seconds.
 
 Local endpoint names inside a report are host-relative (``gpu0``, ``nic1``, ``cpu0``,

@@ -1,6 +1,6 @@
 """Run an all-reduce program on a tensor with torch.distributed point-to-point operations.
 
-CONTRACTS semantics: every transfer carries the value its source held at the start of its
+docs/formats.md semantics: every transfer carries the value its source held at the start of its
 step. Sends read the live buffer; a received value that its step could still read (or that
 must be added) lands in a staging buffer and is applied once the sends reading those
 elements are done. NCCL (CUDA tensors) runs one ``batch_isend_irecv`` per step. gloo (CPU

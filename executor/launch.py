@@ -105,7 +105,7 @@ def local_endpoint(config: LaunchConfig, device: torch.device | None = None) -> 
 
 def fetch_plan(config: LaunchConfig) -> dict[str, Any]:
     """GET {server}/v1/jobs/{job_id}/plan with a timeout, retrying connection failures and
-    5xx answers with exponential backoff; return the plan document (CONTRACTS section 3).
+    5xx answers with exponential backoff; return the plan document (docs/formats.md, Plan document).
     With ``config.compact`` it asks for ``?format=compact`` (gzip-encoded, about 20x fewer
     bytes for a large forest plan) and expands the program; a service that ignores the
     parameter answers with the full document, which is used as it is."""

@@ -1,4 +1,4 @@
-"""Parse and check the program of a plan document (CONTRACTS section 3); no torch needed."""
+"""Parse and check the program of a plan document (docs/formats.md); no torch needed."""
 
 from __future__ import annotations
 

@@ -1,8 +1,8 @@
 """A lower bound on the time of every all-reduce program, of any family (docs/planner.md).
 
 planner/bound.py bounds reduce-then-broadcast programs only; a one-step direct exchange or
-recursive doubling can beat it. This bound assumes only the program model of CONTRACTS
-section 3 and the cost model: steps are barriers, a transfer carries what its source held at
+recursive doubling can beat it. This bound assumes only the program model of docs/formats.md
+(Plan document) and the cost model: steps are barriers, a transfer carries what its source held at
 the start of the step, nodes other than ranks only forward bytes, and the inputs are
 arbitrary (each input element any value of a group such as the integers modulo 2^8: the
 sum of a set of inputs then takes 256^size values as those inputs vary).

@@ -17,7 +17,7 @@ LAT_NVLINK, LAT_PCIE, LAT_NET = 0.5, 0.5, 1.0  # microseconds
 
 
 class TopologyBuilder:
-    """Accumulates nodes and links in the CONTRACTS topology format."""
+    """Accumulates nodes and links in the topology file format (docs/formats.md)."""
 
     def __init__(self) -> None:
         self.nodes: list[dict[str, Any]] = []

@@ -1,4 +1,4 @@
-"""Reduce-scatter and all-gather plans (CONTRACTS sections 2-3) from all-reduce programs.
+"""Reduce-scatter and all-gather plans (docs/formats.md) from all-reduce programs.
 
 Every all-reduce algorithm here is reduce-then-broadcast: each unit is summed at one rank
 (its root) by ``reduce: true`` transfers and copied back out by ``reduce: false`` ones. Split
@@ -177,7 +177,7 @@ def make_collective_plan(
     seed: int = 0,
     min_step_s: float = 0.0,
 ) -> dict[str, Any]:
-    """A reduce-scatter or all-gather plan document (CONTRACTS section 3, with ``shards``)."""
+    """A reduce-scatter or all-gather plan document (docs/formats.md, Plan document: ``shards``)."""
     from syncplan.planner.plan import PLAN_FORMAT_VERSION, TIE_TOLERANCE, plan_id, with_routes
 
     if collective not in SPLIT_COLLECTIVES:

@@ -1,4 +1,4 @@
-"""A compact, lossless encoding of a plan document's ``program`` (CONTRACTS section 3).
+"""A compact, lossless encoding of a plan document's ``program`` (docs/formats.md, Plan document).
 
 The service sends it only when asked (``?format=compact``), under the key
 ``program_compact`` instead of ``program``, so no reader of the contract form mistakes it

@@ -1,6 +1,6 @@
 """Topology families people own beyond "hosts with NICs on switches" (issue 12).
 
-Every builder returns a CONTRACTS section-1 topology dict and takes a degraded or slow variant
+Every builder returns a topology dict (docs/formats.md) and takes a degraded or slow variant
 parameter. Figures (per direction) and where they come from:
 
 - NVLink 2 (V100, DGX-1V): 25 GB/s per link, 6 links per GPU; NVLink 1 (P100, DGX-1P): 20 GB/s,

@@ -1,4 +1,4 @@
-"""From a topology and a request to a plan document (CONTRACTS sections 2 and 3)."""
+"""From a topology and a request to a plan document (docs/formats.md, Plan request/document)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""In-memory all-reduce programs and their plan-document form (CONTRACTS section 3)."""
+"""In-memory all-reduce programs and their plan-document form (docs/formats.md, Plan document)."""
 
 from __future__ import annotations
 
@@ -41,7 +41,7 @@ ROUTE_TABLE_ABOVE = 100_000  # transfers; see program_to_doc
 def program_to_doc(program: Program, route_table: bool | None = None) -> dict[str, Any]:
     """The ``program`` object of a plan document, with every path the program pinned (a
     two-node path too: the direct arc is not always the route a reader would pick, and
-    CONTRACTS section 3 makes ``predicted_time_s`` hold only for the routes written).
+    docs/formats.md, Plan document, makes ``predicted_time_s`` hold only for the routes written).
 
     With ``route_table`` (default: above ROUTE_TABLE_ABOVE transfers) each distinct path is
     listed once in ``routes`` and a transfer names it by index (``"route": k``) instead of

@@ -309,7 +309,7 @@ class CommCurves:
         return np.interp(np.log(np.maximum(sizes, 1)), self._log_grid, table)
 
     def plan_doc(self, kind: str, size: int) -> dict[str, Any]:
-        """A plan document (CONTRACTS section 3) for ``kind`` at ``size`` bytes."""
+        """A plan document (docs/formats.md, Plan document) for ``kind`` at ``size`` bytes."""
         from syncplan.planner.plan import PLAN_FORMAT_VERSION, with_routes
 
         prog, t = self.best(kind, size)

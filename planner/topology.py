@@ -1,4 +1,4 @@
-"""Cluster graph: load, validate and query a topology file (CONTRACTS section 1)."""
+"""Cluster graph: load, validate and query a topology file (docs/formats.md, Topology file)."""
 
 from __future__ import annotations
 

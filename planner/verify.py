@@ -1,5 +1,5 @@
 """Independent checker of all-reduce, reduce-scatter and all-gather programs (plan
-documents, CONTRACTS section 3).
+documents, docs/formats.md, Plan document).
 
 It shares no code with the algorithms: it replays the program symbolically, tracking for
 every rank and every elementary segment of the buffer the set of inputs (a bitmask over

@@ -1,4 +1,4 @@
-"""Plan requests (CONTRACTS section 2) and plan documents (section 3)."""
+"""Plan requests and plan documents (docs/formats.md, Plan request, Plan document)."""
 
 from __future__ import annotations
 

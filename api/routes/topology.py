@@ -15,7 +15,7 @@ router = APIRouter(prefix="/v1", tags=["topology"])
     responses={200: {"model": TopologyPublic, "description": "the merged graph"}},
 )
 async def get_topology(snapshot: SnapshotDep) -> Response:
-    """The merged graph (CONTRACTS section 1) without stale hosts, its ``version``, and each
+    """The merged graph (docs/formats.md, topology) without stale hosts, its ``version``, and each
     reporting host's freshness. Needs no token: agents, launchers and dashboards read it,
     and it holds no secret."""
     return Response(snapshot.body, media_type="application/json")

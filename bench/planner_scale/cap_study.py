@@ -1,6 +1,6 @@
 """What the transfer limit costs forest on the scale cluster.
 
-A plan document lists every transfer (CONTRACTS section 3), so forest keeps its programs
+A plan document lists every transfer (docs/formats.md, Plan document), so forest keeps its programs
 under ``MAX_TRANSFERS`` (800,000: ~60 MB of JSON). Trees per lane times pieces is what that
 limit caps. This study prices forest's tree sets on the planner_scale cluster under larger
 limits, exactly as forest prices them (per-arc lockstep model, every stagger, intra-host

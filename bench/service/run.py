@@ -3,7 +3,7 @@
 Measures (writes bench/results/service.json and bench/results/service.png):
   * cached job-plan fetches: throughput and p50/p99 latency at 1, 16 and 64 concurrent
     clients, of the form the executor fetches (``?format=compact``, gzip-encoded; checked
-    once to expand to the full plan and pass the verifier), the full CONTRACTS form at 1 and
+    once to expand to the full plan and pass the verifier), the full form at 1 and
     16 clients, and /healthz (a trivial FastAPI route) measured the same way in the same
     run. Clients read each whole body without decoding it; only 200 answers count;
   * cold plan latency for 64 and 1,024 ranks (8 and 128 hosts of 8 GPUs);

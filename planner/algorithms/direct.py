@@ -2,7 +2,7 @@
 
 - ``direct`` (one step): every rank sends its whole buffer to every other rank with
   ``reduce: true``. A transfer sends the value its source held at the start of the step
-  (CONTRACTS section 3), so each rank adds the n-1 inputs to its own: every input counted
+  (docs/formats.md, Plan document), so each rank adds the n-1 inputs to its own: every input counted
   once. Not a reduce-then-broadcast program: every rank forms the sum itself.
 - ``direct-2level``: per host, ranks reduce to the host's leader; the leaders exchange their
   host sums in one step as above; the leaders send the result to their ranks (3 steps).

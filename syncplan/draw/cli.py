@@ -17,7 +17,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     act = p.add_subparsers(dest="draw_command", metavar="WHAT", required=True)
     t = act.add_parser("topology", help="hosts grouped by switch, links by measured rate")
     src = t.add_mutually_exclusive_group(required=True)
-    src.add_argument("topology", nargs="?", help="topology file (CONTRACTS section 1)")
+    src.add_argument("topology", nargs="?", help="topology file (docs/formats.md, Topology file)")
     src.add_argument("--server", help="draw the service's measured graph (GET /v1/topology)")
     t.add_argument("--host", help="draw the inside of this host")
     t.add_argument("-o", "--output", required=True, help="picture file (.svg or .png)")

@@ -1,4 +1,4 @@
-"""Pictures of a cluster graph (CONTRACTS section 1, or the service's /v1/topology document):
+"""Pictures of a cluster graph (docs/formats.md topology, or the service's /v1/topology document):
 hosts grouped under the switch they hang from, each host's link to it as wide and as
 blue as its measured rate (narrow and red when slow), stale hosts dashed red. Above
 ``AGGREGATE_ABOVE`` hosts each switch's hosts become one box; ``host=`` draws one host's

@@ -36,7 +36,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="one host of a cluster as an NCCL_TOPO_FILE, and the job's NCCL environment",
     )
     src = t.add_mutually_exclusive_group(required=True)
-    src.add_argument("topology", nargs="?", help="topology file (CONTRACTS section 1)")
+    src.add_argument("topology", nargs="?", help="topology file (docs/formats.md, Topology file)")
     src.add_argument("--server", help="read the measured graph from this service URL")
     t.add_argument("--host", help="the host (required when the cluster has several)")
     t.add_argument("-o", "--output", help="write the XML here (default: stdout)")

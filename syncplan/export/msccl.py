@@ -1,4 +1,4 @@
-"""A plan document (CONTRACTS section 3) as an MSCCL algorithm (msccl_xml).
+"""A plan document (docs/formats.md, Plan document) as an MSCCL algorithm (msccl_xml).
 
 The plan's buffer of ``units`` becomes ``nchunksperloop`` equal chunks: exactly (every chunk
 boundary divided by their greatest common divisor) when the executor's limits allow, else
@@ -72,7 +72,7 @@ def plan_program(plan: dict[str, Any]) -> Program:
         plan = expand_document(plan)
     prog = plan.get("program")
     if not isinstance(prog, dict) or "units" not in prog or "steps" not in prog:
-        raise ExportError("plan has no program (expected a CONTRACTS section 3 document)")
+        raise ExportError("plan has no program (expected a plan document, docs/formats.md)")
     try:
         return program_from_doc(prog)
     except (KeyError, TypeError, ValueError, IndexError) as exc:

@@ -53,7 +53,7 @@ def host_nodes(graph: dict[str, Any], host: str) -> tuple[dict[str, dict], list[
 def nccl_topology_xml(
     graph: dict[str, Any], host: str, *, sm: int = 80, hardware: dict[str, Any] | None = None
 ) -> str:
-    """The NCCL topology XML of ``host`` in the topology ``graph`` (CONTRACTS section 1).
+    """The NCCL topology XML of ``host`` in the topology ``graph`` (docs/formats.md, Topology file).
     ``hardware``: the host's agent report (``gpus`` with ``index``/``pci_bus_id``, ``nics``
     with ``name``/``pci_address``), used for real bus ids and NIC names."""
     nodes, links = host_nodes(graph, host)

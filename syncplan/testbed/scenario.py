@@ -157,7 +157,7 @@ class Scenario:
         return 2 * (n - 1) / n * size_bytes / (self.bottleneck_mbit() * 1e6 / 8)
 
     def ground_truth_topology(self) -> dict[str, Any]:
-        """The shaped network as a CONTRACTS section 1 topology (for comparisons only).
+        """The shaped network as a topology (docs/formats.md) (for comparisons only).
 
         One ``cpu0`` endpoint and ``nic0`` per host, one switch ``sw<rack>`` per rack,
         trunks from ``sw<r>`` to ``sw0``.

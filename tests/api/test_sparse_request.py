@@ -1,4 +1,4 @@
-"""Plan requests with ``density`` (CONTRACTS section 2): a sparse plan, keyed apart from the
+"""Plan requests with ``density`` (docs/formats.md): a sparse plan, keyed apart from the
 dense one, and clear 422s for bad sparse fields."""
 
 from __future__ import annotations
