@@ -26,6 +26,7 @@ from syncplan.agents.probe import (
     probe_peer,
 )
 from syncplan.agents.procfs import ProcFS
+from syncplan.agents.reporter import Backoff, Reporter
 from syncplan.agents.schedule import circle_rounds, my_pairs, next_cycle_start
 from syncplan.agents.sysfs import SysFS
 from syncplan.core.report import (
@@ -35,7 +36,6 @@ from syncplan.core.report import (
     HostReport,
     PeerMeasurement,
 )
-from syncplan.core.reporter import Backoff, Reporter
 
 log = logging.getLogger("syncplan.agent")
 

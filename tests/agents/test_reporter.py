@@ -7,8 +7,8 @@ import time
 from pathlib import Path
 
 import pytest
+from syncplan.agents.reporter import Backoff, Reporter
 from syncplan.core.report import HostReport
-from syncplan.core.reporter import Backoff, Reporter
 
 from .conftest import ReportSink
 

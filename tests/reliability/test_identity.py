@@ -12,9 +12,9 @@ from pathlib import Path
 
 import httpx
 import pytest
+from syncplan.agents.reporter import Backoff, Reporter
 from syncplan.api.identity import host_token
 from syncplan.core.report import HostReport
-from syncplan.core.reporter import Backoff, Reporter
 
 from tests.api.helpers import AGENT_SECRET, REPO, TOKENS, ServerProcess, auth, host_report
 
