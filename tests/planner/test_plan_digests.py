@@ -1,8 +1,8 @@
 """The planner's programs are the ones recorded in plan_digests.json (see plan_digests.py).
 
 A refactor must leave every plan as it was. The fast subset checks five examples x every
-algorithm at 4 KiB, the default run every example at 4 KiB and a sample at 256 MiB, and
-``-m heavy`` all 766 recorded cases."""
+algorithm at 4 KiB, the default run adds a sample of forest and auto plans at 256 MiB, and
+``-m heavy`` checks all 766 recorded cases."""
 
 from __future__ import annotations
 
@@ -20,12 +20,12 @@ SAMPLE_256M = {"one-slow-nic", "mesh-4x4-degraded", "host-ring-4x2-slow"} | {
 
 
 def _param(name: str, algo: str, size: int) -> object:
-    small = size == 4096 and not name.startswith(("dgx-16x8", "family:"))
-    sampled = name in SAMPLE_256M and algo in ("forest", "auto")
+    fast = size == 4096 and name in FAST_4K
+    sampled = name in SAMPLE_256M and algo in ("forest", "auto") and size > 4096
     marks: list[pytest.MarkDecorator] = []
-    if not (small and name in FAST_4K):
+    if not fast:
         marks.append(pytest.mark.slow)
-    if not (small or sampled):
+    if not (fast or sampled):
         marks.append(pytest.mark.heavy)
     return pytest.param(name, algo, size, id=key(name, algo, size), marks=marks)
 
