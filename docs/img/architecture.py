@@ -1,6 +1,7 @@
-"""Draw docs/img/architecture.png: syncplan's layers and which may import which.
+"""Draw docs/img/architecture.png: syncplan's six import layers and which may import which.
 
-Run from the repository root: ``python docs/img/architecture.py``.
+Run from the repository root: ``python docs/img/architecture.py``. The layers are those that
+tests/test_layering.py enforces (its ``LAYERS``).
 """
 
 from __future__ import annotations
@@ -11,150 +12,189 @@ import matplotlib
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt
-from matplotlib.patches import FancyArrowPatch, FancyBboxPatch
+from matplotlib.patches import FancyArrowPatch, FancyBboxPatch, Rectangle
 
 OUT = Path(__file__).with_name("architecture.png")
 
-# (name, what it holds, x, y, width, height, colour); the canvas is 100 x 64 units.
+# Layers bottom to top: (number, sides); layer n sits at y = ROW_Y + n * ROW_STEP.
+LAYERS = [
+    (0, "core"),
+    (1, "planner,\nagents"),
+    (2, "executor,\nexport"),
+    (3, "draw"),
+    (4, "api"),
+    (5, "shell"),
+]
+ROW_Y = 2.0
+ROW_STEP = 14.0
+ROW_H = 9.0
+
+# key: (name, what it holds, layer, x, width, colour); the canvas is 100 units wide.
 BOXES = {
     "shell": (
         "shell: syncplan.cli, syncplan.testbed, syncplan.demo",
         "the syncplan command, the emulated cluster, the demo; imports anything, "
         "imported by nothing",
-        2,
-        52,
-        96,
-        9,
+        5,
+        13,
+        85,
         "#e8e0f4",
-    ),
-    "agents": (
-        "syncplan.agents",
-        "node agent:\ndiscovery, probes,\nreports",
-        2,
-        31,
-        17,
-        14,
-        "#dcefdc",
     ),
     "api": (
         "syncplan.api",
-        "service: graph,\nplans, jobs,\nschedules",
-        21,
-        31,
-        17,
-        14,
-        "#dcefdc",
+        "the service: cluster graph, plans, jobs,\nschedules, exports and /ui pictures",
+        4,
+        60,
+        38,
+        "#f4dede",
+    ),
+    "draw": (
+        "syncplan.draw",
+        "pictures of clusters and plans",
+        3,
+        60,
+        38,
+        "#d8eeee",
     ),
     "executor": (
         "syncplan.executor",
         "runs plans with\ntorch.distributed",
-        40,
-        31,
-        18,
-        14,
+        2,
+        37,
+        20,
         "#dcefdc",
     ),
     "export": (
         "syncplan.export",
-        "MSCCL XML,\nNCCL topology",
+        "MSCCL XML, NCCL topology files",
+        2,
         60,
-        31,
-        18,
-        14,
+        38,
         "#dcefdc",
     ),
-    "draw": (
-        "syncplan.draw",
-        "pictures of\nclusters and plans",
-        80,
-        31,
-        18,
-        14,
-        "#dcefdc",
+    "agents": (
+        "syncplan.agents",
+        "node agent: discovery,\nprobes, reports",
+        1,
+        13,
+        21,
+        "#dde8f6",
     ),
     "planner": (
         "syncplan.planner",
         "topology, routing, algorithms, cost model, bounds, verifier",
-        21,
-        16,
-        77,
-        9,
+        1,
+        37,
+        61,
         "#dde8f6",
     ),
     "core": (
         "syncplan.core",
-        "shared formats: plan document codec and validator, agent report model and limits,\n"
-        "error types, PlanOptions, atomic writes, HTTP client",
-        2,
-        2,
-        96,
-        9,
+        "shared formats: plan document codec, agent report model and its limits (core/report.py),"
+        "\nerror types incl. CLIError (core/errors.py), PlanOptions, atomic writes, HTTP client",
+        0,
+        13,
+        85,
         "#f6ecd6",
     ),
 }
 
-# (importer, imported): one arrow each; the rest of the rule is in the caption.
+# (importer, imported, x of the arrow): each arrow points straight down to a package the
+# importer uses; it may also import whatever lies further down that arrow's chain.
 ARROWS = [
-    ("shell", "agents"),
-    ("shell", "api"),
-    ("shell", "executor"),
-    ("shell", "export"),
-    ("shell", "draw"),
-    ("agents", "core"),
-    ("api", "planner"),
-    ("executor", "planner"),
-    ("export", "planner"),
-    ("draw", "planner"),
-    ("planner", "core"),
+    ("shell", "agents", 23.5),
+    ("shell", "executor", 47.0),
+    ("shell", "api", 79.0),
+    ("api", "draw", 79.0),
+    ("draw", "export", 79.0),
+    ("export", "planner", 79.0),
+    ("executor", "planner", 47.0),
+    ("agents", "core", 23.5),
+    ("planner", "core", 67.5),
 ]
 
 
-def centre_x(key: str) -> float:
-    _, _, x, _, w, _, _ = BOXES[key]
-    return x + w / 2
+def row_y(layer: int) -> float:
+    return ROW_Y + layer * ROW_STEP
 
 
 def main() -> None:
-    fig, ax = plt.subplots(figsize=(11, 7.4))
+    fig, ax = plt.subplots(figsize=(11, 9.6))
     ax.set_xlim(0, 100)
-    ax.set_ylim(-4.5, 63)
+    ax.set_ylim(-7, row_y(5) + ROW_H + 2)
     ax.axis("off")
-    for _, (name, what, x, y, w, h, colour) in BOXES.items():
+    for number, names in LAYERS:
+        y = row_y(number)
+        ax.add_patch(
+            Rectangle(
+                (0.5, y - 1.8),
+                99,
+                ROW_H + 3.6,
+                facecolor="#f3f3f3" if number % 2 == 0 else "#fafafa",
+                edgecolor="none",
+                zorder=0,
+            )
+        )
+        ax.text(
+            6,
+            y + ROW_H / 2 + 1.4,
+            f"layer {number}",
+            ha="center",
+            va="center",
+            fontsize=10,
+            weight="bold",
+            color="#555555",
+        )
+        ax.text(
+            6, y + ROW_H / 2 - 2.0, names, ha="center", va="center", fontsize=8, color="#555555"
+        )
+    for name, what, layer, x, w, colour in BOXES.values():
+        y = row_y(layer)
         ax.add_patch(
             FancyBboxPatch(
                 (x, y),
                 w,
-                h,
+                ROW_H,
                 boxstyle="round,pad=0.2,rounding_size=1",
                 facecolor=colour,
                 edgecolor="#444444",
                 linewidth=1.2,
+                zorder=2,
             )
         )
-        ax.text(x + w / 2, y + h - 2.3, name, ha="center", va="center", fontsize=11, weight="bold")
-        ax.text(x + w / 2, y + (h - 3.5) / 2, what, ha="center", va="center", fontsize=8.5)
-    for src, dst in ARROWS:
-        sy = BOXES[src][3]
-        dy, dh = BOXES[dst][3], BOXES[dst][5]
-        # straight down: below the shell's wide box, under the narrower of the two
-        x = centre_x(dst) if src == "shell" else centre_x(src)
+        ax.text(
+            x + w / 2,
+            y + ROW_H - 2.3,
+            name,
+            ha="center",
+            va="center",
+            fontsize=11,
+            weight="bold",
+            zorder=3,
+        )
+        ax.text(
+            x + w / 2, y + (ROW_H - 3.5) / 2, what, ha="center", va="center", fontsize=8.5, zorder=3
+        )
+    for src, dst, x in ARROWS:
         ax.add_patch(
             FancyArrowPatch(
-                (x, sy - 0.3),
-                (x, dy + dh + 0.3),
+                (x, row_y(BOXES[src][2]) - 0.3),
+                (x, row_y(BOXES[dst][2]) + ROW_H + 0.3),
                 arrowstyle="-|>",
                 mutation_scale=14,
                 color="#333333",
                 linewidth=1.3,
+                zorder=1,
             )
         )
     ax.text(
         50,
-        -1.5,
-        "An arrow points from a package to one it may import (and through it, everything below).\n"
-        "A layer imports only layers below it: agents import only core; executor, export and draw "
-        "import planner and core;\napi imports planner and core, never agents; nothing imports "
-        "the shell.",
+        -4.2,
+        "Imports point downward only: a package imports its own side and lower layers, never a "
+        "higher one, and there are no import circles.\nAn arrow points to a package it imports; "
+        "it may also import what lies further down that arrow's chain (api: draw, export, "
+        "planner, core).\nagents import only core; api never imports agents; nothing imports "
+        "the shell, which may import anything.",
         ha="center",
         va="center",
         fontsize=9,
