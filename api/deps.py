@@ -67,7 +67,7 @@ PlanFormat = Annotated[
     Query(
         alias="format",
         description="full: plan documents (docs/formats.md); compact: each `program` replaced by a "
-        "lossless `program_compact` (planner/compact.py), about 5x smaller, 20x "
+        "lossless `program_compact` (core/compact.py), about 5x smaller, 20x "
         "smaller gzip-encoded",
     ),
 ]

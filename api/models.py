@@ -187,7 +187,7 @@ class PlanPublic(BaseModel):
         default=None, description="docs/formats.md, Plan document (the default form)"
     )
     program_compact: dict[str, Any] | None = Field(
-        default=None, description="instead of program with ?format=compact (planner/compact.py)"
+        default=None, description="instead of program with ?format=compact (core/compact.py)"
     )
     topology_version: str
 

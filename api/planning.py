@@ -21,8 +21,8 @@ from syncplan.api.limits import MAX_SIZE_BYTES
 from syncplan.api.metrics import Metrics
 from syncplan.api.quota import SolveQuota
 from syncplan.api.state import Snapshot
+from syncplan.core.compact import CompactError, compact_document
 from syncplan.core.errors import PlannerError
-from syncplan.planner.compact import CompactError, compact_document
 from syncplan.planner.sizes import parse_size as planner_parse_size
 
 

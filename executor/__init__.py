@@ -34,8 +34,8 @@ _LAZY = {
     "plan_allreduce_hook": "syncplan.executor.ddp",
     "LocalRunConfig": "syncplan.executor.localrun",
     "run_local": "syncplan.executor.localrun",
-    "PlanError": "syncplan.executor.program",
-    "Program": "syncplan.executor.program",
+    "PlanError": "syncplan.core.document",
+    "PlanDocument": "syncplan.core.document",
 }
 
 

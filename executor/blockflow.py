@@ -13,8 +13,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
+from syncplan.core.document import PlanDocument
 from syncplan.executor.dataflow import Flow
-from syncplan.executor.program import Program
 from syncplan.executor.schedule import RankSchedule
 
 
@@ -74,7 +74,7 @@ def message_steps(sched: RankSchedule) -> tuple[list[int], list[int]]:
 Ranges = list[list[tuple[int, int, int, int, bool]]]
 
 
-def block_ranges(program: Program, nblocks: int) -> Ranges:
+def block_ranges(program: PlanDocument, nblocks: int) -> Ranges:
     """Per step, every transfer as (src, dst, first block, end block, reduce); transfers
     with no block left out. Computed once per block count (``executor.sparse`` caches it)."""
     u = program.units
@@ -82,16 +82,16 @@ def block_ranges(program: Program, nblocks: int) -> Ranges:
     for step in program.steps:
         out.append(
             [
-                (t.src, t.dst, t.start * nblocks // u, t.stop * nblocks // u, t.reduce)
+                (t.src, t.dst, t.lo * nblocks // u, t.hi * nblocks // u, t.reduce)
                 for t in step
-                if t.start * nblocks // u < t.stop * nblocks // u
+                if t.lo * nblocks // u < t.hi * nblocks // u
             ]
         )
     return out
 
 
 def block_flow(
-    program: Program,
+    program: PlanDocument,
     rank: int,
     bitmaps: np.ndarray,
     flow: Flow,

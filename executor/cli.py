@@ -63,9 +63,9 @@ def register(subparsers: Any) -> None:
 
 
 def exec_bench(args: argparse.Namespace) -> int:
+    from syncplan.core.document import PlanDocument
     from syncplan.core.errors import CLIError
     from syncplan.executor.bench import BenchCase, run_bench
-    from syncplan.executor.program import Program
 
     try:
         doc = json.loads(args.plan.read_text())
@@ -73,7 +73,7 @@ def exec_bench(args: argparse.Namespace) -> int:
         raise CLIError(f"cannot read plan {args.plan}: {exc.strerror or exc}") from None
     except ValueError as exc:
         raise CLIError(f"plan {args.plan} is not valid JSON: {exc}") from None
-    program = Program.from_plan(doc)  # PlanError names the malformed field (shards too)
+    program = PlanDocument.from_plan(doc)  # PlanError names the malformed field (shards too)
     program.check()  # a correct instance of the plan's collective, else PlanError
     if args.nprocs != program.nranks:
         raise CLIError(f"--nprocs {args.nprocs} does not match the plan's {program.nranks} ranks")

@@ -7,8 +7,8 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 import torch.distributed as dist
+from syncplan.core.document import PlanError
 from syncplan.executor.engine import PlanExecutor
-from syncplan.executor.program import PlanError
 from syncplan.executor.sparse import SparseConfig, SparseExecutor, SparseStats
 
 if TYPE_CHECKING:

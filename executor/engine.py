@@ -18,8 +18,8 @@ from typing import Any
 
 import torch
 import torch.distributed as dist
+from syncplan.core.document import PlanDocument, PlanError
 from syncplan.executor.dataflow import APPLY, POST_RECV, POST_SEND, WAIT_RECV, dataflow
-from syncplan.executor.program import PlanError, Program
 from syncplan.executor.schedule import Apply, RankSchedule, build_schedule
 
 log = logging.getLogger(__name__)
@@ -210,16 +210,16 @@ class PlanExecutor:
 
     def __init__(
         self,
-        plan: Program | Mapping[str, Any],
+        plan: PlanDocument | Mapping[str, Any],
         group: Any = None,
         *,
         rank_map: Sequence[int] | None = None,
         config: ExecutorConfig | None = None,
     ) -> None:
         self.config = config or ExecutorConfig()
-        self.program = plan if isinstance(plan, Program) else Program.from_plan(plan)
+        self.program = plan if isinstance(plan, PlanDocument) else PlanDocument.from_plan(plan)
         # the plan's "sparse" object (planner.sparse), read by executor.sparse
-        info = None if isinstance(plan, Program) else plan.get("sparse")
+        info = None if isinstance(plan, PlanDocument) else plan.get("sparse")
         self.sparse_info: dict[str, Any] = dict(info) if isinstance(info, Mapping) else {}
         if self.config.verify:
             self.program.check()

@@ -22,9 +22,9 @@ from typing import Any
 
 import torch
 import torch.distributed as dist
+from syncplan.core.document import PlanDocument, PlanError
 from syncplan.executor.comm import PlanComm
 from syncplan.executor.engine import ExecutorConfig, PlanExecutor
-from syncplan.executor.program import PlanError, Program
 from syncplan.executor.replan import PlanWatcher, Replanner
 
 log = logging.getLogger("executor")
@@ -121,7 +121,7 @@ def fetch_plan_if_changed(
     answers 304 (the plan it would send is the one already held), else (document, its
     ETag or None)."""
     import httpx
-    from syncplan.planner.compact import CompactError, expand_document
+    from syncplan.core.compact import CompactError, expand_document
 
     if not config.job_id or not config.server:
         raise FetchError("no job id or service URL (set SYNCPLAN_JOB_ID and SYNCPLAN_SERVER)")
@@ -169,10 +169,10 @@ def fetch_plan_if_changed(
 
 def _check(
     doc: dict[str, Any], endpoints: list[str], config: LaunchConfig
-) -> tuple[Program, list[int]]:
+) -> tuple[PlanDocument, list[int]]:
     """The program and rank map of ``doc`` for a world whose rank r is ``endpoints[r]``;
     raises PlanError when the plan does not fit."""
-    program = Program.from_plan(doc)
+    program = PlanDocument.from_plan(doc)
     if program.nranks != len(endpoints):
         raise PlanError(
             f"plan {program.plan_id} has {program.nranks} ranks but the job has "

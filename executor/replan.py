@@ -15,7 +15,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 import torch.distributed as dist
-from syncplan.executor.program import PlanError
+from syncplan.core.document import PlanError
 
 if TYPE_CHECKING:
     from syncplan.executor.comm import PlanComm

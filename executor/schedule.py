@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections import defaultdict
 from dataclasses import dataclass
 
-from syncplan.executor.program import Program, Transfer
+from syncplan.core.document import PlanDocument, Transfer
 
 
 @dataclass(frozen=True, slots=True)
@@ -104,7 +104,7 @@ def _messages(
     dropped, touching ones coalesced, long ones cut into segments: at most ``segment``
     elements, and a message of at least ``pieces`` x ``piece_min`` elements into at least
     ``pieces`` (equal, rounded up)."""
-    parts = sorted((bounds[t.start], bounds[t.stop], t.reduce) for t in transfers)
+    parts = sorted((bounds[t.lo], bounds[t.hi], t.reduce) for t in transfers)
     merged: list[list[Part]] = []
     for a, b, red in parts:
         if a == b:
@@ -128,7 +128,7 @@ def _messages(
 
 
 def build_schedule(
-    program: Program,
+    program: PlanDocument,
     rank: int,
     numel: int,
     *,

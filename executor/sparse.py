@@ -30,10 +30,10 @@ from typing import Any
 import numpy as np
 import torch
 import torch.distributed as dist
+from syncplan.core.document import PlanError
 from syncplan.executor.blockflow import BlockFlow, block_flow, block_ranges
 from syncplan.executor.dataflow import APPLY, POST_RECV, POST_SEND, WAIT_RECV, Flow, dataflow
 from syncplan.executor.engine import ExecutorError, PlanExecutor
-from syncplan.executor.program import PlanError
 from syncplan.executor.schedule import RankSchedule, build_schedule
 
 log = logging.getLogger(__name__)

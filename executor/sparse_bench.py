@@ -117,8 +117,8 @@ def _bench_case(
 ) -> dict[str, Any]:
     import torch
     import torch.distributed as dist
+    from syncplan.core.document import PlanError
     from syncplan.executor.engine import PlanExecutor
-    from syncplan.executor.program import PlanError
     from syncplan.executor.sparse import SparseConfig, SparseExecutor
 
     dtype = getattr(torch, dtype_name)

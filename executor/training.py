@@ -31,9 +31,9 @@ from typing import Any
 
 import torch
 import torch.distributed as dist
+from syncplan.core.document import PlanError
 from syncplan.executor.engine import ExecutorConfig, PlanExecutor
 from syncplan.executor.overlap import CommThread
-from syncplan.executor.program import PlanError
 
 log = logging.getLogger("executor")
 

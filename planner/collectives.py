@@ -19,9 +19,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from syncplan.core.errors import InfeasibleError, RequestError
+from syncplan.core.program import Program, Step, Transfer, program_to_doc
 from syncplan.planner.algorithms import ALGORITHMS, PlanContext
 from syncplan.planner.bound_collectives import CollectiveBound, collective_bound
-from syncplan.planner.program import Program, Step, Transfer, program_to_doc
 
 SPLIT_COLLECTIVES = ("reducescatter", "allgather")
 SHARDS = ("equal", "any")

@@ -28,7 +28,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import numpy as np
-from syncplan.planner.program import Program, Transfer
+from syncplan.core.program import Program, Transfer
 from syncplan.planner.routing import Router
 
 

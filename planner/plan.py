@@ -11,13 +11,13 @@ from functools import cached_property, partial
 from typing import Any
 
 from syncplan.core.errors import InfeasibleError, RequestError
+from syncplan.core.program import Program, Transfer, program_to_doc
 from syncplan.planner.algorithms import ALGORITHMS, OUTSIDE_REDUCE_BROADCAST, Candidate, PlanContext
 from syncplan.planner.algorithms.base import EFFORTS
 from syncplan.planner.bound import Bound, lower_bound
 from syncplan.planner.bound_any import AnyBound, lower_bound_any
 from syncplan.planner.cost import CostModel
 from syncplan.planner.gc_pause import gc_paused
-from syncplan.planner.program import Program, Transfer, program_to_doc
 from syncplan.planner.routing import Router
 from syncplan.planner.sparse import Density
 from syncplan.planner.sparse import choose as choose_sparse

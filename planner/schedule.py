@@ -35,12 +35,12 @@ from typing import Any
 
 import numpy as np
 from syncplan.core.errors import InfeasibleError, RequestError
+from syncplan.core.program import Program, program_to_doc
 from syncplan.planner.algorithms import ALGORITHMS, PlanContext
 from syncplan.planner.bound import lower_bound
 from syncplan.planner.bound_collectives import collective_bound
 from syncplan.planner.collectives import split_allreduce
 from syncplan.planner.cost import CostModel
-from syncplan.planner.program import Program, program_to_doc
 from syncplan.planner.topology import Topology
 
 DTYPE_BYTES = {"float32": 4, "float16": 2, "bfloat16": 2, "float64": 8}

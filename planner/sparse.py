@@ -18,8 +18,8 @@ from typing import Any
 
 import numpy as np
 from syncplan.core.errors import RequestError
+from syncplan.core.program import Program
 from syncplan.planner.cost import CostModel
-from syncplan.planner.program import Program
 
 DEFAULT_BLOCK_ELEMS = 256
 ELEM_BYTES = 4  # the element size a plan request's size_bytes is assumed to count (float32)

@@ -14,15 +14,25 @@ from __future__ import annotations
 
 import itertools
 from collections import defaultdict
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import networkx as nx
+from syncplan.core.document import COLLECTIVES, PlanDocument, PlanError
+from syncplan.core.program import Transfer
 from syncplan.planner.gc_pause import gc_paused
 from syncplan.planner.topology import Topology
 
-COLLECTIVES = ("allreduce", "reducescatter", "allgather")
+Steps = Sequence[Sequence[Transfer]]
+__all__ = [
+    "COLLECTIVES",
+    "VerifyReport",
+    "step_exchange_ends",
+    "step_features",
+    "step_switch_wires",
+    "verify_plan",
+]
 _ROUTE_REF_BYTES = 1 << 20  # routing rule of docs/cost-model.md: minimise lat + 1 MiB / bw
 
 
@@ -59,24 +69,21 @@ def verify_plan(
     steps_n = transfers_n = 0
     try:
         with gc_paused():
-            ranks, units, steps, table = _shape(plan, topo)
+            doc = _shape(plan, topo)
+            ranks, units, steps = doc.ranks, doc.units, doc.steps
             steps_n, transfers_n = len(steps), sum(len(s) for s in steps)
             size = float(size_bytes if size_bytes is not None else plan.get("size_bytes", units))
-            collective = plan.get("collective", "allreduce")
-            if collective == "allreduce":
+            if doc.shards is None:
                 _replay(ranks, units, steps)
+            elif doc.collective == "reducescatter":
+                _replay(ranks, units, steps, doc.shards)
             else:
-                shards = _shards(plan, len(ranks), units)
-                if collective == "reducescatter":
-                    _replay(ranks, units, steps, shards)
-                else:
-                    _replay_gather(ranks, units, steps, shards)
+                _replay_gather(ranks, units, steps, doc.shards)
             sim = _simulate_time(
                 topo,
                 ranks,
                 units,
                 steps,
-                table,
                 size,
                 min_step_s,
                 message_overhead_s,
@@ -89,137 +96,46 @@ def verify_plan(
     return VerifyReport(True, None, sim, steps_n, transfers_n)
 
 
-def _shape(plan: Any, topo: Topology) -> tuple[list[str], int, list[list[dict]], list[list[str]]]:
-    if not isinstance(plan, dict):
-        raise _Invalid("plan must be an object")
-    if plan.get("collective", "allreduce") not in COLLECTIVES:
-        raise _Invalid(f"collective {plan.get('collective')!r} is not supported by the checker")
-    ranks = plan.get("ranks")
-    if not isinstance(ranks, list) or not ranks or not all(isinstance(r, str) for r in ranks):
-        raise _Invalid("ranks must be a non-empty list of node ids")
-    if len(set(ranks)) != len(ranks):
-        raise _Invalid("ranks must be distinct")
-    for i, r in enumerate(ranks):
+def _shape(plan: Any, topo: Topology) -> PlanDocument:
+    """The document read by the one structural validator (core/document.py), then checked
+    against the topology: every rank an endpoint that can hold one, every path over links."""
+    try:
+        doc = PlanDocument.from_plan(plan)
+    except PlanError as exc:
+        raise _Invalid(str(exc)) from None
+    for i, r in enumerate(doc.ranks):
         if r not in topo.nodes:
             raise _Invalid(f"ranks[{i}] {r!r} is not a node of the topology")
         if not topo.nodes[r].can_hold_rank:
             raise _Invalid(f"ranks[{i}] {r!r} is a {topo.nodes[r].kind}, which cannot hold a rank")
-    program = plan.get("program")
-    if not isinstance(program, dict):
-        raise _Invalid("program must be an object")
-    units = program.get("units")
-    if not isinstance(units, int) or isinstance(units, bool) or units < 1:
-        raise _Invalid("program.units must be a positive integer")
-    steps = program.get("steps")
-    if not isinstance(steps, list):
-        raise _Invalid("program.steps must be a list")
-    table = program.get("routes", [])
-    if not isinstance(table, list):
-        raise _Invalid("program.routes must be a list of paths")
-    for k, path in enumerate(table):
-        if not isinstance(path, list) or len(path) < 2 or not all(isinstance(p, str) for p in path):
-            raise _Invalid(f"program.routes[{k}] must be a list of at least two node ids")
-        _check_path(f"program.routes[{k}]", path, path[0], path[-1], topo)
-    n = len(ranks)
-    checked: set[tuple[str, ...]] = set()  # paths repeat across pieces: check each once
-    for si, step in enumerate(steps):
-        if not isinstance(step, list):
-            raise _Invalid(f"step {si}: must be a list of transfers")
-        for ti, t in enumerate(step):
-            where = f"step {si} transfer {ti}"
-            if not isinstance(t, dict):
-                raise _Invalid(f"{where}: must be an object")
-            src, dst, chunk = t.get("src"), t.get("dst"), t.get("chunk")
-            for name, v in (("src", src), ("dst", dst)):
-                if not isinstance(v, int) or isinstance(v, bool) or not 0 <= v < n:
-                    raise _Invalid(f"{where}: {name} must be a rank index in [0, {n})")
-            if src == dst:
-                raise _Invalid(f"{where}: src and dst are both rank {src}")
-            if (
-                not isinstance(chunk, list)
-                or len(chunk) != 2
-                or not all(isinstance(c, int) and not isinstance(c, bool) for c in chunk)
-                or not 0 <= chunk[0] < chunk[1] <= units
-            ):
-                raise _Invalid(f"{where}: chunk must be [a, b] with 0 <= a < b <= {units}")
-            if not isinstance(t.get("reduce"), bool):
-                raise _Invalid(f"{where}: reduce must be true or false")
-            if "route" in t:
-                k = t["route"]
-                if "path" in t:
-                    raise _Invalid(f"{where}: has both path and route")
-                if not isinstance(k, int) or isinstance(k, bool) or not 0 <= k < len(table):
-                    raise _Invalid(f"{where}: route must index program.routes [0, {len(table)})")
-                if table[k][0] != ranks[src] or table[k][-1] != ranks[dst]:
-                    raise _Invalid(
-                        f"{where}: route {k} runs from {table[k][0]!r} to "
-                        f"{table[k][-1]!r}, not from {ranks[src]!r} to "
-                        f"{ranks[dst]!r}"
-                    )
-            path = t.get("path")
-            if path is not None:
-                key = tuple(path) if isinstance(path, list) else None
-                if key is None or key not in checked:
-                    _check_path(where, path, ranks[src], ranks[dst], topo)
-                    checked.add(key)  # type: ignore[arg-type]
-                elif path[0] != ranks[src] or path[-1] != ranks[dst]:
-                    _check_path(where, path, ranks[src], ranks[dst], topo)
-    return ranks, units, steps, table
+    for k, path in enumerate(doc.routes):
+        _check_path(f"program.routes[{k}]", path, topo)
+    checked = set(doc.routes)  # paths repeat across pieces: check each once
+    for si, step in enumerate(doc.steps):
+        for ti, tr in enumerate(step):
+            if tr.path is not None and tr.path not in checked:
+                _check_path(f"step {si} transfer {ti}", tr.path, topo)
+                checked.add(tr.path)
+    return doc
 
 
-def _check_path(where: str, path: Any, src: str, dst: str, topo: Topology) -> None:
-    if not isinstance(path, list) or len(path) < 2 or not all(isinstance(p, str) for p in path):
-        raise _Invalid(f"{where}: path must be a list of at least two node ids")
-    if path[0] != src or path[-1] != dst:
-        raise _Invalid(
-            f"{where}: path must run from {src!r} to {dst!r}, got {path[0]!r} .. {path[-1]!r}"
-        )
+def _check_path(where: str, path: tuple[str, ...], topo: Topology) -> None:
     for a, b in itertools.pairwise(path):
         if not topo.graph.has_edge(a, b):
             raise _Invalid(f"{where}: path uses a missing link {a!r} -> {b!r}")
 
 
-def _shards(plan: dict[str, Any], n: int, units: int) -> list[tuple[int, int]]:
-    shards = plan.get("shards")
-    if not isinstance(shards, list) or len(shards) != n:
-        raise _Invalid(f"shards must be a list of {n} [a, b] unit ranges, one per rank")
-    out = []
-    for i, sh in enumerate(shards):
-        if (
-            not isinstance(sh, list)
-            or len(sh) != 2
-            or not all(isinstance(c, int) and not isinstance(c, bool) for c in sh)
-            or not 0 <= sh[0] <= sh[1] <= units
-        ):
-            raise _Invalid(f"shards[{i}] must be [a, b] with 0 <= a <= b <= {units}")
-        out.append((sh[0], sh[1]))
-    covered = sorted(s for s in out if s[0] < s[1])
-    at = 0
-    for a, b in covered:
-        if a != at:
-            raise _Invalid(
-                f"shards must be disjoint and cover [0, {units}): "
-                f"{'overlap' if a < at else 'gap'} at unit {min(a, at)}"
-            )
-        at = b
-    if at != units:
-        raise _Invalid(f"shards must cover [0, {units}): units from {at} are owned by no rank")
-    return out
-
-
-def _segments(
-    units: int, steps: list[list[dict]], shards: list[tuple[int, int]] | None
-) -> list[int]:
+def _segments(units: int, steps: Steps, shards: Sequence[tuple[int, int]] | None) -> list[int]:
     cuts = {0, units}
     for step in steps:
         for t in step:
-            cuts.update(t["chunk"])
+            cuts.update((t.lo, t.hi))
     for a, b in shards or ():
         cuts.update((a, b))
     return sorted(cuts)
 
 
-def _owner_of(bounds: list[int], shards: list[tuple[int, int]]) -> list[int]:
+def _owner_of(bounds: list[int], shards: Sequence[tuple[int, int]]) -> list[int]:
     owner = []
     for s in range(len(bounds) - 1):
         owner.append(next(r for r, (a, b) in enumerate(shards) if a <= bounds[s] < b))
@@ -227,7 +143,7 @@ def _owner_of(bounds: list[int], shards: list[tuple[int, int]]) -> list[int]:
 
 
 def _replay_gather(
-    ranks: list[str], units: int, steps: list[list[dict]], shards: list[tuple[int, int]]
+    ranks: Sequence[str], units: int, steps: Steps, shards: Sequence[tuple[int, int]]
 ) -> None:
     n = len(ranks)
     bounds = _segments(units, steps, shards)
@@ -238,10 +154,10 @@ def _replay_gather(
         start = [list(row) for row in valid]
         written: dict[tuple[int, int], int] = {}
         for ti, t in enumerate(step):
-            if t["reduce"]:
+            if t.reduce:
                 raise _Invalid(f"step {si} transfer {ti}: an all-gather has no reductions")
-            for s in range(seg_of[t["chunk"][0]], seg_of[t["chunk"][1]]):
-                key = (t["dst"], s)
+            for s in range(seg_of[t.lo], seg_of[t.hi]):
+                key = (t.dst, s)
                 if key in written:
                     raise _Invalid(
                         f"step {si}: conflicting writes to rank {t['dst']} units "
@@ -249,7 +165,7 @@ def _replay_gather(
                         f"{written[key]}, {ti} (a replace must be the only write)"
                     )
                 written[key] = ti
-                valid[t["dst"]][s] = start[t["src"]][s]
+                valid[t.dst][s] = start[t.src][s]
     for r in range(n):
         for s, ok in enumerate(valid[r]):
             if not ok:
@@ -261,10 +177,10 @@ def _replay_gather(
 
 
 def _replay(
-    ranks: list[str],
+    ranks: Sequence[str],
     units: int,
-    steps: list[list[dict]],
-    shards: list[tuple[int, int]] | None = None,
+    steps: Steps,
+    shards: Sequence[tuple[int, int]] | None = None,
 ) -> None:
     """All-reduce (``shards`` None) or reduce-scatter: replay the input bitmasks."""
     n = len(ranks)
@@ -276,11 +192,11 @@ def _replay(
     for si, step in enumerate(steps):
         incoming: dict[tuple[int, int], list[tuple[int, bool, int]]] = defaultdict(list)
         for ti, t in enumerate(step):
-            src, dst = t["src"], t["dst"]
-            a, b = seg_of[t["chunk"][0]], seg_of[t["chunk"][1]]
+            src, dst = t.src, t.dst
+            a, b = seg_of[t.lo], seg_of[t.hi]
             row = value[src]
             for s in range(a, b):
-                incoming[(dst, s)].append((row[s], t["reduce"], ti))
+                incoming[(dst, s)].append((row[s], t.reduce, ti))
         for (dst, s), writes in incoming.items():
             lo, hi = bounds[s], bounds[s + 1]
             if len(writes) > 1 and not all(red for _, red, _ in writes):
@@ -332,13 +248,13 @@ def step_features(
     the step's message ends over that many cores. For fitting those two settings to measured
     times (syncplan/testbed/calibrate.py); ValueError if the plan is not well formed."""
     try:
-        ranks, units, steps, table = _shape(plan, topo)
+        doc = _shape(plan, topo)
+        ranks, units, steps = doc.ranks, doc.units, doc.steps
     except _Invalid as exc:
         raise ValueError(str(exc)) from exc
     size = float(size_bytes if size_bytes is not None else plan.get("size_bytes", units))
     return [
-        (w, e)
-        for w, e, _, _ in _step_costs(topo, ranks, units, steps, table, size, True, message_cores)
+        (w, e) for w, e, _, _ in _step_costs(topo, ranks, units, steps, size, True, message_cores)
     ]
 
 
@@ -348,12 +264,11 @@ def step_exchange_ends(
     """Per non-empty step of ``plan``: the message ends ``exchange_overhead_s`` is charged
     for (``syncplan.planner.cost.exchange_ends``), aligned with ``step_features``."""
     try:
-        ranks, units, steps, table = _shape(plan, topo)
+        doc = _shape(plan, topo)
+        ranks, units, steps = doc.ranks, doc.units, doc.steps
     except _Invalid as exc:
         raise ValueError(str(exc)) from exc
-    return [
-        x for _, _, x, _ in _step_costs(topo, ranks, units, steps, table, 1.0, True, message_cores)
-    ]
+    return [x for _, _, x, _ in _step_costs(topo, ranks, units, steps, 1.0, True, message_cores)]
 
 
 def step_switch_wires(
@@ -363,19 +278,19 @@ def step_switch_wires(
     (``syncplan.planner.cost.switched``; 0 when none), what ``switch_overhead`` is a fraction of;
     aligned with ``step_features``."""
     try:
-        ranks, units, steps, table = _shape(plan, topo)
+        doc = _shape(plan, topo)
+        ranks, units, steps = doc.ranks, doc.units, doc.steps
     except _Invalid as exc:
         raise ValueError(str(exc)) from exc
     size = float(size_bytes if size_bytes is not None else plan.get("size_bytes", units))
-    return [w for _, _, _, w in _step_costs(topo, ranks, units, steps, table, size, False, None)]
+    return [w for _, _, _, w in _step_costs(topo, ranks, units, steps, size, False, None)]
 
 
 def _simulate_time(
     topo: Topology,
-    ranks: list[str],
+    ranks: Sequence[str],
     units: int,
-    steps: list[list[dict]],
-    table: list[list[str]],
+    steps: Steps,
     size: float,
     min_step_s: float,
     message_overhead_s: float = 0.0,
@@ -389,7 +304,6 @@ def _simulate_time(
         ranks,
         units,
         steps,
-        table,
         size,
         bool(message_overhead_s or exchange_overhead_s),
         message_cores,
@@ -403,10 +317,9 @@ def _simulate_time(
 
 def _step_costs(
     topo: Topology,
-    ranks: list[str],
+    ranks: Sequence[str],
     units: int,
-    steps: list[list[dict]],
-    table: list[list[str]],
+    steps: Steps,
     size: float,
     count_messages: bool,
     message_cores: int | None,
@@ -426,7 +339,7 @@ def _step_costs(
     per_unit = size / units
     arcs_of: dict[tuple[str, ...], tuple[list[tuple[str, str]], float]] = {}
 
-    def arcs_lat(p: list[str]) -> tuple[list[tuple[str, str]], float]:
+    def arcs_lat(p: Sequence[str]) -> tuple[list[tuple[str, str]], float]:
         key = tuple(p)
         hit = arcs_of.get(key)
         if hit is None:
@@ -435,16 +348,15 @@ def _step_costs(
         return hit
 
     bw = {(u, v): d["bw"] for u, v, d in g.edges(data=True)}
-    prev: list[dict] = []
+    prev: Sequence[Transfer] = ()
     for step in steps:
         if not step:
             continue
         loads: dict[tuple[str, str], float] = defaultdict(float)
         paths = []
         for t in step:
-            path = table[t["route"]] if "route" in t else t.get("path")
-            arcs, lat = arcs_lat(path or route(ranks[t["src"]], ranks[t["dst"]]))
-            nbytes = (t["chunk"][1] - t["chunk"][0]) * per_unit
+            arcs, lat = arcs_lat(t.path or route(ranks[t.src], ranks[t.dst]))
+            nbytes = (t.hi - t.lo) * per_unit
             for arc in arcs:
                 loads[arc] += nbytes
             paths.append((arcs, lat))
@@ -453,34 +365,34 @@ def _step_costs(
         for t, (arcs, lat) in zip(step, paths, strict=True):
             wire = max(loads[a] / bw[a] for a in arcs)
             worst = max(worst, lat + wire)
-            if t["src"] in sent and t["dst"] not in sent[t["src"]]:
+            if t.src in sent and t.dst not in sent[t.src]:
                 switch = max(switch, wire)
         prev = step
         busiest: float = 0
         exchanged: float = 0
         if count_messages:  # messages each rank sends plus receives in the step
             busiest = _ends(step, message_cores)
-            pairs = {(t["src"], t["dst"]) for t in step}
-            both = [t for t in step if (t["dst"], t["src"]) in pairs]
+            pairs = {(t.src, t.dst) for t in step}
+            both = [t for t in step if (t.dst, t.src) in pairs]
             exchanged = _ends(both, message_cores) if both else 0
         yield worst, busiest, exchanged, switch
 
 
-def _sent_to(step: list[dict]) -> dict[int, set[int]]:
+def _sent_to(step: Sequence[Transfer]) -> dict[int, set[int]]:
     """Each sender of ``step`` and the ranks it sends to (``syncplan.planner.cost.switched``)."""
     out: dict[int, set[int]] = defaultdict(set)
     for t in step:
-        out[t["src"]].add(t["dst"])
+        out[t.src].add(t.dst)
     return out
 
 
-def _ends(step: list[dict], message_cores: int | None) -> float:
+def _ends(step: Sequence[Transfer], message_cores: int | None) -> float:
     """The most transfers one rank sends plus receives in ``step``, at least all the step's
     ends over ``message_cores`` when that is set (the ranks share those CPU cores)."""
     handled: dict[int, int] = defaultdict(int)
     for t in step:
-        handled[t["src"]] += 1
-        handled[t["dst"]] += 1
+        handled[t.src] += 1
+        handled[t.dst] += 1
     busiest: float = max(handled.values())
     if message_cores:
         busiest = max(busiest, 2 * len(step) / message_cores)

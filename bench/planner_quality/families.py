@@ -27,9 +27,9 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from atomic import save_figure, write_json  # noqa: E402
+from syncplan.core.program import program_to_doc  # noqa: E402
 from syncplan.planner.families import FAMILIES, FAMILY_EXAMPLES, random_family  # noqa: E402
 from syncplan.planner.plan import compare, with_routes  # noqa: E402
-from syncplan.planner.program import program_to_doc  # noqa: E402
 from syncplan.planner.sizes import parse_size  # noqa: E402
 from syncplan.planner.topology import Topology  # noqa: E402
 from syncplan.planner.verify import verify_plan  # noqa: E402

@@ -33,6 +33,7 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
+from syncplan.core.program import Program, Step, Transfer, program_to_doc  # noqa: E402
 from syncplan.planner.algorithms import forest_any, packing_sets  # noqa: E402
 from syncplan.planner.algorithms import packing_window as pw  # noqa: E402
 from syncplan.planner.algorithms.arborescence import layered_trees  # noqa: E402
@@ -43,7 +44,6 @@ from syncplan.planner.algorithms.packing_schedule import Pair, PairSchedule, pai
 from syncplan.planner.algorithms.pipeline import round_to_total  # noqa: E402
 from syncplan.planner.bound import lower_bound  # noqa: E402
 from syncplan.planner.plan import with_routes  # noqa: E402
-from syncplan.planner.program import Program, Step, Transfer, program_to_doc  # noqa: E402
 from syncplan.planner.sizes import parse_size  # noqa: E402
 from syncplan.planner.topology import load_topology  # noqa: E402
 from syncplan.planner.verify import verify_plan  # noqa: E402

@@ -23,13 +23,13 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from atomic import save_figure, write_json  # noqa: E402
+from syncplan.core.program import program_to_doc  # noqa: E402
 from syncplan.planner.algorithms.base import PlanContext  # noqa: E402
 from syncplan.planner.algorithms.packing_pieced import window_program  # noqa: E402
 from syncplan.planner.algorithms.packing_reversal import ReversedLP, reverse_arcs  # noqa: E402
 from syncplan.planner.algorithms.packing_sets import packings  # noqa: E402
 from syncplan.planner.bound import lower_bound  # noqa: E402
 from syncplan.planner.plan import with_routes  # noqa: E402
-from syncplan.planner.program import program_to_doc  # noqa: E402
 from syncplan.planner.sizes import parse_size  # noqa: E402
 from syncplan.planner.topology import load_topology  # noqa: E402
 from syncplan.planner.verify import verify_plan  # noqa: E402

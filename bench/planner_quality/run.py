@@ -21,9 +21,9 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from atomic import save_figure, write_json  # noqa: E402
+from syncplan.core.program import program_to_doc  # noqa: E402
 from syncplan.planner.algorithms import ALGORITHMS  # noqa: E402
 from syncplan.planner.plan import compare, with_routes  # noqa: E402
-from syncplan.planner.program import program_to_doc  # noqa: E402
 from syncplan.planner.topology import load_topology  # noqa: E402
 from syncplan.planner.verify import verify_plan  # noqa: E402
 

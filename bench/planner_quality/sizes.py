@@ -27,10 +27,10 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from atomic import save_figure, write_json  # noqa: E402
+from syncplan.core.program import program_to_doc  # noqa: E402
 from syncplan.planner.algorithms import ALGORITHMS, Candidate  # noqa: E402
 from syncplan.planner.families import FAMILIES, random_family  # noqa: E402
 from syncplan.planner.plan import TIE_TOLERANCE, compare, with_routes  # noqa: E402
-from syncplan.planner.program import program_to_doc  # noqa: E402
 from syncplan.planner.routing import Router  # noqa: E402
 from syncplan.planner.sizes import format_size, format_time  # noqa: E402
 from syncplan.planner.topology import Topology, load_topology  # noqa: E402

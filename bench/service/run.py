@@ -178,7 +178,7 @@ def check_forms(c: httpx.Client, spec: dict[str, Any]) -> dict[str, Any]:
     """Fetch the job's plan in both forms (decoded here, once, outside the timed loops):
     the compact one must expand to the full one and pass the verifier. Returns the bytes
     of each form as sent gzip-encoded and decoded."""
-    from syncplan.planner.compact import expand_document
+    from syncplan.core.compact import expand_document
     from syncplan.planner.topology import Topology
     from syncplan.planner.verify import verify_plan
 

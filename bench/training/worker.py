@@ -80,8 +80,8 @@ def _median_time(op: Any, t: Any, reps: int) -> float:
 def message_ends(doc: dict[str, Any]) -> float:
     """The message ends the cost model's per-message overhead is paid for over the plan's
     steps (planner.cost.CostModel.message_ends; one CPU per rank)."""
+    from syncplan.core.program import program_from_doc
     from syncplan.planner.cost import message_ends as ends
-    from syncplan.planner.program import program_from_doc
 
     return sum(ends(step) for step in program_from_doc(doc["program"]).steps)
 

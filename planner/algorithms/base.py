@@ -7,8 +7,8 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any
 
+from syncplan.core.program import Program
 from syncplan.planner.cost import CostModel
-from syncplan.planner.program import Program
 from syncplan.planner.routing import Router
 from syncplan.planner.topology import Topology
 

@@ -10,9 +10,9 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from syncplan.core.errors import InfeasibleError
+from syncplan.core.program import Program, Transfer
 from syncplan.planner.algorithms.base import Candidate, PlanContext
 from syncplan.planner.bound import _caps, parts_by_host
-from syncplan.planner.program import Program, Transfer
 
 # Most transfers an algorithm builds to price one variant exactly (a coarsened ring or
 # hierarchical program on a buffer smaller than its unit count, a pipelined tree).

@@ -14,9 +14,9 @@ program stays within PRICE_BUDGET / 4 transfers is priced.
 from __future__ import annotations
 
 from syncplan.core.errors import InfeasibleError
+from syncplan.core.program import Program, Step, Transfer, merge_parallel
 from syncplan.planner.algorithms.base import Candidate, PlanContext
 from syncplan.planner.algorithms.common import PRICE_BUDGET, coarsen, host_order, priced
-from syncplan.planner.program import Program, Step, Transfer, merge_parallel
 
 PIECES = (1, 2, 4, 8, 16, 32)
 

@@ -25,9 +25,9 @@ each part's sum once. So their candidates say ``details["identical_bits"]: True`
 from __future__ import annotations
 
 from syncplan.core.errors import InfeasibleError
+from syncplan.core.program import Program, Transfer, split_range
 from syncplan.planner.algorithms.base import Candidate, PlanContext
 from syncplan.planner.algorithms.common import check_ranks, coarsen, leaders, price
-from syncplan.planner.program import Program, Transfer, split_range
 
 DIRECT_MAX_RANKS = 64
 

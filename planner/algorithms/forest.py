@@ -36,6 +36,7 @@ from collections import Counter, defaultdict
 
 import numpy as np
 from syncplan.core.errors import InfeasibleError
+from syncplan.core.program import Program
 from syncplan.planner.algorithms.base import Candidate, PlanContext
 from syncplan.planner.algorithms.forest_any import GENERAL_MAX_RANKS, forest_any
 from syncplan.planner.algorithms.forest_build import (
@@ -76,7 +77,6 @@ from syncplan.planner.algorithms.pipeline import (
     piece_fractions,
 )
 from syncplan.planner.bound import fluid_floor
-from syncplan.planner.program import Program
 
 INTRA_GROUPS = (1, 2, 4)  # pieces one merged intra-host transfer may cover
 HUB_MAX_HOSTS = 8  # stars plus hub trees (see _hub_trees) up to this many hosts

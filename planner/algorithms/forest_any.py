@@ -19,6 +19,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 from syncplan.core.errors import InfeasibleError
+from syncplan.core.program import Program
 from syncplan.planner.algorithms.base import Candidate, PlanContext
 from syncplan.planner.algorithms.forest_effort import thorough_runs
 from syncplan.planner.algorithms.forest_mix import BUDGET as MIX_BUDGET
@@ -53,7 +54,6 @@ from syncplan.planner.algorithms.packing_sets import UNLIMITED_MAX_RANKS, packin
 from syncplan.planner.algorithms.packing_window import Budget, WindowLP
 from syncplan.planner.algorithms.symmetry import automorphisms
 from syncplan.planner.bound import fluid_floor
-from syncplan.planner.program import Program
 
 GENERAL_MAX_RANKS = 64  # above: the host-structured forest alone (see docs/planner.md)
 BALANCE_PACKINGS = 2  # best packings whose shares are re-solved for the pipeline

@@ -6,10 +6,10 @@ from __future__ import annotations
 from collections import Counter, defaultdict
 
 import numpy as np
+from syncplan.core.program import Program, Step, Transfer
 from syncplan.planner.algorithms.base import PlanContext
 from syncplan.planner.algorithms.forest_plan import _Plan
 from syncplan.planner.algorithms.pipeline import piece_starts, piece_units, round_to_total
-from syncplan.planner.program import Program, Step, Transfer
 
 
 def _units_per_tree(w: np.ndarray, total: int) -> np.ndarray:

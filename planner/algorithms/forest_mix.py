@@ -25,10 +25,10 @@ from concurrent.futures import ThreadPoolExecutor
 
 import highspy
 import numpy as np
+from syncplan.core.program import Program, Step, Transfer
 from syncplan.planner.algorithms.forest_plan import _Plan
 from syncplan.planner.algorithms.packing_schedule import PairSchedule
 from syncplan.planner.algorithms.pipeline import round_to_total
-from syncplan.planner.program import Program, Step, Transfer
 
 Move = tuple[int, int, int, bool, tuple[str, ...]]  # (offset, src, dst, reduce, path)
 Profile = tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]

@@ -16,11 +16,11 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
+from syncplan.core.program import Program
 from syncplan.planner.algorithms.base import PlanContext
 from syncplan.planner.algorithms.packing_schedule import MIN_SHARE, Pair, PairSchedule
 from syncplan.planner.algorithms.packing_sets import UNLIMITED_MAX_RANKS
 from syncplan.planner.algorithms.pipeline import lp_fractions, model_time, piece_fractions
-from syncplan.planner.program import Program
 
 FEW_PAIRS = (1, 2, 4, 8, 16, 32, 64)  # the largest pairs: fewer transfers, more pieces
 PIECES = (1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64, 96, 128, 192, 256)

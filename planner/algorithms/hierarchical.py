@@ -16,10 +16,10 @@ from collections.abc import Iterator
 from functools import partial
 
 from syncplan.core.errors import InfeasibleError
+from syncplan.core.program import Program, Step, Transfer
 from syncplan.planner.algorithms.base import Candidate, PlanContext
 from syncplan.planner.algorithms.common import PRICE_BUDGET, coarsen, price
 from syncplan.planner.algorithms.uneven import uneven_hierarchical
-from syncplan.planner.program import Program, Step, Transfer
 
 DIRECT_MAX_GROUP = 16  # a direct exchange puts p*(p-1) transfers in one step
 

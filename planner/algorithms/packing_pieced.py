@@ -12,13 +12,13 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
+from syncplan.core.program import Program, Step, Transfer
 from syncplan.planner.algorithms.base import PlanContext
 from syncplan.planner.algorithms.packing import Packing, QuickRoutes, RankRoutes, TreeColumn
 from syncplan.planner.algorithms.packing_schedule import Pair, pair_trees
 from syncplan.planner.algorithms.packing_window import ROUNDS, Budget, WindowLP
 from syncplan.planner.algorithms.pipeline import round_to_total
 from syncplan.planner.bound import fluid_floor
-from syncplan.planner.program import Program, Step, Transfer
 
 PIECES = (2, 4, 8, 16, 32, 64)  # piece counts of the pieced LP, tried in order (see
 # ``pieced_window``; a ring of hosts with a slow host: 1.059x at 16 pieces, 1.009x at 64)

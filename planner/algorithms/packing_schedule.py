@@ -15,10 +15,10 @@ from collections import defaultdict
 from dataclasses import dataclass
 
 import numpy as np
+from syncplan.core.program import Program, Step, Transfer
 from syncplan.planner.algorithms.base import PlanContext
 from syncplan.planner.algorithms.packing import Packing, TreeColumn
 from syncplan.planner.algorithms.pipeline import piece_units, round_to_total
-from syncplan.planner.program import Program, Step, Transfer
 
 MIN_SHARE = 2e-3  # pairs below this share of the buffer are dropped (shares re-solved)
 

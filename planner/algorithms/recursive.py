@@ -15,9 +15,9 @@ Both the near-partner-first and the far-partner-first orders of d are priced.
 
 from __future__ import annotations
 
+from syncplan.core.program import Program, Step, Transfer
 from syncplan.planner.algorithms.base import Candidate, PlanContext
 from syncplan.planner.algorithms.common import coarsen, host_order, priced
-from syncplan.planner.program import Program, Step, Transfer
 
 
 def fold(order: list[int]) -> tuple[list[int], list[tuple[int, int]]]:

@@ -8,9 +8,9 @@ of a host stay adjacent so each ring crosses the network once per host.
 from __future__ import annotations
 
 from syncplan.core.errors import InfeasibleError
+from syncplan.core.program import Program, Step, Transfer
 from syncplan.planner.algorithms.base import Candidate, PlanContext
 from syncplan.planner.algorithms.common import PRICE_BUDGET, price
-from syncplan.planner.program import Program, Step, Transfer
 
 
 def ring_orders(ctx: PlanContext) -> dict[str, list[list[int]]]:

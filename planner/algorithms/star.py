@@ -15,9 +15,9 @@ sets the time. Both are reduce-then-broadcast programs (the root holds the sum f
 from __future__ import annotations
 
 from syncplan.core.errors import InfeasibleError
+from syncplan.core.program import Program, Transfer
 from syncplan.planner.algorithms.base import Candidate, PlanContext
 from syncplan.planner.algorithms.common import host_capacity_order, leaders, price
-from syncplan.planner.program import Program, Transfer
 
 STAR_ALL_ROOTS = 32
 MAX_ROOT_HOSTS = 32

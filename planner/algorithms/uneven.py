@@ -18,8 +18,8 @@ import math
 from dataclasses import dataclass
 from functools import partial
 
+from syncplan.core.program import Program, Step, Transfer, split_range
 from syncplan.planner.algorithms.base import Candidate, PlanContext
-from syncplan.planner.program import Program, Step, Transfer, split_range
 
 DIRECT_MAX_GROUP = 16
 FULL_PRICE_MAX = 20_000  # transfers: a level with unequal parts is priced step by step up to this

@@ -13,9 +13,9 @@ from typing import Any
 
 import networkx as nx
 
+from syncplan.core.program import Program
 from syncplan.draw.canvas import Canvas, ramp
 from syncplan.export.msccl import plan_program
-from syncplan.planner.program import Program
 from syncplan.planner.topology import Topology
 
 TREE_LIMIT = 60_000  # transfers above which the trees are not derived (a replay per piece)

@@ -24,6 +24,7 @@ from collections import defaultdict
 from dataclasses import dataclass
 from typing import Any
 
+from syncplan.core.program import Program, program_from_doc
 from syncplan.export.msccl_xml import (
     ExportError,
     MscclAlgo,
@@ -31,7 +32,6 @@ from syncplan.export.msccl_xml import (
     MscclStep,
     MscclTB,
 )
-from syncplan.planner.program import Program, program_from_doc
 
 # (src, dst, lo, hi, reduce) in chunks
 Xfer = tuple[int, int, int, int, bool]
@@ -67,7 +67,7 @@ def plan_program(plan: dict[str, Any]) -> Program:
     if plan.get("collective", "allreduce") != "allreduce":
         raise ExportError(f"collective {plan.get('collective')!r}: only allreduce plans export")
     if "program_compact" in plan:
-        from syncplan.planner.compact import expand_document
+        from syncplan.core.compact import expand_document
 
         plan = expand_document(plan)
     prog = plan.get("program")

@@ -1,4 +1,4 @@
-"""The compact program form (planner/compact.py) and the job-plan fetch forms: compact
+"""The compact program form (core/compact.py) and the job-plan fetch forms: compact
 expands to the identical program, every expanded plan passes the verifier, gzip and ETag."""
 
 from __future__ import annotations
@@ -13,8 +13,7 @@ import httpx
 import pytest
 from syncplan.api.main import create_app
 from syncplan.api.settings import Settings
-from syncplan.planner.builders import dgx_cluster, two_tier
-from syncplan.planner.compact import (
+from syncplan.core.compact import (
     COMPACT_KEY,
     CompactError,
     compact_document,
@@ -22,6 +21,7 @@ from syncplan.planner.compact import (
     expand_document,
     expand_program,
 )
+from syncplan.planner.builders import dgx_cluster, two_tier
 from syncplan.planner.plan import make_plan
 from syncplan.planner.topology import Topology
 from syncplan.planner.verify import verify_plan
@@ -50,7 +50,7 @@ def test_expansion_gives_the_identical_document(algorithm: str, cluster: str) ->
 
 
 def test_a_route_table_program_expands_to_the_identical_document() -> None:
-    from syncplan.planner.program import program_from_doc, program_to_doc
+    from syncplan.core.program import program_from_doc, program_to_doc
 
     spec = dgx_cluster(2, gpus=4)
     topo = Topology.from_dict(spec)
@@ -220,7 +220,7 @@ async def test_plan_routes_offer_the_compact_form(client: httpx.AsyncClient) -> 
 async def test_the_service_serves_route_table_plans_in_both_forms(
     client: httpx.AsyncClient, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from syncplan.planner import program as plan_program
+    from syncplan.core import program as plan_program
 
     monkeypatch.setattr(plan_program, "ROUTE_TABLE_ABOVE", 10)
     request = {

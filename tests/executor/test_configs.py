@@ -6,11 +6,11 @@ from typing import Any
 
 import pytest
 import torch
+from syncplan.core.document import PlanError
 from syncplan.executor.bench import BenchCase
 from syncplan.executor.ddp import TensorFusion
 from syncplan.executor.engine import ExecutorConfig, PlanExecutor
 from syncplan.executor.localrun import LocalRunConfig
-from syncplan.executor.program import PlanError
 
 from tests.executor.plans import ring_plan
 

@@ -8,11 +8,11 @@ from typing import Any
 
 import numpy as np
 import pytest
-from syncplan.executor.program import Program
+from syncplan.core.document import PlanDocument
+from syncplan.core.program import Program as PlannerProgram
+from syncplan.core.program import Transfer, program_to_doc
 from syncplan.executor.schedule import build_schedule
 from syncplan.planner.algorithms.direct import one_step_program, two_level_program, two_step_program
-from syncplan.planner.program import Program as PlannerProgram
-from syncplan.planner.program import Transfer, program_to_doc
 
 # Programs whose result at every rank is the left fold x0 + x1 + ... of the inputs.
 FOLDS = ("direct", "ragged", "direct-2step")
@@ -70,7 +70,7 @@ def programs(n: int) -> dict[str, dict[str, Any]]:
 
 
 def simulate(
-    program: Program,
+    program: PlanDocument,
     xs: list[np.ndarray],
     *,
     canonical: bool = True,
@@ -127,7 +127,7 @@ def same_bits(a: np.ndarray, b: np.ndarray) -> bool:
 @pytest.mark.parametrize("segment", [None, 3, 64])
 def test_every_rank_ends_with_the_rank_order_fold(n: int, segment: int | None) -> None:
     for name, d in programs(n).items():
-        prog = Program.from_plan(d)
+        prog = PlanDocument.from_plan(d)
         for numel in (1, 7, 1001):
             xs = mixed(n, numel, seed=n * 100 + numel)
             fold = xs[0].copy()
@@ -150,7 +150,7 @@ def test_every_rank_ends_with_the_rank_order_fold(n: int, segment: int | None) -
 def test_split_messages_keep_the_rank_order_fold(n: int) -> None:
     """Messages cut into pieces (ExecutorConfig.split_pieces) add in the same order."""
     for name, d in programs(n).items():
-        prog = Program.from_plan(d)
+        prog = PlanDocument.from_plan(d)
         xs = mixed(n, 1001, seed=n)
         whole = simulate(prog, xs)
         out = simulate(prog, xs, pieces=3)
@@ -161,14 +161,14 @@ def test_the_planners_programs_on_eight_ranks_end_identical() -> None:
     from tests.executor.conftest import real_plans
 
     for d in real_plans(8, 1 << 20):
-        prog = Program.from_plan(d)
+        prog = PlanDocument.from_plan(d)
         for segment in (None, 5):
             out = simulate(prog, mixed(8, 1001, seed=8), segment=segment)
             assert all(same_bits(o, out[0]) for o in out), d["algorithm"]
 
 
 def test_arrival_order_sums_differ_so_the_test_can_fail() -> None:
-    prog = Program.from_plan(programs(4)["direct"])
+    prog = PlanDocument.from_plan(programs(4)["direct"])
     xs = mixed(4, 1001, seed=1)
     out = simulate(prog, xs, canonical=False)
     assert not all(same_bits(o, out[0]) for o in out)
@@ -177,7 +177,7 @@ def test_arrival_order_sums_differ_so_the_test_can_fail() -> None:
 def test_only_steps_with_two_lower_sources_change() -> None:
     """A ring step (one reduce per rank) and rank 1 of a direct exchange (own + x0 is
     x0 + own) keep their applies; rank 3 adds x1 and x2 into x0's staging first."""
-    ring = Program.from_plan(programs(4)["direct"])
+    ring = PlanDocument.from_plan(programs(4)["direct"])
     s1 = build_schedule(ring, 1, 100)
     assert s1 == build_schedule(ring, 1, 100, canonical=False)
     s3 = build_schedule(ring, 3, 100).steps[0].recvs
@@ -246,7 +246,7 @@ def test_the_sparse_executor_adds_in_rank_order_too() -> None:
 
 
 def simulate_sparse(
-    program: Program, xs: list[np.ndarray], block: int, segment: int | None = None
+    program: PlanDocument, xs: list[np.ndarray], block: int, segment: int | None = None
 ) -> list[np.ndarray]:
     """What executor.sparse does with executor.blockflow's lists, in lockstep on float32
     blocks: each message carries the sender's start-of-step non-zero blocks, packed."""
@@ -303,7 +303,7 @@ def test_the_sparse_lists_fold_in_rank_order(n: int) -> None:
     rng = np.random.default_rng(n)
     block, nblocks = 4, 60
     for name, d in programs(n).items():
-        prog = Program.from_plan(d)
+        prog = PlanDocument.from_plan(d)
         for segment in (None, 7):
             xs = mixed(n, block * nblocks, seed=n + 7)
             for x in xs:

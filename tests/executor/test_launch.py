@@ -13,11 +13,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from syncplan.core.compact import compact_document
+from syncplan.core.document import PlanDocument
 from syncplan.executor.launch import FetchError, LaunchConfig, fetch_plan, local_endpoint
 from syncplan.executor.localrun import LocalRunConfig, free_port, run_local
-from syncplan.executor.program import Program
 from syncplan.planner.builders import dgx_cluster
-from syncplan.planner.compact import compact_document
 from syncplan.planner.topology import Topology
 from syncplan.planner.verify import verify_plan
 
@@ -153,7 +153,7 @@ def test_fetch_from_the_service_compact_equals_full(tmp_path: Path) -> None:
     finally:
         srv.stop()
     assert compact == full and "program_compact" not in compact
-    assert Program.from_plan(compact) == Program.from_plan(full)
+    assert PlanDocument.from_plan(compact) == PlanDocument.from_plan(full)
     assert verify_plan(compact, Topology.from_dict(spec)).ok
 
 

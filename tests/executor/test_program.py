@@ -7,14 +7,14 @@ import itertools
 from typing import Any
 
 import pytest
-from syncplan.executor.program import PlanError, Program
+from syncplan.core.document import PlanDocument, PlanError
 from syncplan.executor.schedule import build_schedule, element_bounds
 
 from tests.executor.plans import butterfly_plan, crossing_plan, ring_plan
 
 
-def _program(doc: dict[str, Any]) -> Program:
-    p = Program.from_plan(doc)
+def _program(doc: dict[str, Any]) -> PlanDocument:
+    p = PlanDocument.from_plan(doc)
     p.check_allreduce()
     return p
 
@@ -29,9 +29,9 @@ def test_correct_programs_pass(doc: dict[str, Any]) -> None:
 
 
 def test_a_plan_with_a_route_table_runs_the_same_program() -> None:
+    from syncplan.core.program import program_from_doc, program_to_doc
     from syncplan.planner.builders import dgx_cluster
     from syncplan.planner.plan import make_plan
-    from syncplan.planner.program import program_from_doc, program_to_doc
     from syncplan.planner.topology import Topology
 
     topo = Topology.from_dict(dgx_cluster(2, gpus=2))
@@ -52,7 +52,7 @@ def _broken(mutate: Any) -> dict[str, Any]:
     [
         (lambda d: d.pop("program"), "program is missing"),
         (lambda d: d.update(collective="broadcast"), "'broadcast' is not supported"),
-        (lambda d: d.update(ranks=["a", "a", "b", "c"]), "must not repeat"),
+        (lambda d: d.update(ranks=["a", "a", "b", "c"]), "must be distinct"),
         (lambda d: d["program"].update(units=0), "units must be a positive integer"),
         (lambda d: d["program"]["steps"][0][0].update(src=4), "src must be a rank index"),
         (lambda d: d["program"]["steps"][0][0].update(dst=True), "dst must be a rank index"),
@@ -65,7 +65,7 @@ def _broken(mutate: Any) -> dict[str, Any]:
 )
 def test_malformed_plans_are_named(mutate: Any, message: str) -> None:
     with pytest.raises(PlanError, match=message.replace("[", r"\[").replace("(", r"\(")):
-        Program.from_plan(_broken(mutate))
+        PlanDocument.from_plan(_broken(mutate))
 
 
 @pytest.mark.parametrize(
@@ -85,7 +85,7 @@ def test_malformed_plans_are_named(mutate: Any, message: str) -> None:
     ],
 )
 def test_incorrect_programs_are_refused(mutate: Any, message: str) -> None:
-    p = Program.from_plan(_broken(mutate))
+    p = PlanDocument.from_plan(_broken(mutate))
     with pytest.raises(PlanError, match=message):
         p.check_allreduce()
 
@@ -100,9 +100,9 @@ def test_many_ranks_self_check() -> None:
 
 def test_digest_tracks_the_program() -> None:
     a, b = ring_plan(4, 8), ring_plan(4, 8)
-    assert Program.from_plan(a).digest == Program.from_plan(b).digest
+    assert PlanDocument.from_plan(a).digest == PlanDocument.from_plan(b).digest
     b["program"]["steps"][0][0]["chunk"] = [0, 1]
-    assert Program.from_plan(a).digest != Program.from_plan(b).digest
+    assert PlanDocument.from_plan(a).digest != PlanDocument.from_plan(b).digest
 
 
 @pytest.mark.parametrize(("units", "numel"), [(4096, 1_000_003), (7, 3), (5, 5), (3, 0)])

@@ -7,10 +7,10 @@ import random
 
 import numpy as np
 import pytest
+from syncplan.core.document import PlanDocument
 from syncplan.executor.blockflow import block_flow
 from syncplan.executor.dataflow import dataflow
 from syncplan.executor.localrun import LocalRunConfig, run_local
-from syncplan.executor.program import Program
 from syncplan.executor.schedule import build_schedule
 
 from tests.executor.conftest import plans_for
@@ -76,7 +76,7 @@ def test_sparse_matches_dense_all_reduce(nranks: int) -> None:
 
 
 def _flows(plan: dict, nblocks: int, bits: np.ndarray, segment: int | None) -> list:
-    prog = Program.from_plan(plan)
+    prog = PlanDocument.from_plan(plan)
     out = []
     for r in range(prog.nranks):
         sched = build_schedule(prog, r, nblocks, segment=segment, stage_all=True, canonical=False)
@@ -124,7 +124,7 @@ def test_traffic_fraction_tracks_density() -> None:
 
 def test_block_flow_refuses_mismatched_bitmaps() -> None:
     plan = ring_plan(4, 8)
-    prog = Program.from_plan(plan)
+    prog = PlanDocument.from_plan(plan)
     sched = build_schedule(prog, 0, 10, stage_all=True)
     with pytest.raises(ValueError, match="rows"):
         block_flow(prog, 0, np.zeros((3, 10), bool), dataflow(sched), sched)

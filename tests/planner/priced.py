@@ -8,10 +8,10 @@ from typing import Any
 
 import pytest
 from syncplan.core.errors import InfeasibleError
+from syncplan.core.program import Program, program_to_doc
 from syncplan.planner.algorithms import ALGORITHMS
 from syncplan.planner.algorithms.base import PlanContext
 from syncplan.planner.plan import with_routes
-from syncplan.planner.program import Program, program_to_doc
 from syncplan.planner.verify import verify_plan
 
 

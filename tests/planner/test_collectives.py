@@ -10,10 +10,10 @@ from pathlib import Path
 
 import pytest
 from syncplan.core.errors import InfeasibleError, RequestError
+from syncplan.core.program import Program, Transfer, program_to_doc
 from syncplan.planner.algorithms import ALGORITHMS, PlanContext
 from syncplan.planner.collectives import split_allreduce
 from syncplan.planner.plan import make_plan
-from syncplan.planner.program import Program, Transfer, program_to_doc
 from syncplan.planner.topology import load_topology
 from syncplan.planner.verify import verify_plan
 

@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 from syncplan.core.errors import InfeasibleError
+from syncplan.core.program import Program, Transfer, program_from_doc, program_to_doc
 from syncplan.planner.algorithms import ALGORITHMS, PlanContext
 from syncplan.planner.cost import CostModel
-from syncplan.planner.program import Program, Transfer, program_from_doc, program_to_doc
 from syncplan.planner.topology import Topology
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"

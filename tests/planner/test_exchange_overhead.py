@@ -10,10 +10,10 @@ from pathlib import Path
 
 import pytest
 from syncplan.core.errors import RequestError
+from syncplan.core.program import Transfer
 from syncplan.planner.algorithms.base import PlanContext
 from syncplan.planner.cost import CostModel, exchange_ends
 from syncplan.planner.plan import compare, make_plan
-from syncplan.planner.program import Transfer
 from syncplan.planner.routing import Router
 from syncplan.planner.topology import Topology, load_topology
 from syncplan.planner.verify import step_exchange_ends, step_features, verify_plan

@@ -17,13 +17,13 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from syncplan.core.errors import InfeasibleError
+from syncplan.core.program import Program, Transfer, program_to_doc
 from syncplan.planner.algorithms import ALGORITHMS, OUTSIDE_REDUCE_BROADCAST
 from syncplan.planner.algorithms.base import PlanContext
 from syncplan.planner.bound import lower_bound
 from syncplan.planner.bound_any import lower_bound_any
 from syncplan.planner.families import FAMILIES, random_family
 from syncplan.planner.plan import with_routes
-from syncplan.planner.program import Program, Transfer, program_to_doc
 from syncplan.planner.topology import Topology
 from syncplan.planner.verify import verify_plan
 

@@ -214,8 +214,8 @@ def test_forest_trades_a_little_model_time_for_less_fan_in() -> None:
     )
     # counted per step in the program: 4 trees of 5 children each lined up 6 senders on one
     # host and ran 1.32x their prediction; one height-2 tree has at most 4 (docs/planner.md)
+    from syncplan.core.program import program_from_doc
     from syncplan.planner.algorithms.base import PlanContext
-    from syncplan.planner.program import program_from_doc
 
     ctx = PlanContext.create(topo, topo.endpoints(), 64 << 20)
     assert forest_module.host_fan_in(ctx, program_from_doc(doc["program"])) <= 4
@@ -283,7 +283,7 @@ def test_split_intra_host_transfers_verify_and_are_counted(t: int) -> None:
 
 def _verified_at_model_time(topo, ctx, plan, program, fracs, group: int = 1) -> None:  # type: ignore[no-untyped-def]
     """The program passes the verifier, whose simulated time is forest's per-arc model's."""
-    from syncplan.planner.program import program_to_doc
+    from syncplan.core.program import program_to_doc
 
     doc = {
         "algorithm": "forest",

@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 from syncplan.core.errors import RequestError
+from syncplan.core.program import Program, Transfer
 from syncplan.planner.algorithms.base import PlanContext
 from syncplan.planner.cost import CostModel
 from syncplan.planner.plan import compare, make_plan
-from syncplan.planner.program import Program, Transfer
 from syncplan.planner.routing import Router
 from syncplan.planner.topology import load_topology
 from syncplan.planner.verify import verify_plan

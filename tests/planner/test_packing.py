@@ -6,6 +6,7 @@ from __future__ import annotations
 import networkx as nx
 import numpy as np
 import pytest
+from syncplan.core.program import program_to_doc
 from syncplan.planner.algorithms.arborescence import min_arborescence, shallow_trees, tree_depths
 from syncplan.planner.algorithms.base import PlanContext
 from syncplan.planner.algorithms.forest_any import forest_any
@@ -18,7 +19,6 @@ from syncplan.planner.algorithms.packing import (
 from syncplan.planner.bound import lower_bound
 from syncplan.planner.families import directed_cluster, hybrid_cube_mesh, mesh2d, torus
 from syncplan.planner.plan import make_plan, with_routes
-from syncplan.planner.program import program_to_doc
 from syncplan.planner.topology import Topology
 from syncplan.planner.verify import verify_plan
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from syncplan.core.program import program_to_doc
 from syncplan.planner.algorithms import packing_window
 from syncplan.planner.algorithms.arborescence import (
     layered_trees,
@@ -33,7 +34,6 @@ from syncplan.planner.families import (
     torus,
 )
 from syncplan.planner.plan import make_plan, with_routes
-from syncplan.planner.program import program_to_doc
 from syncplan.planner.topology import Topology
 from syncplan.planner.verify import verify_plan
 

@@ -5,12 +5,12 @@ from __future__ import annotations
 
 import pytest
 from syncplan.core.errors import InfeasibleError
+from syncplan.core.program import Program, Transfer, program_to_doc
 from syncplan.planner.algorithms import ALGORITHMS, OUTSIDE_REDUCE_BROADCAST
 from syncplan.planner.algorithms.base import PlanContext
 from syncplan.planner.algorithms.common import coarsen
 from syncplan.planner.builders import star
 from syncplan.planner.plan import TIE_TOLERANCE, compare, make_plan, with_routes
-from syncplan.planner.program import Program, Transfer, program_to_doc
 from syncplan.planner.topology import Topology, load_topology
 from syncplan.planner.verify import verify_plan
 

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 from syncplan.core.errors import RequestError
+from syncplan.core.program import Program, Transfer
 from syncplan.planner.builders import dgx_cluster
 from syncplan.planner.cost import CostModel
 from syncplan.planner.plan import make_plan
-from syncplan.planner.program import Program, Transfer
 from syncplan.planner.routing import Router
 from syncplan.planner.sparse import Density, break_even, sparse_time, transfer_weights
 from syncplan.planner.topology import Topology

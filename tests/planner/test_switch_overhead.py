@@ -6,11 +6,11 @@ nothing. docs/testbed.md "Issue 18, session 9"."""
 from __future__ import annotations
 
 import pytest
+from syncplan.core.program import Program, Transfer, program_to_doc
 from syncplan.planner.algorithms import ALGORITHMS
 from syncplan.planner.algorithms.base import PlanContext
 from syncplan.planner.cost import CostModel, switched
 from syncplan.planner.plan import compare, make_plan, with_routes
-from syncplan.planner.program import Program, Transfer, program_to_doc
 from syncplan.planner.routing import Router
 from syncplan.planner.topology import Topology
 from syncplan.planner.verify import step_switch_wires, verify_plan

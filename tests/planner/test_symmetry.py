@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from syncplan.core.program import program_to_doc
 from syncplan.planner.algorithms.base import PlanContext
 from syncplan.planner.algorithms.packing_orbit import OrbitWindowLP, expand, expand_pieces, image
 from syncplan.planner.algorithms.packing_pieced import pieced_window, window_program
@@ -13,7 +14,6 @@ from syncplan.planner.algorithms.symmetry import automorphisms
 from syncplan.planner.bound import lower_bound
 from syncplan.planner.families import full_mesh, host_ring, mesh2d, torus
 from syncplan.planner.plan import make_plan, with_routes
-from syncplan.planner.program import program_to_doc
 from syncplan.planner.topology import Topology
 from syncplan.planner.verify import verify_plan
 

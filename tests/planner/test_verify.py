@@ -120,9 +120,9 @@ def test_replace_reads_start_of_step_values() -> None:
 
 
 def _table_doc():
+    from syncplan.core.program import program_from_doc, program_to_doc
     from syncplan.planner.builders import dgx_cluster
     from syncplan.planner.plan import make_plan
-    from syncplan.planner.program import program_from_doc, program_to_doc
 
     spec = dgx_cluster(2, gpus=4)
     topo = Topology.from_dict(spec)
@@ -133,7 +133,7 @@ def _table_doc():
 
 
 def test_a_route_table_document_is_the_same_plan() -> None:
-    from syncplan.planner.program import program_from_doc
+    from syncplan.core.program import program_from_doc
 
     topo, doc, tabled = _table_doc()
     prog = tabled["program"]
@@ -172,7 +172,7 @@ def test_bad_route_tables_are_named(mutate, message: str) -> None:
 
 
 def test_large_programs_get_a_route_table(monkeypatch: pytest.MonkeyPatch) -> None:
-    from syncplan.planner import program as plan_program
+    from syncplan.core import program as plan_program
     from syncplan.planner.builders import dgx_cluster
     from syncplan.planner.plan import make_plan
 

@@ -1,4 +1,9 @@
-"""Parse and check the program of a plan document (docs/formats.md); no torch needed."""
+"""The plan document read and checked once, for every reader (docs/formats.md, Plan document).
+
+``PlanDocument.from_plan`` is the one structural validator: the executor runs what it
+returns and the verifier (planner/verify.py) checks it against a topology. Both the full
+``program`` and the compact ``program_compact`` form are read (core/compact.py).
+"""
 
 from __future__ import annotations
 
@@ -9,30 +14,22 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+from syncplan.core.compact import COMPACT_KEY, CompactError, expand_program
 from syncplan.core.errors import PlannerError
+from syncplan.core.program import Transfer
 
 
 class PlanError(PlannerError, ValueError):
-    """The plan document cannot be executed as its collective; the message says why."""
+    """The plan document is malformed or not its collective; the message names the field."""
 
 
 COLLECTIVES = ("allreduce", "reducescatter", "allgather")
 
 
 @dataclass(frozen=True, slots=True)
-class Transfer:
-    """One transfer of a step: units ``start..stop-1`` from ``src`` to ``dst``."""
-
-    src: int
-    dst: int
-    start: int
-    stop: int
-    reduce: bool
-
-
-@dataclass(frozen=True, slots=True)
-class Program:
-    """An all-reduce program: ``steps[s]`` holds the transfers that run concurrently in step s."""
+class PlanDocument:
+    """A checked plan document: ``steps[s]`` holds the transfers that run concurrently in
+    step s, each with its path when the document pins one."""
 
     ranks: tuple[str, ...]
     units: int
@@ -41,13 +38,14 @@ class Program:
     digest: str
     collective: str = "allreduce"
     shards: tuple[tuple[int, int], ...] | None = None  # reduce-scatter / all-gather
+    routes: tuple[tuple[str, ...], ...] = ()  # program.routes, when the program has a table
 
     @property
     def nranks(self) -> int:
         return len(self.ranks)
 
     @classmethod
-    def from_plan(cls, doc: Mapping[str, Any]) -> Program:
+    def from_plan(cls, doc: Any) -> PlanDocument:
         """Read a plan document; raises PlanError naming the first malformed field."""
         if not isinstance(doc, Mapping):
             raise PlanError(f"plan document must be a JSON object, got {type(doc).__name__}")
@@ -64,8 +62,13 @@ class Program:
         ):
             raise PlanError("ranks must be a non-empty list of endpoint ids")
         if len(set(ranks)) != len(ranks):
-            raise PlanError("ranks must not repeat an endpoint id")
+            raise PlanError("ranks must be distinct: one endpoint id a rank")
         prog = doc.get("program")
+        if prog is None and COMPACT_KEY in doc:
+            try:
+                prog = expand_program(doc[COMPACT_KEY])
+            except CompactError as exc:
+                raise PlanError(str(exc)) from None
         if not isinstance(prog, Mapping):
             raise PlanError("program is missing or not an object")
         units = prog.get("units")
@@ -74,10 +77,11 @@ class Program:
         raw_steps = prog.get("steps")
         if not isinstance(raw_steps, list):
             raise PlanError("program.steps must be a list of steps")
+        routes = _routes(prog.get("routes", []))
         n = len(ranks)
         steps = tuple(
-            tuple(_transfer(t, s, i, n, units) for i, t in enumerate(_step(step, s)))
-            for s, step in enumerate(raw_steps)
+            tuple(_transfer(t, s, i, ranks, units, routes) for i, t in enumerate(_step(st, s)))
+            for s, st in enumerate(raw_steps)
         )
         canonical = json.dumps(
             {"ranks": ranks, "program": prog}, sort_keys=True, separators=(",", ":")
@@ -93,6 +97,7 @@ class Program:
             digest=digest,
             collective=collective,
             shards=shards,
+            routes=routes,
         )
 
     def check(self) -> None:
@@ -111,7 +116,7 @@ class Program:
                 for t in step:
                     if t.reduce:
                         raise PlanError(f"step {s}: an all-gather has no reductions")
-                    valid[t.dst, t.start : t.stop] = start[t.src, t.start : t.stop]
+                    valid[t.dst, t.lo : t.hi] = start[t.src, t.lo : t.hi]
             if not valid.all():
                 r, u = (int(x) for x in np.argwhere(~valid)[0])
                 raise PlanError(f"not an all-gather: rank {r} lacks the owner's unit {u}")
@@ -124,7 +129,7 @@ class Program:
         each unit's owner)."""
         bounds = sorted(
             {0, self.units}
-            | {b for st in self.steps for t in st for b in (t.start, t.stop)}
+            | {b for st in self.steps for t in st for b in (t.lo, t.hi)}
             | {b for sh in (self.shards or ()) for b in sh}
         )
         index = {b: i for i, b in enumerate(bounds)}
@@ -138,8 +143,8 @@ class Program:
             replaced = np.zeros((n, nseg), dtype=bool)
             reduced = np.zeros((n, nseg), dtype=bool)
             for i, t in enumerate(step):
-                a, b = index[t.start], index[t.stop]
-                where = f"step {s} transfer {i} ({t.src}->{t.dst}, units [{t.start}, {t.stop}))"
+                a, b = index[t.lo], index[t.hi]
+                where = f"step {s} transfer {i} ({t.src}->{t.dst}, units [{t.lo}, {t.hi}))"
                 if replaced[t.dst, a:b].any() or (not t.reduce and reduced[t.dst, a:b].any()):
                     raise PlanError(
                         f"{where}: rank {t.dst} receives a replacing value and "
@@ -200,11 +205,23 @@ def _step(step: Any, s: int) -> list[Any]:
     return step
 
 
-def _transfer(t: Any, s: int, i: int, n: int, units: int) -> Transfer:
+def _routes(table: Any) -> tuple[tuple[str, ...], ...]:
+    if not isinstance(table, list):
+        raise PlanError("program.routes must be a list of paths")
+    for k, path in enumerate(table):
+        if not isinstance(path, list) or len(path) < 2 or not all(isinstance(p, str) for p in path):
+            raise PlanError(f"program.routes[{k}] must be a list of at least two node ids")
+    return tuple(tuple(path) for path in table)
+
+
+def _transfer(
+    t: Any, s: int, i: int, ranks: list[str], units: int, routes: tuple[tuple[str, ...], ...]
+) -> Transfer:
     where = f"program.steps[{s}][{i}]"
     if not isinstance(t, Mapping):
         raise PlanError(f"{where} must be an object")
     src, dst, chunk, reduce = t.get("src"), t.get("dst"), t.get("chunk"), t.get("reduce")
+    n = len(ranks)
     for name, v in (("src", src), ("dst", dst)):
         if isinstance(v, bool) or not isinstance(v, int) or not 0 <= v < n:
             raise PlanError(f"{where}.{name} must be a rank index in [0, {n}), got {v!r}")
@@ -219,4 +236,24 @@ def _transfer(t: Any, s: int, i: int, n: int, units: int) -> Transfer:
         raise PlanError(f"{where}.chunk must be [a, b] with 0 <= a < b <= {units}, got {chunk!r}")
     if not isinstance(reduce, bool):
         raise PlanError(f"{where}.reduce must be true or false, got {reduce!r}")
-    return Transfer(src=src, dst=dst, start=chunk[0], stop=chunk[1], reduce=reduce)
+    path: tuple[str, ...] | None = None
+    if "route" in t:
+        k = t["route"]
+        if "path" in t:
+            raise PlanError(f"{where}: has both path and route")
+        if isinstance(k, bool) or not isinstance(k, int) or not 0 <= k < len(routes):
+            raise PlanError(f"{where}.route must index program.routes [0, {len(routes)})")
+        path = routes[k]
+        if path[0] != ranks[src] or path[-1] != ranks[dst]:
+            raise PlanError(
+                f"{where}: route {k} runs from {path[0]!r} to {path[-1]!r}, "
+                f"not from {ranks[src]!r} to {ranks[dst]!r}"
+            )
+    elif t.get("path") is not None:
+        raw = t["path"]
+        if not isinstance(raw, list) or len(raw) < 2 or not all(isinstance(p, str) for p in raw):
+            raise PlanError(f"{where}.path must be a list of at least two node ids")
+        if raw[0] != ranks[src] or raw[-1] != ranks[dst]:
+            raise PlanError(f"{where}: path must run from {ranks[src]!r} to {ranks[dst]!r}")
+        path = tuple(raw)
+    return Transfer(src, dst, chunk[0], chunk[1], reduce, path)
