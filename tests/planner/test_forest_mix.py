@@ -6,14 +6,14 @@ import sys
 
 import numpy as np
 import pytest
-from syncplan.planner.algorithms import forest_mix as mix_mod
 from syncplan.planner.algorithms.base import PlanContext
+from syncplan.planner.algorithms.forest import mix as mix_mod
 from syncplan.planner.builders import star
 from syncplan.planner.plan import make_plan
 from syncplan.planner.topology import Topology
 from syncplan.planner.verify import verify_plan
 
-F = sys.modules["syncplan.planner.algorithms.forest"]
+F = sys.modules["syncplan.planner.algorithms.forest.host"]
 SIZE = 256 << 20
 SLOW_STAR = star([12.5, 12.5, 12.5, 3.125])  # examples/star-one-slow.json
 
@@ -26,12 +26,12 @@ def _configs(topo: Topology) -> tuple[PlanContext, list[tuple]]:
     def grab(_ctx: PlanContext, ranked: list[tuple], _units: int) -> None:
         seen["ranked"] = ranked
 
-    saved = F._mixed
-    F._mixed = grab
+    saved = F.mixed_program
+    F.mixed_program = grab
     try:
         F.forest_hosts(ctx)
     finally:
-        F._mixed = saved
+        F.mixed_program = saved
     return ctx, [c for c in seen["ranked"] if c[3] == 1]
 
 
@@ -114,9 +114,9 @@ def test_packing_mixes_keep_the_middle_and_never_lose_to_the_pipeline() -> None:
     """On a packing's pairs (any-topology path), a mix whose ends alone mix freely keeps the
     packing's shares in the middle pieces, verifies, and is no slower than the pipelined
     program of the same piece sizes."""
-    from syncplan.planner.algorithms import forest_pipelined as fa
-    from syncplan.planner.algorithms import packing_sets
-    from syncplan.planner.algorithms.packing_schedule import PairSchedule, pair_trees
+    from syncplan.planner.algorithms.forest import pipelined as fa
+    from syncplan.planner.algorithms.packing import sets as packing_sets
+    from syncplan.planner.algorithms.packing.schedule import PairSchedule, pair_trees
     from syncplan.planner.families import torus
     from syncplan.planner.program import program_to_doc
 

@@ -6,10 +6,14 @@ from __future__ import annotations
 import networkx as nx
 import numpy as np
 import pytest
-from syncplan.planner.algorithms.arborescence import min_arborescence, shallow_trees, tree_depths
 from syncplan.planner.algorithms.base import PlanContext
-from syncplan.planner.algorithms.forest_any import forest_any
-from syncplan.planner.algorithms.packing import (
+from syncplan.planner.algorithms.forest.general import forest_any
+from syncplan.planner.algorithms.packing.arborescence import (
+    min_arborescence,
+    shallow_trees,
+    tree_depths,
+)
+from syncplan.planner.algorithms.packing.lp import (
     PackingLP,
     QuickRoutes,
     RankRoutes,
@@ -116,7 +120,7 @@ def test_interior_duals_end_on_a_vertex_of_the_same_optimum() -> None:
 
 
 def test_long_column_generation_switches_to_interior_duals(monkeypatch) -> None:
-    import syncplan.planner.algorithms.packing as packing
+    import syncplan.planner.algorithms.packing.lp as packing
 
     monkeypatch.setattr(packing, "INTERIOR_AFTER", 0)
     t = Topology.from_dict(torus(3, 6, degraded=0))  # 18 ranks: inside INTERIOR_RANKS
@@ -130,7 +134,7 @@ def test_long_column_generation_switches_to_interior_duals(monkeypatch) -> None:
 def test_a_program_never_beats_its_packings_fluid_time() -> None:
     """forest_any skips packings and tree subsets whose fluid time is above the best
     program's time: sound only because no piece schedule beats the fluid time."""
-    from syncplan.planner.algorithms.packing_schedule import PairSchedule, pair_trees
+    from syncplan.planner.algorithms.packing.schedule import PairSchedule, pair_trees
     from syncplan.planner.algorithms.pipeline import model_time, piece_fractions
 
     rng = np.random.default_rng(5)
@@ -166,7 +170,7 @@ def test_unlimited_packing_prices_exact_trees_where_the_greedy_stops() -> None:
     unlimited LP, started from the depth-limited packings' trees, is still 1.26x the cut;
     the exact cheapest arborescences take it to the cut, and the depth-limited packings'
     trees keep to their limits."""
-    from syncplan.planner.algorithms.packing_sets import packings
+    from syncplan.planner.algorithms.packing.sets import packings
     from syncplan.planner.bound import fluid_floor
     from syncplan.planner.families import random_family
 
@@ -212,10 +216,10 @@ def test_rank_routes_put_prices_in_a_layout_built_once(through_ranks: bool) -> N
     for topo in (hybrid_cube_mesh(), directed_cluster(), torus(3, 3)):
         t = Topology.from_dict(topo)
         routes = RankRoutes(PlanContext.create(t, t.endpoints(), SIZE), through_ranks=through_ranks)
-        assert routes._layout is not None
+        assert routes.graph_layout is not None
         price = rng.random(len(routes.physical)) * (rng.random(len(routes.physical)) < 0.7)
         cost, pred = routes.solve(price)
-        routes._layout = None  # the graph built from (weights, (tail, head)) each time
+        routes.graph_layout = None  # the graph built from (weights, (tail, head)) each time
         again, pred_again = routes.solve(price)
         assert np.array_equal(cost, again) and pred == pred_again
 
@@ -231,7 +235,7 @@ def test_tree_depths_of_paths_stars_and_cycles() -> None:
 def test_packings_in_two_threads_equal_one_route_set_after_the_other() -> None:
     """packing_sets.packings solves the any-route set in a second thread; the packings must
     be those of solving each set alone (same fluid times, trees and shares)."""
-    from syncplan.planner.algorithms import packing_sets
+    from syncplan.planner.algorithms.packing import sets as packing_sets
 
     t = Topology.from_dict(hybrid_cube_mesh())  # PCIe beside NVLink: two route sets
     ctx = PlanContext.create(t, t.endpoints(), SIZE)
@@ -241,7 +245,7 @@ def test_packings_in_two_threads_equal_one_route_set_after_the_other() -> None:
     assert len(alone.ranks) <= packing_sets.FLOOR_ABOVE  # no floor stop on these LPs
     order = []  # the keys' order matters: sorting by fluid time keeps it among ties
     for name, routes in (("any", RankRoutes(alone)), ("short", QuickRoutes(alone))):
-        mine = packing_sets._route_set_packings(alone, name, routes, 0.0)
+        mine = packing_sets.route_set_packings(alone, name, routes, 0.0)
         order.extend(mine)
         for key, packing in mine.items():
             assert both[key].theta == packing.theta
@@ -259,7 +263,7 @@ def test_packings_started_early_or_abandoned_are_the_same(topo: dict) -> None:
     """start_any runs the any-route LPs while the host forest is priced; what packings then
     returns is what it solves alone, and after stop_any it solves its own (the abandoned
     thread's stop leaves nothing behind)."""
-    from syncplan.planner.algorithms import packing_sets
+    from syncplan.planner.algorithms.packing import sets as packing_sets
 
     t = Topology.from_dict(topo)
 
@@ -287,7 +291,7 @@ def test_packings_started_early_or_abandoned_are_the_same(topo: dict) -> None:
 def test_the_dual_bound_stops_early_only_below_what_it_is_told_is_useless(monkeypatch) -> None:
     """fluid_lower_bound with ``useless``: the same value where that is at or above it, and
     where the exact one is below it, a value below it after the first root's trees."""
-    from syncplan.planner.algorithms import packing
+    from syncplan.planner.algorithms.packing import lp as packing
 
     t = Topology.from_dict(mesh2d(3, 3))
     ctx = PlanContext.create(t, t.endpoints(), SIZE)
@@ -310,8 +314,8 @@ def test_piece_size_lps_above_32_ranks_stay_small(monkeypatch) -> None:
     """The piece-size LP refines the best pipelined packing within LP_MAX_ROWS rows up to
     UNLIMITED_MAX_RANKS ranks and within LP_MAX_ROWS_LARGE above (64-rank plans at 256 MiB
     spent 0.2-1.8 s on larger ones for nothing in 14 of 15 members)."""
-    from syncplan.planner.algorithms import forest_pipelined as fa
     from syncplan.planner.algorithms import pipeline
+    from syncplan.planner.algorithms.forest import pipelined as fa
     from syncplan.planner.families import host_ring
 
     rows = []
@@ -340,8 +344,8 @@ def test_piece_size_lps_above_32_ranks_stay_small(monkeypatch) -> None:
 def test_schedule_time_without_building_is_the_built_programs(family: str) -> None:
     """``PairSchedule.program_time`` is the cost model's time of ``build`` (to the order of
     its sums) at every piece count and ramp, with pairs left out; None with overheads."""
-    from syncplan.planner.algorithms.packing_schedule import PairSchedule, pair_trees
-    from syncplan.planner.algorithms.packing_sets import packings
+    from syncplan.planner.algorithms.packing.schedule import PairSchedule, pair_trees
+    from syncplan.planner.algorithms.packing.sets import packings
     from syncplan.planner.algorithms.pipeline import piece_fractions
     from syncplan.planner.families import random_family
 
@@ -374,9 +378,9 @@ def test_piece_refinement_is_the_choice_made_one_count_at_a_time() -> None:
     """``refine_pieces`` solves its piece-size LPs side by side, then chooses as one after
     the other would: per piece count (half, the same, 1.5x), ramped pieces then the LP's,
     the first fastest kept. Here an LP's fractions win, at their own piece count."""
-    from syncplan.planner.algorithms import forest_pipelined as fp
-    from syncplan.planner.algorithms.packing_schedule import PairSchedule, pair_trees
-    from syncplan.planner.algorithms.packing_sets import packings
+    from syncplan.planner.algorithms.forest import pipelined as fp
+    from syncplan.planner.algorithms.packing.schedule import PairSchedule, pair_trees
+    from syncplan.planner.algorithms.packing.sets import packings
     from syncplan.planner.algorithms.pipeline import lp_fractions, model_time, piece_fractions
 
     t = Topology.from_dict(torus(2, 3, gpus_per_host=2, degraded=1))

@@ -65,7 +65,7 @@ def _mix(x: np.ndarray) -> np.ndarray:
     return x ^ (x >> np.uint64(31))
 
 
-def _rank_rows(*keys: np.ndarray) -> tuple[np.ndarray, int]:
+def rank_rows(*keys: np.ndarray) -> tuple[np.ndarray, int]:
     """Each row's rank among the distinct rows (lexicographic over ``keys``), and how many
     distinct rows there are: ``np.unique(axis=0, return_inverse=True)``, sorted by lexsort."""
     order = np.lexsort(keys[::-1])
@@ -116,7 +116,7 @@ class _Graph:
             inn = np.zeros(n, dtype=np.uint64)
             np.add.at(out, self.tail, _mix(lab | c[self.head]))
             np.add.at(inn, self.head, _mix(lab | c[self.tail] | np.uint64(1 << 31)))
-            colors, count = _rank_rows(c, out, inn)
+            colors, count = rank_rows(c, out, inn)
             if count == classes:
                 return colors
             classes = count

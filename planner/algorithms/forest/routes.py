@@ -32,13 +32,13 @@ class RouteDag:
 
     def __init__(self, router: Router) -> None:
         self.router = router
-        self._names = list(router.topo.graph.nodes)
-        self._index = {n: i for i, n in enumerate(self._names)}
-        self._succ: list[list[tuple[int, float, int]]] = [[] for _ in self._names]
-        self._pred: list[list[tuple[int, float]]] = [[] for _ in self._names]
+        self.node_names = list(router.topo.graph.nodes)
+        self.node_index = {n: i for i, n in enumerate(self.node_names)}
+        self._succ: list[list[tuple[int, float, int]]] = [[] for _ in self.node_names]
+        self._pred: list[list[tuple[int, float]]] = [[] for _ in self.node_names]
         for (u, v), a in router.arc_id.items():
             w = float(router.lat[a]) + HOP_S
-            iu, iv = self._index[u], self._index[v]
+            iu, iv = self.node_index[u], self.node_index[v]
             self._succ[iu].append((iv, w, a))
             self._pred[iv].append((iu, w))
         self._from: dict[int, dict[int, float]] = {}
@@ -76,7 +76,7 @@ class RouteDag:
         hit = self._dags.get(key)
         if hit is not None:
             return hit
-        s, t = self._index[src], self._index[dst]
+        s, t = self.node_index[src], self.node_index[dst]
         ds, dt = self._dist(s, True), self._dist(t, False)
         total = self.length(self.router.path(src, dst))
         slack = total * TIE
@@ -108,7 +108,7 @@ class RouteDag:
             on, out = self.dag(src, dst)
             nodes = self.router.topo.nodes
             hit = self._alt[key] = any(len(out[u]) > 1 for u in on) and not any(
-                nodes[self._names[u]].can_hold_rank for u in on[1:-1]
+                nodes[self.node_names[u]].can_hold_rank for u in on[1:-1]
             )
         return hit
 
@@ -119,7 +119,7 @@ class RouteDag:
         (the DAG's arcs each lie on a route no longer than the router's; their chains need
         not)."""
         on, out = self.dag(src, dst)
-        s, t = self._index[src], self._index[dst]
+        s, t = self.node_index[src], self.node_index[dst]
         bw = self._bw
         # per node reached: the busiest arc and the summed load of its best route so far,
         # and the node before it (nodes come in order of distance, so a node is final
@@ -144,7 +144,7 @@ class RouteDag:
         chain = [t]
         while prev[chain[-1]] >= 0:
             chain.append(prev[chain[-1]])
-        path = tuple(self._names[i] for i in reversed(chain))
+        path = tuple(self.node_names[i] for i in reversed(chain))
         limit = self.length(self.router.path(src, dst)) * (1 + TIE)
         return path if self.length(path) <= limit else self.router.path(src, dst)
 

@@ -13,7 +13,7 @@ import threading
 from concurrent.futures import ThreadPoolExecutor
 
 from syncplan.planner.algorithms.base import PlanContext
-from syncplan.planner.algorithms.packing import (
+from syncplan.planner.algorithms.packing.lp import (
     FLOOR_GAP,
     Packing,
     PackingLP,
@@ -50,7 +50,7 @@ def start_any(ctx: PlanContext) -> None:
     cancel = threading.Event()
     pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="packing-any")
     every = RankRoutes(ctx)
-    future = pool.submit(_route_set_packings, ctx, "any", every, _floor(ctx), cancel)
+    future = pool.submit(route_set_packings, ctx, "any", every, _floor(ctx), cancel)
     pool.shutdown(wait=False)
     ctx.memo["packings_any"] = (every, future, cancel)
 
@@ -80,7 +80,7 @@ def packings(ctx: PlanContext) -> dict[tuple[str, int | None], Packing]:
     short = QuickRoutes(ctx)
     route_sets = [("any", every)] + ([] if _same_routes(ctx, short) else [("short", short)])
     ctx.memo["packing_routes"] = dict(route_sets)
-    out = {} if len(route_sets) == 1 else _route_set_packings(ctx, "short", short, _floor(ctx))
+    out = {} if len(route_sets) == 1 else route_set_packings(ctx, "short", short, _floor(ctx))
     out = {**future.result(), **out}  # the any routes' first, as before
     ctx.memo["packings"] = out
     return out
@@ -92,7 +92,7 @@ def _floor(ctx: PlanContext) -> float:
     return fluid_floor(ctx) if len(ctx.ranks) > FLOOR_ABOVE else 0.0
 
 
-def _route_set_packings(
+def route_set_packings(
     ctx: PlanContext,
     name: str,
     routes: RankRoutes | QuickRoutes,

@@ -19,18 +19,18 @@ from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 from syncplan.planner.algorithms.base import Candidate, PlanContext
-from syncplan.planner.algorithms.forest_effort import thorough_runs
-from syncplan.planner.algorithms.forest_mix import BUDGET as MIX_BUDGET
-from syncplan.planner.algorithms.forest_mix import MAX_COLUMNS as MIX_MAX_COLUMNS
-from syncplan.planner.algorithms.forest_mix import MAX_RANKS as MIX_MAX_RANKS
-from syncplan.planner.algorithms.forest_mix import (
+from syncplan.planner.algorithms.forest.effort import thorough_runs
+from syncplan.planner.algorithms.forest.mix import BUDGET as MIX_BUDGET
+from syncplan.planner.algorithms.forest.mix import MAX_COLUMNS as MIX_MAX_COLUMNS
+from syncplan.planner.algorithms.forest.mix import MAX_RANKS as MIX_MAX_RANKS
+from syncplan.planner.algorithms.forest.mix import (
     build_mix,
     mix_cost,
     mix_lps,
     mix_transfers,
     pair_profiles,
 )
-from syncplan.planner.algorithms.forest_pipelined import (
+from syncplan.planner.algorithms.forest.pipelined import (
     MAX_TRANSFERS,
     PIECES,
     built_time,
@@ -39,18 +39,24 @@ from syncplan.planner.algorithms.forest_pipelined import (
     program_builder,
     refine_pieces,
 )
-from syncplan.planner.algorithms.packing import Packing
-from syncplan.planner.algorithms.packing_balance import balanced_packing
-from syncplan.planner.algorithms.packing_orbit import (
+from syncplan.planner.algorithms.packing import (
+    MIN_SHARE,
+    PIECES_BUDGET,
+    UNLIMITED_MAX_RANKS,
+    Budget,
     OrbitWindowLP,
+    Packing,
+    PairSchedule,
+    WindowLP,
+    WindowProgram,
+    automorphisms,
+    balanced_packing,
     best_orbit_packing,
+    packings,
+    pair_trees,
+    pieced_window,
     strong_group,
 )
-from syncplan.planner.algorithms.packing_pieced import PIECES_BUDGET, WindowProgram, pieced_window
-from syncplan.planner.algorithms.packing_schedule import MIN_SHARE, PairSchedule, pair_trees
-from syncplan.planner.algorithms.packing_sets import UNLIMITED_MAX_RANKS, packings
-from syncplan.planner.algorithms.packing_window import Budget, WindowLP
-from syncplan.planner.algorithms.symmetry import automorphisms
 from syncplan.planner.bound import fluid_floor
 from syncplan.planner.errors import InfeasibleError
 from syncplan.planner.program import Program
@@ -61,7 +67,7 @@ WINDOW_PACKINGS = 3  # best packings (and the unlimited one) that seed a step-pr
 WINDOW_MAX_RANKS = 32  # ...up to this many ranks (its master takes seconds above: a 64-rank
 # torus 10 s with interior duals, 280 s with the simplex; see planner.md)
 WINDOW_PIECED_MAX_RANKS = 16  # full pieced LPs up to this many ranks (above, up to
-# WINDOW_MAX_RANKS, by symmetry only: ``_price_pieced``); above it the one-piece LPs of
+# WINDOW_MAX_RANKS, by symmetry only: ``price_pieced``); above it the one-piece LPs of
 WINDOW_BUDGET = 3e8  # a plan share this budget (``packing_window.Budget``): ~2 s of HiGHS
 WINDOW_UNLIMITED_MAX_RANKS = 16  # the unlimited one up to this many (2 (n - 1) steps of rows)
 WINDOW_MIN_BYTES = 1 << 20  # and from 1 MiB: below, fewer and shallower trees win (latency)
@@ -76,13 +82,13 @@ BUILD_CHECK = 0.01  # a mix this close to the pipelined estimate is checked on t
 MIX_REACH = 1.1  # mixes only where the pipelined program is within this of what must be beaten
 
 
-def _price_windows(
+def price_windows(
     ctx: PlanContext, size: float, units: int, best: dict, cap: float = math.inf
 ) -> list[tuple]:
     """Step-priced packings (``packing_window``) from the trees of the best packings and the
     unlimited one: one piece whose trees load every step evenly pays no pipeline fill (tori,
     full meshes, NVLink cube meshes: 2-6 % faster than the pipelined packings at 256 MiB).
-    Returns (one-piece time, key, slack, trees) of every LP solved, for ``_price_pieced``."""
+    Returns (one-piece time, key, slack, trees) of every LP solved, for ``price_pieced``."""
     n = len(ctx.ranks)
     if size < WINDOW_MIN_BYTES:
         return []
@@ -152,7 +158,7 @@ def _offer(
     return est
 
 
-def _price_orbits(ctx: PlanContext, size: float, units: int, best: dict) -> bool:
+def price_orbits(ctx: PlanContext, size: float, units: int, best: dict) -> bool:
     """Above WINDOW_PIECED_MAX_RANKS, the step-priced LP reduced by the topology's
     automorphisms (``packing_orbit``): a 64-rank torus's translations make it 64x smaller
     (its one-piece program 1.14x -> 1.003x the bound; the full LP is not solved above
@@ -171,7 +177,7 @@ def _price_orbits(ctx: PlanContext, size: float, units: int, best: dict) -> bool
     return best.get("packing") == label
 
 
-def _price_pieced(
+def price_pieced(
     ctx: PlanContext, tried: list[tuple], units: int, best_s: float
 ) -> tuple[WindowProgram, str] | None:
     """Pieced step-priced packings (``packing_pieced.pieced_window``) from the WINDOW_PIECED
@@ -231,7 +237,7 @@ def _price_pieced(
     return out
 
 
-def _mixed(
+def mixed_program(
     ctx: PlanContext, best: dict, units: int, cap: float
 ) -> tuple[float, Program, int] | None:
     """The best pipelined packing's pairs with per-piece mixes (forest_mix): at the largest
@@ -346,7 +352,7 @@ def forest_any(ctx: PlanContext, beat: float | None = None) -> Candidate:
     # above 16 ranks the orbit LP first: where it wins, the full step-priced LPs (seconds on
     # 17-32 ranks, a budget they often spend for nothing) are not solved
     tried = (
-        [] if _price_orbits(ctx, size, units, best) else _price_windows(ctx, size, units, best, cap)
+        [] if price_orbits(ctx, size, units, best) else price_windows(ctx, size, units, best, cap)
     )
     if not best:
         raise InfeasibleError("forest (any topology): no tree set fits the plan size limits")
@@ -356,8 +362,8 @@ def forest_any(ctx: PlanContext, beat: float | None = None) -> Candidate:
     # depend on nothing the other computes: side by side (every program they build pins
     # its paths, so no new rank pair is routed), the same outcome as one after the other
     with ThreadPoolExecutor(max_workers=1, thread_name_prefix="mix") as pool:
-        later = pool.submit(_mixed, ctx, best, units, cap)
-        pieced = _price_pieced(ctx, tried, units, min(best["time"], cap))
+        later = pool.submit(mixed_program, ctx, best, units, cap)
+        pieced = price_pieced(ctx, tried, units, min(best["time"], cap))
         mixed = later.result()
     fluid = min(p.theta for k, p in packings(ctx).items() if k[0] == "any") * size
     if pieced is not None and mixed is not None and mixed[0] < pieced[0].time_s:

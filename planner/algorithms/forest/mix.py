@@ -25,8 +25,8 @@ from concurrent.futures import ThreadPoolExecutor
 
 import highspy
 import numpy as np
-from syncplan.planner.algorithms.forest_plan import _Plan
-from syncplan.planner.algorithms.packing_schedule import PairSchedule
+from syncplan.planner.algorithms.forest.plan import HostPlan
+from syncplan.planner.algorithms.packing import PairSchedule
 from syncplan.planner.algorithms.pipeline import round_to_total
 from syncplan.planner.program import Program, Step, Transfer
 
@@ -47,14 +47,14 @@ MAX_RANKS = 32
 IPM_ITERATIONS = 400  # of one mix LP solve (deterministic; they take 20-80 here)
 
 
-def tree_profiles(plan: _Plan, trees: list[int]) -> list[tuple[np.ndarray, ...]]:
+def tree_profiles(plan: HostPlan, trees: list[int]) -> list[tuple[np.ndarray, ...]]:
     """Per tree of ``trees`` (indices into plan.trees), at the plan's stagger: the arcs its
     piece crosses, at which offset, seconds per byte of buffer, and the largest path latency
     through the arc at that offset, one entry per (arc, offset); its lane's merged intra-host
     transfers are included (they carry the lane's bytes)."""
     nt, no = len(plan.trees), plan.offsets
     bw = plan.ctx.router.bw
-    arc, col, off, plat, last = plan._entries()
+    arc, col, off, plat, last = plan.arc_entries()
     by_lane: dict[int, list[int]] = defaultdict(list)
     for k in np.nonzero(col >= nt)[0]:
         by_lane[int(col[k]) - nt].append(int(k))
@@ -77,7 +77,7 @@ def tree_profiles(plan: _Plan, trees: list[int]) -> list[tuple[np.ndarray, ...]]
 
 def pair_profiles(sched: PairSchedule, pairs: list[int]) -> list[Profile]:
     """``tree_profiles`` of a packing's pairs (indices into sched.pairs)."""
-    arc, col, off, plat = sched._flat
+    arc, col, off, plat = sched.flat_entries
     bw = sched.ctx.router.bw
     out = []
     for j in pairs:
@@ -94,7 +94,7 @@ def mix_cost(pieces: int, columns: int, ends: int | None = None) -> int:
 
 
 def host_moves(
-    plan: _Plan, trees: list[int]
+    plan: HostPlan, trees: list[int]
 ) -> tuple[list[list[Move]], list[tuple[list[int], list[Move]]]]:
     """The columns' moves and the lanes' groups of a host-forest mix over ``trees``."""
     moves = [plan.phases(j) + plan.tree_intra(j) for j in trees]
@@ -191,7 +191,7 @@ def _solve_ipm(loads, steps: np.ndarray, rhs: np.ndarray, floor: np.ndarray) -> 
     HiGHS' interior point without crossover (its vertex can take 10^5 simplex iterations
     where the interior point takes a few dozen) within IPM_ITERATIONS: x, or None."""
     from scipy.sparse import coo_matrix, hstack, vstack
-    from syncplan.planner.algorithms.packing_master import _highs
+    from syncplan.planner.algorithms.packing import quiet_highs
 
     nx, nt, nr = loads.shape[1], len(floor), loads.shape[0]
     tau = coo_matrix((-np.ones(nr), (np.arange(nr), steps)), shape=(nr, nt))
@@ -206,7 +206,7 @@ def _solve_ipm(loads, steps: np.ndarray, rhs: np.ndarray, floor: np.ndarray) -> 
     lp.row_upper_ = np.concatenate([rhs, [1.0]])
     lp.a_matrix_.format_ = highspy.MatrixFormat.kColwise
     lp.a_matrix_.start_, lp.a_matrix_.index_, lp.a_matrix_.value_ = a.indptr, a.indices, a.data
-    h = _highs()
+    h = quiet_highs()
     h.setOptionValue("solver", "ipm")
     h.setOptionValue("run_crossover", "off")
     h.setOptionValue("ipm_iteration_limit", IPM_ITERATIONS)

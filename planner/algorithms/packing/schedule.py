@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 import numpy as np
 from syncplan.planner.algorithms.base import PlanContext
-from syncplan.planner.algorithms.packing import Packing, TreeColumn
+from syncplan.planner.algorithms.packing.lp import Packing, TreeColumn
 from syncplan.planner.algorithms.pipeline import piece_units, round_to_total
 from syncplan.planner.program import Program, Step, Transfer
 
@@ -95,7 +95,7 @@ class PairSchedule:
                 meta.append((j, off, hit[1]))
         counts = np.fromiter((len(a) for a in arc_l), dtype=np.int64, count=len(arc_l))
         cols, offs, lats = (np.repeat(np.asarray(x), counts) for x in zip(*meta, strict=True))
-        self._flat = (np.concatenate(arc_l), cols, offs, lats)
+        self.flat_entries = (np.concatenate(arc_l), cols, offs, lats)
         self._grouped: tuple[np.ndarray, ...] | None = None  # see _groups
 
     @property
@@ -105,7 +105,7 @@ class PairSchedule:
     def profile(self, shares: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Per distinct arc: seconds per byte of buffer in each offset, and the largest path
         latency through it (-inf where unused)."""
-        arc, col, off, plat = self._flat
+        arc, col, off, plat = self.flat_entries
         bw = self.ctx.router.bw
         no = self.columns
         narcs = len(bw)
@@ -125,7 +125,7 @@ class PairSchedule:
         from scipy.optimize import linprog
         from scipy.sparse import coo_matrix, hstack
 
-        arc, col, _, _ = self._flat
+        arc, col, _, _ = self.flat_entries
         bw = self.ctx.router.bw
         npairs = len(self.pairs)
         use = coo_matrix((1.0 / bw[arc], (arc, col)), shape=(len(bw), npairs)).tocsr()
@@ -207,7 +207,7 @@ class PairSchedule:
         crossings in the group (pairs x groups) and their slowest path latency (-inf:
         none)."""
         if self._grouped is None:
-            arc, col, off, plat = self._flat
+            arc, col, off, plat = self.flat_entries
             keys, group = np.unique(arc * self.columns + off, return_inverse=True)
             shape = (len(self.pairs), len(keys))
             flat = col * len(keys) + group

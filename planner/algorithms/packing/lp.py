@@ -28,9 +28,13 @@ from dataclasses import dataclass, field
 import numpy as np
 from scipy.sparse import csr_matrix
 from scipy.sparse.csgraph import connected_components, dijkstra
-from syncplan.planner.algorithms.arborescence import min_arborescence, shallow_trees, tree_depths
 from syncplan.planner.algorithms.base import PlanContext
-from syncplan.planner.algorithms.packing_master import Master
+from syncplan.planner.algorithms.packing.arborescence import (
+    min_arborescence,
+    shallow_trees,
+    tree_depths,
+)
+from syncplan.planner.algorithms.packing.master import Master
 from syncplan.planner.errors import InfeasibleError
 from syncplan.planner.routing import REF_BYTES
 
@@ -116,9 +120,9 @@ class RankRoutes:
             (np.arange(1.0, len(self.arc) + 1), (self.tail, self.head)),
             shape=(self.size, self.size),
         )
-        self._layout: tuple[np.ndarray, np.ndarray] | None = None
+        self.graph_layout: tuple[np.ndarray, np.ndarray] | None = None
         if len(layout.data) == len(self.arc):  # else two arcs join the same nodes: summed
-            self._layout = (layout.indices, layout.indptr)
+            self.graph_layout = (layout.indices, layout.indptr)
             self._slot = np.argsort(layout.data.astype(np.int64))
 
     def solve(self, price: np.ndarray, tie: bool = True) -> tuple[np.ndarray, list[list[int]]]:
@@ -133,12 +137,12 @@ class RankRoutes:
             w = w + TIE * phys[self.arc] * max(float(price.max()), 1.0 / phys.max())
         else:
             w = np.maximum(w, 1e-300)  # an explicit 0 would still be an edge, but be safe
-        if self._layout is None:
+        if self.graph_layout is None:
             graph = csr_matrix((w, (self.tail, self.head)), shape=(self.size, self.size))
         else:
             data = np.empty(len(w))
             data[self._slot] = w
-            graph = csr_matrix((data, *self._layout), shape=(self.size, self.size))
+            graph = csr_matrix((data, *self.graph_layout), shape=(self.size, self.size))
         dist, pred = dijkstra(graph, directed=True, indices=self.sources, return_predecessors=True)
         cost = dist[:, self.targets]
         np.fill_diagonal(cost, 0.0)
@@ -213,7 +217,7 @@ class QuickRoutes:
         return self.paths[i, j]
 
 
-def _column(
+def tree_column(
     routes: RankRoutes | QuickRoutes,
     router,
     pred: list[list[int]] | None,
@@ -287,14 +291,14 @@ class PackingLP:
         self.bw = ctx.router.bw
         self.n = len(ctx.ranks)
         self.trees: list[TreeColumn] = []
-        self._seen: set[tuple[bool, bytes]] = set()
+        self.seen_keys: set[tuple[bool, bytes]] = set()
         self.limits: tuple[np.ndarray, np.ndarray] | None = None  # (in-trees, out-trees)
         self.idle: list[int] = []  # per column: rounds in a row without share
         self.keys: list[tuple[bool, bytes]] = []
         self.master = Master(self.bw, self.n, primal=self.n > PRIMAL_ABOVE)
         self._add(list(start or ()))  # trees of a smaller slack fit this one's limits too
 
-    def _price(
+    def price_columns(
         self, price: np.ndarray, duals: np.ndarray | None = None, threshold: float = 0.0
     ) -> list[TreeColumn]:
         """Every root's cheapest in-tree and out-tree it finds under ``price``; with
@@ -339,10 +343,12 @@ class PackingLP:
         cols = []
         for r in range(n):
             if red_in[r] < -threshold:
-                cols.append(_column(self.routes, self.router, pred, parents_in[r], r, True, cache))
+                cols.append(
+                    tree_column(self.routes, self.router, pred, parents_in[r], r, True, cache)
+                )
             if red_out[r] < -threshold:
                 cols.append(
-                    _column(self.routes, self.router, pred, parents_out[r], r, False, cache)
+                    tree_column(self.routes, self.router, pred, parents_out[r], r, False, cache)
                 )
         return cols
 
@@ -356,9 +362,9 @@ class PackingLP:
                 col.inward,
                 col.root.to_bytes(4, "little") + col.parent.tobytes() + col.arcs.tobytes(),
             )
-            if key in self._seen:
+            if key in self.seen_keys:
                 continue
-            self._seen.add(key)
+            self.seen_keys.add(key)
             self.trees.append(col)
             self.keys.append(key)
             self.idle.append(0)
@@ -366,7 +372,7 @@ class PackingLP:
         self.master.add_trees(new)
         return len(new)
 
-    def _prune(self, share: np.ndarray) -> None:
+    def prune_idle(self, share: np.ndarray) -> None:
         """Drop columns that carried no share for KEEP_IDLE_ROUNDS solves (they may come back
         through pricing; the LP stays small)."""
         used = 1e-7 if self.master.interior else 1e-12  # interior optima: no exact zeros
@@ -376,7 +382,7 @@ class PackingLP:
         keep = [j for j, k in enumerate(self.idle) if k < KEEP_IDLE_ROUNDS]
         if len(keep) < len(self.trees):
             drop = [j for j in range(len(self.trees)) if self.idle[j] >= KEEP_IDLE_ROUNDS]
-            self._seen.difference_update(self.keys[j] for j in drop)
+            self.seen_keys.difference_update(self.keys[j] for j in drop)
             self.master.delete(drop)
             self.trees = [self.trees[j] for j in keep]
             self.idle = [self.idle[j] for j in keep]
@@ -392,7 +398,7 @@ class PackingLP:
         ``stall``, no more once that many rounds in a row improved the fluid time by less
         than TOLERANCE (a heuristic: degenerate LPs sometimes improve after long flats)."""
         rounds = MAX_ROUNDS if rounds is None else rounds
-        self._add(self._price(1.0 / self.bw))
+        self._add(self.price_columns(1.0 / self.bw))
         theta, share, y, duals = self._master()
         history = [theta]
         for k in range(rounds):
@@ -402,10 +408,10 @@ class PackingLP:
                 break
             if stall and len(history) > stall and history[-1 - stall] - theta <= TOLERANCE * theta:
                 break
-            cols = self._price(y, duals, TOLERANCE * self.objective)
+            cols = self.price_columns(y, duals, TOLERANCE * self.objective)
             if not cols:
                 break
-            self._prune(share)
+            self.prune_idle(share)
             if not self._add(cols):
                 break
             theta, share, y, duals = self._master()

@@ -27,7 +27,7 @@ _banner_lock = threading.Lock()
 _banner_shown = False
 
 
-def _highs() -> highspy.Highs:
+def quiet_highs() -> highspy.Highs:
     """A silent HiGHS instance. The first one in a process prints a licence banner on the C
     stdout before any option can be set; it goes to /dev/null, so CLI output stays clean."""
     global _banner_shown
@@ -60,7 +60,7 @@ class Master:
         self.steps = steps  # > 1: a row per (step, arc) and a time column per step
         self.scale = float(bw.min())  # coefficient of a crossing: min bw / bw (<= 1)
         self.narcs = len(bw)
-        h = _highs()
+        h = quiet_highs()
         if primal:
             h.setOptionValue("simplex_strategy", PRIMAL_SIMPLEX)
         self.h = h

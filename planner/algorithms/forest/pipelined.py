@@ -17,8 +17,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 from syncplan.planner.algorithms.base import PlanContext
-from syncplan.planner.algorithms.packing_schedule import MIN_SHARE, Pair, PairSchedule
-from syncplan.planner.algorithms.packing_sets import UNLIMITED_MAX_RANKS
+from syncplan.planner.algorithms.packing import MIN_SHARE, UNLIMITED_MAX_RANKS, Pair, PairSchedule
 from syncplan.planner.algorithms.pipeline import lp_fractions, model_time, piece_fractions
 from syncplan.planner.program import Program
 

@@ -20,7 +20,7 @@ import numpy as np
 from scipy.optimize import linprog
 from scipy.sparse import coo_matrix, csr_matrix, hstack, vstack
 from syncplan.planner.algorithms.base import PlanContext
-from syncplan.planner.algorithms.packing import Packing, TreeColumn
+from syncplan.planner.algorithms.packing.lp import Packing, TreeColumn
 
 MAX_ROWS = 8_000  # arcs x (2 offsets - 1); above: the fluid shares stand (solve time)
 

@@ -13,10 +13,14 @@ import time
 from collections.abc import Callable
 
 from syncplan.planner.algorithms.base import PlanContext
-from syncplan.planner.algorithms.packing_reversal import ReversedLP, reverse_arcs
-from syncplan.planner.algorithms.packing_sets import packings
-from syncplan.planner.algorithms.packing_window import Budget, WindowLP
-from syncplan.planner.algorithms.symmetry import Group
+from syncplan.planner.algorithms.packing import (
+    Budget,
+    Group,
+    ReversedLP,
+    WindowLP,
+    packings,
+    reverse_arcs,
+)
 
 log = logging.getLogger(__name__)  # the CLI's progress line shows its messages
 

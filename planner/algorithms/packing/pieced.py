@@ -13,9 +13,9 @@ from dataclasses import dataclass
 
 import numpy as np
 from syncplan.planner.algorithms.base import PlanContext
-from syncplan.planner.algorithms.packing import Packing, QuickRoutes, RankRoutes, TreeColumn
-from syncplan.planner.algorithms.packing_schedule import Pair, pair_trees
-from syncplan.planner.algorithms.packing_window import ROUNDS, Budget, WindowLP
+from syncplan.planner.algorithms.packing.lp import Packing, QuickRoutes, RankRoutes, TreeColumn
+from syncplan.planner.algorithms.packing.schedule import Pair, pair_trees
+from syncplan.planner.algorithms.packing.window import ROUNDS, Budget, WindowLP
 from syncplan.planner.algorithms.pipeline import round_to_total
 from syncplan.planner.bound import fluid_floor
 from syncplan.planner.program import Program, Step, Transfer

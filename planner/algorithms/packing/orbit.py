@@ -20,10 +20,10 @@ from __future__ import annotations
 
 import numpy as np
 from syncplan.planner.algorithms.base import PlanContext
-from syncplan.planner.algorithms.packing import Packing, QuickRoutes, RankRoutes, TreeColumn
-from syncplan.planner.algorithms.packing_master import Master
-from syncplan.planner.algorithms.packing_window import Budget, WindowLP
-from syncplan.planner.algorithms.symmetry import Group, automorphisms
+from syncplan.planner.algorithms.packing.lp import Packing, QuickRoutes, RankRoutes, TreeColumn
+from syncplan.planner.algorithms.packing.master import Master
+from syncplan.planner.algorithms.packing.symmetry import Group, automorphisms
+from syncplan.planner.algorithms.packing.window import Budget, WindowLP
 
 ORBIT_SHARE = 8  # rank orbits at most 1/this of the ranks: the LP is that much smaller
 ROUNDS = 40  # column-generation rounds (a 64-rank torus: its pool's trees, mapped to one
@@ -69,22 +69,22 @@ class OrbitWindowLP(WindowLP):
         self.master = Master(bw, self.orbits * pieces, primal=pieces > 1, steps=self.steps)
         if pieces == 1:
             self.master.go_interior()
-        self._add_start(start, start_pieces)
+        self.add_start(start, start_pieces)
 
-    def _canonical(self, col: TreeColumn, piece: int) -> tuple[TreeColumn, int]:
+    def canonical_column(self, col: TreeColumn, piece: int) -> tuple[TreeColumn, int]:
         """``col`` mapped to its root's orbit's first root, in its piece."""
         if col.root not in self.reps:
             col = image(col, self.group, self.to_rep[col.root], self.ctx)
         return col, piece
 
-    def _add_columns(self, cols: list[tuple[TreeColumn, int]]) -> None:
+    def add_columns(self, cols: list[tuple[TreeColumn, int]]) -> None:
         """The columns on the rows of their arcs' orbits, each crossing 1 / |orbit|."""
         self.master.add_trees(
             [
                 (self.arc_orbit[c.arcs], p * self.orbits + int(self.root_orbit[c.root]), c.inward)
                 for c, p in cols
             ],
-            [self._steps(c, p) for c, p in cols],
+            [self.column_steps(c, p) for c, p in cols],
             [self.arc_weight[c.arcs] for c, _ in cols],
         )
 
@@ -95,17 +95,19 @@ class OrbitWindowLP(WindowLP):
         if self.solve(rounds=rounds, beat=beat) is None:
             return None
         theta, _, share, prices, _ = self._expanded(*self.master.vertex())
-        return self._packing(self.trees, self.offsets, theta, share, prices)
+        return self.make_packing(self.trees, self.offsets, theta, share, prices)
 
     def program_trees(self, found: Packing) -> tuple[Packing, np.ndarray]:
         """Every tree of ``found`` copied by every element of the group, in its piece."""
         return expand_pieces(found, self.live_offsets, self.group, self.ctx)
 
-    def _solve(self, budget: Budget) -> tuple[float, float, np.ndarray, np.ndarray, np.ndarray]:
+    def solve_master(
+        self, budget: Budget
+    ) -> tuple[float, float, np.ndarray, np.ndarray, np.ndarray]:
         """The master's solution with prices per (step, arc) and duals per root: an arc's
         price is its orbit's over |orbit| (what a crossing of it adds to an orbit column's
         reduced cost), a (piece, root)'s dual its (piece, orbit)'s."""
-        return self._expanded(*super()._solve(budget))
+        return self._expanded(*super().solve_master(budget))
 
     def _expanded(
         self, theta: float, obj: float, share: np.ndarray, prices: np.ndarray, duals: np.ndarray

@@ -13,7 +13,7 @@ so degrees are water-filled in proportion to the host's bandwidth (at least 1, s
 a leaf elsewhere (t = hosts gives stars; t ~ sqrt(hosts) keeps the height at 2). A linear
 program over all trees of all lanes (HiGHS) then sets the shares so that the most loaded arc,
 counting every arc of every routed path, is as light as possible. Tree edges between switches
-are spread over the routes no longer in latency than the router's (forest_routes, ``_solve``).
+are spread over the routes no longer in latency than the router's (forest_routes, ``spread_solve``).
 
 Schedule (lockstep cost model): each tree's share is cut into P pieces; a port at depth k
 (of a tree of height <= H) sends its partial sum of piece p at step p + H + 1 - k, as late as
@@ -36,23 +36,23 @@ from collections import Counter, defaultdict
 
 import numpy as np
 from syncplan.planner.algorithms.base import Candidate, PlanContext
-from syncplan.planner.algorithms.forest_any import GENERAL_MAX_RANKS, forest_any
-from syncplan.planner.algorithms.forest_build import (
+from syncplan.planner.algorithms.forest.build import (
     build_program,
     host_fan_in,
     max_fan_in,
     plan_fan_in,
 )
-from syncplan.planner.algorithms.forest_lanes import (
+from syncplan.planner.algorithms.forest.general import GENERAL_MAX_RANKS, forest_any
+from syncplan.planner.algorithms.forest.lanes import (
     MAX_LANES,
-    _Arcs,
-    _lanes,
+    Arcs,
+    build_lanes,
     detour_lanes,
     exit_detour_lanes,
 )
-from syncplan.planner.algorithms.forest_mix import BUDGET as MIX_BUDGET
-from syncplan.planner.algorithms.forest_mix import MAX_RANKS as MIX_MAX_RANKS
-from syncplan.planner.algorithms.forest_mix import (
+from syncplan.planner.algorithms.forest.mix import BUDGET as MIX_BUDGET
+from syncplan.planner.algorithms.forest.mix import MAX_RANKS as MIX_MAX_RANKS
+from syncplan.planner.algorithms.forest.mix import (
     build_mix,
     host_moves,
     mix_cost,
@@ -60,14 +60,14 @@ from syncplan.planner.algorithms.forest_mix import (
     mix_transfers,
     tree_profiles,
 )
-from syncplan.planner.algorithms.forest_plan import _Plan
-from syncplan.planner.algorithms.forest_trees import (
-    _hub_trees,
-    _Tree,
-    _trees,
+from syncplan.planner.algorithms.forest.plan import HostPlan
+from syncplan.planner.algorithms.forest.trees import (
+    HostTree,
+    build_trees,
+    hub_trees,
     tree_counts,
 )
-from syncplan.planner.algorithms.packing_sets import start_any, stop_any
+from syncplan.planner.algorithms.packing import start_any, stop_any
 from syncplan.planner.algorithms.pipeline import (
     lp_fractions,
     model_time,
@@ -79,7 +79,7 @@ from syncplan.planner.errors import InfeasibleError
 from syncplan.planner.program import Program
 
 INTRA_GROUPS = (1, 2, 4)  # pieces one merged intra-host transfer may cover
-HUB_MAX_HOSTS = 8  # stars plus hub trees (see _hub_trees) up to this many hosts
+HUB_MAX_HOSTS = 8  # stars plus hub trees (see hub_trees) up to this many hosts
 FAN_IN_CONFIGS = 256  # near-best configurations whose per-step fan-in is counted
 FAN_IN_TOLERANCE = 0.02  # model time traded for less fan-in: see forest() and docs/planner.md
 BUILD_MARGIN = 0.005  # the packing's estimate over the host forest's time that skips its build
@@ -96,16 +96,16 @@ RAMPS = (0, 1, 2, 3)
 MIN_PIECES = 4
 BALANCE_MAX_CROSSINGS = 100_000  # arc crossings per piece; above: fluid LP shares only
 LP_CONFIGS = 2  # best (trees, stagger) configurations whose piece sizes an LP refines
-SPREAD_ROUNDS = 3  # re-spreads of routes with the LP's shares (see _solve)
+SPREAD_ROUNDS = 3  # re-spreads of routes with the LP's shares (see spread_solve)
 GIVE_UP = 1.5  # host trees' least fluid time over the floor at which they stop (forest)
 LP_PIECES_BELOW = 3  # piece counts below the best equal/ramped one to try with LP sizes
-LP_MAX_ROWS = 10_000  # arcs x steps of a piece-size LP in _refine; above: not refined
+LP_MAX_ROWS = 10_000  # arcs x steps of a piece-size LP in refine_config; above: not refined
 MIX_CONFIGS = 2  # best configurations (merged intra-host transfers per piece) given mixes
 MIX_PIECES = 2  # piece counts per configuration: the largest up to its own, down to half
 
 
-def _price(
-    plan: _Plan,
+def price_configs(
+    plan: HostPlan,
     fluid: float,
     size: float,
     max_units: int,
@@ -115,7 +115,7 @@ def _price(
     """Price every stagger, intra-host grouping, piece count and ramp of ``plan`` on the
     per-arc model; keep the best per (plan, stagger, grouping) in ``configs``. Piece counts
     are tried up to the most that fit ``max_transfers``."""
-    if len(plan._entries()[0]) <= BALANCE_MAX_CROSSINGS:
+    if len(plan.arc_entries()[0]) <= BALANCE_MAX_CROSSINGS:
         plan.balance_phases(fluid)
     t = max(Counter(tr.lane for tr in plan.trees).values())
     min_step = plan.ctx.cost.min_step_s
@@ -150,7 +150,9 @@ def _price(
                         configs[key] = (est, plan, width, group, fracs, fits, fluid * size)
 
 
-def _refine(config: tuple, size: float) -> tuple[float, _Plan, int, int, np.ndarray, float]:
+def refine_config(
+    config: tuple, size: float
+) -> tuple[float, HostPlan, int, int, np.ndarray, float]:
     """A configuration with piece sizes from the LP near its piece count, where that is
     faster: (model time, plan, stagger, intra-host grouping, fractions, fluid time)."""
     est0, plan, width, group, fracs0, fits, fluid = config
@@ -174,7 +176,7 @@ def _refine(config: tuple, size: float) -> tuple[float, _Plan, int, int, np.ndar
     return best
 
 
-class _GaveUp(InfeasibleError):
+class GaveUp(InfeasibleError):
     """The host-structured forest stopped early: its fluid time is far above the floor."""
 
     def __init__(self, fluid_s: float) -> None:
@@ -208,7 +210,7 @@ def _forest(ctx: PlanContext) -> Candidate:
     )
     try:
         hosts = forest_hosts(ctx, give_up)
-    except _GaveUp as exc:
+    except GaveUp as exc:
         stop = exc.fluid_s
     except InfeasibleError as exc:
         errors.append(str(exc))
@@ -253,8 +255,8 @@ def _packing_beat(ctx: PlanContext, host_s: float) -> float:
     return host_s * (1 - tolerance) * (1 + BUILD_MARGIN)
 
 
-def _solve(plan: _Plan) -> list[tuple[_Plan, float]]:
-    """Shares of ``plan`` (a new plan: the router's routes; ``_Plan.solve_shares``), then on
+def spread_solve(plan: HostPlan) -> list[tuple[HostPlan, float]]:
+    """Shares of ``plan`` (a new plan: the router's routes; ``HostPlan.solve_shares``), then on
     spread routes where edges between switches have a choice of route: spread with equal
     shares, then again with the LP's shares while that lowers the fluid time; the router's
     routes where those are faster in the fluid limit. Returns [(plan, fluid time)]."""
@@ -267,68 +269,70 @@ def _solve(plan: _Plan) -> list[tuple[_Plan, float]]:
         plan.spread_routes(w)
         again = plan.solve_shares()
         if again >= fluid * (1 - 1e-6):
-            plan.routes, plan.w, plan.busy_arcs, plan._flat = routes, w, busy, None
+            plan.routes, plan.w, plan.busy_arcs, plan.flat_entries = routes, w, busy, None
             break
         fluid = again
     # back to the router's routes only where they are faster (on a tie, pricing both costs
     # ~1 s more at 64 ranks for ~0.01 %, fat-tree3-64-slow)
     if plain < fluid * (1 - 1e-6):
-        plan.routes, plan._flat = {}, None
+        plan.routes, plan.flat_entries = {}, None
         fluid = plan.solve_shares()
     return [(plan, fluid)]
 
 
-def _tree_sets(ctx: PlanContext) -> tuple[list, list[tuple[_Plan, float]]]:
+def tree_sets(ctx: PlanContext) -> tuple[list, list[tuple[HostPlan, float]]]:
     """The host forest's lanes and every tree set it prices, with its shares solved
-    (``_solve``): [(plan, fluid time)]."""
-    lanes = _lanes(ctx)
+    (``spread_solve``): [(plan, fluid time)]."""
+    lanes = build_lanes(ctx)
     lanes = lanes + exit_detour_lanes(ctx, lanes, 2 * MAX_LANES - len(lanes))
-    arcs = _Arcs(ctx)
+    arcs = Arcs(ctx)
     m = len(ctx.host_groups)
     t_min = min(tree_counts(m))
     detoured = False
-    solved: list[tuple[_Plan, float]] = []
+    solved: list[tuple[HostPlan, float]] = []
     for t in tree_counts(m):
-        plan = _Plan(ctx, lanes, _trees(lanes, t), arcs)
+        plan = HostPlan(ctx, lanes, build_trees(lanes, t), arcs)
         # a tree set that fits fewer than MIN_PIECES pieces pays the whole pipeline fill
         if plan.transfers_per_piece(all_trees=True) * MIN_PIECES > MAX_TRANSFERS and t != t_min:
             continue
-        plans = _solve(plan)
+        plans = spread_solve(plan)
         if not detoured and plan.leaf_bound():
             detoured = True
             extra = detour_lanes(ctx, lanes)
             if extra:
                 lanes = lanes + extra
-                plan = _Plan(ctx, lanes, _trees(lanes, t), arcs)
-                plans = _solve(plan)
-        split = _Plan(ctx, lanes, plan.trees, arcs, split_intra=True)
+                plan = HostPlan(ctx, lanes, build_trees(lanes, t), arcs)
+                plans = spread_solve(plan)
+        split = HostPlan(ctx, lanes, plan.trees, arcs, split_intra=True)
         if split.transfers_per_piece(all_trees=True) * MIN_PIECES <= MAX_TRANSFERS:
-            plans += _solve(split)
+            plans += spread_solve(split)
         if plan.transfers_per_piece(all_trees=True) * MIN_PIECES > MAX_TRANSFERS:
             # few pieces: sending at 1 + height sometimes overlaps the trees better
-            early = _Plan(ctx, lanes, plan.trees, arcs, late=False)
-            plans += _solve(early)
+            early = HostPlan(ctx, lanes, plan.trees, arcs, late=False)
+            plans += spread_solve(early)
         if 3 <= m <= HUB_MAX_HOSTS and t < m:
             # one tree per lane: the least fan-in per step (see FAN_IN_TOLERANCE)
-            per_lane: dict[int, list[_Tree]] = defaultdict(list)
+            per_lane: dict[int, list[HostTree]] = defaultdict(list)
             for tr in plan.trees:
                 per_lane[tr.lane].append(tr)
             for k in range(t):
                 single = [trs[k] for trs in per_lane.values() if k < len(trs)]
                 for late in (True, False):
-                    one = _Plan(ctx, lanes, single, arcs, late=late)
-                    plans += _solve(one)
+                    one = HostPlan(ctx, lanes, single, arcs, late=late)
+                    plans += spread_solve(one)
         solved += plans
     if 3 <= m <= HUB_MAX_HOSTS:
-        hubs = _hub_trees(lanes)
+        hubs = hub_trees(lanes)
         if hubs:
-            solved += _solve(_Plan(ctx, lanes, _trees(lanes, m) + hubs, arcs, split_intra=True))
+            solved += spread_solve(
+                HostPlan(ctx, lanes, build_trees(lanes, m) + hubs, arcs, split_intra=True)
+            )
     return lanes, solved
 
 
 def forest_hosts(ctx: PlanContext, give_up: float | None = None) -> Candidate:
     """Host-structured forest: lanes of ports and NICs, host-level trees (module docstring);
-    raises _GaveUp before pricing piece counts where every tree set's fluid time is above
+    raises GaveUp before pricing piece counts where every tree set's fluid time is above
     ``give_up`` seconds (its solved tree sets are kept on the context for the next call)."""
     n = len(ctx.ranks)
     if n == 1:
@@ -338,30 +342,30 @@ def forest_hosts(ctx: PlanContext, give_up: float | None = None) -> Candidate:
     max_units = min(MAX_UNITS, ctx.size_bytes)
     configs: dict[tuple[int, int, int], tuple] = {}
     # unpriced tree sets left by a call that gave up (pricing changes a plan: used once)
-    found = ctx.memo.pop("forest_tree_sets", None) or _tree_sets(ctx)
+    found = ctx.memo.pop("forest_tree_sets", None) or tree_sets(ctx)
     lanes, solved = found
     # the shares LPs are cheap, pricing every piece count is not: stop where nothing can win
     seen = min((fluid for _, fluid in solved), default=math.inf) * size
     if give_up is not None and math.inf > seen > give_up:
         ctx.memo["forest_tree_sets"] = found
-        raise _GaveUp(seen)
+        raise GaveUp(seen)
     floor = fluid_floor(ctx) * size
     if 1 < n <= GENERAL_MAX_RANKS and (m == 1 or seen > floor * SPECULATE_ABOVE):
         start_any(ctx)  # forest will want the packings: see SPECULATE_ABOVE
     for plan, fluid in solved:
-        _price(plan, fluid, size, max_units, configs)
+        price_configs(plan, fluid, size, max_units, configs)
     if not configs:
         raise InfeasibleError("forest: no tree set fits the plan size limits")
     # piece sizes from an LP, for the best configurations, near their best piece count
     ranked = sorted(configs.values(), key=lambda c: c[0])
     if 1 < n <= GENERAL_MAX_RANKS and _packing_beat(ctx, ranked[0][0]) > floor:
         start_any(ctx)  # forest_any stops at once only where its beat is at the floor
-    best = min((_refine(c, size) for c in ranked[:LP_CONFIGS]), key=lambda c: c[0])
+    best = min((refine_config(c, size) for c in ranked[:LP_CONFIGS]), key=lambda c: c[0])
     # Many-to-one fan-in costs real transports more than the model says (incast at a star's
     # root): among configurations within FAN_IN_TOLERANCE of the best, take the least fan-in.
     calm = [c for c in ranked if c[0] <= best[0] * (1 + FAN_IN_TOLERANCE)][:FAN_IN_CONFIGS]
 
-    def fan_in(plan: _Plan, width: int, fracs: np.ndarray) -> int:
+    def fan_in(plan: HostPlan, width: int, fracs: np.ndarray) -> int:
         if m > HUB_MAX_HOSTS:  # many hosts: the trees' fan-in
             return max_fan_in(plan)
         plan.set_stagger(width)
@@ -369,7 +373,7 @@ def forest_hosts(ctx: PlanContext, give_up: float | None = None) -> Candidate:
 
     pick = min(calm, key=lambda c: (fan_in(c[1], c[2], c[4]), c[0]), default=None)
     if pick is not None and (fan_in(pick[1], pick[2], pick[4]) < fan_in(best[1], best[2], best[4])):
-        best = _refine(pick, size)
+        best = refine_config(pick, size)
     _, plan, width, group, fracs, fluid = best
     plan.set_stagger(width)
     program = build_program(plan, fracs, max_units, group)
@@ -384,7 +388,7 @@ def forest_hosts(ctx: PlanContext, give_up: float | None = None) -> Candidate:
         "host_tree_height": plan.hmax,
         "fluid_time_s": fluid,
     }
-    mixed = _mixed(ctx, ranked, max_units)
+    mixed = mixed_program(ctx, ranked, max_units)
     if mixed is not None and mixed[0] < predicted * (1 - 1e-6):
         t, mplan, mwidth, mprog, mpieces = mixed
         if m > HUB_MAX_HOSTS:
@@ -406,9 +410,9 @@ def forest_hosts(ctx: PlanContext, give_up: float | None = None) -> Candidate:
     return Candidate("forest", predicted, lambda: program, details)
 
 
-def _mixed(
+def mixed_program(
     ctx: PlanContext, ranked: list[tuple], max_units: int
-) -> tuple[float, _Plan, int, Program, int] | None:
+) -> tuple[float, HostPlan, int, Program, int] | None:
     """The fastest program with per-piece tree mixes (forest_mix) over the MIX_CONFIGS best
     configurations whose merged intra-host transfers cover one piece, at the MIX_PIECES
     largest piece counts from half the configuration's up to it (smallest first), within the
