@@ -3,7 +3,7 @@
 A study, not a planner path: on a graph whose packing pipelines with a large fill (a 2D mesh:
 `forest` was 1.043x its bound on examples/mesh-4x4.json at 256 MiB before session 21, whose
 orbit LP gives it 1.022x; 1.049x on the degraded one, which has no symmetry), it solves the
-pieced step-priced LP of ``planner.algorithms.packing_window`` with every piece free and many
+pieced step-priced LP of ``planner.algorithms.packing.window`` with every piece free and many
 pieces, which the planner cannot afford without a symmetry group. Each piece starts from one
 *composite* column (the best packing's pairs at their fluid shares) and gets in- and
 out-trees priced at its own steps (``layered_trees`` on the duals of the (step, arc) rows),
@@ -35,6 +35,7 @@ sys.path.insert(0, str(ROOT))
 
 from syncplan.planner.algorithms.base import PlanContext  # noqa: E402
 from syncplan.planner.algorithms.forest import general as forest_any  # noqa: E402
+from syncplan.planner.algorithms.packing import PACKING  # noqa: E402
 from syncplan.planner.algorithms.packing import sets as packing_sets  # noqa: E402
 from syncplan.planner.algorithms.packing import window as pw  # noqa: E402
 from syncplan.planner.algorithms.packing.arborescence import layered_trees  # noqa: E402
@@ -201,7 +202,7 @@ class FreePieces(pw.WindowLP):
         theta, obj, share, prices, duals = self.solve_master(pw.Budget(np.inf))
         values = [theta]
         for k in range(rounds):
-            cols = self.price_columns(prices, duals, pw.TOLERANCE * obj)
+            cols = self.price_columns(prices, duals, PACKING.tolerance * obj)
             if not cols:
                 break
             self._drop_idle(share)

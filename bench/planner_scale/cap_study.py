@@ -1,7 +1,7 @@
 """What the transfer limit costs forest on the scale cluster.
 
 A plan document lists every transfer (CONTRACTS section 3), so forest keeps its programs
-under ``MAX_TRANSFERS`` (800,000: ~60 MB of JSON). Trees per lane times pieces is what that
+under ``PACKING.max_transfers`` (800,000: ~60 MB of JSON). Trees per lane times pieces is what that
 limit caps. This study prices forest's tree sets on the planner_scale cluster under larger
 limits, exactly as forest prices them (per-arc lockstep model, every stagger, intra-host
 grouping, piece count and ramp, then LP piece sizes for the best), without building the
@@ -26,6 +26,7 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
 from syncplan.planner.algorithms.base import PlanContext  # noqa: E402
+from syncplan.planner.algorithms.forest import FOREST  # noqa: E402
 from syncplan.planner.bound import lower_bound  # noqa: E402
 from syncplan.planner.topology import Topology  # noqa: E402
 
@@ -54,10 +55,10 @@ def study(ranks: int, limits: list[int]) -> list[dict]:
         plan = forest.HostPlan(ctx, lanes, forest.build_trees(lanes, t), arcs)
         fluid = plan.solve_shares()
         for limit in limits:
-            if plan.transfers_per_piece(all_trees=True) * forest.MIN_PIECES > limit:
+            if plan.transfers_per_piece(all_trees=True) * FOREST.min_pieces > limit:
                 continue
             configs: dict = {}
-            forest.price_configs(plan, fluid, float(SIZE), forest.MAX_UNITS, configs, limit)
+            forest.price_configs(plan, fluid, float(SIZE), FOREST.max_units, configs, limit)
             if not configs:
                 continue
             first = min(configs.values(), key=lambda c: c[0])

@@ -1,4 +1,4 @@
-"""Effort "thorough": forest's pieced LPs get minutes (planner.algorithms.forest_effort), the
+"""Effort "thorough": forest's pieced LPs get minutes (planner.algorithms.forest.effort), the
 plan is verified and never slower than the fast one, and bad values are request errors."""
 
 from __future__ import annotations

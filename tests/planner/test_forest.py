@@ -9,6 +9,7 @@ import sys
 import numpy as np
 import pytest
 from syncplan.planner.algorithms import pipeline
+from syncplan.planner.algorithms.forest import FOREST
 from syncplan.planner.algorithms.forest import lanes as lanes_mod
 from syncplan.planner.algorithms.forest import plan as plan_mod
 from syncplan.planner.algorithms.forest import trees as trees_mod
@@ -210,7 +211,7 @@ def test_forest_trades_a_little_model_time_for_less_fan_in() -> None:
     doc = make_plan(topo, topo.endpoints(), 64 << 20, "forest")
     assert doc["details"]["host_tree_height"] == 2
     assert doc["predicted_time_s"] <= doc["lower_bound_time_s"] * (
-        1 + forest_module.FAN_IN_TOLERANCE + 0.01
+        1 + FOREST.fan_in_tolerance + 0.01
     )
     # counted per step in the program: 4 trees of 5 children each lined up 6 senders on one
     # host and ran 1.32x their prediction; one height-2 tree has at most 4 (docs/planner.md)
@@ -482,8 +483,8 @@ def test_host_forest_gives_up_on_a_mesh_and_the_packing_decides() -> None:
 
     ctx = _ctx(mesh2d(3, 3))
     with pytest.raises(F.GaveUp) as stop:
-        F.forest_hosts(ctx, F.GIVE_UP * fluid_floor(ctx) * SIZE)
-    assert stop.value.fluid_s > F.GIVE_UP * fluid_floor(ctx) * SIZE
+        F.forest_hosts(ctx, FOREST.give_up * fluid_floor(ctx) * SIZE)
+    assert stop.value.fluid_s > FOREST.give_up * fluid_floor(ctx) * SIZE
     cand = F.forest(_ctx(mesh2d(3, 3)))
     assert cand.details["path"] == "any-topology packing"
     assert cand.predicted_time_s == forest_any(_ctx(mesh2d(3, 3))).predicted_time_s

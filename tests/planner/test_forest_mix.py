@@ -1,12 +1,14 @@
-"""Per-piece tree mixes of the host forest (planner/algorithms/forest_mix.py)."""
+"""Per-piece tree mixes of the host forest (planner/algorithms/forest/mix.py)."""
 
 from __future__ import annotations
 
 import sys
+from dataclasses import replace
 
 import numpy as np
 import pytest
 from syncplan.planner.algorithms.base import PlanContext
+from syncplan.planner.algorithms.forest import FOREST
 from syncplan.planner.algorithms.forest import mix as mix_mod
 from syncplan.planner.builders import star
 from syncplan.planner.plan import make_plan
@@ -104,7 +106,7 @@ def test_forest_takes_the_mix_where_it_is_faster_and_it_verifies() -> None:
 def test_no_mix_outside_the_budget(monkeypatch: pytest.MonkeyPatch) -> None:
     topo = Topology.from_dict(SLOW_STAR)
     before = make_plan(topo, topo.endpoints(), SIZE, "forest")
-    monkeypatch.setattr(F, "MIX_BUDGET", 0)
+    monkeypatch.setattr(F, "FOREST", replace(FOREST, mix_budget=0))
     after = make_plan(topo, topo.endpoints(), SIZE, "forest")
     assert "mixed" not in after["details"]
     assert after["predicted_time_s"] > before["predicted_time_s"]
@@ -126,10 +128,10 @@ def test_packing_mixes_keep_the_middle_and_never_lose_to_the_pipeline() -> None:
     key = min(table, key=lambda k: (table[k].theta, str(k)))
     sched = PairSchedule(ctx, pair_trees(table[key]))
     shares, _ = sched.fluid_shares()
-    best: dict = {}
+    best = fa.Pipelined()
     units = 1 << 20
     fa.price_pipelines(sched, shares, SIZE, units, best)
-    fracs, pairs = best["fracs"], [j for j in range(len(shares)) if shares[j] > 0]
+    fracs, pairs = best.fracs, [j for j in range(len(shares)) if shares[j] > 0]
     ends = 2
     assert len(fracs) > 2 * ends + 2
     x = mix_mod.mix_lp(
@@ -178,4 +180,4 @@ def test_one_host_takes_the_faster_packing_within_the_fan_in_tolerance() -> None
     doc = make_plan(topo, topo.endpoints(), SIZE, "forest")
     assert doc["details"]["path"] == "any-topology packing"
     assert doc["predicted_time_s"] < hosts.predicted_time_s
-    assert hosts.predicted_time_s * (1 - F.FAN_IN_TOLERANCE) < doc["predicted_time_s"]
+    assert hosts.predicted_time_s * (1 - FOREST.fan_in_tolerance) < doc["predicted_time_s"]

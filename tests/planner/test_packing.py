@@ -3,11 +3,15 @@ bound, and verified programs on direct-connect and directed families."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import networkx as nx
 import numpy as np
 import pytest
 from syncplan.planner.algorithms.base import PlanContext
+from syncplan.planner.algorithms.forest import FOREST
 from syncplan.planner.algorithms.forest.general import forest_any
+from syncplan.planner.algorithms.packing import PACKING
 from syncplan.planner.algorithms.packing.arborescence import (
     min_arborescence,
     shallow_trees,
@@ -122,7 +126,7 @@ def test_interior_duals_end_on_a_vertex_of_the_same_optimum() -> None:
 def test_long_column_generation_switches_to_interior_duals(monkeypatch) -> None:
     import syncplan.planner.algorithms.packing.lp as packing
 
-    monkeypatch.setattr(packing, "INTERIOR_AFTER", 0)
+    monkeypatch.setattr(packing, "PACKING", replace(PACKING, interior_after=0))
     t = Topology.from_dict(torus(3, 6, degraded=0))  # 18 ranks: inside INTERIOR_RANKS
     ctx = PlanContext.create(t, t.endpoints(), SIZE)
     result = PackingLP(ctx, None).solve()
@@ -242,7 +246,7 @@ def test_packings_in_two_threads_equal_one_route_set_after_the_other() -> None:
     both = packing_sets.packings(ctx)
     assert {name for name, _ in both} == {"any", "short"}
     alone = PlanContext.create(t, t.endpoints(), SIZE)
-    assert len(alone.ranks) <= packing_sets.FLOOR_ABOVE  # no floor stop on these LPs
+    assert len(alone.ranks) <= PACKING.floor_above  # no floor stop on these LPs
     order = []  # the keys' order matters: sorting by fluid time keeps it among ties
     for name, routes in (("any", RankRoutes(alone)), ("short", QuickRoutes(alone))):
         mine = packing_sets.route_set_packings(alone, name, routes, 0.0)
@@ -333,9 +337,9 @@ def test_piece_size_lps_above_32_ranks_stay_small(monkeypatch) -> None:
     monkeypatch.setattr(fa, "lp_fractions", counted)
     small, large = directed_cluster(4, 4, slow=1), host_ring(17, 2)  # 16 and 34 ranks
     first, above = solved(small), solved(large)
-    assert first and max(first) <= fa.LP_MAX_ROWS
-    assert above and max(above) <= fa.LP_MAX_ROWS_LARGE
-    monkeypatch.setattr(fa, "LP_MAX_ROWS_LARGE", 0)
+    assert first and max(first) <= FOREST.lp_max_rows
+    assert above and max(above) <= FOREST.lp_max_rows_large
+    monkeypatch.setattr(fa, "FOREST", replace(FOREST, lp_max_rows_large=0))
     assert solved(large) == []
     assert solved(small)  # the large limit does not apply up to 32 ranks
 
@@ -389,22 +393,22 @@ def test_piece_refinement_is_the_choice_made_one_count_at_a_time() -> None:
     key = min(table, key=lambda k: (table[k].theta, str(k)))
     sched = PairSchedule(ctx, pair_trees(table[key]))
     shares, _ = sched.fluid_shares()
-    best: dict = {}
+    best = fp.Pipelined()
     fp.price_pipelines(sched, shares, SIZE, 1 << 20, best)
-    want = dict(best)
-    pieces, step = len(best["fracs"]), ctx.cost.min_step_s
+    want = replace(best)
+    pieces, step = len(best.fracs), ctx.cost.min_step_s
     lp_won = False
     for k in (pieces // 2, pieces, pieces * 3 // 2):
-        tries = [piece_fractions(k, r) for r in fp.RAMPS if 2 * r <= k]
-        tries.append(lp_fractions(best["load"], best["lat"], SIZE, k, min_step=step))
+        tries = [piece_fractions(k, r) for r in FOREST.ramps if 2 * r <= k]
+        tries.append(lp_fractions(best.load, best.lat, SIZE, k, min_step=step))
         for j, fracs in enumerate(tries):
-            est = model_time(best["load"], best["lat"], SIZE, fracs, min_step=step)
-            if est < want["time"]:
-                want.update(time=est, fracs=fracs)
+            est = model_time(best.load, best.lat, SIZE, fracs, min_step=step)
+            if est < want.time:
+                want.time, want.fracs = est, fracs
                 lp_won = j == len(tries) - 1
     fp.refine_pieces(ctx, best, 1 << 20)
-    assert lp_won and best["time"] < model_time(
-        best["load"], best["lat"], SIZE, piece_fractions(pieces, 0), min_step=step
+    assert lp_won and best.time < model_time(
+        best.load, best.lat, SIZE, piece_fractions(pieces, 0), min_step=step
     )
-    assert best["time"] == want["time"]
-    assert np.array_equal(best["fracs"], want["fracs"])
+    assert best.time == want.time
+    assert np.array_equal(best.fracs, want.fracs)

@@ -1,4 +1,4 @@
-"""The pieced LP reduced by time reversal (planner.algorithms.packing_reversal) has the full
+"""The pieced LP reduced by time reversal (planner.algorithms.packing.reversal) has the full
 LP's value on its trees' pairs; bench/planner_quality/reversal_study.py writes a program the
 verifier simulates, and bad arguments give one error line."""
 

@@ -5,5 +5,6 @@ This front is the family's one import point for the rest of the planner."""
 
 from syncplan.planner.algorithms.forest.general import forest_any
 from syncplan.planner.algorithms.forest.host import forest
+from syncplan.planner.algorithms.forest.settings import EFFORT_PRESETS, FOREST, ForestSettings
 
-__all__ = ["forest", "forest_any"]
+__all__ = ["EFFORT_PRESETS", "FOREST", "ForestSettings", "forest", "forest_any"]

@@ -1,5 +1,5 @@
 """The host forest's programs: a plan's trees, shares and piece sizes as lockstep steps, and
-the host fan-in that the forest trades model time for (``forest.FAN_IN_TOLERANCE``)."""
+the host fan-in that the forest trades model time for (``FOREST.fan_in_tolerance``)."""
 
 from __future__ import annotations
 

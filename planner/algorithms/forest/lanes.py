@@ -14,10 +14,9 @@ from dataclasses import dataclass, field
 
 import numpy as np
 from syncplan.planner.algorithms.base import PlanContext
+from syncplan.planner.algorithms.forest.settings import FOREST
 from syncplan.planner.errors import InfeasibleError
 from syncplan.planner.routing import REF_BYTES
-
-MAX_LANES = 16
 
 Path = tuple[str, ...]
 
@@ -92,7 +91,7 @@ def build_lanes(ctx: PlanContext) -> list[Lane]:
     topo, g = ctx.topo, ctx.topo.graph
     groups = ctx.host_groups
     m = len(groups)
-    nlanes = min(MAX_LANES, max(len(gr) for gr in groups))
+    nlanes = min(FOREST.max_lanes, max(len(gr) for gr in groups))
     by_host: dict[str, set[str]] = defaultdict(set)
     for nid, node in topo.nodes.items():
         if node.host is not None:

@@ -26,25 +26,13 @@ from concurrent.futures import ThreadPoolExecutor
 import highspy
 import numpy as np
 from syncplan.planner.algorithms.forest.plan import HostPlan
+from syncplan.planner.algorithms.forest.settings import FOREST
 from syncplan.planner.algorithms.packing import PairSchedule
 from syncplan.planner.algorithms.pipeline import round_to_total
 from syncplan.planner.program import Program, Step, Transfer
 
 Move = tuple[int, int, int, bool, tuple[str, ...]]  # (offset, src, dst, reduce, path)
 Profile = tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]
-
-# interior-point work of one plan's mix LPs together, counted as the sum of each LP's columns
-# (pieces x trees) squared: 1,200 columns took 1.1 s here, 1,600 1.7 s, 2,100 2.8 s, 4,100 15 s
-BUDGET = 6_000_000
-# columns of one LP at most: the interior point's time per LP is not predictable from its
-# size (1,600 columns took 1.0-1.7 s on a torus, a cube mesh and a rail cluster here, but
-# 9.7 s on a fat tree; 1,900 on a directed cluster 16 s), so large ones are not solved
-MAX_COLUMNS = 1_600
-# above this many ranks no mixes: their LPs' steps hold hundreds of arcs each, and the interior
-# point's normal equations couple every pair of rows of a step (a 64-rank fat tree: 1,536
-# columns took 28 s, 2,400 on another 123 s)
-MAX_RANKS = 32
-IPM_ITERATIONS = 400  # of one mix LP solve (deterministic; they take 20-80 here)
 
 
 def tree_profiles(plan: HostPlan, trees: list[int]) -> list[tuple[np.ndarray, ...]]:
@@ -87,7 +75,7 @@ def pair_profiles(sched: PairSchedule, pairs: list[int]) -> list[Profile]:
 
 
 def mix_cost(pieces: int, columns: int, ends: int | None = None) -> int:
-    """What one mix LP (``mix_lp``'s arguments) takes from BUDGET."""
+    """What one mix LP (``mix_lp``'s arguments) takes from FOREST.mix_budget."""
     if ends is None or 2 * ends >= pieces:
         return (pieces * columns) ** 2
     return (2 * ends * columns + pieces - 2 * ends) ** 2
@@ -113,7 +101,7 @@ def mix_lp(
     size: float,
     min_step: float = 0.0,
     ends: int | None = None,
-    max_columns: int = MAX_COLUMNS,
+    max_columns: int = FOREST.mix_max_columns,
 ) -> np.ndarray | None:
     """Fractions ``x[p, k]`` of the buffer (summing to 1) that piece p sends by column k
     (of ``profiles``; ``w`` are the columns' pipelined shares; the phase offsets run
@@ -189,7 +177,7 @@ def mix_lps(calls: list[tuple]) -> list[np.ndarray | None]:
 def _solve_ipm(loads, steps: np.ndarray, rhs: np.ndarray, floor: np.ndarray) -> np.ndarray | None:
     """min sum(t) s.t. loads @ x - t[steps] <= rhs, sum(x) = 1, x >= 0, t >= floor, by
     HiGHS' interior point without crossover (its vertex can take 10^5 simplex iterations
-    where the interior point takes a few dozen) within IPM_ITERATIONS: x, or None."""
+    where the interior point takes a few dozen) within FOREST.mix_ipm_iterations: x, or None."""
     from scipy.sparse import coo_matrix, hstack, vstack
     from syncplan.planner.algorithms.packing import quiet_highs
 
@@ -209,7 +197,7 @@ def _solve_ipm(loads, steps: np.ndarray, rhs: np.ndarray, floor: np.ndarray) -> 
     h = quiet_highs()
     h.setOptionValue("solver", "ipm")
     h.setOptionValue("run_crossover", "off")
-    h.setOptionValue("ipm_iteration_limit", IPM_ITERATIONS)
+    h.setOptionValue("ipm_iteration_limit", FOREST.mix_ipm_iterations)
     h.passModel(lp)
     h.run()
     if h.getModelStatus() != highspy.HighsModelStatus.kOptimal:

@@ -80,7 +80,7 @@ class HostPlan:
 
     def spread_routes(self, w: np.ndarray | None = None) -> bool:
         """Route tree edges between switches over the least loaded of the routes no longer in
-        latency than the router's (forest_routes), tree j weighted by ``w[j]`` (default:
+        latency than the router's (forest.routes), tree j weighted by ``w[j]`` (default:
         equal shares); return whether any edge has a choice."""
         dag = self.ctx.memo.get("forest_route_dag")
         if dag is None:

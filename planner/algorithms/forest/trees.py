@@ -9,9 +9,8 @@ from dataclasses import dataclass
 
 import numpy as np
 from syncplan.planner.algorithms.forest.lanes import Lane, host_switch_groups
+from syncplan.planner.algorithms.forest.settings import FOREST
 from syncplan.planner.algorithms.pipeline import round_to_total
-
-FEW_TREES_ABOVE = 64  # hosts; see tree_counts
 
 Path = tuple[str, ...]
 
@@ -140,12 +139,12 @@ def tree_heights(root: int, parent: list[int]) -> tuple[list[int], list[int]]:
 
 def tree_counts(m: int) -> list[int]:
     """Trees per lane to try: stars, height-2 and height-3 trees, and on more than
-    FEW_TREES_ABOVE hosts 4 and 5 deeper trees, whose programs fit more pieces under
-    MAX_TRANSFERS (at 128 and 512 hosts they price 2-13 % below the shallower sets)."""
+    FOREST.few_trees_above hosts 4 and 5 deeper trees, whose programs fit more pieces under
+    PACKING.max_transfers (at 128 and 512 hosts they price 2-13 % below the shallower sets)."""
     if m <= 2:
         return [1 if m == 1 else 2]
     cands = {m, math.isqrt(m - 1) + 2, round(m ** (1 / 3)) + 2}
-    if m > FEW_TREES_ABOVE:
+    if m > FOREST.few_trees_above:
         cands |= {4, 5}
     return sorted(c for c in cands if c <= m)
 

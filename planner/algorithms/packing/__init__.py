@@ -19,31 +19,29 @@ from syncplan.planner.algorithms.packing.orbit import (
     strong_group,
 )
 from syncplan.planner.algorithms.packing.pieced import (
-    PIECES_BUDGET,
     WindowProgram,
     pieced_window,
     window_program,
 )
 from syncplan.planner.algorithms.packing.reversal import ReversedLP, reverse_arcs
-from syncplan.planner.algorithms.packing.schedule import MIN_SHARE, Pair, PairSchedule, pair_trees
+from syncplan.planner.algorithms.packing.schedule import Pair, PairSchedule, pair_trees
 from syncplan.planner.algorithms.packing.sets import (
-    UNLIMITED_MAX_RANKS,
     packings,
     start_any,
     stop_any,
 )
+from syncplan.planner.algorithms.packing.settings import PACKING, PackingSettings
 from syncplan.planner.algorithms.packing.symmetry import Group, automorphisms
 from syncplan.planner.algorithms.packing.window import Budget, WindowLP
 
 __all__ = [
-    "MIN_SHARE",
-    "PIECES_BUDGET",
-    "UNLIMITED_MAX_RANKS",
+    "PACKING",
     "Budget",
     "Group",
     "OrbitWindowLP",
     "Packing",
     "PackingLP",
+    "PackingSettings",
     "Pair",
     "PairSchedule",
     "QuickRoutes",

@@ -8,7 +8,7 @@ basis (warm start) instead of from scratch: at 64 ranks the master goes from sec
 round to milliseconds. New columns enter at zero, so the last basis stays primal feasible:
 with ``primal`` the primal simplex re-solves it (about 3x faster than HiGHS's default dual
 simplex on 64-rank masters, but its duals price the degenerate LPs of full meshes worse:
-the packing uses it above 32 ranks only). With ``steps`` (``packing_window``) the load rows
+the packing uses it above 32 ranks only). With ``steps`` (``packing.window``) the load rows
 are per (step, arc) and theta is a time column per step, whose sum is minimised.
 """
 

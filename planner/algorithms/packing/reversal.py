@@ -1,7 +1,7 @@
 """The pieced step-priced LP reduced by time reversal (``ReversedLP``).
 
 Where every arc has a reverse arc of the same bandwidth (every full-duplex topology), time
-reversal maps the pieced LP of ``packing_window`` to itself: an in-tree T in piece p sends
+reversal maps the pieced LP of ``packing.window`` to itself: an in-tree T in piece p sends
 a rank's edge at depth k at step p + H - k, and T reversed, as an out-tree in piece
 P - 1 - p, sends it at step S - 1 - (p + H - k) on the reversed arc (S = 2 H + P - 1
 steps). The LP is convex, so it has a time-symmetric optimum, and this LP finds it over

@@ -20,8 +20,6 @@ from syncplan.planner.algorithms.packing.lp import Packing, TreeColumn
 from syncplan.planner.algorithms.pipeline import piece_units, round_to_total
 from syncplan.planner.program import Program, Step, Transfer
 
-MIN_SHARE = 2e-3  # pairs below this share of the buffer are dropped (shares re-solved)
-
 Path = tuple[str, ...]
 
 

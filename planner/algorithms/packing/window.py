@@ -1,6 +1,6 @@
 """Tree packings priced step by step: shares that load every step of a one-piece program evenly.
 
-A tree packing run as one piece (``packing_schedule``) takes H_in + H_out lockstep steps: a
+A tree packing run as one piece (``packing.schedule``) takes H_in + H_out lockstep steps: a
 rank at depth k of an in-tree sends at step H_in - k, and one at depth k of an out-tree hears
 at step H_in + k - 1. Its bandwidth time is the sum over steps of the step's busiest arc, not
 the busiest arc over all steps (the fluid time of ``packing``): where the trees load each step
@@ -33,7 +33,6 @@ import numpy as np
 from syncplan.planner.algorithms.base import PlanContext
 from syncplan.planner.algorithms.packing.arborescence import layered_trees_costed, tree_depths
 from syncplan.planner.algorithms.packing.lp import (
-    TIE,
     Packing,
     QuickRoutes,
     RankRoutes,
@@ -42,15 +41,8 @@ from syncplan.planner.algorithms.packing.lp import (
     tree_column,
 )
 from syncplan.planner.algorithms.packing.master import Master
+from syncplan.planner.algorithms.packing.settings import PACKING
 from syncplan.planner.errors import InfeasibleError
-
-ROUNDS = 30  # column-generation rounds
-TOLERANCE = 1e-3  # relative reduced cost below which the LP counts as solved
-MAX_ROWS = 40_000  # arcs x steps of the master LP; above: no step-priced packing
-ABANDON_AFTER = 10  # rounds after which an LP still ABANDON_ABOVE x slower than the best
-ABANDON_ABOVE = 1.15  # program stops (those that won were within 1.09x there; losers 1.17-1.56x)
-PRUNE_ABOVE = 8  # pieced LPs: tree columns per root and piece above which idle ones go
-KEEP_IDLE_ROUNDS = 2  # ...after this many solves without share
 
 
 class WindowLP:
@@ -151,14 +143,15 @@ class WindowLP:
         return np.asarray(out, dtype=np.int64)
 
     def prune_idle(self, share: np.ndarray) -> bool:
-        """With pieces, drop the columns that carried no share for KEEP_IDLE_ROUNDS solves
-        once there are more than PRUNE_ABOVE per root and piece (they may be priced in
-        again): the degenerate master's simplex slows with every idle column. Whether any
-        went (the shares must then be solved again)."""
+        """With pieces, drop the columns that carried no share for
+        PACKING.window_keep_idle_rounds solves once there are more than
+        PACKING.window_prune_above per root and piece (they may be priced in again): the degenerate
+        master's simplex slows with every idle column. Whether any went (the shares must then be
+        solved again)."""
         self.idle = [0 if x > 1e-12 else k + 1 for x, k in zip(share, self.idle, strict=True)]
-        if self.pieces == 1 or len(self.trees) <= PRUNE_ABOVE * self.n * self.pieces:
+        if self.pieces == 1 or len(self.trees) <= PACKING.window_prune_above * self.n * self.pieces:
             return False
-        drop = [j for j, k in enumerate(self.idle) if k >= KEEP_IDLE_ROUNDS]
+        drop = [j for j, k in enumerate(self.idle) if k >= PACKING.window_keep_idle_rounds]
         if drop:
             gone = set(drop)
             self.seen_keys.difference_update(self.keys[j] for j in drop)
@@ -195,10 +188,12 @@ class WindowLP:
         cache: dict = {}
         total = duals[n * self.pieces]
         # the most the routes' tie-breaks (``RankRoutes.solve``) can add to a tree's cost:
-        # n - 1 routes of at most every arc, each weighted TIE x physical cost x scale
+        # n - 1 routes of at most every arc, each weighted price_tie x physical cost x scale
         phys = self.routes.physical
         scale = max(float(prices.max()), 1.0 / float(phys.max()))
-        ties = 2 * TIE * scale * float(phys.sum()) * (n - 1) + 1e-12 * (abs(threshold) + 1)
+        ties = 2 * PACKING.price_tie * scale * float(phys.sum()) * (n - 1) + 1e-12 * (
+            abs(threshold) + 1
+        )
         # an in-tree's edge into depth k of piece p is sent at step p + h - k; an
         # out-tree's at p + h + k - 1 (every piece's trees grown at once)
         piece = np.arange(self.pieces)[:, None]
@@ -252,22 +247,23 @@ class WindowLP:
 
     def solve(
         self,
-        rounds: int = ROUNDS,
+        rounds: int = PACKING.window_rounds,
         beat: float = np.inf,
         floor: float = 0.0,
         max_columns: int | None = None,
         budget: Budget | None = None,
     ) -> Packing | None:
         """The LP over the start trees and those priced in; None where it is too large, or
-        where after ABANDON_AFTER rounds its bandwidth time per byte is still ABANDON_ABOVE
-        times ``beat`` (the best program found by other means, per byte of buffer): the LP's
-        value only falls, but one so far behind had not caught up on the families measured
+        where after PACKING.abandon_after rounds its bandwidth time per byte is still
+        PACKING.abandon_above times ``beat`` (the best program found by other means, per byte of
+        buffer): the LP's value only falls, but one so far behind had not caught up on the families
+        measured
         (a heuristic that saves most of the LP's time where it cannot win: fat trees).
         Column generation also stops once the LP is within ``floor`` seconds per byte (it
         cannot go below the fluid floor), holds more than ``max_columns`` trees, or has spent
         ``budget`` (simplex iterations times the master's nonzeros, summed over its solves:
         the LP's work, a count that does not depend on the machine, so plans repeat)."""
-        if not self.trees or self.steps * len(self.bw) > MAX_ROWS:
+        if not self.trees or self.steps * len(self.bw) > PACKING.window_max_rows:
             return None
         try:
             return self._generate(
@@ -279,7 +275,9 @@ class WindowLP:
     def abandoned(self, beat: float) -> bool:
         """Whether the last ``solve`` would have returned None with ``beat`` at most the one
         it ran with (the rounds before the abandon rule fires do not depend on ``beat``)."""
-        return any(theta > beat * ABANDON_ABOVE for theta in self.values[ABANDON_AFTER:])
+        return any(
+            theta > beat * PACKING.abandon_above for theta in self.values[PACKING.abandon_after :]
+        )
 
     def _generate(
         self, rounds: int, beat: float, floor: float, max_columns: int, budget: Budget
@@ -288,7 +286,7 @@ class WindowLP:
         self.values = []  # the LP's value at the start of every round (``abandoned``)
         for k in range(rounds):
             self.values.append(theta)
-            if k >= ABANDON_AFTER and theta > beat * ABANDON_ABOVE:
+            if k >= PACKING.abandon_after and theta > beat * PACKING.abandon_above:
                 return None
             if (
                 theta <= floor
@@ -297,7 +295,7 @@ class WindowLP:
                 or budget.expired()
             ):
                 break
-            cols = self.price_columns(prices, duals, TOLERANCE * obj)
+            cols = self.price_columns(prices, duals, PACKING.tolerance * obj)
             if not cols:
                 break
             # the last optimum, kept where the budget ends the next solve (a 64-rank directed
