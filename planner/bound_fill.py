@@ -189,7 +189,7 @@ def _lp(
     model.a_matrix_.start_ = matrix.indptr
     model.a_matrix_.index_ = matrix.indices
     model.a_matrix_.value_ = matrix.data
-    from syncplan.planner.algorithms.packing_master import _highs
+    from syncplan.planner.algorithms.packing import quiet_highs as _highs
 
     h = _highs()
     h.passModel(model)

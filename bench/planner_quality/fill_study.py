@@ -3,7 +3,7 @@
 A study, not a planner path: on a graph whose packing pipelines with a large fill (a 2D mesh:
 `forest` was 1.043x its bound on examples/mesh-4x4.json at 256 MiB before session 21, whose
 orbit LP gives it 1.022x; 1.049x on the degraded one, which has no symmetry), it solves the
-pieced step-priced LP of ``planner.algorithms.packing_window`` with every piece free and many
+pieced step-priced LP of ``planner.algorithms.packing.window`` with every piece free and many
 pieces, which the planner cannot afford without a symmetry group. Each piece starts from one
 *composite* column (the best packing's pairs at their fluid shares) and gets in- and
 out-trees priced at its own steps (``layered_trees`` on the duals of the (step, arc) rows),
@@ -34,13 +34,15 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
 from syncplan.core.program import Program, Step, Transfer, program_to_doc  # noqa: E402
-from syncplan.planner.algorithms import forest_any, packing_sets  # noqa: E402
-from syncplan.planner.algorithms import packing_window as pw  # noqa: E402
-from syncplan.planner.algorithms.arborescence import layered_trees  # noqa: E402
 from syncplan.planner.algorithms.base import PlanContext  # noqa: E402
-from syncplan.planner.algorithms.packing import Packing, QuickRoutes, TreeColumn, _column  # noqa: E402
-from syncplan.planner.algorithms.packing_master import Master  # noqa: E402
-from syncplan.planner.algorithms.packing_schedule import Pair, PairSchedule, pair_trees  # noqa: E402
+from syncplan.planner.algorithms.forest import general as forest_any  # noqa: E402
+from syncplan.planner.algorithms.packing import PACKING  # noqa: E402
+from syncplan.planner.algorithms.packing import sets as packing_sets  # noqa: E402
+from syncplan.planner.algorithms.packing import window as pw  # noqa: E402
+from syncplan.planner.algorithms.packing.arborescence import layered_trees  # noqa: E402
+from syncplan.planner.algorithms.packing.lp import Packing, QuickRoutes, TreeColumn, tree_column  # noqa: E402
+from syncplan.planner.algorithms.packing.master import Master  # noqa: E402
+from syncplan.planner.algorithms.packing.schedule import Pair, PairSchedule, pair_trees  # noqa: E402
 from syncplan.planner.algorithms.pipeline import round_to_total  # noqa: E402
 from syncplan.planner.bound import lower_bound  # noqa: E402
 from syncplan.planner.plan import with_routes  # noqa: E402
@@ -84,21 +86,21 @@ class FreePieces(pw.WindowLP):
             rows, vals = [], []
             for pair, x in zip(pairs, shares, strict=True):
                 for col in (pair.reduce, pair.broadcast):
-                    r, v = self._entries(col, k)
+                    r, v = self.arc_entries(col, k)
                     rows.append(r)
                     vals.append(v * x)
-            self._column(np.concatenate(rows), np.concatenate(vals), None, True)
+            self.tree_column(np.concatenate(rows), np.concatenate(vals), None, True)
 
-    def _entries(self, col: TreeColumn, k: int) -> tuple[np.ndarray, np.ndarray]:
+    def arc_entries(self, col: TreeColumn, k: int) -> tuple[np.ndarray, np.ndarray]:
         """Rows and values (seconds per byte, unscaled) of ``col`` run with profile k."""
         narcs = self.master.narcs
         ps = np.nonzero(self.phi[k] > 0)[0]
-        offs = self._steps(col, 0)
+        offs = self.column_steps(col, 0)
         rows = ((offs[:, None] + ps[None, :]) * narcs + col.arcs[:, None]).ravel()
         vals = (1.0 / self.bw[col.arcs][:, None] * self.phi[k, ps][None, :]).ravel()
         return rows, vals
 
-    def _column(
+    def tree_column(
         self, rows: np.ndarray, vals: np.ndarray, root_row: int | None, inward: bool
     ) -> None:
         """A column of these crossings, +1 (in-tree) or -1 in its root row (none for a
@@ -134,15 +136,15 @@ class FreePieces(pw.WindowLP):
             + col.parent.tobytes()
             + b"".join("|".join(p).encode() for p in col.paths)
         )
-        if key in self._seen:
+        if key in self.seen_keys:
             return False
-        self._seen.add(key)
+        self.seen_keys.add(key)
         for name, x in (("trees", col), ("offsets", k), ("keys", key), ("idle", 0)):
             getattr(self, name).append(x)
-        self._column(*self._entries(col, k), k * self.n + col.root, col.inward)
+        self.tree_column(*self.arc_entries(col, k), k * self.n + col.root, col.inward)
         return True
 
-    def _price(
+    def price_columns(
         self, prices: np.ndarray, duals: np.ndarray, threshold: float
     ) -> list[tuple[TreeColumn, int]]:
         """Per profile and direction the ``topk`` trees of least negative reduced cost: the
@@ -164,14 +166,14 @@ class FreePieces(pw.WindowLP):
                 found = []
                 for r in range(n):
                     if isinstance(self.routes, QuickRoutes):
-                        col = _column(
+                        col = tree_column(
                             self.routes, self.ctx.router, None, parents[r], r, inward, cache
                         )
                     else:
-                        col = pw._layered_column(
+                        col = pw.layered_column(
                             self.routes, self.ctx.router, preds, parents[r], r, inward, steps
                         )
-                    red = float(eff[self._steps(col, 0), col.arcs].sum())
+                    red = float(eff[self.column_steps(col, 0), col.arcs].sum())
                     red += -duals[k * n + r] - total if inward else duals[k * n + r]
                     if red < -threshold:
                         found.append((red, r, col))
@@ -189,7 +191,7 @@ class FreePieces(pw.WindowLP):
         drop = [j for j, k in enumerate(self.idle) if k >= IDLE_ROUNDS]
         if drop:
             gone = set(drop)
-            self._seen.difference_update(self.keys[j] for j in drop)
+            self.seen_keys.difference_update(self.keys[j] for j in drop)
             self.master.delete([self.basis + j for j in drop])
             for name in ("trees", "offsets", "keys", "idle"):
                 setattr(self, name, [x for j, x in enumerate(getattr(self, name)) if j not in gone])
@@ -197,16 +199,16 @@ class FreePieces(pw.WindowLP):
     def run(self, rounds: int, say, size: float) -> tuple[np.ndarray, list[float]]:
         """Column generation: (shares of every column, the LP's s/byte after each solve)."""
         t0 = time.perf_counter()
-        theta, obj, share, prices, duals = self._solve(pw.Budget(np.inf))
+        theta, obj, share, prices, duals = self.solve_master(pw.Budget(np.inf))
         values = [theta]
         for k in range(rounds):
-            cols = self._price(prices, duals, pw.TOLERANCE * obj)
+            cols = self.price_columns(prices, duals, PACKING.tolerance * obj)
             if not cols:
                 break
             self._drop_idle(share)
             if not sum(self._add(c, j) for c, j in cols):
                 break
-            theta, obj, share, prices, duals = self._solve(pw.Budget(np.inf))
+            theta, obj, share, prices, duals = self.solve_master(pw.Budget(np.inf))
             values.append(theta)
             say(
                 f"round {k + 1}: {len(self.trees)} trees, LP bandwidth time "

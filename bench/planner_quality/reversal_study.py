@@ -1,6 +1,6 @@
 """The pieced step-priced LP reduced by time reversal, doubled to 64 pieces without a budget.
 
-A study of ``syncplan.planner.algorithms.packing_reversal.ReversedLP`` (which effort "thorough" runs
+A study of ``syncplan.planner.algorithms.packing.reversal.ReversedLP`` (which effort "thorough" runs
 within its budget; docs/status.md, sessions 21-23): each piece count's LP starts from the
 trees of the one before (each in the two pieces its piece splits into) and runs --rounds
 rounds of column generation. The program is built, priced by the cost model and
@@ -25,9 +25,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from atomic import save_figure, write_json  # noqa: E402
 from syncplan.core.program import program_to_doc  # noqa: E402
 from syncplan.planner.algorithms.base import PlanContext  # noqa: E402
-from syncplan.planner.algorithms.packing_pieced import window_program  # noqa: E402
-from syncplan.planner.algorithms.packing_reversal import ReversedLP, reverse_arcs  # noqa: E402
-from syncplan.planner.algorithms.packing_sets import packings  # noqa: E402
+from syncplan.planner.algorithms.packing.pieced import window_program  # noqa: E402
+from syncplan.planner.algorithms.packing.reversal import ReversedLP, reverse_arcs  # noqa: E402
+from syncplan.planner.algorithms.packing.sets import packings  # noqa: E402
 from syncplan.planner.bound import lower_bound  # noqa: E402
 from syncplan.planner.plan import with_routes  # noqa: E402
 from syncplan.planner.sizes import parse_size  # noqa: E402

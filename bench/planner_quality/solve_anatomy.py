@@ -2,8 +2,8 @@
 
 For --count seeded random_family members of up to --max-ranks ranks per family it times
 ``make_plan(..., algorithm="forest")`` at --size and, inside ``forest_any``, its stages: the
-one-piece step-priced LPs (``_price_windows``), the pieced step-priced LPs
-(``_price_pieced``) and the per-piece mixes (``_mixed``, which run beside the pieced LPs),
+one-piece step-priced LPs (``price_windows``), the pieced step-priced LPs
+(``price_pieced``) and the per-piece mixes (``mixed_program``, which run beside the pieced LPs),
 and records which program won. A study, not a planner path: it wraps the stage functions to
 time them and changes nothing they compute. Writes bench/results/<out>.{json,png} (per
 family: seconds in each stage, the pieced LPs split by whether a pieced program won) and
@@ -30,13 +30,13 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from atomic import save_figure, write_json  # noqa: E402
 from syncplan.planner import families as fam  # noqa: E402
-from syncplan.planner.algorithms import forest_any  # noqa: E402
+from syncplan.planner.algorithms.forest import general as forest_any  # noqa: E402
 from syncplan.planner.plan import make_plan  # noqa: E402
 from syncplan.planner.sizes import parse_size  # noqa: E402
 from syncplan.planner.topology import Topology  # noqa: E402
 
 OUT = ROOT / "bench" / "results"
-STAGES = {"windows": "_price_windows", "pieced": "_price_pieced", "mixed": "_mixed"}
+STAGES = {"windows": "price_windows", "pieced": "price_pieced", "mixed": "mixed_program"}
 
 
 def instrument(spent: dict[str, float]) -> Callable[[], None]:

@@ -1,7 +1,7 @@
 """What the transfer limit costs forest on the scale cluster.
 
 A plan document lists every transfer (docs/formats.md, Plan document), so forest keeps its programs
-under ``MAX_TRANSFERS`` (800,000: ~60 MB of JSON). Trees per lane times pieces is what that
+under ``PACKING.max_transfers`` (800,000: ~60 MB of JSON). Trees per lane times pieces is what that
 limit caps. This study prices forest's tree sets on the planner_scale cluster under larger
 limits, exactly as forest prices them (per-arc lockstep model, every stagger, intra-host
 grouping, piece count and ramp, then LP piece sizes for the best), without building the
@@ -26,12 +26,13 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
 from syncplan.planner.algorithms.base import PlanContext  # noqa: E402
+from syncplan.planner.algorithms.forest import FOREST  # noqa: E402
 from syncplan.planner.bound import lower_bound  # noqa: E402
 from syncplan.planner.topology import Topology  # noqa: E402
 
 from bench.planner_scale.run import topology  # noqa: E402
 
-forest = importlib.import_module("syncplan.planner.algorithms.forest")
+forest = importlib.import_module("syncplan.planner.algorithms.forest.host")
 
 SIZE = 256 * 2**20
 LIMITS = (800_000, 1_600_000, 3_200_000, 6_400_000, 12_800_000)
@@ -44,24 +45,24 @@ def study(ranks: int, limits: list[int]) -> list[dict]:
     topo = Topology.from_dict(topology(ranks))
     ctx = PlanContext.create(topo, topo.endpoints(), SIZE)
     bound = lower_bound(ctx).time_s
-    lanes = forest._lanes(ctx)
-    arcs = forest._Arcs(ctx)
+    lanes = forest.build_lanes(ctx)
+    arcs = forest.Arcs(ctx)
     m = len(ctx.host_groups)
     counts = sorted({t for t in (*forest.tree_counts(m), *EXTRA_TREE_COUNTS) if t < m})
     best: dict[int, dict] = {}
     for t in counts:
         t0 = time.perf_counter()
-        plan = forest._Plan(ctx, lanes, forest._trees(lanes, t), arcs)
+        plan = forest.HostPlan(ctx, lanes, forest.build_trees(lanes, t), arcs)
         fluid = plan.solve_shares()
         for limit in limits:
-            if plan.transfers_per_piece(all_trees=True) * forest.MIN_PIECES > limit:
+            if plan.transfers_per_piece(all_trees=True) * FOREST.min_pieces > limit:
                 continue
             configs: dict = {}
-            forest._price(plan, fluid, float(SIZE), forest.MAX_UNITS, configs, limit)
+            forest.price_configs(plan, fluid, float(SIZE), FOREST.max_units, configs, limit)
             if not configs:
                 continue
             first = min(configs.values(), key=lambda c: c[0])
-            est, _, width, group, fracs, _ = forest._refine(first, float(SIZE))
+            est, _, width, group, fracs, _ = forest.refine_config(first, float(SIZE))
             transfers = plan.transfer_counter()(len(fracs), group)
             row = {
                 "trees_per_lane": t,

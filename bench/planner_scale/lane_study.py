@@ -29,8 +29,8 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
-forest = importlib.import_module("syncplan.planner.algorithms.forest")
-forest_trees = importlib.import_module("syncplan.planner.algorithms.forest_trees")
+forest = importlib.import_module("syncplan.planner.algorithms.forest.host")
+forest_trees = importlib.import_module("syncplan.planner.algorithms.forest.trees")
 
 HEIGHT = 2
 OFFSETS = 2 * HEIGHT  # network offsets 1 .. 2 H, stored from 0
@@ -40,7 +40,7 @@ LANE_BYTES = 256 * 2**20 / 8
 
 def tree_profile(root: int, parent: list[int]) -> tuple[np.ndarray, np.ndarray] | None:
     """Per host and offset, the shares it sends and receives (None if taller than HEIGHT)."""
-    _, depth = forest_trees._heights(root, parent)
+    _, depth = forest_trees.tree_heights(root, parent)
     if max(depth) > HEIGHT:
         return None
     m = len(parent)

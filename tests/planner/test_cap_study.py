@@ -19,14 +19,14 @@ def test_the_study_never_beats_forest_under_forests_own_limit(study) -> None:
     from bench.planner_scale.run import topology
 
     ranks = 128
-    limit = study.forest.MAX_TRANSFERS
+    limit = study.PACKING.max_transfers
     small, large = study.study(ranks, [limit // 20, limit])
     topo = Topology.from_dict(topology(ranks))
     doc = make_plan(topo, topo.endpoints(), study.SIZE, "forest")
     # forest prices a superset of the study's configurations, then may trade up to 2 % for
-    # less fan-in (FAN_IN_TOLERANCE)
+    # less fan-in (fan_in_tolerance)
     chosen = large["best"]
-    assert chosen["time_s"] >= doc["predicted_time_s"] / (1 + study.forest.FAN_IN_TOLERANCE)
+    assert chosen["time_s"] >= doc["predicted_time_s"] / (1 + study.FOREST.fan_in_tolerance)
     assert chosen["transfers"] <= limit
     assert chosen["ratio"] >= 1.0
     assert small["best"]["transfers"] <= limit // 20

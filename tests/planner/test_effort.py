@@ -1,4 +1,4 @@
-"""Effort "thorough": forest's pieced LPs get minutes (planner.algorithms.forest_effort), the
+"""Effort "thorough": forest's pieced LPs get minutes (planner.algorithms.forest.effort), the
 plan is verified and never slower than the fast one, and bad values are request errors."""
 
 from __future__ import annotations
@@ -14,10 +14,10 @@ import pytest
 from syncplan.core.errors import RequestError
 from syncplan.planner import make_plan, verify_plan
 from syncplan.planner.algorithms.base import PlanContext
-from syncplan.planner.algorithms.packing_pieced import pieced_window
-from syncplan.planner.algorithms.packing_reversal import reverse_arcs
-from syncplan.planner.algorithms.packing_sets import packings
-from syncplan.planner.algorithms.packing_window import Budget, WindowLP
+from syncplan.planner.algorithms.packing.pieced import pieced_window
+from syncplan.planner.algorithms.packing.reversal import reverse_arcs
+from syncplan.planner.algorithms.packing.sets import packings
+from syncplan.planner.algorithms.packing.window import Budget, WindowLP
 from syncplan.planner.families import directed_cluster, mesh2d
 from syncplan.planner.topology import Topology
 
@@ -75,12 +75,12 @@ def test_reverse_arcs_pair_every_arc_or_none() -> None:
 
 
 def test_round_cap_keeps_the_most_negative_columns_in_order() -> None:
-    lp = WindowLP.__new__(WindowLP)  # only ``_keep`` and its cap are used
+    lp = WindowLP.__new__(WindowLP)  # only ``keep_columns`` and its cap are used
     priced = [(-1.0, "a", 0), (-5.0, "b", 1), (-3.0, "c", 2), (-0.5, "d", 3)]
     lp.round_cap = None
-    assert lp._keep(priced) == [("a", 0), ("b", 1), ("c", 2), ("d", 3)]
+    assert lp.keep_columns(priced) == [("a", 0), ("b", 1), ("c", 2), ("d", 3)]
     lp.round_cap = 2
-    assert lp._keep(priced) == [("b", 1), ("c", 2)]
+    assert lp.keep_columns(priced) == [("b", 1), ("c", 2)]
 
 
 def test_cli_effort(tmp_path: Path) -> None:

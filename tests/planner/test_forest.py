@@ -8,16 +8,17 @@ import sys
 
 import numpy as np
 import pytest
-from syncplan.planner.algorithms import forest_lanes as lanes_mod
-from syncplan.planner.algorithms import forest_plan as plan_mod
-from syncplan.planner.algorithms import forest_trees as trees_mod
 from syncplan.planner.algorithms import pipeline
+from syncplan.planner.algorithms.forest import FOREST
+from syncplan.planner.algorithms.forest import lanes as lanes_mod
+from syncplan.planner.algorithms.forest import plan as plan_mod
+from syncplan.planner.algorithms.forest import trees as trees_mod
 from syncplan.planner.builders import mixed_pcie_cluster, star
 from syncplan.planner.plan import make_plan
 from syncplan.planner.topology import Topology
 from syncplan.planner.verify import verify_plan
 
-F = sys.modules["syncplan.planner.algorithms.forest"]
+F = sys.modules["syncplan.planner.algorithms.forest.host"]
 SIZE = 256 << 20
 
 
@@ -73,7 +74,7 @@ def test_host_trees_span_and_are_shallow(m: int, t_kind: str) -> None:
     trees = trees_mod.host_trees(np.ones(m), [0] * m, t)
     assert len(trees) == t
     for root, parent in trees:
-        _height, depth = trees_mod._heights(root, parent)
+        _height, depth = trees_mod.tree_heights(root, parent)
         assert parent[root] == -1 and sum(p < 0 for p in parent) == 1
         assert max(depth) <= (1 if t_kind == "star" else 3)
     degree = np.zeros(m)
@@ -204,13 +205,13 @@ def test_forest_trades_a_little_model_time_for_less_fan_in() -> None:
     from syncplan.planner.plan import make_plan
     from syncplan.planner.topology import Topology
 
-    forest_module = importlib.import_module("syncplan.planner.algorithms.forest")
+    forest_module = importlib.import_module("syncplan.planner.algorithms.forest.host")
     rates = [0.048] * 7 + [0.006]
     topo = Topology.from_dict(star(rates, latency_us=20))
     doc = make_plan(topo, topo.endpoints(), 64 << 20, "forest")
     assert doc["details"]["host_tree_height"] == 2
     assert doc["predicted_time_s"] <= doc["lower_bound_time_s"] * (
-        1 + forest_module.FAN_IN_TOLERANCE + 0.01
+        1 + FOREST.fan_in_tolerance + 0.01
     )
     # counted per step in the program: 4 trees of 5 children each lined up 6 senders on one
     # host and ran 1.32x their prediction; one height-2 tree has at most 4 (docs/planner.md)
@@ -226,9 +227,9 @@ def _plan_for(topo_dict: dict, t: int, split_intra: bool):
 
     topo = Topology.from_dict(topo_dict)
     ctx = PlanContext.create(topo, topo.endpoints(), SIZE)
-    lanes = lanes_mod._lanes(ctx)
-    plan = plan_mod._Plan(
-        ctx, lanes, trees_mod._trees(lanes, t), lanes_mod._Arcs(ctx), split_intra=split_intra
+    lanes = lanes_mod.build_lanes(ctx)
+    plan = plan_mod.HostPlan(
+        ctx, lanes, trees_mod.build_trees(lanes, t), lanes_mod.Arcs(ctx), split_intra=split_intra
     )
     plan.solve_shares()
     return topo, ctx, plan
@@ -274,7 +275,7 @@ def test_split_intra_host_transfers_verify_and_are_counted(t: int) -> None:
     fracs = pipeline.piece_fractions(6, 1)
     program = F.build_program(plan, fracs, 1 << 20)
     assert program.transfer_count <= len(fracs) * plan.transfers_per_piece()
-    merged = plan_mod._Plan(ctx, plan.lanes, plan.trees, plan.arcs)
+    merged = plan_mod.HostPlan(ctx, plan.lanes, plan.trees, plan.arcs)
     merged.w = plan.w
     merged.set_stagger(2)
     assert program.transfer_count > F.build_program(merged, fracs, 1 << 20).transfer_count
@@ -310,7 +311,7 @@ def test_hub_trees_mirror_a_slow_leaf() -> None:
 
     topo = Topology.from_dict(star([12.5, 12.5, 12.5, 3.125]))
     ctx = PlanContext.create(topo, topo.endpoints(), SIZE)
-    hubs = trees_mod._hub_trees(lanes_mod._lanes(ctx))
+    hubs = trees_mod.hub_trees(lanes_mod.build_lanes(ctx))
     assert len(hubs) == 8
     for tree in hubs:
         kids = [h for h, p in enumerate(tree.parent) if p == tree.root]
@@ -392,7 +393,7 @@ def test_host_forest_routes_use_every_uplink_of_a_tor() -> None:
     from syncplan.planner.families import fat_tree3
 
     _, ctx, plan = _plan_for(fat_tree3(), 8, False)  # stars
-    assert F._solve(plan)[0][1] * SIZE <= 1.001 * lower_bound(ctx).bandwidth_s and plan.routes
+    assert F.spread_solve(plan)[0][1] * SIZE <= 1.001 * lower_bound(ctx).bandwidth_s and plan.routes
     up: dict[tuple[str, str], float] = {}
     for j in range(len(plan.trees)):
         for _off, _src, _dst, _red, path in plan.phases(j):
@@ -410,7 +411,7 @@ def test_route_dag_keeps_a_degraded_uplink_and_no_longer_routes() -> None:
     """Between two ToRs of a pod the router takes the fast uplink; the DAG also holds the
     degraded one (same latency), the least loaded route moves off a loaded arc, and no
     route it returns is longer in latency than the router's."""
-    from syncplan.planner.algorithms.forest_routes import RouteDag
+    from syncplan.planner.algorithms.forest.routes import RouteDag
     from syncplan.planner.families import fat_tree3
     from syncplan.planner.routing import Router
 
@@ -420,7 +421,7 @@ def test_route_dag_keeps_a_degraded_uplink_and_no_longer_routes() -> None:
     src, dst = "pod0/tor0", "pod0/tor1"
     assert dag.alternatives(src, dst)
     _, out = dag.dag(src, dst)
-    first = {dag._names[v] for v, _ in out[dag._index[src]]}
+    first = {dag.node_names[v] for v, _ in out[dag.node_index[src]]}
     assert first == {"pod0/agg0", "pod0/agg1"}
     load = np.zeros(router.bw.size)
     a = dag.least_loaded(src, dst, load, 1.0)
@@ -436,7 +437,7 @@ def test_routes_through_gpus_are_not_spread() -> None:
     GPUs: the DAG holds several, but the host forest spreads only routes through switches
     (its host trees are many times the floor there and lose to the packing), so no tree
     set spreads and the plan's routes stay the router's."""
-    from syncplan.planner.algorithms.forest_routes import RouteDag
+    from syncplan.planner.algorithms.forest.routes import RouteDag
     from syncplan.planner.families import torus
     from syncplan.planner.routing import Router
 
@@ -461,7 +462,7 @@ def _ctx(topo_dict: dict):
 def test_packing_is_not_priced_where_the_host_forest_meets_the_floor() -> None:
     """No packing program beats the family's fluid floor, so a ``beat`` at the floor stops
     forest_any before any LP (the host forest is at the floor on switched clusters)."""
-    from syncplan.planner.algorithms.forest_any import SLOWER, forest_any
+    from syncplan.planner.algorithms.forest.general import SLOWER, forest_any
     from syncplan.planner.bound import fluid_floor
 
     ctx = _ctx(star([12.5, 12.5, 12.5, 3.125]))
@@ -476,14 +477,14 @@ def test_host_forest_gives_up_on_a_mesh_and_the_packing_decides() -> None:
     """Lanes between the hosts of a direct-wired mesh route over many hops: the host trees'
     fluid time is several times the floor, so the host forest stops before pricing and
     forest returns the packing's program (the same one forest_any builds on its own)."""
-    from syncplan.planner.algorithms.forest_any import forest_any
+    from syncplan.planner.algorithms.forest.general import forest_any
     from syncplan.planner.bound import fluid_floor
     from syncplan.planner.families import mesh2d
 
     ctx = _ctx(mesh2d(3, 3))
-    with pytest.raises(F._GaveUp) as stop:
-        F.forest_hosts(ctx, F.GIVE_UP * fluid_floor(ctx) * SIZE)
-    assert stop.value.fluid_s > F.GIVE_UP * fluid_floor(ctx) * SIZE
+    with pytest.raises(F.GaveUp) as stop:
+        F.forest_hosts(ctx, FOREST.give_up * fluid_floor(ctx) * SIZE)
+    assert stop.value.fluid_s > FOREST.give_up * fluid_floor(ctx) * SIZE
     cand = F.forest(_ctx(mesh2d(3, 3)))
     assert cand.details["path"] == "any-topology packing"
     assert cand.predicted_time_s == forest_any(_ctx(mesh2d(3, 3))).predicted_time_s
@@ -514,9 +515,9 @@ def test_fan_in_without_building_is_the_built_programs(name: str) -> None:
     from pathlib import Path
 
     from syncplan.planner.algorithms.base import PlanContext
-    from syncplan.planner.algorithms.forest_build import build_program, host_fan_in, plan_fan_in
+    from syncplan.planner.algorithms.forest.build import build_program, host_fan_in, plan_fan_in
 
-    forest_mod = importlib.import_module("syncplan.planner.algorithms.forest")
+    forest_mod = importlib.import_module("syncplan.planner.algorithms.forest.host")
     root = Path(__file__).resolve().parents[2]
     topo = Topology.from_dict(json.loads((root / "examples" / f"{name}.json").read_text()))
     ranks = topo.endpoints()
@@ -525,8 +526,8 @@ def test_fan_in_without_building_is_the_built_programs(name: str) -> None:
         ctx = PlanContext.create(topo, ranks, size)
         units = min(1 << 20, size)
         configs: dict = {}
-        for plan, fluid in forest_mod._tree_sets(ctx)[1]:
-            forest_mod._price(plan, fluid, float(size), units, configs)
+        for plan, fluid in forest_mod.tree_sets(ctx)[1]:
+            forest_mod.price_configs(plan, fluid, float(size), units, configs)
         for _, plan, width, group, fracs, *_ in sorted(configs.values(), key=lambda c: c[0])[:4]:
             plan.set_stagger(width)
             want = host_fan_in(ctx, build_program(plan, fracs, units, group))

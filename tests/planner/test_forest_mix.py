@@ -1,19 +1,21 @@
-"""Per-piece tree mixes of the host forest (planner/algorithms/forest_mix.py)."""
+"""Per-piece tree mixes of the host forest (planner/algorithms/forest/mix.py)."""
 
 from __future__ import annotations
 
 import sys
+from dataclasses import replace
 
 import numpy as np
 import pytest
-from syncplan.planner.algorithms import forest_mix as mix_mod
 from syncplan.planner.algorithms.base import PlanContext
+from syncplan.planner.algorithms.forest import FOREST
+from syncplan.planner.algorithms.forest import mix as mix_mod
 from syncplan.planner.builders import star
 from syncplan.planner.plan import make_plan
 from syncplan.planner.topology import Topology
 from syncplan.planner.verify import verify_plan
 
-F = sys.modules["syncplan.planner.algorithms.forest"]
+F = sys.modules["syncplan.planner.algorithms.forest.host"]
 SIZE = 256 << 20
 SLOW_STAR = star([12.5, 12.5, 12.5, 3.125])  # examples/star-one-slow.json
 
@@ -26,12 +28,12 @@ def _configs(topo: Topology) -> tuple[PlanContext, list[tuple]]:
     def grab(_ctx: PlanContext, ranked: list[tuple], _units: int) -> None:
         seen["ranked"] = ranked
 
-    saved = F._mixed
-    F._mixed = grab
+    saved = F.mixed_program
+    F.mixed_program = grab
     try:
         F.forest_hosts(ctx)
     finally:
-        F._mixed = saved
+        F.mixed_program = saved
     return ctx, [c for c in seen["ranked"] if c[3] == 1]
 
 
@@ -104,7 +106,7 @@ def test_forest_takes_the_mix_where_it_is_faster_and_it_verifies() -> None:
 def test_no_mix_outside_the_budget(monkeypatch: pytest.MonkeyPatch) -> None:
     topo = Topology.from_dict(SLOW_STAR)
     before = make_plan(topo, topo.endpoints(), SIZE, "forest")
-    monkeypatch.setattr(F, "MIX_BUDGET", 0)
+    monkeypatch.setattr(F, "FOREST", replace(FOREST, mix_budget=0))
     after = make_plan(topo, topo.endpoints(), SIZE, "forest")
     assert "mixed" not in after["details"]
     assert after["predicted_time_s"] > before["predicted_time_s"]
@@ -115,9 +117,9 @@ def test_packing_mixes_keep_the_middle_and_never_lose_to_the_pipeline() -> None:
     packing's shares in the middle pieces, verifies, and is no slower than the pipelined
     program of the same piece sizes."""
     from syncplan.core.program import program_to_doc
-    from syncplan.planner.algorithms import forest_pipelined as fa
-    from syncplan.planner.algorithms import packing_sets
-    from syncplan.planner.algorithms.packing_schedule import PairSchedule, pair_trees
+    from syncplan.planner.algorithms.forest import pipelined as fa
+    from syncplan.planner.algorithms.packing import sets as packing_sets
+    from syncplan.planner.algorithms.packing.schedule import PairSchedule, pair_trees
     from syncplan.planner.families import torus
 
     topo = Topology.from_dict(torus(2, 3, gpus_per_host=2, degraded=1))
@@ -126,10 +128,10 @@ def test_packing_mixes_keep_the_middle_and_never_lose_to_the_pipeline() -> None:
     key = min(table, key=lambda k: (table[k].theta, str(k)))
     sched = PairSchedule(ctx, pair_trees(table[key]))
     shares, _ = sched.fluid_shares()
-    best: dict = {}
+    best = fa.Pipelined()
     units = 1 << 20
     fa.price_pipelines(sched, shares, SIZE, units, best)
-    fracs, pairs = best["fracs"], [j for j in range(len(shares)) if shares[j] > 0]
+    fracs, pairs = best.fracs, [j for j in range(len(shares)) if shares[j] > 0]
     ends = 2
     assert len(fracs) > 2 * ends + 2
     x = mix_mod.mix_lp(
@@ -178,4 +180,4 @@ def test_one_host_takes_the_faster_packing_within_the_fan_in_tolerance() -> None
     doc = make_plan(topo, topo.endpoints(), SIZE, "forest")
     assert doc["details"]["path"] == "any-topology packing"
     assert doc["predicted_time_s"] < hosts.predicted_time_s
-    assert hosts.predicted_time_s * (1 - F.FAN_IN_TOLERANCE) < doc["predicted_time_s"]
+    assert hosts.predicted_time_s * (1 - FOREST.fan_in_tolerance) < doc["predicted_time_s"]

@@ -3,14 +3,22 @@ bound, and verified programs on direct-connect and directed families."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import networkx as nx
 import numpy as np
 import pytest
 from syncplan.core.program import program_to_doc
-from syncplan.planner.algorithms.arborescence import min_arborescence, shallow_trees, tree_depths
 from syncplan.planner.algorithms.base import PlanContext
-from syncplan.planner.algorithms.forest_any import forest_any
-from syncplan.planner.algorithms.packing import (
+from syncplan.planner.algorithms.forest import FOREST
+from syncplan.planner.algorithms.forest.general import forest_any
+from syncplan.planner.algorithms.packing import PACKING
+from syncplan.planner.algorithms.packing.arborescence import (
+    min_arborescence,
+    shallow_trees,
+    tree_depths,
+)
+from syncplan.planner.algorithms.packing.lp import (
     PackingLP,
     QuickRoutes,
     RankRoutes,
@@ -116,9 +124,9 @@ def test_interior_duals_end_on_a_vertex_of_the_same_optimum() -> None:
 
 
 def test_long_column_generation_switches_to_interior_duals(monkeypatch) -> None:
-    import syncplan.planner.algorithms.packing as packing
+    import syncplan.planner.algorithms.packing.lp as packing
 
-    monkeypatch.setattr(packing, "INTERIOR_AFTER", 0)
+    monkeypatch.setattr(packing, "PACKING", replace(PACKING, interior_after=0))
     t = Topology.from_dict(torus(3, 6, degraded=0))  # 18 ranks: inside INTERIOR_RANKS
     ctx = PlanContext.create(t, t.endpoints(), SIZE)
     result = PackingLP(ctx, None).solve()
@@ -130,7 +138,7 @@ def test_long_column_generation_switches_to_interior_duals(monkeypatch) -> None:
 def test_a_program_never_beats_its_packings_fluid_time() -> None:
     """forest_any skips packings and tree subsets whose fluid time is above the best
     program's time: sound only because no piece schedule beats the fluid time."""
-    from syncplan.planner.algorithms.packing_schedule import PairSchedule, pair_trees
+    from syncplan.planner.algorithms.packing.schedule import PairSchedule, pair_trees
     from syncplan.planner.algorithms.pipeline import model_time, piece_fractions
 
     rng = np.random.default_rng(5)
@@ -166,7 +174,7 @@ def test_unlimited_packing_prices_exact_trees_where_the_greedy_stops() -> None:
     unlimited LP, started from the depth-limited packings' trees, is still 1.26x the cut;
     the exact cheapest arborescences take it to the cut, and the depth-limited packings'
     trees keep to their limits."""
-    from syncplan.planner.algorithms.packing_sets import packings
+    from syncplan.planner.algorithms.packing.sets import packings
     from syncplan.planner.bound import fluid_floor
     from syncplan.planner.families import random_family
 
@@ -212,10 +220,10 @@ def test_rank_routes_put_prices_in_a_layout_built_once(through_ranks: bool) -> N
     for topo in (hybrid_cube_mesh(), directed_cluster(), torus(3, 3)):
         t = Topology.from_dict(topo)
         routes = RankRoutes(PlanContext.create(t, t.endpoints(), SIZE), through_ranks=through_ranks)
-        assert routes._layout is not None
+        assert routes.graph_layout is not None
         price = rng.random(len(routes.physical)) * (rng.random(len(routes.physical)) < 0.7)
         cost, pred = routes.solve(price)
-        routes._layout = None  # the graph built from (weights, (tail, head)) each time
+        routes.graph_layout = None  # the graph built from (weights, (tail, head)) each time
         again, pred_again = routes.solve(price)
         assert np.array_equal(cost, again) and pred == pred_again
 
@@ -231,17 +239,17 @@ def test_tree_depths_of_paths_stars_and_cycles() -> None:
 def test_packings_in_two_threads_equal_one_route_set_after_the_other() -> None:
     """packing_sets.packings solves the any-route set in a second thread; the packings must
     be those of solving each set alone (same fluid times, trees and shares)."""
-    from syncplan.planner.algorithms import packing_sets
+    from syncplan.planner.algorithms.packing import sets as packing_sets
 
     t = Topology.from_dict(hybrid_cube_mesh())  # PCIe beside NVLink: two route sets
     ctx = PlanContext.create(t, t.endpoints(), SIZE)
     both = packing_sets.packings(ctx)
     assert {name for name, _ in both} == {"any", "short"}
     alone = PlanContext.create(t, t.endpoints(), SIZE)
-    assert len(alone.ranks) <= packing_sets.FLOOR_ABOVE  # no floor stop on these LPs
+    assert len(alone.ranks) <= PACKING.floor_above  # no floor stop on these LPs
     order = []  # the keys' order matters: sorting by fluid time keeps it among ties
     for name, routes in (("any", RankRoutes(alone)), ("short", QuickRoutes(alone))):
-        mine = packing_sets._route_set_packings(alone, name, routes, 0.0)
+        mine = packing_sets.route_set_packings(alone, name, routes, 0.0)
         order.extend(mine)
         for key, packing in mine.items():
             assert both[key].theta == packing.theta
@@ -259,7 +267,7 @@ def test_packings_started_early_or_abandoned_are_the_same(topo: dict) -> None:
     """start_any runs the any-route LPs while the host forest is priced; what packings then
     returns is what it solves alone, and after stop_any it solves its own (the abandoned
     thread's stop leaves nothing behind)."""
-    from syncplan.planner.algorithms import packing_sets
+    from syncplan.planner.algorithms.packing import sets as packing_sets
 
     t = Topology.from_dict(topo)
 
@@ -287,7 +295,7 @@ def test_packings_started_early_or_abandoned_are_the_same(topo: dict) -> None:
 def test_the_dual_bound_stops_early_only_below_what_it_is_told_is_useless(monkeypatch) -> None:
     """fluid_lower_bound with ``useless``: the same value where that is at or above it, and
     where the exact one is below it, a value below it after the first root's trees."""
-    from syncplan.planner.algorithms import packing
+    from syncplan.planner.algorithms.packing import lp as packing
 
     t = Topology.from_dict(mesh2d(3, 3))
     ctx = PlanContext.create(t, t.endpoints(), SIZE)
@@ -310,8 +318,8 @@ def test_piece_size_lps_above_32_ranks_stay_small(monkeypatch) -> None:
     """The piece-size LP refines the best pipelined packing within LP_MAX_ROWS rows up to
     UNLIMITED_MAX_RANKS ranks and within LP_MAX_ROWS_LARGE above (64-rank plans at 256 MiB
     spent 0.2-1.8 s on larger ones for nothing in 14 of 15 members)."""
-    from syncplan.planner.algorithms import forest_pipelined as fa
     from syncplan.planner.algorithms import pipeline
+    from syncplan.planner.algorithms.forest import pipelined as fa
     from syncplan.planner.families import host_ring
 
     rows = []
@@ -329,9 +337,9 @@ def test_piece_size_lps_above_32_ranks_stay_small(monkeypatch) -> None:
     monkeypatch.setattr(fa, "lp_fractions", counted)
     small, large = directed_cluster(4, 4, slow=1), host_ring(17, 2)  # 16 and 34 ranks
     first, above = solved(small), solved(large)
-    assert first and max(first) <= fa.LP_MAX_ROWS
-    assert above and max(above) <= fa.LP_MAX_ROWS_LARGE
-    monkeypatch.setattr(fa, "LP_MAX_ROWS_LARGE", 0)
+    assert first and max(first) <= FOREST.lp_max_rows
+    assert above and max(above) <= FOREST.lp_max_rows_large
+    monkeypatch.setattr(fa, "FOREST", replace(FOREST, lp_max_rows_large=0))
     assert solved(large) == []
     assert solved(small)  # the large limit does not apply up to 32 ranks
 
@@ -340,8 +348,8 @@ def test_piece_size_lps_above_32_ranks_stay_small(monkeypatch) -> None:
 def test_schedule_time_without_building_is_the_built_programs(family: str) -> None:
     """``PairSchedule.program_time`` is the cost model's time of ``build`` (to the order of
     its sums) at every piece count and ramp, with pairs left out; None with overheads."""
-    from syncplan.planner.algorithms.packing_schedule import PairSchedule, pair_trees
-    from syncplan.planner.algorithms.packing_sets import packings
+    from syncplan.planner.algorithms.packing.schedule import PairSchedule, pair_trees
+    from syncplan.planner.algorithms.packing.sets import packings
     from syncplan.planner.algorithms.pipeline import piece_fractions
     from syncplan.planner.families import random_family
 
@@ -374,9 +382,9 @@ def test_piece_refinement_is_the_choice_made_one_count_at_a_time() -> None:
     """``refine_pieces`` solves its piece-size LPs side by side, then chooses as one after
     the other would: per piece count (half, the same, 1.5x), ramped pieces then the LP's,
     the first fastest kept. Here an LP's fractions win, at their own piece count."""
-    from syncplan.planner.algorithms import forest_pipelined as fp
-    from syncplan.planner.algorithms.packing_schedule import PairSchedule, pair_trees
-    from syncplan.planner.algorithms.packing_sets import packings
+    from syncplan.planner.algorithms.forest import pipelined as fp
+    from syncplan.planner.algorithms.packing.schedule import PairSchedule, pair_trees
+    from syncplan.planner.algorithms.packing.sets import packings
     from syncplan.planner.algorithms.pipeline import lp_fractions, model_time, piece_fractions
 
     t = Topology.from_dict(torus(2, 3, gpus_per_host=2, degraded=1))
@@ -385,22 +393,22 @@ def test_piece_refinement_is_the_choice_made_one_count_at_a_time() -> None:
     key = min(table, key=lambda k: (table[k].theta, str(k)))
     sched = PairSchedule(ctx, pair_trees(table[key]))
     shares, _ = sched.fluid_shares()
-    best: dict = {}
+    best = fp.Pipelined()
     fp.price_pipelines(sched, shares, SIZE, 1 << 20, best)
-    want = dict(best)
-    pieces, step = len(best["fracs"]), ctx.cost.min_step_s
+    want = replace(best)
+    pieces, step = len(best.fracs), ctx.cost.min_step_s
     lp_won = False
     for k in (pieces // 2, pieces, pieces * 3 // 2):
-        tries = [piece_fractions(k, r) for r in fp.RAMPS if 2 * r <= k]
-        tries.append(lp_fractions(best["load"], best["lat"], SIZE, k, min_step=step))
+        tries = [piece_fractions(k, r) for r in FOREST.ramps if 2 * r <= k]
+        tries.append(lp_fractions(best.load, best.lat, SIZE, k, min_step=step))
         for j, fracs in enumerate(tries):
-            est = model_time(best["load"], best["lat"], SIZE, fracs, min_step=step)
-            if est < want["time"]:
-                want.update(time=est, fracs=fracs)
+            est = model_time(best.load, best.lat, SIZE, fracs, min_step=step)
+            if est < want.time:
+                want.time, want.fracs = est, fracs
                 lp_won = j == len(tries) - 1
     fp.refine_pieces(ctx, best, 1 << 20)
-    assert lp_won and best["time"] < model_time(
-        best["load"], best["lat"], SIZE, piece_fractions(pieces, 0), min_step=step
+    assert lp_won and best.time < model_time(
+        best.load, best.lat, SIZE, piece_fractions(pieces, 0), min_step=step
     )
-    assert best["time"] == want["time"]
-    assert np.array_equal(best["fracs"], want["fracs"])
+    assert best.time == want.time
+    assert np.array_equal(best.fracs, want.fracs)

@@ -1,25 +1,26 @@
-"""Step-priced tree packings (planner.algorithms.packing_window): depth-priced greedy trees,
+"""Step-priced tree packings (planner.algorithms.packing.window): depth-priced greedy trees,
 the LP's bandwidth time against the bound, and one-piece programs that pay no fill."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 import pytest
 from syncplan.core.program import program_to_doc
-from syncplan.planner.algorithms import packing_window
-from syncplan.planner.algorithms.arborescence import (
+from syncplan.planner.algorithms.base import PlanContext
+from syncplan.planner.algorithms.packing import PACKING
+from syncplan.planner.algorithms.packing import window as packing_window
+from syncplan.planner.algorithms.packing.arborescence import (
     layered_trees,
     layered_trees_costed,
     shallow_trees,
     tree_depths,
 )
-from syncplan.planner.algorithms.base import PlanContext
-from syncplan.planner.algorithms.packing_pieced import pieced_window, window_program
-from syncplan.planner.algorithms.packing_schedule import PairSchedule, pair_trees
-from syncplan.planner.algorithms.packing_sets import packings
-from syncplan.planner.algorithms.packing_window import (
-    ABANDON_ABOVE,
-    ABANDON_AFTER,
+from syncplan.planner.algorithms.packing.pieced import pieced_window, window_program
+from syncplan.planner.algorithms.packing.schedule import PairSchedule, pair_trees
+from syncplan.planner.algorithms.packing.sets import packings
+from syncplan.planner.algorithms.packing.window import (
     Budget,
     WindowLP,
 )
@@ -98,15 +99,16 @@ def test_window_pricing_builds_only_trees_that_can_price_in() -> None:
     table = packings(ctx)
     key = min((k for k in table if k[1] is not None), key=lambda k: table[k].theta)
     lp = WindowLP(ctx, ctx.memo["packing_routes"][key[0]], key[1], table[key].trees, 4)
-    _, obj, _, prices, duals = lp._solve(Budget(np.inf))
-    threshold = packing_window.TOLERANCE * obj
-    fast = lp._price(prices, duals, threshold)
-    saved = packing_window.TIE
-    packing_window.TIE = 1e30  # every tree passes the filter: each is built and priced
+    _, obj, _, prices, duals = lp.solve_master(Budget(np.inf))
+    threshold = PACKING.tolerance * obj
+    fast = lp.price_columns(prices, duals, threshold)
+    saved = packing_window.PACKING
+    # every tree passes the filter: each is built and priced
+    packing_window.PACKING = replace(saved, price_tie=1e30)
     try:
-        every = lp._price(prices, duals, threshold)
+        every = lp.price_columns(prices, duals, threshold)
     finally:
-        packing_window.TIE = saved
+        packing_window.PACKING = saved
     assert fast, "the first round prices trees in"
 
     def keys(cols: list) -> list:
@@ -124,16 +126,16 @@ def test_a_round_of_columns_added_at_once_is_the_lp_of_one_at_a_time() -> None:
     key = min((k for k in table if k[1] is not None), key=lambda k: table[k].theta)
     routes = ctx.memo["packing_routes"][key[0]]
     lps = [WindowLP(ctx, routes, key[1], table[key].trees, 4) for _ in range(2)]
-    _, obj, _, prices, duals = lps[0]._solve(Budget(np.inf))
-    lps[1]._solve(Budget(np.inf))  # both warm from the same basis
-    cols = lps[0]._price(prices, duals, packing_window.TOLERANCE * obj)
+    _, obj, _, prices, duals = lps[0].solve_master(Budget(np.inf))
+    lps[1].solve_master(Budget(np.inf))  # both warm from the same basis
+    cols = lps[0].price_columns(prices, duals, PACKING.tolerance * obj)
     assert len(cols) > 1
     before = len(lps[0].trees)
-    assert lps[0]._add_all(cols + cols[:1]) == len(cols)  # the repeat is not added
-    assert [lps[1]._add_all([(c, p)]) for c, p in cols] == [1] * len(cols)  # one by one
+    assert lps[0].add_all(cols + cols[:1]) == len(cols)  # the repeat is not added
+    assert [lps[1].add_all([(c, p)]) for c, p in cols] == [1] * len(cols)  # one by one
     assert len(lps[0].trees) == len(lps[1].trees) == before + len(cols)
     assert lps[0].master.cols == lps[1].master.cols
-    one, other = lps[0]._solve(Budget(np.inf)), lps[1]._solve(Budget(np.inf))
+    one, other = lps[0].solve_master(Budget(np.inf)), lps[1].solve_master(Budget(np.inf))
     assert one[0] == other[0]
     assert np.array_equal(one[2], other[2]) and np.array_equal(one[3], other[3])
 
@@ -286,8 +288,10 @@ def test_abandoned_tells_what_a_solve_with_a_lower_beat_returns() -> None:
 
     first = fresh()
     found = first.solve()
-    assert found is not None and len(first.values) > ABANDON_AFTER + 2
-    worst = max(first.values[ABANDON_AFTER:]) / ABANDON_ABOVE  # a beat below ends the LP
+    assert found is not None and len(first.values) > PACKING.abandon_after + 2
+    worst = (
+        max(first.values[PACKING.abandon_after :]) / PACKING.abandon_above
+    )  # a beat below ends the LP
     for beat, gone in ((worst * 0.999, True), (worst * 1.001, False)):
         assert first.abandoned(beat) is gone
         again = fresh().solve(beat=beat)

@@ -1,4 +1,4 @@
-"""The pieced LP reduced by time reversal (planner.algorithms.packing_reversal) has the full
+"""The pieced LP reduced by time reversal (planner.algorithms.packing.reversal) has the full
 LP's value on its trees' pairs; bench/planner_quality/reversal_study.py writes a program the
 verifier simulates, and bad arguments give one error line."""
 
@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 from syncplan.planner.algorithms.base import PlanContext
-from syncplan.planner.algorithms.packing_reversal import ReversedLP
-from syncplan.planner.algorithms.packing_sets import packings
-from syncplan.planner.algorithms.packing_window import WindowLP
+from syncplan.planner.algorithms.packing.reversal import ReversedLP
+from syncplan.planner.algorithms.packing.sets import packings
+from syncplan.planner.algorithms.packing.window import WindowLP
 from syncplan.planner.families import mesh2d
 from syncplan.planner.topology import Topology
 

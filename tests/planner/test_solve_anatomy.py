@@ -6,7 +6,7 @@ from __future__ import annotations
 import subprocess
 import sys
 
-from syncplan.planner.algorithms import forest_any
+from syncplan.planner.algorithms.forest import general as forest_any
 from syncplan.planner.families import random_family
 from syncplan.planner.plan import make_plan
 from syncplan.planner.topology import Topology

@@ -6,11 +6,11 @@ import numpy as np
 import pytest
 from syncplan.core.program import program_to_doc
 from syncplan.planner.algorithms.base import PlanContext
-from syncplan.planner.algorithms.packing_orbit import OrbitWindowLP, expand, expand_pieces, image
-from syncplan.planner.algorithms.packing_pieced import pieced_window, window_program
-from syncplan.planner.algorithms.packing_sets import packings
-from syncplan.planner.algorithms.packing_window import Budget, WindowLP
-from syncplan.planner.algorithms.symmetry import automorphisms
+from syncplan.planner.algorithms.packing.orbit import OrbitWindowLP, expand, expand_pieces, image
+from syncplan.planner.algorithms.packing.pieced import pieced_window, window_program
+from syncplan.planner.algorithms.packing.sets import packings
+from syncplan.planner.algorithms.packing.symmetry import automorphisms
+from syncplan.planner.algorithms.packing.window import Budget, WindowLP
 from syncplan.planner.bound import lower_bound
 from syncplan.planner.families import full_mesh, host_ring, mesh2d, torus
 from syncplan.planner.plan import make_plan, with_routes
@@ -123,9 +123,9 @@ def test_a_36_rank_torus_runs_one_step_priced_piece_by_symmetry(a: int, b: int) 
 
 
 def test_colour_ranks_are_those_of_sorting_the_rows() -> None:
-    """_rank_rows numbers distinct rows in lexicographic order, as np.unique(axis=0) does
+    """rank_rows numbers distinct rows in lexicographic order, as np.unique(axis=0) does
     (the colours, and so the maps found, must not depend on how they are sorted)."""
-    from syncplan.planner.algorithms.symmetry import _rank_rows
+    from syncplan.planner.algorithms.packing.symmetry import rank_rows
 
     rng = np.random.default_rng(0)
     for n in (1, 7, 200):
@@ -134,7 +134,7 @@ def test_colour_ranks_are_those_of_sorting_the_rows() -> None:
             rng.integers(0, 3, n).astype(np.uint64) * np.uint64(2**63 + 5),
             rng.integers(0, 2**63, n).astype(np.uint64) * np.uint64(rng.integers(0, 2)),
         ]
-        ranks, count = _rank_rows(*keys)
+        ranks, count = rank_rows(*keys)
         _, want = np.unique(np.stack(keys, axis=1), axis=0, return_inverse=True)
         assert ranks.tolist() == want.ravel().tolist()
         assert count == int(want.max()) + 1
@@ -253,7 +253,7 @@ def test_a_24_rank_ring_of_hosts_runs_pieces_by_symmetry() -> None:
 def test_no_pieced_lp_where_the_best_program_is_at_the_fluid_floor(monkeypatch) -> None:
     """A 4x6 torus's one piece by symmetry is within WINDOW_MARGIN of the fluid floor, which
     no program beats: its pieced LPs are not solved (the plan is the one-piece program)."""
-    from syncplan.planner.algorithms import forest_any
+    from syncplan.planner.algorithms.forest import general as forest_any
 
     calls = []
     real = forest_any.pieced_window

@@ -8,7 +8,7 @@ basis (warm start) instead of from scratch: at 64 ranks the master goes from sec
 round to milliseconds. New columns enter at zero, so the last basis stays primal feasible:
 with ``primal`` the primal simplex re-solves it (about 3x faster than HiGHS's default dual
 simplex on 64-rank masters, but its duals price the degenerate LPs of full meshes worse:
-the packing uses it above 32 ranks only). With ``steps`` (``packing_window``) the load rows
+the packing uses it above 32 ranks only). With ``steps`` (``packing.window``) the load rows
 are per (step, arc) and theta is a time column per step, whose sum is minimised.
 """
 
@@ -27,7 +27,7 @@ _banner_lock = threading.Lock()
 _banner_shown = False
 
 
-def _highs() -> highspy.Highs:
+def quiet_highs() -> highspy.Highs:
     """A silent HiGHS instance. The first one in a process prints a licence banner on the C
     stdout before any option can be set; it goes to /dev/null, so CLI output stays clean."""
     global _banner_shown
@@ -60,7 +60,7 @@ class Master:
         self.steps = steps  # > 1: a row per (step, arc) and a time column per step
         self.scale = float(bw.min())  # coefficient of a crossing: min bw / bw (<= 1)
         self.narcs = len(bw)
-        h = _highs()
+        h = quiet_highs()
         if primal:
             h.setOptionValue("simplex_strategy", PRIMAL_SIMPLEX)
         self.h = h

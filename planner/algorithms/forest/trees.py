@@ -8,16 +8,15 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
-from syncplan.planner.algorithms.forest_lanes import _Lane, host_switch_groups
+from syncplan.planner.algorithms.forest.lanes import Lane, host_switch_groups
+from syncplan.planner.algorithms.forest.settings import FOREST
 from syncplan.planner.algorithms.pipeline import round_to_total
-
-FEW_TREES_ABOVE = 64  # hosts; see tree_counts
 
 Path = tuple[str, ...]
 
 
 @dataclass
-class _Tree:
+class HostTree:
     lane: int
     root: int  # host index
     parent: list[int]  # per host: parent host, -1 at the root
@@ -118,7 +117,7 @@ def _build_tree(
     return top, parent
 
 
-def _heights(root: int, parent: list[int]) -> tuple[list[int], list[int]]:
+def tree_heights(root: int, parent: list[int]) -> tuple[list[int], list[int]]:
     m = len(parent)
     children: list[list[int]] = [[] for _ in range(m)]
     for h, p in enumerate(parent):
@@ -140,17 +139,17 @@ def _heights(root: int, parent: list[int]) -> tuple[list[int], list[int]]:
 
 def tree_counts(m: int) -> list[int]:
     """Trees per lane to try: stars, height-2 and height-3 trees, and on more than
-    FEW_TREES_ABOVE hosts 4 and 5 deeper trees, whose programs fit more pieces under
-    MAX_TRANSFERS (at 128 and 512 hosts they price 2-13 % below the shallower sets)."""
+    FOREST.few_trees_above hosts 4 and 5 deeper trees, whose programs fit more pieces under
+    PACKING.max_transfers (at 128 and 512 hosts they price 2-13 % below the shallower sets)."""
     if m <= 2:
         return [1 if m == 1 else 2]
     cands = {m, math.isqrt(m - 1) + 2, round(m ** (1 / 3)) + 2}
-    if m > FEW_TREES_ABOVE:
+    if m > FOREST.few_trees_above:
         cands |= {4, 5}
     return sorted(c for c in cands if c <= m)
 
 
-def _trees(lanes: list[_Lane], t: int) -> list[_Tree]:
+def build_trees(lanes: list[Lane], t: int) -> list[HostTree]:
     trees = []
     for li, lane in enumerate(lanes):
         groups = host_switch_groups(lane)
@@ -160,12 +159,12 @@ def _trees(lanes: list[_Lane], t: int) -> list[_Tree]:
         else:
             sets = host_trees(lane.cap, groups, t)
         for root, parent in sets:
-            height, depth = _heights(root, parent)
-            trees.append(_Tree(li, root, parent, height, depth))
+            height, depth = tree_heights(root, parent)
+            trees.append(HostTree(li, root, parent, height, depth))
     return trees
 
 
-def _hub_trees(lanes: list[_Lane]) -> list[_Tree]:
+def hub_trees(lanes: list[Lane]) -> list[HostTree]:
     """Per lane on one switch, per root r and hub c = r + 1, r + 2: r's only child is c, the
     other hosts are c's children. The root has degree 1 like a leaf but hears the partial sum
     before it sends the result, the mirror image of a leaf's order: mixed with stars, a host
@@ -182,6 +181,6 @@ def _hub_trees(lanes: list[_Lane]) -> list[_Tree]:
                 c = (r + k) % m
                 parent = [c] * m
                 parent[r], parent[c] = -1, r
-                height, depth = _heights(r, parent)
-                trees.append(_Tree(li, r, parent, height, depth))
+                height, depth = tree_heights(r, parent)
+                trees.append(HostTree(li, r, parent, height, depth))
     return trees

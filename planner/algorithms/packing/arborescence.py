@@ -10,7 +10,7 @@ arrays (``parent[root] == -1``).
 - ``shallow_trees``: for every root at once, a greedy (Prim-like) cheap tree whose depth is
   at most a per-root limit; shallow trees keep the pipeline's fill short.
 - ``layered_trees``: the same greedy where an edge's price depends on the depth it puts its
-  head at (``packing_window``: the depth decides the step the edge runs at).
+  head at (``packing.window``: the depth decides the step the edge runs at).
 """
 
 from __future__ import annotations

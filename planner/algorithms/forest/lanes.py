@@ -15,9 +15,8 @@ from dataclasses import dataclass, field
 import numpy as np
 from syncplan.core.errors import InfeasibleError
 from syncplan.planner.algorithms.base import PlanContext
+from syncplan.planner.algorithms.forest.settings import FOREST
 from syncplan.planner.routing import REF_BYTES
-
-MAX_LANES = 16
 
 Path = tuple[str, ...]
 
@@ -25,7 +24,7 @@ Path = tuple[str, ...]
 
 
 @dataclass
-class _Lane:
+class Lane:
     ports: list[int]  # per host: rank index of the port
     up: list[Path]  # per host: port -> ... -> first node outside the host
     down: list[Path]  # per host: first node outside -> ... -> port
@@ -39,7 +38,7 @@ class _Lane:
     groups: list[int] | None = None  # switch groups for host trees (default: by exit)
 
 
-class _Arcs:
+class Arcs:
     """Arc ids and latencies of node paths, cached."""
 
     def __init__(self, ctx: PlanContext) -> None:
@@ -88,16 +87,16 @@ def _local_tree(ctx: PlanContext, inside: set[str], src: str, reverse: bool) -> 
     return out
 
 
-def _lanes(ctx: PlanContext) -> list[_Lane]:
+def build_lanes(ctx: PlanContext) -> list[Lane]:
     topo, g = ctx.topo, ctx.topo.graph
     groups = ctx.host_groups
     m = len(groups)
-    nlanes = min(MAX_LANES, max(len(gr) for gr in groups))
+    nlanes = min(FOREST.max_lanes, max(len(gr) for gr in groups))
     by_host: dict[str, set[str]] = defaultdict(set)
     for nid, node in topo.nodes.items():
         if node.host is not None:
             by_host[node.host].add(nid)
-    lanes = [_Lane([], [], [], np.zeros(m)) for _ in range(nlanes)]
+    lanes = [Lane([], [], [], np.zeros(m)) for _ in range(nlanes)]
     for h, group in enumerate(groups):
         host = topo.host_of(ctx.ranks[group[0]])
         inside = by_host.get(host, set()) | {ctx.ranks[i] for i in group}
@@ -212,7 +211,7 @@ def _detour(adj: dict[str, list[tuple[str, float]]], path: Path) -> Path | None:
     return tuple(reversed(nodes))
 
 
-def detour_lanes(ctx: PlanContext, lanes: list[_Lane]) -> list[_Lane]:
+def detour_lanes(ctx: PlanContext, lanes: list[Lane]) -> list[Lane]:
     """Per lane, a copy whose nearest leaves (per host, those with the cheapest detour) reach
     the port and hear back from it over paths sharing no arc with the lane's own, e.g. a GPU's
     PCIe partner besides NVLink. The share LP splits each lane's bytes between the two, so
@@ -241,13 +240,13 @@ def detour_lanes(ctx: PlanContext, lanes: list[_Lane]) -> list[_Lane]:
     return out
 
 
-def exit_detour_lanes(ctx: PlanContext, lanes: list[_Lane], limit: int) -> list[_Lane]:
+def exit_detour_lanes(ctx: PlanContext, lanes: list[Lane], limit: int) -> list[Lane]:
     """Where a host's exit in a lane is slower than its exits in other lanes (a degraded NIC),
     copies of the lane in which that host leaves by another lane's exit, one copy per other
     exit; the host's tree neighbours reach it through their own exit to the same switch. The
     share LP moves bytes off the slow exit onto the others."""
     g = ctx.topo.graph
-    out: list[_Lane] = []
+    out: list[Lane] = []
     for lane in lanes:
         if not lane.up or not lane.up[0]:
             continue
@@ -266,7 +265,7 @@ def exit_detour_lanes(ctx: PlanContext, lanes: list[_Lane], limit: int) -> list[
                 up, down = (src.up[h], src.down[h]) if users else lane.exits[h][sw]
                 bw = min(g.edges[a, b]["bw"] for a, b in itertools.pairwise(up + down[1:]))
                 cap[h] = bw / max(1, len(users))
-                new = _Lane(
+                new = Lane(
                     list(lane.ports),
                     list(lane.up),
                     list(lane.down),
@@ -285,7 +284,7 @@ def exit_detour_lanes(ctx: PlanContext, lanes: list[_Lane], limit: int) -> list[
     return out
 
 
-def host_switch_groups(lane: _Lane) -> list[int]:
+def host_switch_groups(lane: Lane) -> list[int]:
     ids: dict[str, int] = {}
     if lane.groups is not None:
         return lane.groups

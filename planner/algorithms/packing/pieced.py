@@ -1,7 +1,7 @@
 """Pieced step-priced packings doubled to a program (``pieced_window``), and the lockstep
 program of a pieced LP's solution (``window_program``).
 
-The LP is ``packing_window.WindowLP`` with P pieces (``OrbitWindowLP`` and ``ReversedLP``
+The LP is ``packing.window.WindowLP`` with P pieces (``OrbitWindowLP`` and ``ReversedLP``
 solve the same LP over a topology's symmetries); ``pieced_window`` doubles P from 2 to 64,
 each LP starting from the trees of the one before, while the programs keep gaining.
 """
@@ -14,21 +14,12 @@ from dataclasses import dataclass
 import numpy as np
 from syncplan.core.program import Program, Step, Transfer
 from syncplan.planner.algorithms.base import PlanContext
-from syncplan.planner.algorithms.packing import Packing, QuickRoutes, RankRoutes, TreeColumn
-from syncplan.planner.algorithms.packing_schedule import Pair, pair_trees
-from syncplan.planner.algorithms.packing_window import ROUNDS, Budget, WindowLP
+from syncplan.planner.algorithms.packing.lp import Packing, QuickRoutes, RankRoutes, TreeColumn
+from syncplan.planner.algorithms.packing.schedule import Pair, pair_trees
+from syncplan.planner.algorithms.packing.settings import PACKING
+from syncplan.planner.algorithms.packing.window import Budget, WindowLP
 from syncplan.planner.algorithms.pipeline import round_to_total
 from syncplan.planner.bound import fluid_floor
-
-PIECES = (2, 4, 8, 16, 32, 64)  # piece counts of the pieced LP, tried in order (see
-# ``pieced_window``; a ring of hosts with a slow host: 1.059x at 16 pieces, 1.009x at 64)
-PIECES_BUDGET = 5e8  # simplex iterations x master nonzeros, summed over the solves of one
-# plan's pieced LPs: 4-12 s of HiGHS on this 2-core machine (8-23 ns a unit, median 15, over
-# 273 pieced solves of six plans in session 22: large masters' iterations cost more)
-PIECES_GAIN = 3e-3  # a piece count whose program gains less than this stops the doubling
-PIECES_MAX_COLUMNS = 2_000  # a pieced LP stops adding trees above this many (and is not
-# doubled): its master's simplex takes most of the time, ~0.4 s a round at 2,000 on 8 ranks
-PIECES_FLOOR_GAP = 2e-3  # a pieced LP this close to the fluid floor stops
 
 
 def window_program(found: Packing, offsets: np.ndarray, height: int, units: int) -> Program:
@@ -89,19 +80,19 @@ def pieced_window(
     budget: Budget | None = None,
     lp_of: Callable[..., WindowLP] = WindowLP,
     max_transfers: int = 1 << 62,
-    rounds: int = ROUNDS,
-    max_columns: int = PIECES_MAX_COLUMNS,
+    rounds: int = PACKING.window_rounds,
+    max_columns: int = PACKING.pieces_max_columns,
     round_cap: int | None = None,
     progress: Callable[[int, float], None] | None = None,
 ) -> WindowProgram | None:
-    """The fastest program of the pieced step-priced LP over PIECES piece counts, each LP
+    """The fastest program of the pieced step-priced LP over PACKING.pieces piece counts, each LP
     starting from the trees of the one before (each tree in the two pieces its piece splits
-    into). The next count is tried while the last one's program gained PIECES_GAIN over the
+    into). The next count is tried while the last one's program gained PACKING.pieces_gain over the
     one before (2 pieces are often slower than the pipelined programs, 4 or 8 faster), its
-    LP stayed under PIECES_MAX_COLUMNS columns, its program under ``max_transfers``
+    LP stayed under PACKING.pieces_max_columns columns, its program under ``max_transfers``
     transfers, and ``budget`` is left. ``lp_of`` makes each LP (``WindowLP``'s arguments,
     the pieces by keyword): ``OrbitWindowLP`` with a group where the topology has one.
-    ``rounds``, ``max_columns`` (in place of PIECES_MAX_COLUMNS) and ``round_cap`` (new
+    ``rounds``, ``max_columns`` (in place of PACKING.pieces_max_columns) and ``round_cap`` (new
     columns a round) bound each LP; ``progress(pieces, seconds)`` hears every program
     built."""
     size = float(ctx.size_bytes)
@@ -110,7 +101,7 @@ def pieced_window(
     last_s = np.inf
     budget = budget or Budget(np.inf)
     split = None  # each tree of the last LP in the two pieces its piece splits into
-    for pieces in PIECES:
+    for pieces in PACKING.pieces:
         if budget.left <= 0 or budget.expired():
             break
         lp = lp_of(ctx, routes, slack, start, pieces=pieces, start_pieces=split)
@@ -118,7 +109,7 @@ def pieced_window(
         found = lp.solve(
             rounds,
             beat=beat_s / size,
-            floor=floor_s / size * (1 + PIECES_FLOOR_GAP),
+            floor=floor_s / size * (1 + PACKING.pieces_floor_gap),
             max_columns=max_columns,
             budget=budget,
         )
@@ -133,7 +124,7 @@ def pieced_window(
         )
         if progress is not None:
             progress(pieces, mine.time_s)
-        if mine.time_s >= last_s * (1 - PIECES_GAIN) or len(lp.trees) > max_columns:
+        if mine.time_s >= last_s * (1 - PACKING.pieces_gain) or len(lp.trees) > max_columns:
             return mine if mine.time_s < min(last_s, beat_s) else best
         if mine.time_s < beat_s:
             best, beat_s = mine, mine.time_s

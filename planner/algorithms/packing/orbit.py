@@ -1,4 +1,4 @@
-"""The one-piece step-priced packing LP (``packing_window``) reduced by a group of automorphisms.
+"""The one-piece step-priced packing LP (``packing.window``) reduced by a group of automorphisms.
 
 The LP is convex and every automorphism of the topology (``symmetry``) maps its feasible
 points to feasible points of the same value, so averaging an optimum over a group G gives an
@@ -10,7 +10,7 @@ four arc orbits) the master has 16 x 4 load rows instead of 16 x 256, and the co
 generation that took minutes takes a fraction of a second. The program gives every element
 of G a copy of each tree, with 1/|G| of its share.
 
-The pieced LP (``packing_pieced.pieced_window``) reduces the same way: a column is a tree
+The pieced LP (``packing.pieced.pieced_window``) reduces the same way: a column is a tree
 orbit and its piece, the root rows are per (piece, rank orbit). On a 4x4 mesh (its 8
 symmetries: three rank orbits, six arc orbits of 8) the master of 64 pieces is 8x smaller
 and doubling to 64 pieces takes seconds, where the full LP stopped at 32 within its budget.
@@ -20,15 +20,11 @@ from __future__ import annotations
 
 import numpy as np
 from syncplan.planner.algorithms.base import PlanContext
-from syncplan.planner.algorithms.packing import Packing, QuickRoutes, RankRoutes, TreeColumn
-from syncplan.planner.algorithms.packing_master import Master
-from syncplan.planner.algorithms.packing_window import Budget, WindowLP
-from syncplan.planner.algorithms.symmetry import Group, automorphisms
-
-ORBIT_SHARE = 8  # rank orbits at most 1/this of the ranks: the LP is that much smaller
-ROUNDS = 40  # column-generation rounds (a 64-rank torus: its pool's trees, mapped to one
-# root, meet the floor in the first solve)
-MAX_TRANSFERS = 800_000  # of the expanded packing's trees, one piece (forest_any's cap)
+from syncplan.planner.algorithms.packing.lp import Packing, QuickRoutes, RankRoutes, TreeColumn
+from syncplan.planner.algorithms.packing.master import Master
+from syncplan.planner.algorithms.packing.settings import PACKING
+from syncplan.planner.algorithms.packing.symmetry import Group, automorphisms
+from syncplan.planner.algorithms.packing.window import Budget, WindowLP
 
 
 class OrbitWindowLP(WindowLP):
@@ -69,22 +65,22 @@ class OrbitWindowLP(WindowLP):
         self.master = Master(bw, self.orbits * pieces, primal=pieces > 1, steps=self.steps)
         if pieces == 1:
             self.master.go_interior()
-        self._add_start(start, start_pieces)
+        self.add_start(start, start_pieces)
 
-    def _canonical(self, col: TreeColumn, piece: int) -> tuple[TreeColumn, int]:
+    def canonical_column(self, col: TreeColumn, piece: int) -> tuple[TreeColumn, int]:
         """``col`` mapped to its root's orbit's first root, in its piece."""
         if col.root not in self.reps:
             col = image(col, self.group, self.to_rep[col.root], self.ctx)
         return col, piece
 
-    def _add_columns(self, cols: list[tuple[TreeColumn, int]]) -> None:
+    def add_columns(self, cols: list[tuple[TreeColumn, int]]) -> None:
         """The columns on the rows of their arcs' orbits, each crossing 1 / |orbit|."""
         self.master.add_trees(
             [
                 (self.arc_orbit[c.arcs], p * self.orbits + int(self.root_orbit[c.root]), c.inward)
                 for c, p in cols
             ],
-            [self._steps(c, p) for c, p in cols],
+            [self.column_steps(c, p) for c, p in cols],
             [self.arc_weight[c.arcs] for c, _ in cols],
         )
 
@@ -95,17 +91,19 @@ class OrbitWindowLP(WindowLP):
         if self.solve(rounds=rounds, beat=beat) is None:
             return None
         theta, _, share, prices, _ = self._expanded(*self.master.vertex())
-        return self._packing(self.trees, self.offsets, theta, share, prices)
+        return self.make_packing(self.trees, self.offsets, theta, share, prices)
 
     def program_trees(self, found: Packing) -> tuple[Packing, np.ndarray]:
         """Every tree of ``found`` copied by every element of the group, in its piece."""
         return expand_pieces(found, self.live_offsets, self.group, self.ctx)
 
-    def _solve(self, budget: Budget) -> tuple[float, float, np.ndarray, np.ndarray, np.ndarray]:
+    def solve_master(
+        self, budget: Budget
+    ) -> tuple[float, float, np.ndarray, np.ndarray, np.ndarray]:
         """The master's solution with prices per (step, arc) and duals per root: an arc's
         price is its orbit's over |orbit| (what a crossing of it adds to an orbit column's
         reduced cost), a (piece, root)'s dual its (piece, orbit)'s."""
-        return self._expanded(*super()._solve(budget))
+        return self._expanded(*super().solve_master(budget))
 
     def _expanded(
         self, theta: float, obj: float, share: np.ndarray, prices: np.ndarray, duals: np.ndarray
@@ -180,10 +178,12 @@ def expand_pieces(
 
 
 def strong_group(ctx: PlanContext) -> Group | None:
-    """The topology's automorphisms where they leave at most 1/ORBIT_SHARE as many rank
+    """The topology's automorphisms where they leave at most 1/PACKING.orbit_share as many rank
     orbits as ranks (the orbit LPs are then that much smaller), else None."""
     group = automorphisms(ctx)
-    if group is None or len(set(group.rank_orbits().tolist())) * ORBIT_SHARE > len(ctx.ranks):
+    if group is None or len(set(group.rank_orbits().tolist())) * PACKING.orbit_share > len(
+        ctx.ranks
+    ):
         return None
     return group
 
@@ -193,7 +193,7 @@ def best_orbit_packing(
 ) -> tuple[tuple, Packing] | None:
     """The orbit LP of the ``count`` packings of least fluid time in ``table`` (forest_any's
     packings; their trees start it), solved where the topology's automorphisms leave at most
-    1/ORBIT_SHARE as many rank orbits as ranks: (key, the packing of least one-piece
+    1/PACKING.orbit_share as many rank orbits as ranks: (key, the packing of least one-piece
     bandwidth time, expanded over the group), or None, also where that time per byte is not
     below ``beat`` (the program only adds latency). Only the best is expanded: the copies
     number |G| x its trees."""
@@ -205,8 +205,8 @@ def best_orbit_packing(
     for key in sorted(table, key=lambda k: (table[k].theta, str(k)))[:count]:
         slack = n if key[1] is None else key[1]
         lp = OrbitWindowLP(ctx, ctx.memo["packing_routes"][key[0]], slack, table[key].pool, group)
-        found = lp.solve_basic(ROUNDS, beat)
-        if found is None or len(found.trees) * group.order * (n - 1) > MAX_TRANSFERS:
+        found = lp.solve_basic(PACKING.orbit_rounds, beat)
+        if found is None or len(found.trees) * group.order * (n - 1) > PACKING.max_transfers:
             continue
         if best is None or found.theta < best[0]:
             best = (found.theta, key, found)

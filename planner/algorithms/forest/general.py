@@ -1,12 +1,12 @@
 """Forest on any topology: tree packings of several depth limits, pipelined and priced.
 
-For each route set and depth slack the packing LP (``packing_sets``) gives trees and shares;
-the pairs are pipelined (``forest_pipelined``: every piece count that fits the plan's size
+For each route set and depth slack the packing LP (``packing.sets``) gives trees and shares;
+the pairs are pipelined (``forest.pipelined``: every piece count that fits the plan's size
 limits, equal or ramped pieces, and LP-sized pieces near the best count). At small sizes
 fewer, shallower trees win (the fill and each step's latency dominate), so the few largest
 pairs of each packing and the shallowest single pair are priced too. From 1 MiB the
-step-priced packings (``packing_window``: one piece, by symmetry, in pieces) and the
-per-piece mixes of the best pipeline's pairs (``forest_mix``) compete as well. The fastest
+step-priced packings (``packing.window``: one piece, by symmetry, in pieces) and the
+per-piece mixes of the best pipeline's pairs (``forest.mix``) compete as well. The fastest
 program under the cost model wins.
 """
 
@@ -21,83 +21,66 @@ import numpy as np
 from syncplan.core.errors import InfeasibleError
 from syncplan.core.program import Program
 from syncplan.planner.algorithms.base import Candidate, PlanContext
-from syncplan.planner.algorithms.forest_effort import thorough_runs
-from syncplan.planner.algorithms.forest_mix import BUDGET as MIX_BUDGET
-from syncplan.planner.algorithms.forest_mix import MAX_COLUMNS as MIX_MAX_COLUMNS
-from syncplan.planner.algorithms.forest_mix import MAX_RANKS as MIX_MAX_RANKS
-from syncplan.planner.algorithms.forest_mix import (
+from syncplan.planner.algorithms.forest.effort import thorough_runs
+from syncplan.planner.algorithms.forest.mix import (
     build_mix,
     mix_cost,
     mix_lps,
     mix_transfers,
     pair_profiles,
 )
-from syncplan.planner.algorithms.forest_pipelined import (
-    MAX_TRANSFERS,
-    PIECES,
+from syncplan.planner.algorithms.forest.pipelined import (
+    Pipelined,
     built_time,
     pair_variants,
     price_pipelines,
     program_builder,
     refine_pieces,
 )
-from syncplan.planner.algorithms.packing import Packing
-from syncplan.planner.algorithms.packing_balance import balanced_packing
-from syncplan.planner.algorithms.packing_orbit import (
+from syncplan.planner.algorithms.forest.settings import EFFORT_PRESETS, FOREST
+from syncplan.planner.algorithms.packing import (
+    PACKING,
+    Budget,
     OrbitWindowLP,
+    Packing,
+    PairSchedule,
+    WindowLP,
+    WindowProgram,
+    automorphisms,
+    balanced_packing,
     best_orbit_packing,
+    packings,
+    pair_trees,
+    pieced_window,
     strong_group,
 )
-from syncplan.planner.algorithms.packing_pieced import PIECES_BUDGET, WindowProgram, pieced_window
-from syncplan.planner.algorithms.packing_schedule import MIN_SHARE, PairSchedule, pair_trees
-from syncplan.planner.algorithms.packing_sets import UNLIMITED_MAX_RANKS, packings
-from syncplan.planner.algorithms.packing_window import Budget, WindowLP
-from syncplan.planner.algorithms.symmetry import automorphisms
 from syncplan.planner.bound import fluid_floor
 
-GENERAL_MAX_RANKS = 64  # above: the host-structured forest alone (see docs/planner.md)
-BALANCE_PACKINGS = 2  # best packings whose shares are re-solved for the pipeline
-WINDOW_PACKINGS = 3  # best packings (and the unlimited one) that seed a step-priced packing...
-WINDOW_MAX_RANKS = 32  # ...up to this many ranks (its master takes seconds above: a 64-rank
-# torus 10 s with interior duals, 280 s with the simplex; see planner.md)
-WINDOW_PIECED_MAX_RANKS = 16  # full pieced LPs up to this many ranks (above, up to
-# WINDOW_MAX_RANKS, by symmetry only: ``_price_pieced``); above it the one-piece LPs of
-WINDOW_BUDGET = 3e8  # a plan share this budget (``packing_window.Budget``): ~2 s of HiGHS
-WINDOW_UNLIMITED_MAX_RANKS = 16  # the unlimited one up to this many (2 (n - 1) steps of rows)
-WINDOW_MIN_BYTES = 1 << 20  # and from 1 MiB: below, fewer and shallower trees win (latency)
-WINDOW_PIECED = 2  # best step-priced packings (by their one-piece time) given pieces
-WINDOW_MARGIN = 0.005  # a step-priced program must beat the best estimate by this much: the
-# pipelined programs' piece sizes are refined after the choice (up to ~0.3 % measured)
-MAX_UNITS = 1 << 20
 SLOWER = "forest (any topology): slower than the host-structured forest"
-MIX_SHARE = 2 / 3  # mixes at up to this share of the pipelined program's piece count
-MIX_ENDS = 2  # pieces that mix freely at each end of the pipeline, per phase offset
-BUILD_CHECK = 0.01  # a mix this close to the pipelined estimate is checked on the built program
-MIX_REACH = 1.1  # mixes only where the pipelined program is within this of what must be beaten
 
 
-def _price_windows(
-    ctx: PlanContext, size: float, units: int, best: dict, cap: float = math.inf
+def price_windows(
+    ctx: PlanContext, size: float, units: int, best: Pipelined, cap: float = math.inf
 ) -> list[tuple]:
-    """Step-priced packings (``packing_window``) from the trees of the best packings and the
+    """Step-priced packings (``packing.window``) from the trees of the best packings and the
     unlimited one: one piece whose trees load every step evenly pays no pipeline fill (tori,
     full meshes, NVLink cube meshes: 2-6 % faster than the pipelined packings at 256 MiB).
-    Returns (one-piece time, key, slack, trees) of every LP solved, for ``_price_pieced``."""
+    Returns (one-piece time, key, slack, trees) of every LP solved, for ``price_pieced``."""
     n = len(ctx.ranks)
-    if size < WINDOW_MIN_BYTES:
+    if size < FOREST.window_min_bytes:
         return []
     table = packings(ctx)
-    keys = sorted(table, key=lambda k: (table[k].theta, str(k)))[:WINDOW_PACKINGS]
-    if n > WINDOW_MAX_RANKS:
+    keys = sorted(table, key=lambda k: (table[k].theta, str(k)))[: FOREST.window_packings]
+    if n > FOREST.window_max_ranks:
         # only the unlimited packing, where it was solved (the depth limits stayed
-        # UNLIMITED_GAP from the floor) and pipelines best so far: its deep trees fill a
+        # PACKING.unlimited_gap from the floor) and pipelines best so far: its deep trees fill a
         # pipeline slowly, one piece with step-priced shares not at all (a 64-rank directed
         # ring of hosts 1.23x -> 1.02x); the depth-limited LPs spent the budget for nothing on
         # every 64-rank member measured, the unlimited one 2.5 s on a degraded torus whose
         # depth-limited packings pipeline better
-        unlimited = ("any", None) in table and best.get("packing", "").startswith("any/None")
+        unlimited = ("any", None) in table and best.packing.startswith("any/None")
         keys = [("any", None)] if unlimited else []
-    elif n > WINDOW_UNLIMITED_MAX_RANKS:
+    elif n > FOREST.window_unlimited_max_ranks:
         keys = [k for k in keys if k[1] is not None]
     elif ("any", None) in table and ("any", None) not in keys:
         keys.append(("any", None))
@@ -107,9 +90,9 @@ def _price_windows(
         WindowLP(ctx, ctx.memo["packing_routes"][key[0]], slack, table[key].pool)
         for key, slack in zip(keys, slacks, strict=True)
     ]
-    first = min(best.get("time", math.inf), cap) / size
-    if n > WINDOW_PIECED_MAX_RANKS:  # one budget, spent in order: one LP after the other
-        budget = Budget(WINDOW_BUDGET)
+    first = min(best.time, cap) / size
+    if n > FOREST.window_pieced_max_ranks:  # one budget, spent in order: one LP after the other
+        budget = Budget(FOREST.window_budget)
         solved = None
     else:
         # without a budget an LP depends on the others only through ``beat``, which only
@@ -118,7 +101,7 @@ def _price_windows(
         with ThreadPoolExecutor(max_workers=max(1, len(lps)), thread_name_prefix="window") as pool:
             solved = list(pool.map(lambda lp: lp.solve(beat=first), lps))
     for k, (key, slack, lp) in enumerate(zip(keys, slacks, lps, strict=True)):
-        beat = min(best.get("time", math.inf), cap) / size
+        beat = min(best.time, cap) / size
         if solved is None:
             found = lp.solve(beat=beat, budget=budget)
         else:
@@ -131,67 +114,69 @@ def _price_windows(
 
 
 def _offer(
-    ctx: PlanContext, found: Packing, label: str, size: float, units: int, best: dict
+    ctx: PlanContext, found: Packing, label: str, size: float, units: int, best: Pipelined
 ) -> float:
     """The step-priced packing ``found`` pipelined at every piece count (one piece among
-    them): it replaces ``best`` where its built program beats it by WINDOW_MARGIN. Returns
+    them): it replaces ``best`` where its built program beats it by FOREST.window_margin. Returns
     its estimated time."""
     pairs = pair_trees(found)
     shares = np.array([p.share for p in pairs])
-    mine: dict = {}
+    mine = Pipelined()
     price_pipelines(PairSchedule(ctx, pairs), shares / shares.sum(), size, units, mine)
-    est = mine.get("time", math.inf)
-    if est >= best.get("time", math.inf):
+    est = mine.time
+    if est >= best.time:
         return est
     # hundreds of trees with small shares: the rounding of units moves the balance, so the
     # built program's cost-model time is what competes
-    mine["time"] = built_time(ctx, mine, units)
-    if mine["time"] < best.get("time", math.inf) * (1 - WINDOW_MARGIN):
-        best.clear()
-        best.update(mine, packing=label)
+    mine.time = built_time(ctx, mine, units)
+    if mine.time < best.time * (1 - FOREST.window_margin):
+        best.take(mine, label)
     return est
 
 
-def _price_orbits(ctx: PlanContext, size: float, units: int, best: dict) -> bool:
-    """Above WINDOW_PIECED_MAX_RANKS, the step-priced LP reduced by the topology's
-    automorphisms (``packing_orbit``): a 64-rank torus's translations make it 64x smaller
+def price_orbits(ctx: PlanContext, size: float, units: int, best: Pipelined) -> bool:
+    """Above FOREST.window_pieced_max_ranks, the step-priced LP reduced by the topology's
+    automorphisms (``packing.orbit``): a 64-rank torus's translations make it 64x smaller
     (its one-piece program 1.14x -> 1.003x the bound; the full LP is not solved above
-    WINDOW_MAX_RANKS), a 32-rank one's 1.029x in 16 s -> 1.002x in 2 s. Whether its
+    FOREST.window_max_ranks), a 32-rank one's 1.029x in 16 s -> 1.002x in 2 s. Whether its
     program is now the best."""
-    if len(ctx.ranks) <= WINDOW_PIECED_MAX_RANKS or size < WINDOW_MIN_BYTES:
+    if len(ctx.ranks) <= FOREST.window_pieced_max_ranks or size < FOREST.window_min_bytes:
         return False
     found = best_orbit_packing(
-        ctx, packings(ctx), WINDOW_PACKINGS, best.get("time", math.inf) / size * (1 - WINDOW_MARGIN)
+        ctx,
+        packings(ctx),
+        FOREST.window_packings,
+        best.time / size * (1 - FOREST.window_margin),
     )
     if found is None:
         return False
     key, packing = found
     label = f"{key[0]}/{key[1]} step-priced by symmetry"
     _offer(ctx, packing, label, size, units, best)
-    return best.get("packing") == label
+    return best.packing == label
 
 
-def _price_pieced(
+def price_pieced(
     ctx: PlanContext, tried: list[tuple], units: int, best_s: float
 ) -> tuple[WindowProgram, str] | None:
-    """Pieced step-priced packings (``packing_pieced.pieced_window``) from the WINDOW_PIECED
+    """Pieced step-priced packings (``packing.pieced.pieced_window``) from the FOREST.window_pieced
     step-priced packings of least one-piece time: the fastest, where it beats ``best_s``
-    (the best pipelined program's time) by WINDOW_MARGIN (a degraded cube mesh 1.083x ->
+    (the best pipelined program's time) by FOREST.window_margin (a degraded cube mesh 1.083x ->
     1.009x, a full mesh with a slow pair 1.026x -> 1.004x), over tree orbits where the
     topology has automorphisms (a 4x4 mesh 1.043x -> 1.022x)."""
     n = len(ctx.ranks)
-    if ctx.size_bytes < WINDOW_MIN_BYTES:  # latency: fewer, shallower trees (as one piece)
+    if ctx.size_bytes < FOREST.window_min_bytes:  # latency: fewer, shallower trees (as one piece)
         return None
-    if best_s * (1 - WINDOW_MARGIN) <= fluid_floor(ctx) * ctx.size_bytes:
+    if best_s * (1 - FOREST.window_margin) <= fluid_floor(ctx) * ctx.size_bytes:
         return None  # no program beats the fluid floor: a torus's one piece at 1.003x
     # by symmetry where the topology has any: the same LP optimum (the LP is convex and the
     # group maps its solutions to solutions), a master |G| x smaller; above
-    # WINDOW_PIECED_MAX_RANKS only where the group is strong (a ring of 12 2-GPU hosts, one
-    # rank orbit: 1.017x -> 1.003x), and not above WINDOW_MAX_RANKS (a 64-rank mesh of
+    # FOREST.window_pieced_max_ranks only where the group is strong (a ring of 12 2-GPU hosts, one
+    # rank orbit: 1.017x -> 1.003x), and not above FOREST.window_max_ranks (a 64-rank mesh of
     # 4-GPU hosts: 15 s of pricing for no gain)
-    if n > WINDOW_MAX_RANKS:
+    if n > FOREST.window_max_ranks:
         return None
-    if n > WINDOW_PIECED_MAX_RANKS:
+    if n > FOREST.window_pieced_max_ranks:
         group = strong_group(ctx)
         if group is None:
             return None
@@ -205,11 +190,11 @@ def _price_pieced(
             (table[key].theta, key, n if key[1] is None else key[1], table[key].pool)
             for key in sorted(table, key=lambda k: (table[k].theta, str(k)))
         ]
-    chosen = sorted(tried, key=lambda t: (t[0], str(t[1])))[:WINDOW_PIECED]
+    chosen = sorted(tried, key=lambda t: (t[0], str(t[1])))[: FOREST.window_pieced]
     lp_of = WindowLP if group is None else functools.partial(OrbitWindowLP, group=group)
-    budget = Budget(PIECES_BUDGET)
+    budget = Budget(PACKING.pieces_budget)
     runs = [(seed, lp_of, budget, {}) for seed in chosen]
-    if ctx.effort == "thorough":  # the same runs first, then the thorough ones
+    if EFFORT_PRESETS.get(ctx.effort, FOREST).thorough:  # the same runs first, then these
         runs += thorough_runs(ctx, chosen, group, lp_of)
     out = None
     for (_, key, slack, trees), lp_of, budget, limits in runs:
@@ -219,43 +204,47 @@ def _price_pieced(
             slack,
             trees,
             units,
-            best_s * (1 - WINDOW_MARGIN),
+            best_s * (1 - FOREST.window_margin),
             budget,
             lp_of,
-            MAX_TRANSFERS,
+            PACKING.max_transfers,
             **limits,
         )
-        if found is not None and found.time_s < best_s * (1 - WINDOW_MARGIN):
+        if found is not None and found.time_s < best_s * (1 - FOREST.window_margin):
             best_s = found.time_s
             out = found, f"{key[0]}/{key[1]} step-priced, {found.pieces} pieces"
     return out
 
 
-def _mixed(
-    ctx: PlanContext, best: dict, units: int, cap: float
+def mixed_program(
+    ctx: PlanContext, best: Pipelined, units: int, cap: float
 ) -> tuple[float, Program, int] | None:
-    """The best pipelined packing's pairs with per-piece mixes (forest_mix): at the largest
-    piece count up to MIX_SHARE of its own and the one below it (smallest first) within the
-    mix budget, up to forest_mix.MAX_RANKS ranks, where the pipelined time is within
-    MIX_REACH of ``cap``; the first and last MIX_ENDS x (phase offsets) pieces mix freely
-    (fewer where the LP would have more than forest_mix.MAX_COLUMNS columns), the steady
+    """The best pipelined packing's pairs with per-piece mixes (forest.mix): at the largest
+    piece count up to FOREST.mix_share of its own and the one below it (smallest first)
+    within the mix budget, up to FOREST.mix_max_ranks ranks, where the pipelined time is
+    within FOREST.mix_reach of ``cap``; the first and last FOREST.mix_ends x (phase offsets)
+    pieces mix freely
+    (fewer where the LP would have more than FOREST.mix_max_columns columns), the steady
     middle keeps the packing's shares: (cost-model time, program, pieces) of the
     fastest, or None."""
-    if best["time"] > cap * MIX_REACH or len(ctx.ranks) > MIX_MAX_RANKS:
+    if best.time > cap * FOREST.mix_reach or len(ctx.ranks) > FOREST.mix_max_ranks:
         return None
-    sched, shares, size = best["sched"], best["shares"], float(ctx.size_bytes)
+    sched, shares, size = best.sched, best.shares, float(ctx.size_bytes)
     pairs = [j for j in range(len(shares)) if shares[j] > 0]
-    counts = [p for p in PIECES if p <= len(best["fracs"]) * MIX_SHARE][-2:]
+    counts = [p for p in FOREST.pipeline_pieces if p <= len(best.fracs) * FOREST.mix_share][-2:]
     k = len(pairs)
     fit = []  # every LP is chosen before any is solved: they run side by side
     spent = 0
     for pieces in counts:
-        # free ends as long as the LP stays within forest_mix.MAX_COLUMNS
-        ends = min(MIX_ENDS * sched.columns, (MIX_MAX_COLUMNS - pieces) // max(1, 2 * (k - 1)))
+        # free ends as long as the LP stays within FOREST.mix_max_columns
+        ends = min(
+            FOREST.mix_ends * sched.columns,
+            (FOREST.mix_max_columns - pieces) // max(1, 2 * (k - 1)),
+        )
         if ends < 1:
             continue
         cost = mix_cost(pieces, k, ends)
-        if spent + cost > MIX_BUDGET or pieces * k > units:
+        if spent + cost > FOREST.mix_budget or pieces * k > units:
             continue
         spent += cost
         fit.append((pieces, ends))
@@ -279,7 +268,7 @@ def _mixed(
     ]
     out = None
     for (pieces, _), x in zip(fit, mix_lps(calls), strict=True):
-        if x is None or mix_transfers(moves, groups, x, units) > MAX_TRANSFERS:
+        if x is None or mix_transfers(moves, groups, x, units) > PACKING.max_transfers:
             continue
         program = build_mix(moves, groups, x, units, sched.columns)
         t = ctx.cost.program_time(ctx.ranks, program, size)
@@ -294,70 +283,70 @@ def forest_any(ctx: PlanContext, beat: float | None = None) -> Candidate:
     n = len(ctx.ranks)
     if n == 1:
         return Candidate("forest", 0.0, lambda: Program(1, []), {"trees": 0})
-    if n > GENERAL_MAX_RANKS:
-        raise InfeasibleError(f"forest (any topology): more than {GENERAL_MAX_RANKS} ranks")
+    if n > FOREST.general_max_ranks:
+        raise InfeasibleError(f"forest (any topology): more than {FOREST.general_max_ranks} ranks")
     t0 = time.perf_counter()
     size = float(ctx.size_bytes)
-    units = min(MAX_UNITS, ctx.size_bytes)
+    units = min(FOREST.max_units, ctx.size_bytes)
     # no program of a packing beats its fluid time (every step lasts at least its busiest
     # arc's load), nor the family's fluid floor: packings and tree subsets whose fluid time
     # is above ``beat`` or the best program's time so far are not priced (lowest first)
     cap = math.inf if beat is None else beat
     if cap <= fluid_floor(ctx) * size:
         raise InfeasibleError(SLOWER)
-    best: dict = {}
+    best = Pipelined()
     ranked = []
     pruned = False
     for key, packing in sorted(packings(ctx).items(), key=lambda kv: kv[1].theta):
-        if packing.theta * size >= min(best.get("time", math.inf), cap):
+        if packing.theta * size >= min(best.time, cap):
             pruned = True
             continue
-        mine: dict = {}
+        mine = Pipelined()
         variants = pair_variants(pair_trees(packing))
         for subset in variants:
             sched = PairSchedule(ctx, subset)
             shares, theta = sched.fluid_shares()
-            if theta * size < min(best.get("time", math.inf), mine.get("time", math.inf)):
+            if theta * size < min(best.time, mine.time):
                 price_pipelines(sched, shares, size, units, mine)
-        if mine:
-            ranked.append((mine["time"], len(mine["fracs"]), key))
-            if mine["time"] < best.get("time", math.inf):
+        if mine.sched is not None:
+            ranked.append((mine.time, len(mine.fracs), key))
+            if mine.time < best.time:
                 best = mine
-                best["packing"] = f"{key[0]}/{key[1]}"
+                best.packing = f"{key[0]}/{key[1]}"
     # shares for the pipeline (fill and drain) on the best packings, at their piece counts,
-    # up to UNLIMITED_MAX_RANKS (above, this LP takes up to a second and lowered no 64-rank
+    # up to PACKING.unlimited_max_ranks (above, this LP takes up to a second and lowered no 64-rank
     # member's time: docs/planner.md, session 12)
-    for _, pieces, key in sorted(ranked, key=lambda r: r[:2])[:BALANCE_PACKINGS]:
-        if n > UNLIMITED_MAX_RANKS:
+    for _, pieces, key in sorted(ranked, key=lambda r: r[:2])[: FOREST.balance_packings]:
+        if n > PACKING.unlimited_max_ranks:
             break
         packing = packings(ctx)[key]
         balanced = balanced_packing(ctx, packing, packing.pool, max(pieces, 8))
         if balanced is None:
             continue
-        pairs = [p for p in pair_trees(balanced) if p.share >= MIN_SHARE]
+        pairs = [p for p in pair_trees(balanced) if p.share >= PACKING.min_share]
         sched = PairSchedule(ctx, pairs)
         shares = np.array([p.share for p in pairs])
-        before = best.get("time", math.inf)
+        before = best.time
         price_pipelines(sched, shares / shares.sum(), size, units, best)
-        if best["time"] < before:
-            best["packing"] = f"{key[0]}/{key[1]} balanced"
-    if not best and pruned:  # every packing's fluid time is above ``beat``
+        if best.time < before:
+            best.packing = f"{key[0]}/{key[1]} balanced"
+    if best.sched is None and pruned:  # every packing's fluid time is above ``beat``
         raise InfeasibleError(SLOWER)
     # above 16 ranks the orbit LP first: where it wins, the full step-priced LPs (seconds on
     # 17-32 ranks, a budget they often spend for nothing) are not solved
     tried = (
-        [] if _price_orbits(ctx, size, units, best) else _price_windows(ctx, size, units, best, cap)
+        [] if price_orbits(ctx, size, units, best) else price_windows(ctx, size, units, best, cap)
     )
-    if not best:
+    if best.sched is None:
         raise InfeasibleError("forest (any topology): no tree set fits the plan size limits")
-    sched, shares = best["sched"], best["shares"]
+    sched, shares = best.sched, best.shares
     refine_pieces(ctx, best, units)
     # the mixes (interior point, in HiGHS without the GIL) and the pieced step-priced LPs
     # depend on nothing the other computes: side by side (every program they build pins
     # its paths, so no new rank pair is routed), the same outcome as one after the other
     with ThreadPoolExecutor(max_workers=1, thread_name_prefix="mix") as pool:
-        later = pool.submit(_mixed, ctx, best, units, cap)
-        pieced = _price_pieced(ctx, tried, units, min(best["time"], cap))
+        later = pool.submit(mixed_program, ctx, best, units, cap)
+        pieced = price_pieced(ctx, tried, units, min(best.time, cap))
         mixed = later.result()
     fluid = min(p.theta for k, p in packings(ctx).items() if k[0] == "any") * size
     if pieced is not None and mixed is not None and mixed[0] < pieced[0].time_s:
@@ -377,12 +366,12 @@ def forest_any(ctx: PlanContext, beat: float | None = None) -> Candidate:
             "solve_s": round(time.perf_counter() - t0, 3),
         }
         return Candidate("forest", found.time_s, lambda: found.program, details)
-    sched = best["sched"]
-    fracs = best["fracs"]
+    sched = best.sched
+    fracs = best.fracs
     # the pipelined estimate is the cost model's time up to the rounding of units
     if (
         mixed is not None
-        and mixed[0] < best["time"] * (1 + BUILD_CHECK)
+        and mixed[0] < best.time * (1 + FOREST.build_check)
         and mixed[0] < built_time(ctx, best, units)
     ):
         if beat is not None and mixed[0] > beat:
@@ -390,7 +379,7 @@ def forest_any(ctx: PlanContext, beat: float | None = None) -> Candidate:
         t, program, pieces = mixed
         details = {
             "path": "any-topology packing",
-            "packing": best["packing"] + ", mixed",
+            "packing": best.packing + ", mixed",
             "trees": int((shares > 0).sum()),
             "fluid_time_s": fluid,
             "pieces": pieces,
@@ -399,12 +388,12 @@ def forest_any(ctx: PlanContext, beat: float | None = None) -> Candidate:
             "solve_s": round(time.perf_counter() - t0, 3),
         }
         return Candidate("forest", t, lambda: program, details)
-    if beat is not None and best["time"] > beat:
+    if beat is not None and best.time > beat:
         raise InfeasibleError(SLOWER)
     predicted = built_time(ctx, best, units)
     details = {
         "path": "any-topology packing",
-        "packing": best["packing"],
+        "packing": best.packing,
         "trees": int((shares > 0).sum()),
         "fluid_time_s": fluid,
         "pieces": len(fracs),

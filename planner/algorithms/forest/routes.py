@@ -4,7 +4,7 @@ The router gives every node pair one route, so every tree edge between two switc
 cross the same arcs and the others would idle (a fat tree's second uplink per ToR, or the
 fast one where the other is degraded). Here each tree edge between switches takes, in a
 fixed order, among the routes no longer in latency than the router's (hops break latency
-ties: ``HOP_S`` per hop), the one whose busiest arc is least loaded so far in seconds per
+ties: ``FOREST.hop_s`` per hop), the one whose busiest arc is least loaded so far in seconds per
 byte, counting every edge routed before it with its tree's share. Each step of the lockstep
 schedule pays its slowest route's latency, so no step gets slower; bandwidth is the share
 LP's to balance.
@@ -17,13 +17,11 @@ import math
 from collections.abc import Iterable, Sequence
 
 import numpy as np
+from syncplan.planner.algorithms.forest.settings import FOREST
 from syncplan.planner.routing import Router
 
 Path = tuple[str, ...]
 EdgeKey = tuple[int, int, int]  # (id of the tree, from host, to host)
-
-TIE = 1e-9  # relative: routes this close to the router's latency count as no longer
-HOP_S = 1e-12  # seconds added per hop: among routes of equal latency, the fewest hops
 
 
 class RouteDag:
@@ -32,13 +30,13 @@ class RouteDag:
 
     def __init__(self, router: Router) -> None:
         self.router = router
-        self._names = list(router.topo.graph.nodes)
-        self._index = {n: i for i, n in enumerate(self._names)}
-        self._succ: list[list[tuple[int, float, int]]] = [[] for _ in self._names]
-        self._pred: list[list[tuple[int, float]]] = [[] for _ in self._names]
+        self.node_names = list(router.topo.graph.nodes)
+        self.node_index = {n: i for i, n in enumerate(self.node_names)}
+        self._succ: list[list[tuple[int, float, int]]] = [[] for _ in self.node_names]
+        self._pred: list[list[tuple[int, float]]] = [[] for _ in self.node_names]
         for (u, v), a in router.arc_id.items():
-            w = float(router.lat[a]) + HOP_S
-            iu, iv = self._index[u], self._index[v]
+            w = float(router.lat[a]) + FOREST.hop_s
+            iu, iv = self.node_index[u], self.node_index[v]
             self._succ[iu].append((iv, w, a))
             self._pred[iv].append((iu, w))
         self._from: dict[int, dict[int, float]] = {}
@@ -76,10 +74,10 @@ class RouteDag:
         hit = self._dags.get(key)
         if hit is not None:
             return hit
-        s, t = self._index[src], self._index[dst]
+        s, t = self.node_index[src], self.node_index[dst]
         ds, dt = self._dist(s, True), self._dist(t, False)
         total = self.length(self.router.path(src, dst))
-        slack = total * TIE
+        slack = total * FOREST.route_tie
         on = sorted(
             (v for v in ds if v in dt and ds[v] + dt[v] <= total + slack), key=lambda v: (ds[v], v)
         )
@@ -95,8 +93,8 @@ class RouteDag:
         return on, out
 
     def length(self, path: Path) -> float:
-        """Latency of ``path`` plus HOP_S per hop."""
-        return float(self.router.path_latency(path)) + HOP_S * (len(path) - 1)
+        """Latency of ``path`` plus FOREST.hop_s per hop."""
+        return float(self.router.path_latency(path)) + FOREST.hop_s * (len(path) - 1)
 
     def alternatives(self, src: str, dst: str) -> bool:
         """Whether the DAG from ``src`` to ``dst`` holds more than one route, all through
@@ -108,7 +106,7 @@ class RouteDag:
             on, out = self.dag(src, dst)
             nodes = self.router.topo.nodes
             hit = self._alt[key] = any(len(out[u]) > 1 for u in on) and not any(
-                nodes[self._names[u]].can_hold_rank for u in on[1:-1]
+                nodes[self.node_names[u]].can_hold_rank for u in on[1:-1]
             )
         return hit
 
@@ -119,7 +117,7 @@ class RouteDag:
         (the DAG's arcs each lie on a route no longer than the router's; their chains need
         not)."""
         on, out = self.dag(src, dst)
-        s, t = self._index[src], self._index[dst]
+        s, t = self.node_index[src], self.node_index[dst]
         bw = self._bw
         # per node reached: the busiest arc and the summed load of its best route so far,
         # and the node before it (nodes come in order of distance, so a node is final
@@ -144,8 +142,8 @@ class RouteDag:
         chain = [t]
         while prev[chain[-1]] >= 0:
             chain.append(prev[chain[-1]])
-        path = tuple(self._names[i] for i in reversed(chain))
-        limit = self.length(self.router.path(src, dst)) * (1 + TIE)
+        path = tuple(self.node_names[i] for i in reversed(chain))
+        limit = self.length(self.router.path(src, dst)) * (1 + FOREST.route_tie)
         return path if self.length(path) <= limit else self.router.path(src, dst)
 
 

@@ -20,9 +20,8 @@ import numpy as np
 from scipy.optimize import linprog
 from scipy.sparse import coo_matrix, csr_matrix, hstack, vstack
 from syncplan.planner.algorithms.base import PlanContext
-from syncplan.planner.algorithms.packing import Packing, TreeColumn
-
-MAX_ROWS = 8_000  # arcs x (2 offsets - 1); above: the fluid shares stand (solve time)
+from syncplan.planner.algorithms.packing.lp import Packing, TreeColumn
+from syncplan.planner.algorithms.packing.settings import PACKING
 
 
 def offsets(trees: list[TreeColumn]) -> tuple[int, int]:
@@ -65,7 +64,7 @@ def balanced_packing(
     bw = ctx.router.bw
     used, pos = np.unique(arc, return_inverse=True)
     na, nt, n = len(used), len(trees), len(ctx.ranks)
-    if na * (1 + 2 * fill) > MAX_ROWS:
+    if na * (1 + 2 * fill) > PACKING.balance_max_rows:
         return None
     w = 1.0 / bw[used][pos]
     per_off = [

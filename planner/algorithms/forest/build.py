@@ -1,5 +1,5 @@
 """The host forest's programs: a plan's trees, shares and piece sizes as lockstep steps, and
-the host fan-in that the forest trades model time for (``forest.FAN_IN_TOLERANCE``)."""
+the host fan-in that the forest trades model time for (``FOREST.fan_in_tolerance``)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from collections import Counter, defaultdict
 import numpy as np
 from syncplan.core.program import Program, Step, Transfer
 from syncplan.planner.algorithms.base import PlanContext
-from syncplan.planner.algorithms.forest_plan import _Plan
+from syncplan.planner.algorithms.forest.plan import HostPlan
 from syncplan.planner.algorithms.pipeline import piece_starts, piece_units, round_to_total
 
 
@@ -16,7 +16,7 @@ def _units_per_tree(w: np.ndarray, total: int) -> np.ndarray:
     return round_to_total(w * total / w.sum(), total)
 
 
-def build_program(plan: _Plan, fracs: np.ndarray, units: int, group: int = 1) -> Program:
+def build_program(plan: HostPlan, fracs: np.ndarray, units: int, group: int = 1) -> Program:
     """The program: per lane, per piece, per tree a contiguous range of units; merged
     intra-host transfers cover ``group`` consecutive pieces of a lane."""
     trees, w = plan.trees, plan.w
@@ -64,7 +64,7 @@ def build_program(plan: _Plan, fracs: np.ndarray, units: int, group: int = 1) ->
     return Program(units, [s for s in steps if s])
 
 
-def plan_fan_in(ctx: PlanContext, plan: _Plan, fracs: np.ndarray, units: int) -> int:
+def plan_fan_in(ctx: PlanContext, plan: HostPlan, fracs: np.ndarray, units: int) -> int:
     """``host_fan_in`` of ``build_program(plan, fracs, units, group)`` without building it
     (a quarter of a second a program on 64 ranks): only the trees' network transfers cross
     hosts (the gathers and hand-backs inside a host never do), and tree j's run in piece p
@@ -99,7 +99,7 @@ def host_fan_in(ctx: PlanContext, program: Program) -> int:
     return worst
 
 
-def max_fan_in(plan: _Plan) -> int:
+def max_fan_in(plan: HostPlan) -> int:
     """The most children any host has in any tree that carries data."""
     fan = 0
     for tree, w in zip(plan.trees, plan.w, strict=True):

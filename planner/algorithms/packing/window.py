@@ -1,6 +1,6 @@
 """Tree packings priced step by step: shares that load every step of a one-piece program evenly.
 
-A tree packing run as one piece (``packing_schedule``) takes H_in + H_out lockstep steps: a
+A tree packing run as one piece (``packing.schedule``) takes H_in + H_out lockstep steps: a
 rank at depth k of an in-tree sends at step H_in - k, and one at depth k of an out-tree hears
 at step H_in + k - 1. Its bandwidth time is the sum over steps of the step's busiest arc, not
 the busiest arc over all steps (the fluid time of ``packing``): where the trees load each step
@@ -31,26 +31,18 @@ from dataclasses import dataclass
 
 import numpy as np
 from syncplan.core.errors import InfeasibleError
-from syncplan.planner.algorithms.arborescence import layered_trees_costed, tree_depths
 from syncplan.planner.algorithms.base import PlanContext
-from syncplan.planner.algorithms.packing import (
-    TIE,
+from syncplan.planner.algorithms.packing.arborescence import layered_trees_costed, tree_depths
+from syncplan.planner.algorithms.packing.lp import (
     Packing,
     QuickRoutes,
     RankRoutes,
     TreeColumn,
-    _column,
     hop_distances,
+    tree_column,
 )
-from syncplan.planner.algorithms.packing_master import Master
-
-ROUNDS = 30  # column-generation rounds
-TOLERANCE = 1e-3  # relative reduced cost below which the LP counts as solved
-MAX_ROWS = 40_000  # arcs x steps of the master LP; above: no step-priced packing
-ABANDON_AFTER = 10  # rounds after which an LP still ABANDON_ABOVE x slower than the best
-ABANDON_ABOVE = 1.15  # program stops (those that won were within 1.09x there; losers 1.17-1.56x)
-PRUNE_ABOVE = 8  # pieced LPs: tree columns per root and piece above which idle ones go
-KEEP_IDLE_ROUNDS = 2  # ...after this many solves without share
+from syncplan.planner.algorithms.packing.master import Master
+from syncplan.planner.algorithms.packing.settings import PACKING
 
 
 class WindowLP:
@@ -86,15 +78,15 @@ class WindowLP:
         self.live_offsets = np.zeros(0, dtype=np.int64)  # piece of each tree of the solution
         self.values: list[float] = []
         self.round_cap: int | None = None  # new columns a round (the most negative), or all
-        self._seen: set[bytes] = set()
+        self.seen_keys: set[bytes] = set()
         self.master = Master(self.bw, self.n * pieces, primal=True, steps=self.steps)
-        self._add_start(start, start_pieces)
+        self.add_start(start, start_pieces)
 
-    def _add_start(self, start: list[TreeColumn], start_pieces: list[list[int]] | None) -> None:
+    def add_start(self, start: list[TreeColumn], start_pieces: list[list[int]] | None) -> None:
         """The start trees no deeper than the LP's height, each in every piece or in the
         pieces ``start_pieces`` lists for it."""
         every = list(range(self.pieces))
-        self._add_all(
+        self.add_all(
             [
                 (col, p)
                 for j, col in enumerate(start)
@@ -103,41 +95,41 @@ class WindowLP:
             ]
         )
 
-    def _add_all(self, cols: list[tuple[TreeColumn, int]]) -> int:
+    def add_all(self, cols: list[tuple[TreeColumn, int]]) -> int:
         """The (tree, piece) columns the LP does not have yet, into the master in one call
         (the same LP as one call each); how many."""
         new = []
         for col, piece in cols:
-            col, piece = self._canonical(col, piece)
+            col, piece = self.canonical_column(col, piece)
             key = (
                 (b"i" if col.inward else b"o")
                 + bytes([piece % 256, piece // 256])
                 + col.parent.tobytes()
                 + b"".join("|".join(p).encode() for p in col.paths)
             )
-            if key in self._seen:
+            if key in self.seen_keys:
                 continue
-            self._seen.add(key)
+            self.seen_keys.add(key)
             self.trees.append(col)
             self.offsets.append(piece)
             self.keys.append(key)
             self.idle.append(0)
             new.append((col, piece))
-        self._add_columns(new)
+        self.add_columns(new)
         return len(new)
 
-    def _canonical(self, col: TreeColumn, piece: int) -> tuple[TreeColumn, int]:
+    def canonical_column(self, col: TreeColumn, piece: int) -> tuple[TreeColumn, int]:
         """The column the LP keeps for ``col`` in ``piece`` (itself)."""
         return col, piece
 
-    def _add_columns(self, cols: list[tuple[TreeColumn, int]]) -> None:
+    def add_columns(self, cols: list[tuple[TreeColumn, int]]) -> None:
         """The (tree, piece) columns, into the master in one call."""
         self.master.add_trees(
             [(c.arcs, p * self.n + c.root, c.inward) for c, p in cols],
-            [self._steps(c, p) for c, p in cols],
+            [self.column_steps(c, p) for c, p in cols],
         )
 
-    def _steps(self, col: TreeColumn, piece: int = 0) -> np.ndarray:
+    def column_steps(self, col: TreeColumn, piece: int = 0) -> np.ndarray:
         """The step of every crossing of ``col`` run as ``piece`` (aligned with
         ``col.arcs``)."""
         h = self.height
@@ -150,24 +142,27 @@ class WindowLP:
                 )
         return np.asarray(out, dtype=np.int64)
 
-    def _prune(self, share: np.ndarray) -> bool:
-        """With pieces, drop the columns that carried no share for KEEP_IDLE_ROUNDS solves
-        once there are more than PRUNE_ABOVE per root and piece (they may be priced in
-        again): the degenerate master's simplex slows with every idle column. Whether any
-        went (the shares must then be solved again)."""
+    def prune_idle(self, share: np.ndarray) -> bool:
+        """With pieces, drop the columns that carried no share for
+        PACKING.window_keep_idle_rounds solves once there are more than
+        PACKING.window_prune_above per root and piece (they may be priced in again): the degenerate
+        master's simplex slows with every idle column. Whether any went (the shares must then be
+        solved again)."""
         self.idle = [0 if x > 1e-12 else k + 1 for x, k in zip(share, self.idle, strict=True)]
-        if self.pieces == 1 or len(self.trees) <= PRUNE_ABOVE * self.n * self.pieces:
+        if self.pieces == 1 or len(self.trees) <= PACKING.window_prune_above * self.n * self.pieces:
             return False
-        drop = [j for j, k in enumerate(self.idle) if k >= KEEP_IDLE_ROUNDS]
+        drop = [j for j, k in enumerate(self.idle) if k >= PACKING.window_keep_idle_rounds]
         if drop:
             gone = set(drop)
-            self._seen.difference_update(self.keys[j] for j in drop)
+            self.seen_keys.difference_update(self.keys[j] for j in drop)
             self.master.delete(drop)
             for name in ("trees", "offsets", "keys", "idle"):
                 setattr(self, name, [x for j, x in enumerate(getattr(self, name)) if j not in gone])
         return bool(drop)
 
-    def _solve(self, budget: Budget) -> tuple[float, float, np.ndarray, np.ndarray, np.ndarray]:
+    def solve_master(
+        self, budget: Budget
+    ) -> tuple[float, float, np.ndarray, np.ndarray, np.ndarray]:
         """The master within ``budget``: (bandwidth time per byte, the same in the LP's
         units, shares, prices per (step, arc) crossing, root and total duals);
         InfeasibleError where HiGHS gives up or the solve would exceed the budget."""
@@ -181,7 +176,7 @@ class WindowLP:
             if self.master.at_limit():
                 budget.left = min(budget.left, 0.0)  # spent: the solve stopped at the limit
 
-    def _price(
+    def price_columns(
         self, prices: np.ndarray, duals: np.ndarray, threshold: float
     ) -> list[tuple[TreeColumn, int]]:
         """Every root's and piece's priced in- and out-tree whose reduced cost is below
@@ -193,10 +188,12 @@ class WindowLP:
         cache: dict = {}
         total = duals[n * self.pieces]
         # the most the routes' tie-breaks (``RankRoutes.solve``) can add to a tree's cost:
-        # n - 1 routes of at most every arc, each weighted TIE x physical cost x scale
+        # n - 1 routes of at most every arc, each weighted price_tie x physical cost x scale
         phys = self.routes.physical
         scale = max(float(prices.max()), 1.0 / float(phys.max()))
-        ties = 2 * TIE * scale * float(phys.sum()) * (n - 1) + 1e-12 * (abs(threshold) + 1)
+        ties = 2 * PACKING.price_tie * scale * float(phys.sum()) * (n - 1) + 1e-12 * (
+            abs(threshold) + 1
+        )
         # an in-tree's edge into depth k of piece p is sent at step p + h - k; an
         # out-tree's at p + h + k - 1 (every piece's trees grown at once)
         piece = np.arange(self.pieces)[:, None]
@@ -225,19 +222,21 @@ class WindowLP:
                         continue
                     par = parents[r]
                     if isinstance(self.routes, QuickRoutes):  # one route per pair, any step
-                        col = _column(self.routes, self.ctx.router, None, par, r, inward, cache)
+                        col = tree_column(self.routes, self.ctx.router, None, par, r, inward, cache)
                     else:
-                        col = _layered_column(
+                        col = layered_column(
                             self.routes, self.ctx.router, preds, par, r, inward, steps
                         )
-                    red = float(prices[self._steps(col, p), col.arcs].sum())
+                    red = float(prices[self.column_steps(col, p), col.arcs].sum())
                     dual = duals[p * n + r]
                     red += -dual - total if inward else dual
                     if red < -threshold:
                         out.append((red, col, p))
-        return self._keep(out)
+        return self.keep_columns(out)
 
-    def _keep(self, priced: list[tuple[float, TreeColumn, int]]) -> list[tuple[TreeColumn, int]]:
+    def keep_columns(
+        self, priced: list[tuple[float, TreeColumn, int]]
+    ) -> list[tuple[TreeColumn, int]]:
         """The (tree, piece) columns of ``priced`` (reduced cost, tree, piece) that enter:
         all, in order, or the ``round_cap`` of least reduced cost (a 64-piece master's simplex
         slows with every column it holds)."""
@@ -248,22 +247,23 @@ class WindowLP:
 
     def solve(
         self,
-        rounds: int = ROUNDS,
+        rounds: int = PACKING.window_rounds,
         beat: float = np.inf,
         floor: float = 0.0,
         max_columns: int | None = None,
         budget: Budget | None = None,
     ) -> Packing | None:
         """The LP over the start trees and those priced in; None where it is too large, or
-        where after ABANDON_AFTER rounds its bandwidth time per byte is still ABANDON_ABOVE
-        times ``beat`` (the best program found by other means, per byte of buffer): the LP's
-        value only falls, but one so far behind had not caught up on the families measured
+        where after PACKING.abandon_after rounds its bandwidth time per byte is still
+        PACKING.abandon_above times ``beat`` (the best program found by other means, per byte of
+        buffer): the LP's value only falls, but one so far behind had not caught up on the families
+        measured
         (a heuristic that saves most of the LP's time where it cannot win: fat trees).
         Column generation also stops once the LP is within ``floor`` seconds per byte (it
         cannot go below the fluid floor), holds more than ``max_columns`` trees, or has spent
         ``budget`` (simplex iterations times the master's nonzeros, summed over its solves:
         the LP's work, a count that does not depend on the machine, so plans repeat)."""
-        if not self.trees or self.steps * len(self.bw) > MAX_ROWS:
+        if not self.trees or self.steps * len(self.bw) > PACKING.window_max_rows:
             return None
         try:
             return self._generate(
@@ -275,16 +275,18 @@ class WindowLP:
     def abandoned(self, beat: float) -> bool:
         """Whether the last ``solve`` would have returned None with ``beat`` at most the one
         it ran with (the rounds before the abandon rule fires do not depend on ``beat``)."""
-        return any(theta > beat * ABANDON_ABOVE for theta in self.values[ABANDON_AFTER:])
+        return any(
+            theta > beat * PACKING.abandon_above for theta in self.values[PACKING.abandon_after :]
+        )
 
     def _generate(
         self, rounds: int, beat: float, floor: float, max_columns: int, budget: Budget
     ) -> Packing | None:
-        theta, obj, share, prices, duals = self._solve(budget)
+        theta, obj, share, prices, duals = self.solve_master(budget)
         self.values = []  # the LP's value at the start of every round (``abandoned``)
         for k in range(rounds):
             self.values.append(theta)
-            if k >= ABANDON_AFTER and theta > beat * ABANDON_ABOVE:
+            if k >= PACKING.abandon_after and theta > beat * PACKING.abandon_above:
                 return None
             if (
                 theta <= floor
@@ -293,32 +295,32 @@ class WindowLP:
                 or budget.expired()
             ):
                 break
-            cols = self._price(prices, duals, TOLERANCE * obj)
+            cols = self.price_columns(prices, duals, PACKING.tolerance * obj)
             if not cols:
                 break
             # the last optimum, kept where the budget ends the next solve (a 64-rank directed
             # ring's first solve is 1.01x the floor; its second did not fit the budget)
             last = (list(self.trees), list(self.offsets), theta, share, prices)
-            pruned = self._prune(share)
-            added = self._add_all(cols)
+            pruned = self.prune_idle(share)
+            added = self.add_all(cols)
             if not added and not pruned:
                 break
             try:
-                theta, obj, share, prices, duals = self._solve(budget)  # shares match columns
+                theta, obj, share, prices, duals = self.solve_master(budget)  # shares match columns
             except InfeasibleError:
                 if budget.left > 0:
                     raise
-                return self._packing(*last)
+                return self.make_packing(*last)
             if not added:
                 break
-        return self._packing(self.trees, self.offsets, theta, share, prices)
+        return self.make_packing(self.trees, self.offsets, theta, share, prices)
 
     def program_trees(self, found: Packing) -> tuple[Packing, np.ndarray]:
         """The trees a program of ``found`` (this LP's last solution) runs, and their pieces
         (``OrbitWindowLP``: every tree's copies)."""
         return found, self.live_offsets
 
-    def _packing(
+    def make_packing(
         self,
         trees: list[TreeColumn],
         offsets: list[int],
@@ -337,7 +339,7 @@ class WindowLP:
         )
 
 
-def _layered_column(
+def layered_column(
     routes: RankRoutes,
     router,
     preds: tuple,

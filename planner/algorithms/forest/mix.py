@@ -26,35 +26,23 @@ from concurrent.futures import ThreadPoolExecutor
 import highspy
 import numpy as np
 from syncplan.core.program import Program, Step, Transfer
-from syncplan.planner.algorithms.forest_plan import _Plan
-from syncplan.planner.algorithms.packing_schedule import PairSchedule
+from syncplan.planner.algorithms.forest.plan import HostPlan
+from syncplan.planner.algorithms.forest.settings import FOREST
+from syncplan.planner.algorithms.packing import PairSchedule
 from syncplan.planner.algorithms.pipeline import round_to_total
 
 Move = tuple[int, int, int, bool, tuple[str, ...]]  # (offset, src, dst, reduce, path)
 Profile = tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]
 
-# interior-point work of one plan's mix LPs together, counted as the sum of each LP's columns
-# (pieces x trees) squared: 1,200 columns took 1.1 s here, 1,600 1.7 s, 2,100 2.8 s, 4,100 15 s
-BUDGET = 6_000_000
-# columns of one LP at most: the interior point's time per LP is not predictable from its
-# size (1,600 columns took 1.0-1.7 s on a torus, a cube mesh and a rail cluster here, but
-# 9.7 s on a fat tree; 1,900 on a directed cluster 16 s), so large ones are not solved
-MAX_COLUMNS = 1_600
-# above this many ranks no mixes: their LPs' steps hold hundreds of arcs each, and the interior
-# point's normal equations couple every pair of rows of a step (a 64-rank fat tree: 1,536
-# columns took 28 s, 2,400 on another 123 s)
-MAX_RANKS = 32
-IPM_ITERATIONS = 400  # of one mix LP solve (deterministic; they take 20-80 here)
 
-
-def tree_profiles(plan: _Plan, trees: list[int]) -> list[tuple[np.ndarray, ...]]:
+def tree_profiles(plan: HostPlan, trees: list[int]) -> list[tuple[np.ndarray, ...]]:
     """Per tree of ``trees`` (indices into plan.trees), at the plan's stagger: the arcs its
     piece crosses, at which offset, seconds per byte of buffer, and the largest path latency
     through the arc at that offset, one entry per (arc, offset); its lane's merged intra-host
     transfers are included (they carry the lane's bytes)."""
     nt, no = len(plan.trees), plan.offsets
     bw = plan.ctx.router.bw
-    arc, col, off, plat, last = plan._entries()
+    arc, col, off, plat, last = plan.arc_entries()
     by_lane: dict[int, list[int]] = defaultdict(list)
     for k in np.nonzero(col >= nt)[0]:
         by_lane[int(col[k]) - nt].append(int(k))
@@ -77,7 +65,7 @@ def tree_profiles(plan: _Plan, trees: list[int]) -> list[tuple[np.ndarray, ...]]
 
 def pair_profiles(sched: PairSchedule, pairs: list[int]) -> list[Profile]:
     """``tree_profiles`` of a packing's pairs (indices into sched.pairs)."""
-    arc, col, off, plat = sched._flat
+    arc, col, off, plat = sched.flat_entries
     bw = sched.ctx.router.bw
     out = []
     for j in pairs:
@@ -87,14 +75,14 @@ def pair_profiles(sched: PairSchedule, pairs: list[int]) -> list[Profile]:
 
 
 def mix_cost(pieces: int, columns: int, ends: int | None = None) -> int:
-    """What one mix LP (``mix_lp``'s arguments) takes from BUDGET."""
+    """What one mix LP (``mix_lp``'s arguments) takes from FOREST.mix_budget."""
     if ends is None or 2 * ends >= pieces:
         return (pieces * columns) ** 2
     return (2 * ends * columns + pieces - 2 * ends) ** 2
 
 
 def host_moves(
-    plan: _Plan, trees: list[int]
+    plan: HostPlan, trees: list[int]
 ) -> tuple[list[list[Move]], list[tuple[list[int], list[Move]]]]:
     """The columns' moves and the lanes' groups of a host-forest mix over ``trees``."""
     moves = [plan.phases(j) + plan.tree_intra(j) for j in trees]
@@ -113,7 +101,7 @@ def mix_lp(
     size: float,
     min_step: float = 0.0,
     ends: int | None = None,
-    max_columns: int = MAX_COLUMNS,
+    max_columns: int = FOREST.mix_max_columns,
 ) -> np.ndarray | None:
     """Fractions ``x[p, k]`` of the buffer (summing to 1) that piece p sends by column k
     (of ``profiles``; ``w`` are the columns' pipelined shares; the phase offsets run
@@ -189,9 +177,9 @@ def mix_lps(calls: list[tuple]) -> list[np.ndarray | None]:
 def _solve_ipm(loads, steps: np.ndarray, rhs: np.ndarray, floor: np.ndarray) -> np.ndarray | None:
     """min sum(t) s.t. loads @ x - t[steps] <= rhs, sum(x) = 1, x >= 0, t >= floor, by
     HiGHS' interior point without crossover (its vertex can take 10^5 simplex iterations
-    where the interior point takes a few dozen) within IPM_ITERATIONS: x, or None."""
+    where the interior point takes a few dozen) within FOREST.mix_ipm_iterations: x, or None."""
     from scipy.sparse import coo_matrix, hstack, vstack
-    from syncplan.planner.algorithms.packing_master import _highs
+    from syncplan.planner.algorithms.packing import quiet_highs
 
     nx, nt, nr = loads.shape[1], len(floor), loads.shape[0]
     tau = coo_matrix((-np.ones(nr), (np.arange(nr), steps)), shape=(nr, nt))
@@ -206,10 +194,10 @@ def _solve_ipm(loads, steps: np.ndarray, rhs: np.ndarray, floor: np.ndarray) -> 
     lp.row_upper_ = np.concatenate([rhs, [1.0]])
     lp.a_matrix_.format_ = highspy.MatrixFormat.kColwise
     lp.a_matrix_.start_, lp.a_matrix_.index_, lp.a_matrix_.value_ = a.indptr, a.indices, a.data
-    h = _highs()
+    h = quiet_highs()
     h.setOptionValue("solver", "ipm")
     h.setOptionValue("run_crossover", "off")
-    h.setOptionValue("ipm_iteration_limit", IPM_ITERATIONS)
+    h.setOptionValue("ipm_iteration_limit", FOREST.mix_ipm_iterations)
     h.passModel(lp)
     h.run()
     if h.getModelStatus() != highspy.HighsModelStatus.kOptimal:

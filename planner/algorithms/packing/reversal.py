@@ -1,7 +1,7 @@
 """The pieced step-priced LP reduced by time reversal (``ReversedLP``).
 
 Where every arc has a reverse arc of the same bandwidth (every full-duplex topology), time
-reversal maps the pieced LP of ``packing_window`` to itself: an in-tree T in piece p sends
+reversal maps the pieced LP of ``packing.window`` to itself: an in-tree T in piece p sends
 a rank's edge at depth k at step p + H - k, and T reversed, as an out-tree in piece
 P - 1 - p, sends it at step S - 1 - (p + H - k) on the reversed arc (S = 2 H + P - 1
 steps). The LP is convex, so it has a time-symmetric optimum, and this LP finds it over
@@ -17,17 +17,17 @@ from __future__ import annotations
 
 import highspy
 import numpy as np
-from syncplan.planner.algorithms import packing_window as pw
-from syncplan.planner.algorithms.arborescence import layered_trees_costed
 from syncplan.planner.algorithms.base import PlanContext
-from syncplan.planner.algorithms.packing import (
+from syncplan.planner.algorithms.packing import window as pw
+from syncplan.planner.algorithms.packing.arborescence import layered_trees_costed
+from syncplan.planner.algorithms.packing.lp import (
     Packing,
     QuickRoutes,
     RankRoutes,
     TreeColumn,
-    _column,
+    tree_column,
 )
-from syncplan.planner.algorithms.packing_master import Master
+from syncplan.planner.algorithms.packing.master import Master
 
 
 def reverse_arcs(ctx: PlanContext) -> np.ndarray | None:
@@ -69,7 +69,7 @@ class ReversedLP(pw.WindowLP):
             self.weight[-1] = 1.0  # the middle step pairs with itself
         for s in range(groups):
             self.master.h.changeColCost(s, float(self.weight[s]))
-        self._add_start(start, start_pieces)
+        self.add_start(start, start_pieces)
 
     def _reversed(self, col: TreeColumn, inward: bool) -> TreeColumn:
         paths = [tuple(reversed(p)) if p else () for p in col.paths]
@@ -78,16 +78,16 @@ class ReversedLP(pw.WindowLP):
             inward, col.root, col.parent, paths, np.asarray(arcs, dtype=np.int64), col.depth
         )
 
-    def _canonical(self, col: TreeColumn, piece: int) -> tuple[TreeColumn, int]:
+    def canonical_column(self, col: TreeColumn, piece: int) -> tuple[TreeColumn, int]:
         """Out-trees enter as the in-trees they reverse, in the mirrored piece."""
         if col.inward:
             return col, piece
         return self._reversed(col, True), self.pieces - 1 - piece
 
-    def _add_columns(self, cols: list[tuple[TreeColumn, int]]) -> None:
+    def add_columns(self, cols: list[tuple[TreeColumn, int]]) -> None:
         m, last, n = self.master, self.steps - 1, self.n
         for col, p in cols:
-            step = self._steps(col, p)
+            step = self.column_steps(col, p)
             low, high = step < last - step, step > last - step
             steps = np.where(low, step, last - step)
             arcs = np.where(high, self.rev[col.arcs], col.arcs)
@@ -114,10 +114,12 @@ class ReversedLP(pw.WindowLP):
             m.cols += 1
             m.col_nnz.append(len(idx))
 
-    def _solve(self, budget: pw.Budget) -> tuple[float, float, np.ndarray, np.ndarray, np.ndarray]:
+    def solve_master(
+        self, budget: pw.Budget
+    ) -> tuple[float, float, np.ndarray, np.ndarray, np.ndarray]:
         """The weighted objective, prices per (step, arc) and duals per (piece, root) of the
         full LP's time-symmetric optimum."""
-        _, _, share, prices, duals = super()._solve(budget)
+        _, _, share, prices, duals = super().solve_master(budget)
         x = np.asarray(self.master.h.getSolution().col_value)[: len(self.weight)]
         obj = float((x * self.weight).sum())
         last, n, pieces = self.steps - 1, self.n, self.pieces
@@ -139,7 +141,7 @@ class ReversedLP(pw.WindowLP):
         root[-1] = duals[-1]
         return obj / self.master.scale, obj, share, full, root
 
-    def _price(
+    def price_columns(
         self, prices: np.ndarray, duals: np.ndarray, threshold: float
     ) -> list[tuple[TreeColumn, int]]:
         """In-trees of every root and piece whose reduced cost is below ``-threshold`` (the
@@ -157,16 +159,18 @@ class ReversedLP(pw.WindowLP):
                 if tree_cost[p][r] - duals[p * n + r] - total >= -threshold:
                     continue
                 if isinstance(self.routes, QuickRoutes):
-                    col = _column(self.routes, self.ctx.router, None, parents[p][r], r, True, cache)
+                    col = tree_column(
+                        self.routes, self.ctx.router, None, parents[p][r], r, True, cache
+                    )
                 else:
-                    col = pw._layered_column(
+                    col = pw.layered_column(
                         self.routes, self.ctx.router, preds, parents[p][r], r, True, steps_in[p]
                     )
-                red = float(prices[self._steps(col, p), col.arcs].sum())
+                red = float(prices[self.column_steps(col, p), col.arcs].sum())
                 red -= duals[p * n + r] + total
                 if red < -threshold:
                     out.append((red, col, p))
-        return self._keep(out)
+        return self.keep_columns(out)
 
     def program_trees(self, found: Packing) -> tuple[Packing, np.ndarray]:
         """Every in-tree and its reversed out-tree in the mirrored piece."""

@@ -13,7 +13,7 @@ so degrees are water-filled in proportion to the host's bandwidth (at least 1, s
 a leaf elsewhere (t = hosts gives stars; t ~ sqrt(hosts) keeps the height at 2). A linear
 program over all trees of all lanes (HiGHS) then sets the shares so that the most loaded arc,
 counting every arc of every routed path, is as light as possible. Tree edges between switches
-are spread over the routes no longer in latency than the router's (forest_routes, ``_solve``).
+are spread over the routes no longer in latency than the router's (forest.routes, ``spread_solve``).
 
 Schedule (lockstep cost model): each tree's share is cut into P pieces; a port at depth k
 (of a tree of height <= H) sends its partial sum of piece p at step p + H + 1 - k, as late as
@@ -38,23 +38,20 @@ import numpy as np
 from syncplan.core.errors import InfeasibleError
 from syncplan.core.program import Program
 from syncplan.planner.algorithms.base import Candidate, PlanContext
-from syncplan.planner.algorithms.forest_any import GENERAL_MAX_RANKS, forest_any
-from syncplan.planner.algorithms.forest_build import (
+from syncplan.planner.algorithms.forest.build import (
     build_program,
     host_fan_in,
     max_fan_in,
     plan_fan_in,
 )
-from syncplan.planner.algorithms.forest_lanes import (
-    MAX_LANES,
-    _Arcs,
-    _lanes,
+from syncplan.planner.algorithms.forest.general import forest_any
+from syncplan.planner.algorithms.forest.lanes import (
+    Arcs,
+    build_lanes,
     detour_lanes,
     exit_detour_lanes,
 )
-from syncplan.planner.algorithms.forest_mix import BUDGET as MIX_BUDGET
-from syncplan.planner.algorithms.forest_mix import MAX_RANKS as MIX_MAX_RANKS
-from syncplan.planner.algorithms.forest_mix import (
+from syncplan.planner.algorithms.forest.mix import (
     build_mix,
     host_moves,
     mix_cost,
@@ -62,14 +59,10 @@ from syncplan.planner.algorithms.forest_mix import (
     mix_transfers,
     tree_profiles,
 )
-from syncplan.planner.algorithms.forest_plan import _Plan
-from syncplan.planner.algorithms.forest_trees import (
-    _hub_trees,
-    _Tree,
-    _trees,
-    tree_counts,
-)
-from syncplan.planner.algorithms.packing_sets import start_any, stop_any
+from syncplan.planner.algorithms.forest.plan import HostPlan
+from syncplan.planner.algorithms.forest.settings import FOREST
+from syncplan.planner.algorithms.forest.trees import HostTree, build_trees, hub_trees, tree_counts
+from syncplan.planner.algorithms.packing import PACKING, start_any, stop_any
 from syncplan.planner.algorithms.pipeline import (
     lp_fractions,
     model_time,
@@ -78,60 +71,35 @@ from syncplan.planner.algorithms.pipeline import (
 )
 from syncplan.planner.bound import fluid_floor
 
-INTRA_GROUPS = (1, 2, 4)  # pieces one merged intra-host transfer may cover
-HUB_MAX_HOSTS = 8  # stars plus hub trees (see _hub_trees) up to this many hosts
-FAN_IN_CONFIGS = 256  # near-best configurations whose per-step fan-in is counted
-FAN_IN_TOLERANCE = 0.02  # model time traded for less fan-in: see forest() and docs/planner.md
-BUILD_MARGIN = 0.005  # the packing's estimate over the host forest's time that skips its build
-SPECULATE_ABOVE = 1.005  # host trees' least fluid time over the floor from which forest_any
-# is expected to run: its any-route packing LPs start then, in a second thread, while the
-# host forest is priced (examples and family members: every one above this ran forest_any,
-# whose packing LPs are then off the critical path; below, they start once pricing has
-# shown the host program too slow, or where there is one host, at once)
-MAX_TRANSFERS = 800_000  # ~60 MB of JSON with the route table (planner.program)
-MAX_UNITS = 1 << 20
-PIECE_CHOICES = (1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64, 96, 128)
-STAGGER_WIDTHS = (1, 2, 3, 4, 6, 8)
-RAMPS = (0, 1, 2, 3)
-MIN_PIECES = 4
-BALANCE_MAX_CROSSINGS = 100_000  # arc crossings per piece; above: fluid LP shares only
-LP_CONFIGS = 2  # best (trees, stagger) configurations whose piece sizes an LP refines
-SPREAD_ROUNDS = 3  # re-spreads of routes with the LP's shares (see _solve)
-GIVE_UP = 1.5  # host trees' least fluid time over the floor at which they stop (forest)
-LP_PIECES_BELOW = 3  # piece counts below the best equal/ramped one to try with LP sizes
-LP_MAX_ROWS = 10_000  # arcs x steps of a piece-size LP in _refine; above: not refined
-MIX_CONFIGS = 2  # best configurations (merged intra-host transfers per piece) given mixes
-MIX_PIECES = 2  # piece counts per configuration: the largest up to its own, down to half
 
-
-def _price(
-    plan: _Plan,
+def price_configs(
+    plan: HostPlan,
     fluid: float,
     size: float,
     max_units: int,
     configs: dict[tuple[int, int, int], tuple],
-    max_transfers: int = MAX_TRANSFERS,
+    max_transfers: int = PACKING.max_transfers,
 ) -> None:
     """Price every stagger, intra-host grouping, piece count and ramp of ``plan`` on the
     per-arc model; keep the best per (plan, stagger, grouping) in ``configs``. Piece counts
     are tried up to the most that fit ``max_transfers``."""
-    if len(plan._entries()[0]) <= BALANCE_MAX_CROSSINGS:
+    if len(plan.arc_entries()[0]) <= FOREST.balance_max_crossings:
         plan.balance_phases(fluid)
     t = max(Counter(tr.lane for tr in plan.trees).values())
     min_step = plan.ctx.cost.min_step_s
     live = int((plan.w > 0).sum())
     if live > max_units:
         return
-    for width in STAGGER_WIDTHS:
+    for width in FOREST.stagger_widths:
         if width > 1 and width > t:
             break
         plan.set_stagger(width)
         load, lat = plan.profile()
         count = plan.transfer_counter()
-        for group in (1,) if plan.split_intra else INTRA_GROUPS:
+        for group in (1,) if plan.split_intra else FOREST.intra_groups:
             most = 0
             while (
-                most < PIECE_CHOICES[-1]
+                most < FOREST.piece_choices[-1]
                 and (most + 1) * live <= max_units
                 and count(most + 1, group) <= max_transfers
             ):
@@ -139,10 +107,14 @@ def _price(
             if group > 1 and most <= group:
                 continue
             # the size limits often bind: the most pieces they allow is a candidate too
-            fits = sorted({p for p in PIECE_CHOICES if p <= most} | ({most} if most else set()))
+            fits = sorted(
+                {p for p in FOREST.piece_choices if p <= most} | ({most} if most else set())
+            )
             key = (id(plan), width, group)
             for pieces in fits:
-                ramps = [piece_fractions(pieces, r) for r in RAMPS if 2 * r <= pieces or not r]
+                ramps = [
+                    piece_fractions(pieces, r) for r in FOREST.ramps if 2 * r <= pieces or not r
+                ]
                 for fracs, est in zip(
                     ramps, model_times(load, lat, size, ramps, group, min_step), strict=True
                 ):
@@ -150,7 +122,9 @@ def _price(
                         configs[key] = (est, plan, width, group, fracs, fits, fluid * size)
 
 
-def _refine(config: tuple, size: float) -> tuple[float, _Plan, int, int, np.ndarray, float]:
+def refine_config(
+    config: tuple, size: float
+) -> tuple[float, HostPlan, int, int, np.ndarray, float]:
     """A configuration with piece sizes from the LP near its piece count, where that is
     faster: (model time, plan, stagger, intra-host grouping, fractions, fluid time)."""
     est0, plan, width, group, fracs0, fits, fluid = config
@@ -158,8 +132,8 @@ def _refine(config: tuple, size: float) -> tuple[float, _Plan, int, int, np.ndar
     plan.set_stagger(width)
     load, lat = plan.profile()
     k = fits.index(len(fracs0))
-    for pieces in fits[max(0, k - LP_PIECES_BELOW) : k + 2]:
-        if load.shape[0] * (pieces + load.shape[1] - 1) > LP_MAX_ROWS:
+    for pieces in fits[max(0, k - FOREST.lp_pieces_below) : k + 2]:
+        if load.shape[0] * (pieces + load.shape[1] - 1) > FOREST.host_lp_max_rows:
             continue  # seconds of HiGHS for < 0.05 % (a 64-rank fat tree with a slow host)
         fracs = lp_fractions(
             load, lat, size, pieces, group, intra=True, min_step=plan.ctx.cost.min_step_s
@@ -174,7 +148,7 @@ def _refine(config: tuple, size: float) -> tuple[float, _Plan, int, int, np.ndar
     return best
 
 
-class _GaveUp(InfeasibleError):
+class GaveUp(InfeasibleError):
     """The host-structured forest stopped early: its fluid time is far above the floor."""
 
     def __init__(self, fluid_s: float) -> None:
@@ -184,11 +158,11 @@ class _GaveUp(InfeasibleError):
 
 def forest(ctx: PlanContext) -> Candidate:
     """The host-structured forest, or the any-topology packing where that is faster by more
-    than FAN_IN_TOLERANCE, or faster with no more host fan-in (the host-structured programs'
+    than FOREST.fan_in_tolerance, or faster with no more host fan-in (the host-structured programs'
     fan-in is tuned for real transports: see forest_hosts); both are priced by the cost model
     on the program they emit.
 
-    Where every host-forest tree set is GIVE_UP x the fluid floor or slower (lanes over
+    Where every host-forest tree set is FOREST.give_up x the fluid floor or slower (lanes over
     direct-connect meshes, tori, rings of hosts: 2-14x), the host forest stops before pricing
     and the packing goes first; the host forest is priced after all (from the same tree sets)
     where the packing is no faster than those trees' fluid time."""
@@ -202,13 +176,13 @@ def _forest(ctx: PlanContext) -> Candidate:
     hosts = packing = stop = None
     errors: list[str] = []
     give_up = (
-        GIVE_UP * fluid_floor(ctx) * ctx.size_bytes
-        if 1 < len(ctx.ranks) <= GENERAL_MAX_RANKS
+        FOREST.give_up * fluid_floor(ctx) * ctx.size_bytes
+        if 1 < len(ctx.ranks) <= FOREST.general_max_ranks
         else None
     )
     try:
         hosts = forest_hosts(ctx, give_up)
-    except _GaveUp as exc:
+    except GaveUp as exc:
         stop = exc.fluid_s
     except InfeasibleError as exc:
         errors.append(str(exc))
@@ -233,7 +207,7 @@ def _forest(ctx: PlanContext) -> Candidate:
         if hosts is None and packing is None:
             raise InfeasibleError("; ".join(errors))
         return hosts if hosts is not None else packing
-    if packing.predicted_time_s < hosts.predicted_time_s * (1 - FAN_IN_TOLERANCE):
+    if packing.predicted_time_s < hosts.predicted_time_s * (1 - FOREST.fan_in_tolerance):
         return packing
     # within the tolerance the packing still wins where it is faster without more fan-in
     # (one host: neither has any)
@@ -247,14 +221,14 @@ def _forest(ctx: PlanContext) -> Candidate:
 def _packing_beat(ctx: PlanContext, host_s: float) -> float:
     """What forest_any must beat beside a host program of ``host_s`` seconds: the packing's
     program is built only where it can be returned (its estimate is the cost model's time
-    up to the rounding of units: BUILD_MARGIN); on one host neither program has host
+    up to the rounding of units: FOREST.build_margin); on one host neither program has host
     fan-in, so the packing wins wherever it is faster."""
-    tolerance = FAN_IN_TOLERANCE if len(ctx.host_groups) > 1 else 0.0
-    return host_s * (1 - tolerance) * (1 + BUILD_MARGIN)
+    tolerance = FOREST.fan_in_tolerance if len(ctx.host_groups) > 1 else 0.0
+    return host_s * (1 - tolerance) * (1 + FOREST.build_margin)
 
 
-def _solve(plan: _Plan) -> list[tuple[_Plan, float]]:
-    """Shares of ``plan`` (a new plan: the router's routes; ``_Plan.solve_shares``), then on
+def spread_solve(plan: HostPlan) -> list[tuple[HostPlan, float]]:
+    """Shares of ``plan`` (a new plan: the router's routes; ``HostPlan.solve_shares``), then on
     spread routes where edges between switches have a choice of route: spread with equal
     shares, then again with the LP's shares while that lowers the fluid time; the router's
     routes where those are faster in the fluid limit. Returns [(plan, fluid time)]."""
@@ -262,114 +236,121 @@ def _solve(plan: _Plan) -> list[tuple[_Plan, float]]:
     if not plan.spread_routes():  # no choice: spread_routes leaves the router's routes
         return [(plan, plain)]
     fluid = plan.solve_shares()
-    for _ in range(SPREAD_ROUNDS):
+    for _ in range(FOREST.spread_rounds):
         routes, w, busy = plan.routes, plan.w, plan.busy_arcs
         plan.spread_routes(w)
         again = plan.solve_shares()
         if again >= fluid * (1 - 1e-6):
-            plan.routes, plan.w, plan.busy_arcs, plan._flat = routes, w, busy, None
+            plan.routes, plan.w, plan.busy_arcs, plan.flat_entries = routes, w, busy, None
             break
         fluid = again
     # back to the router's routes only where they are faster (on a tie, pricing both costs
     # ~1 s more at 64 ranks for ~0.01 %, fat-tree3-64-slow)
     if plain < fluid * (1 - 1e-6):
-        plan.routes, plan._flat = {}, None
+        plan.routes, plan.flat_entries = {}, None
         fluid = plan.solve_shares()
     return [(plan, fluid)]
 
 
-def _tree_sets(ctx: PlanContext) -> tuple[list, list[tuple[_Plan, float]]]:
+def tree_sets(ctx: PlanContext) -> tuple[list, list[tuple[HostPlan, float]]]:
     """The host forest's lanes and every tree set it prices, with its shares solved
-    (``_solve``): [(plan, fluid time)]."""
-    lanes = _lanes(ctx)
-    lanes = lanes + exit_detour_lanes(ctx, lanes, 2 * MAX_LANES - len(lanes))
-    arcs = _Arcs(ctx)
+    (``spread_solve``): [(plan, fluid time)]."""
+    lanes = build_lanes(ctx)
+    lanes = lanes + exit_detour_lanes(ctx, lanes, 2 * FOREST.max_lanes - len(lanes))
+    arcs = Arcs(ctx)
     m = len(ctx.host_groups)
     t_min = min(tree_counts(m))
     detoured = False
-    solved: list[tuple[_Plan, float]] = []
+    solved: list[tuple[HostPlan, float]] = []
     for t in tree_counts(m):
-        plan = _Plan(ctx, lanes, _trees(lanes, t), arcs)
-        # a tree set that fits fewer than MIN_PIECES pieces pays the whole pipeline fill
-        if plan.transfers_per_piece(all_trees=True) * MIN_PIECES > MAX_TRANSFERS and t != t_min:
+        plan = HostPlan(ctx, lanes, build_trees(lanes, t), arcs)
+        # a tree set that fits fewer than FOREST.min_pieces pieces pays the whole pipeline fill
+        if (
+            plan.transfers_per_piece(all_trees=True) * FOREST.min_pieces > PACKING.max_transfers
+            and t != t_min
+        ):
             continue
-        plans = _solve(plan)
+        plans = spread_solve(plan)
         if not detoured and plan.leaf_bound():
             detoured = True
             extra = detour_lanes(ctx, lanes)
             if extra:
                 lanes = lanes + extra
-                plan = _Plan(ctx, lanes, _trees(lanes, t), arcs)
-                plans = _solve(plan)
-        split = _Plan(ctx, lanes, plan.trees, arcs, split_intra=True)
-        if split.transfers_per_piece(all_trees=True) * MIN_PIECES <= MAX_TRANSFERS:
-            plans += _solve(split)
-        if plan.transfers_per_piece(all_trees=True) * MIN_PIECES > MAX_TRANSFERS:
+                plan = HostPlan(ctx, lanes, build_trees(lanes, t), arcs)
+                plans = spread_solve(plan)
+        split = HostPlan(ctx, lanes, plan.trees, arcs, split_intra=True)
+        if split.transfers_per_piece(all_trees=True) * FOREST.min_pieces <= PACKING.max_transfers:
+            plans += spread_solve(split)
+        if plan.transfers_per_piece(all_trees=True) * FOREST.min_pieces > PACKING.max_transfers:
             # few pieces: sending at 1 + height sometimes overlaps the trees better
-            early = _Plan(ctx, lanes, plan.trees, arcs, late=False)
-            plans += _solve(early)
-        if 3 <= m <= HUB_MAX_HOSTS and t < m:
-            # one tree per lane: the least fan-in per step (see FAN_IN_TOLERANCE)
-            per_lane: dict[int, list[_Tree]] = defaultdict(list)
+            early = HostPlan(ctx, lanes, plan.trees, arcs, late=False)
+            plans += spread_solve(early)
+        if 3 <= m <= FOREST.hub_max_hosts and t < m:
+            # one tree per lane: the least fan-in per step (see FOREST.fan_in_tolerance)
+            per_lane: dict[int, list[HostTree]] = defaultdict(list)
             for tr in plan.trees:
                 per_lane[tr.lane].append(tr)
             for k in range(t):
                 single = [trs[k] for trs in per_lane.values() if k < len(trs)]
                 for late in (True, False):
-                    one = _Plan(ctx, lanes, single, arcs, late=late)
-                    plans += _solve(one)
+                    one = HostPlan(ctx, lanes, single, arcs, late=late)
+                    plans += spread_solve(one)
         solved += plans
-    if 3 <= m <= HUB_MAX_HOSTS:
-        hubs = _hub_trees(lanes)
+    if 3 <= m <= FOREST.hub_max_hosts:
+        hubs = hub_trees(lanes)
         if hubs:
-            solved += _solve(_Plan(ctx, lanes, _trees(lanes, m) + hubs, arcs, split_intra=True))
+            solved += spread_solve(
+                HostPlan(ctx, lanes, build_trees(lanes, m) + hubs, arcs, split_intra=True)
+            )
     return lanes, solved
 
 
 def forest_hosts(ctx: PlanContext, give_up: float | None = None) -> Candidate:
     """Host-structured forest: lanes of ports and NICs, host-level trees (module docstring);
-    raises _GaveUp before pricing piece counts where every tree set's fluid time is above
+    raises GaveUp before pricing piece counts where every tree set's fluid time is above
     ``give_up`` seconds (its solved tree sets are kept on the context for the next call)."""
     n = len(ctx.ranks)
     if n == 1:
         return Candidate("forest", 0.0, lambda: Program(1, []), {"trees": 0})
     m = len(ctx.host_groups)
     size = float(ctx.size_bytes)
-    max_units = min(MAX_UNITS, ctx.size_bytes)
+    max_units = min(FOREST.max_units, ctx.size_bytes)
     configs: dict[tuple[int, int, int], tuple] = {}
     # unpriced tree sets left by a call that gave up (pricing changes a plan: used once)
-    found = ctx.memo.pop("forest_tree_sets", None) or _tree_sets(ctx)
+    found = ctx.memo.pop("forest_tree_sets", None) or tree_sets(ctx)
     lanes, solved = found
     # the shares LPs are cheap, pricing every piece count is not: stop where nothing can win
     seen = min((fluid for _, fluid in solved), default=math.inf) * size
     if give_up is not None and math.inf > seen > give_up:
         ctx.memo["forest_tree_sets"] = found
-        raise _GaveUp(seen)
+        raise GaveUp(seen)
     floor = fluid_floor(ctx) * size
-    if 1 < n <= GENERAL_MAX_RANKS and (m == 1 or seen > floor * SPECULATE_ABOVE):
-        start_any(ctx)  # forest will want the packings: see SPECULATE_ABOVE
+    if 1 < n <= FOREST.general_max_ranks and (m == 1 or seen > floor * FOREST.speculate_above):
+        start_any(ctx)  # forest will want the packings: see FOREST.speculate_above
     for plan, fluid in solved:
-        _price(plan, fluid, size, max_units, configs)
+        price_configs(plan, fluid, size, max_units, configs)
     if not configs:
         raise InfeasibleError("forest: no tree set fits the plan size limits")
     # piece sizes from an LP, for the best configurations, near their best piece count
     ranked = sorted(configs.values(), key=lambda c: c[0])
-    if 1 < n <= GENERAL_MAX_RANKS and _packing_beat(ctx, ranked[0][0]) > floor:
+    if 1 < n <= FOREST.general_max_ranks and _packing_beat(ctx, ranked[0][0]) > floor:
         start_any(ctx)  # forest_any stops at once only where its beat is at the floor
-    best = min((_refine(c, size) for c in ranked[:LP_CONFIGS]), key=lambda c: c[0])
+    best = min((refine_config(c, size) for c in ranked[: FOREST.lp_configs]), key=lambda c: c[0])
     # Many-to-one fan-in costs real transports more than the model says (incast at a star's
-    # root): among configurations within FAN_IN_TOLERANCE of the best, take the least fan-in.
-    calm = [c for c in ranked if c[0] <= best[0] * (1 + FAN_IN_TOLERANCE)][:FAN_IN_CONFIGS]
+    # root): among configurations within FOREST.fan_in_tolerance of the best, take the least fan-in.
+    calm = [c for c in ranked if c[0] <= best[0] * (1 + FOREST.fan_in_tolerance)][
+        : FOREST.fan_in_configs
+    ]
 
-    def fan_in(plan: _Plan, width: int, fracs: np.ndarray) -> int:
-        if m > HUB_MAX_HOSTS:  # many hosts: the trees' fan-in
+    def fan_in(plan: HostPlan, width: int, fracs: np.ndarray) -> int:
+        if m > FOREST.hub_max_hosts:  # many hosts: the trees' fan-in
             return max_fan_in(plan)
         plan.set_stagger(width)
         return plan_fan_in(ctx, plan, fracs, max_units)
 
     pick = min(calm, key=lambda c: (fan_in(c[1], c[2], c[4]), c[0]), default=None)
     if pick is not None and (fan_in(pick[1], pick[2], pick[4]) < fan_in(best[1], best[2], best[4])):
-        best = _refine(pick, size)
+        best = refine_config(pick, size)
     _, plan, width, group, fracs, fluid = best
     plan.set_stagger(width)
     program = build_program(plan, fracs, max_units, group)
@@ -384,14 +365,14 @@ def forest_hosts(ctx: PlanContext, give_up: float | None = None) -> Candidate:
         "host_tree_height": plan.hmax,
         "fluid_time_s": fluid,
     }
-    mixed = _mixed(ctx, ranked, max_units)
+    mixed = mixed_program(ctx, ranked, max_units)
     if mixed is not None and mixed[0] < predicted * (1 - 1e-6):
         t, mplan, mwidth, mprog, mpieces = mixed
-        if m > HUB_MAX_HOSTS:
+        if m > FOREST.hub_max_hosts:
             calmer = max_fan_in(mplan) <= max_fan_in(plan)
         else:
             calmer = host_fan_in(ctx, mprog) <= host_fan_in(ctx, program)
-        if calmer or t < predicted * (1 - FAN_IN_TOLERANCE):
+        if calmer or t < predicted * (1 - FOREST.fan_in_tolerance):
             program, predicted = mprog, t
             details = {
                 "trees": int((mplan.w > 0).sum()),
@@ -406,31 +387,33 @@ def forest_hosts(ctx: PlanContext, give_up: float | None = None) -> Candidate:
     return Candidate("forest", predicted, lambda: program, details)
 
 
-def _mixed(
+def mixed_program(
     ctx: PlanContext, ranked: list[tuple], max_units: int
-) -> tuple[float, _Plan, int, Program, int] | None:
-    """The fastest program with per-piece tree mixes (forest_mix) over the MIX_CONFIGS best
-    configurations whose merged intra-host transfers cover one piece, at the MIX_PIECES
+) -> tuple[float, HostPlan, int, Program, int] | None:
+    """The fastest program with per-piece tree mixes (forest.mix) over the FOREST.mix_configs best
+    configurations whose merged intra-host transfers cover one piece, at the FOREST.mix_pieces
     largest piece counts from half the configuration's up to it (smallest first), within the
-    mix LPs' budget (forest_mix.BUDGET), up to forest_mix.MAX_RANKS ranks: (cost-model time,
+    mix LPs' budget (FOREST.mix_budget), up to FOREST.mix_max_ranks ranks: (cost-model time,
     plan, stagger, program, pieces); None where none fit."""
     best = None
-    if len(ctx.ranks) > MIX_MAX_RANKS:
+    if len(ctx.ranks) > FOREST.mix_max_ranks:
         return best
     size = float(ctx.size_bytes)
     done = spent = 0
     jobs, calls = [], []  # every LP is chosen before any is solved: they run side by side
     for _, plan, width, group, fracs, *_ in ranked:
-        if done >= MIX_CONFIGS:
+        if done >= FOREST.mix_configs:
             break
         if group != 1:
             continue
         done += 1
         trees = [j for j in range(len(plan.trees)) if plan.w[j] > 0]
-        counts = [p for p in PIECE_CHOICES if len(fracs) / 2 <= p <= len(fracs)][-MIX_PIECES:]
+        counts = [p for p in FOREST.piece_choices if len(fracs) / 2 <= p <= len(fracs)][
+            -FOREST.mix_pieces :
+        ]
         fit = []
         for pieces in counts:
-            if spent + mix_cost(pieces, len(trees)) <= MIX_BUDGET:
+            if spent + mix_cost(pieces, len(trees)) <= FOREST.mix_budget:
                 spent += mix_cost(pieces, len(trees))
                 fit.append(pieces)
         if not fit:
@@ -452,7 +435,7 @@ def _mixed(
                 )
             )
     for (plan, width, offsets, moves, groups, pieces), x in zip(jobs, mix_lps(calls), strict=True):
-        if x is None or mix_transfers(moves, groups, x, max_units) > MAX_TRANSFERS:
+        if x is None or mix_transfers(moves, groups, x, max_units) > PACKING.max_transfers:
             continue
         prog = build_mix(moves, groups, x, max_units, offsets)
         t = ctx.cost.program_time(ctx.ranks, prog, size)

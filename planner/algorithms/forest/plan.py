@@ -7,16 +7,16 @@ from collections.abc import Callable
 
 import numpy as np
 from syncplan.planner.algorithms.base import PlanContext
-from syncplan.planner.algorithms.forest_lanes import _Arcs, _Lane
-from syncplan.planner.algorithms.forest_routes import EdgeKey, RouteDag, spread
-from syncplan.planner.algorithms.forest_trees import _Tree
+from syncplan.planner.algorithms.forest.lanes import Arcs, Lane
+from syncplan.planner.algorithms.forest.routes import EdgeKey, RouteDag, spread
+from syncplan.planner.algorithms.forest.trees import HostTree
 
 Path = tuple[str, ...]
 
 # ---- shares (LP) and pieces ---------------------------------------------------------------
 
 
-class _Plan:
+class HostPlan:
     """One choice of trees: their routed loads, shares, and the per-arc phase profile.
 
     Trees of a lane may start later than the lane's first tree (``shift``): staggering the
@@ -27,9 +27,9 @@ class _Plan:
     def __init__(
         self,
         ctx: PlanContext,
-        lanes: list[_Lane],
-        trees: list[_Tree],
-        arcs: _Arcs,
+        lanes: list[Lane],
+        trees: list[HostTree],
+        arcs: Arcs,
         split_intra: bool = False,
         late: bool = True,
     ) -> None:
@@ -43,7 +43,7 @@ class _Plan:
         self.shift = np.zeros(len(trees), dtype=np.int64)
         self.offsets = self.base_offsets
         self._core: dict[tuple[str, str], Path] = {}
-        self._flat: tuple[np.ndarray, ...] | None = None
+        self.flat_entries: tuple[np.ndarray, ...] | None = None
 
     def set_stagger(self, width: int) -> None:
         """Tree k of each lane starts ``k mod width`` steps after the lane's first tree."""
@@ -54,7 +54,7 @@ class _Plan:
         self.offsets = self.base_offsets + int(self.shift.max(initial=0))
 
     @staticmethod
-    def _ends(lane: _Lane, a: int, b: int) -> tuple[Path, Path]:
+    def _ends(lane: Lane, a: int, b: int) -> tuple[Path, Path]:
         """The way out of host a and the way into host b of a tree edge a -> b in ``lane``."""
         up, down = lane.up[a], lane.down[b]
         if up[-1] != down[0] and (a in lane.detour) != (b in lane.detour):
@@ -64,7 +64,7 @@ class _Plan:
                 down = lane.exits[b].get(up[-1], (None, down))[1]
         return up, down
 
-    def edge_path(self, lane: _Lane, a: int, b: int, tree: _Tree | None = None) -> Path:
+    def edge_path(self, lane: Lane, a: int, b: int, tree: HostTree | None = None) -> Path:
         """Route from the port of host a to the port of host b (of ``tree``: its spread
         route between the switches, where ``spread_routes`` set one)."""
         up, down = self._ends(lane, a, b)
@@ -80,7 +80,7 @@ class _Plan:
 
     def spread_routes(self, w: np.ndarray | None = None) -> bool:
         """Route tree edges between switches over the least loaded of the routes no longer in
-        latency than the router's (forest_routes), tree j weighted by ``w[j]`` (default:
+        latency than the router's (forest.routes), tree j weighted by ``w[j]`` (default:
         equal shares); return whether any edge has a choice."""
         dag = self.ctx.memo.get("forest_route_dag")
         if dag is None:
@@ -88,8 +88,8 @@ class _Plan:
         nt = len(self.trees)
         w = np.full(nt, 1.0 / max(nt, 1)) if w is None else w
         self.routes = {}
-        self._flat = None
-        arc, col, *_ = self._entries()
+        self.flat_entries = None
+        arc, col, *_ = self.arc_entries()
         lane_w = np.zeros(len(self.lanes))
         np.add.at(lane_w, [tr.lane for tr in self.trees], w)
         bw = self.ctx.router.bw
@@ -114,7 +114,7 @@ class _Plan:
             for a in ids:
                 np.subtract.at(base, a, w[j])
         self.routes = spread(pairs, dag, np.maximum(base, 0.0) / bw)
-        self._flat = None
+        self.flat_entries = None
         return True
 
     def offsets_of(self, j: int) -> tuple[list[int], list[int]]:
@@ -189,12 +189,12 @@ class _Plan:
                 out.append((self.offsets - 1, port, r, False, path))
         return out
 
-    def _entries(self) -> tuple[np.ndarray, ...]:
+    def arc_entries(self) -> tuple[np.ndarray, ...]:
         """Every arc crossing of every tree at shift 0, flattened: (arc, column, offset,
         path latency, is-final-intra); column j < trees is tree j, trees + l is lane l's
         intra-host transfers."""
-        if self._flat is not None:
-            return self._flat
+        if self.flat_entries is not None:
+            return self.flat_entries
         nt = len(self.trees)
         arc_l: list[np.ndarray] = []
         meta: list[tuple[int, int, float, bool]] = []
@@ -217,8 +217,8 @@ class _Plan:
         cols, offs, lats, finals = (
             np.repeat(np.asarray(x), counts) for x in zip(*meta, strict=True)
         )
-        self._flat = (np.concatenate(arc_l), cols, offs, lats, finals)
-        return self._flat
+        self.flat_entries = (np.concatenate(arc_l), cols, offs, lats, finals)
+        return self.flat_entries
 
     def solve_shares(self) -> float:
         """Set ``self.w`` (share per tree) minimising the busiest arc; return its time per
@@ -228,7 +228,7 @@ class _Plan:
 
         nt = len(self.trees)
         bw = self.ctx.router.bw
-        arc, col, *_ = self._entries()
+        arc, col, *_ = self.arc_entries()
         lane_of = np.array([tr.lane for tr in self.trees] + list(range(len(self.lanes))))
         narcs = len(bw)
         # crossings per (arc, tree), and per (arc, lane) for the lanes' intra-host transfers
@@ -276,7 +276,7 @@ class _Plan:
 
     def leaf_bound(self) -> bool:
         """Whether a busiest arc of the fluid optimum carries intra-host leaf transfers."""
-        arc, col, *_ = self._entries()
+        arc, col, *_ = self.arc_entries()
         leaf_arcs = arc[col >= len(self.trees)]
         return bool(np.isin(self.busy_arcs, leaf_arcs).any())
 
@@ -293,7 +293,7 @@ class _Plan:
         if nt == 1:
             return
         bw = self.ctx.router.bw
-        arc, col, off, _, last = self._entries()
+        arc, col, off, _, last = self.arc_entries()
         off = np.where(last, no - 1, off)
         lane_of = np.array([tr.lane for tr in self.trees] + list(range(len(self.lanes))))
         tree_lane = csr_matrix(
@@ -362,7 +362,7 @@ class _Plan:
         nt, no = len(self.trees), self.offsets
         bw = self.ctx.router.bw
         narcs = len(bw)
-        arc, col, off, plat, last = self._entries()
+        arc, col, off, plat, last = self.arc_entries()
         lane_w = np.zeros(len(self.lanes))
         np.add.at(lane_w, [tr.lane for tr in self.trees], self.w)
         weight = np.concatenate([self.w, lane_w])[col]

@@ -29,22 +29,15 @@ import numpy as np
 from scipy.sparse import csr_matrix
 from scipy.sparse.csgraph import connected_components, dijkstra
 from syncplan.core.errors import InfeasibleError
-from syncplan.planner.algorithms.arborescence import min_arborescence, shallow_trees, tree_depths
 from syncplan.planner.algorithms.base import PlanContext
-from syncplan.planner.algorithms.packing_master import Master
+from syncplan.planner.algorithms.packing.arborescence import (
+    min_arborescence,
+    shallow_trees,
+    tree_depths,
+)
+from syncplan.planner.algorithms.packing.master import Master
+from syncplan.planner.algorithms.packing.settings import PACKING
 from syncplan.planner.routing import REF_BYTES
-
-MAX_ROUNDS = 40  # column-generation rounds per depth limit
-TOLERANCE = 1e-3  # relative reduced cost below which the LP counts as solved
-FLOOR_GAP = 5e-3  # relative gap to the floor (a lower bound) at which the LP stops
-PRIMAL_ABOVE = 32  # ranks above which the master LP is re-solved by the primal simplex
-INTERIOR_RANKS = (17, PRIMAL_ABOVE)  # ranks at which a long column generation switches to
-INTERIOR_AFTER = 10  # interior-point duals after this many rounds (see _master)
-KEEP_IDLE_ROUNDS = 6  # columns without share for this many rounds leave the master LP...
-PRUNE_ABOVE = 8  # ...once it holds more than this many columns per rank
-EXACT_PRICING_ABOVE = 16  # ranks above which exact trees are priced where the greedy's end
-# (up to 16, 16 members per family moved +-0.4 % either way: nothing to gain there)
-TIE = 1e-6  # relative weight of an arc's physical cost in the prices: ties go to short routes
 
 Path = tuple[str, ...]
 
@@ -116,9 +109,9 @@ class RankRoutes:
             (np.arange(1.0, len(self.arc) + 1), (self.tail, self.head)),
             shape=(self.size, self.size),
         )
-        self._layout: tuple[np.ndarray, np.ndarray] | None = None
+        self.graph_layout: tuple[np.ndarray, np.ndarray] | None = None
         if len(layout.data) == len(self.arc):  # else two arcs join the same nodes: summed
-            self._layout = (layout.indices, layout.indptr)
+            self.graph_layout = (layout.indices, layout.indptr)
             self._slot = np.argsort(layout.data.astype(np.int64))
 
     def solve(self, price: np.ndarray, tie: bool = True) -> tuple[np.ndarray, list[list[int]]]:
@@ -130,15 +123,15 @@ class RankRoutes:
         phys = self.physical
         w = price[self.arc]
         if tie:
-            w = w + TIE * phys[self.arc] * max(float(price.max()), 1.0 / phys.max())
+            w = w + PACKING.price_tie * phys[self.arc] * max(float(price.max()), 1.0 / phys.max())
         else:
             w = np.maximum(w, 1e-300)  # an explicit 0 would still be an edge, but be safe
-        if self._layout is None:
+        if self.graph_layout is None:
             graph = csr_matrix((w, (self.tail, self.head)), shape=(self.size, self.size))
         else:
             data = np.empty(len(w))
             data[self._slot] = w
-            graph = csr_matrix((data, *self._layout), shape=(self.size, self.size))
+            graph = csr_matrix((data, *self.graph_layout), shape=(self.size, self.size))
         dist, pred = dijkstra(graph, directed=True, indices=self.sources, return_predecessors=True)
         cost = dist[:, self.targets]
         np.fill_diagonal(cost, 0.0)
@@ -202,7 +195,9 @@ class QuickRoutes:
 
     def solve(self, price: np.ndarray, tie: bool = True) -> tuple[np.ndarray, None]:
         w = price + (
-            TIE * self.physical * max(float(price.max()), 1.0 / self.physical.max()) if tie else 0.0
+            PACKING.price_tie * self.physical * max(float(price.max()), 1.0 / self.physical.max())
+            if tie
+            else 0.0
         )
         cost = np.full((self.n, self.n), np.inf)
         cost[self.index] = self.incidence @ w
@@ -213,7 +208,7 @@ class QuickRoutes:
         return self.paths[i, j]
 
 
-def _column(
+def tree_column(
     routes: RankRoutes | QuickRoutes,
     router,
     pred: list[list[int]] | None,
@@ -266,8 +261,8 @@ def hop_distances(cost: np.ndarray) -> np.ndarray:
 
 class PackingLP:
     """Column generation over depth-limited trees (``slack``: extra depth over each rank's hop
-    distance from the root; None: no limit). It stops when no tree prices below -TOLERANCE,
-    after ``rounds`` rounds, when the fluid time is within FLOOR_GAP of ``floor`` (a lower
+    distance from the root; None: no limit). It stops when no tree prices below -PACKING.tolerance,
+    after ``rounds`` rounds, when the fluid time is within PACKING.floor_gap of ``floor`` (a lower
     bound), or (optionally) after a stall: on degenerate LPs (full meshes) the duals keep
     pricing trees in long after the optimum is reached."""
 
@@ -287,14 +282,14 @@ class PackingLP:
         self.bw = ctx.router.bw
         self.n = len(ctx.ranks)
         self.trees: list[TreeColumn] = []
-        self._seen: set[tuple[bool, bytes]] = set()
+        self.seen_keys: set[tuple[bool, bytes]] = set()
         self.limits: tuple[np.ndarray, np.ndarray] | None = None  # (in-trees, out-trees)
         self.idle: list[int] = []  # per column: rounds in a row without share
         self.keys: list[tuple[bool, bytes]] = []
-        self.master = Master(self.bw, self.n, primal=self.n > PRIMAL_ABOVE)
+        self.master = Master(self.bw, self.n, primal=self.n > PACKING.primal_above)
         self._add(list(start or ()))  # trees of a smaller slack fit this one's limits too
 
-    def _price(
+    def price_columns(
         self, price: np.ndarray, duals: np.ndarray | None = None, threshold: float = 0.0
     ) -> list[TreeColumn]:
         """Every root's cheapest in-tree and out-tree it finds under ``price``; with
@@ -324,7 +319,7 @@ class PackingLP:
         if (
             duals is not None
             and self.slack is None
-            and n > EXACT_PRICING_ABOVE
+            and n > PACKING.exact_pricing_above
             and (red_in >= -threshold).all()
             and (red_out >= -threshold).all()
         ):
@@ -339,10 +334,12 @@ class PackingLP:
         cols = []
         for r in range(n):
             if red_in[r] < -threshold:
-                cols.append(_column(self.routes, self.router, pred, parents_in[r], r, True, cache))
+                cols.append(
+                    tree_column(self.routes, self.router, pred, parents_in[r], r, True, cache)
+                )
             if red_out[r] < -threshold:
                 cols.append(
-                    _column(self.routes, self.router, pred, parents_out[r], r, False, cache)
+                    tree_column(self.routes, self.router, pred, parents_out[r], r, False, cache)
                 )
         return cols
 
@@ -356,9 +353,9 @@ class PackingLP:
                 col.inward,
                 col.root.to_bytes(4, "little") + col.parent.tobytes() + col.arcs.tobytes(),
             )
-            if key in self._seen:
+            if key in self.seen_keys:
                 continue
-            self._seen.add(key)
+            self.seen_keys.add(key)
             self.trees.append(col)
             self.keys.append(key)
             self.idle.append(0)
@@ -366,17 +363,17 @@ class PackingLP:
         self.master.add_trees(new)
         return len(new)
 
-    def _prune(self, share: np.ndarray) -> None:
-        """Drop columns that carried no share for KEEP_IDLE_ROUNDS solves (they may come back
-        through pricing; the LP stays small)."""
+    def prune_idle(self, share: np.ndarray) -> None:
+        """Drop columns that carried no share for PACKING.keep_idle_rounds solves (they may
+        come back through pricing; the LP stays small)."""
         used = 1e-7 if self.master.interior else 1e-12  # interior optima: no exact zeros
         self.idle = [0 if x > used else k + 1 for x, k in zip(share, self.idle, strict=True)]
-        if len(self.trees) <= PRUNE_ABOVE * self.n:
+        if len(self.trees) <= PACKING.prune_above * self.n:
             return
-        keep = [j for j, k in enumerate(self.idle) if k < KEEP_IDLE_ROUNDS]
+        keep = [j for j, k in enumerate(self.idle) if k < PACKING.keep_idle_rounds]
         if len(keep) < len(self.trees):
-            drop = [j for j in range(len(self.trees)) if self.idle[j] >= KEEP_IDLE_ROUNDS]
-            self._seen.difference_update(self.keys[j] for j in drop)
+            drop = [j for j in range(len(self.trees)) if self.idle[j] >= PACKING.keep_idle_rounds]
+            self.seen_keys.difference_update(self.keys[j] for j in drop)
             self.master.delete(drop)
             self.trees = [self.trees[j] for j in keep]
             self.idle = [self.idle[j] for j in keep]
@@ -388,24 +385,31 @@ class PackingLP:
         return theta, share, prices, duals
 
     def solve(self, rounds: int | None = None, stall: int | None = None) -> Packing:
-        """Column generation: at most ``rounds`` rounds (default MAX_ROUNDS), and with
+        """Column generation: at most ``rounds`` rounds (default PACKING.max_rounds), and with
         ``stall``, no more once that many rounds in a row improved the fluid time by less
-        than TOLERANCE (a heuristic: degenerate LPs sometimes improve after long flats)."""
-        rounds = MAX_ROUNDS if rounds is None else rounds
-        self._add(self._price(1.0 / self.bw))
+        than PACKING.tolerance (a heuristic: degenerate LPs sometimes improve after long flats)."""
+        rounds = PACKING.max_rounds if rounds is None else rounds
+        self._add(self.price_columns(1.0 / self.bw))
         theta, share, y, duals = self._master()
         history = [theta]
         for k in range(rounds):
-            if k == INTERIOR_AFTER and INTERIOR_RANKS[0] <= self.n <= INTERIOR_RANKS[1]:
+            if (
+                k == PACKING.interior_after
+                and PACKING.interior_ranks[0] <= self.n <= PACKING.interior_ranks[1]
+            ):
                 self.master.go_interior()
-            if y.sum() <= 0 or theta <= self.floor * (1 + FLOOR_GAP):
+            if y.sum() <= 0 or theta <= self.floor * (1 + PACKING.floor_gap):
                 break
-            if stall and len(history) > stall and history[-1 - stall] - theta <= TOLERANCE * theta:
+            if (
+                stall
+                and len(history) > stall
+                and history[-1 - stall] - theta <= PACKING.tolerance * theta
+            ):
                 break
-            cols = self._price(y, duals, TOLERANCE * self.objective)
+            cols = self.price_columns(y, duals, PACKING.tolerance * self.objective)
             if not cols:
                 break
-            self._prune(share)
+            self.prune_idle(share)
             if not self._add(cols):
                 break
             theta, share, y, duals = self._master()

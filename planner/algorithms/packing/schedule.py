@@ -17,10 +17,8 @@ from dataclasses import dataclass
 import numpy as np
 from syncplan.core.program import Program, Step, Transfer
 from syncplan.planner.algorithms.base import PlanContext
-from syncplan.planner.algorithms.packing import Packing, TreeColumn
+from syncplan.planner.algorithms.packing.lp import Packing, TreeColumn
 from syncplan.planner.algorithms.pipeline import piece_units, round_to_total
-
-MIN_SHARE = 2e-3  # pairs below this share of the buffer are dropped (shares re-solved)
 
 Path = tuple[str, ...]
 
@@ -95,7 +93,7 @@ class PairSchedule:
                 meta.append((j, off, hit[1]))
         counts = np.fromiter((len(a) for a in arc_l), dtype=np.int64, count=len(arc_l))
         cols, offs, lats = (np.repeat(np.asarray(x), counts) for x in zip(*meta, strict=True))
-        self._flat = (np.concatenate(arc_l), cols, offs, lats)
+        self.flat_entries = (np.concatenate(arc_l), cols, offs, lats)
         self._grouped: tuple[np.ndarray, ...] | None = None  # see _groups
 
     @property
@@ -105,7 +103,7 @@ class PairSchedule:
     def profile(self, shares: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Per distinct arc: seconds per byte of buffer in each offset, and the largest path
         latency through it (-inf where unused)."""
-        arc, col, off, plat = self._flat
+        arc, col, off, plat = self.flat_entries
         bw = self.ctx.router.bw
         no = self.columns
         narcs = len(bw)
@@ -125,7 +123,7 @@ class PairSchedule:
         from scipy.optimize import linprog
         from scipy.sparse import coo_matrix, hstack
 
-        arc, col, _, _ = self._flat
+        arc, col, _, _ = self.flat_entries
         bw = self.ctx.router.bw
         npairs = len(self.pairs)
         use = coo_matrix((1.0 / bw[arc], (arc, col)), shape=(len(bw), npairs)).tocsr()
@@ -207,7 +205,7 @@ class PairSchedule:
         crossings in the group (pairs x groups) and their slowest path latency (-inf:
         none)."""
         if self._grouped is None:
-            arc, col, off, plat = self._flat
+            arc, col, off, plat = self.flat_entries
             keys, group = np.unique(arc * self.columns + off, return_inverse=True)
             shape = (len(self.pairs), len(keys))
             flat = col * len(keys) + group

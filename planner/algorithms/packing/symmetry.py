@@ -18,18 +18,7 @@ from dataclasses import dataclass
 
 import numpy as np
 from syncplan.planner.algorithms.base import PlanContext
-
-ORDER_PER_RANK = 2  # group elements kept at most, per rank: the programs built from a group
-# hold a copy of each tree per element (an 8x8 torus: its 64 translations act on the ranks as
-# one orbit; its full group has 512 elements)
-MAX_BRANCH = 64  # search nodes per map tried before giving up (a map is found in a few)
-WORK_PER_RANK = 12  # colour refinements per rank at most, over the whole search (a 64-rank
-# torus needs about 3; dense graphs whose maps are many levels deep give up)
-MAX_ARC_VISITS = 3_000_000  # nor more arcs visited by them all (~3 s: a 64-GPU full mesh's
-# 4,000 arcs would take 20 s for its 768 refinements)
-FAILED_CLOSURES = 4  # targets with no map that keeps the group within the cap, after which
-# no more are tried
-MAPS_TRIED = 8  # maps from a rank to a target looked at for one that commutes
+from syncplan.planner.algorithms.packing.settings import PACKING
 
 
 @dataclass(frozen=True)
@@ -65,7 +54,7 @@ def _mix(x: np.ndarray) -> np.ndarray:
     return x ^ (x >> np.uint64(31))
 
 
-def _rank_rows(*keys: np.ndarray) -> tuple[np.ndarray, int]:
+def rank_rows(*keys: np.ndarray) -> tuple[np.ndarray, int]:
     """Each row's rank among the distinct rows (lexicographic over ``keys``), and how many
     distinct rows there are: ``np.unique(axis=0, return_inverse=True)``, sorted by lexsort."""
     order = np.lexsort(keys[::-1])
@@ -94,9 +83,9 @@ class _Graph:
         self.tail, self.head = ends[:, 0], ends[:, 1]
         self.label = np.array(list(self.arcs.values()), dtype=np.uint64)
         kinds: dict[tuple, int] = {}
-        self.work = WORK_PER_RANK * len(ranks)  # refinements left
+        self.work = PACKING.work_per_rank * len(ranks)  # refinements left
         self.size = len(self.nodes) + 2 * len(self.arcs)  # what one refinement round visits
-        self.visits = MAX_ARC_VISITS
+        self.visits = PACKING.max_arc_visits
         self.start = np.array(
             [kinds.setdefault((v in ranks, g.nodes[v].get("kind")), len(kinds)) for v in self.nodes]
         )
@@ -116,7 +105,7 @@ class _Graph:
             inn = np.zeros(n, dtype=np.uint64)
             np.add.at(out, self.tail, _mix(lab | c[self.head]))
             np.add.at(inn, self.head, _mix(lab | c[self.tail] | np.uint64(1 << 31)))
-            colors, count = _rank_rows(c, out, inn)
+            colors, count = rank_rows(c, out, inn)
             if count == classes:
                 return colors
             classes = count
@@ -137,8 +126,8 @@ class _Graph:
 
     def maps(self, ca: np.ndarray, cb: np.ndarray) -> Iterator[np.ndarray]:
         """Automorphisms taking colouring ``ca`` to ``cb`` (both refined), in search order,
-        within MAX_BRANCH search nodes."""
-        return self._search(ca, cb, [MAX_BRANCH])
+        within PACKING.max_branch search nodes."""
+        return self._search(ca, cb, [PACKING.max_branch])
 
     def _search(self, ca: np.ndarray, cb: np.ndarray, budget: list[int]) -> Iterator[np.ndarray]:
         budget[0] -= 1
@@ -167,7 +156,7 @@ def automorphisms(ctx: PlanContext, max_order: int | None = None) -> Group | Non
     elements (a ring of hosts whose GPUs may swap within every host has 2^hosts, the
     rotations and one swap of all hosts' GPUs only 2 x hosts). None where only the identity
     is found."""
-    max_order = max_order or ORDER_PER_RANK * len(ctx.ranks)
+    max_order = max_order or PACKING.order_per_rank * len(ctx.ranks)
     key = ("automorphisms", max_order)
     if key in ctx.memo:
         return ctx.memo[key]
@@ -188,7 +177,7 @@ def automorphisms(ctx: PlanContext, max_order: int | None = None) -> Group | Non
         if (elems[:, rank_ix[:i]] == rank_ix[i]).any():
             continue  # in the orbit of an earlier rank
         for j in range(i + 1, len(rank_ix)):
-            if graph.spent() or failed >= FAILED_CLOSURES:
+            if graph.spent() or failed >= PACKING.failed_closures:
                 break
             if sig[j] != sig[i] or (elems[:, rank_ix[i]] == rank_ix[j]).any():
                 continue
@@ -221,13 +210,13 @@ def automorphisms(ctx: PlanContext, max_order: int | None = None) -> Group | Non
 def _pick(
     maps: Iterator[np.ndarray], gens: list[np.ndarray], size: int, cap: int
 ) -> tuple[np.ndarray, np.ndarray] | None:
-    """Of the first MAPS_TRIED ``maps``, the first that commutes with every generator so far
+    """Of the first PACKING.maps_tried ``maps``, the first that commutes with every generator so far
     and keeps the group within ``cap`` elements, else the first that keeps it within: (the
     map, the group's elements), or None. Commuting maps keep the group small (a torus's
     translations: one per rank)."""
     fallback = None
     for k, perm in enumerate(maps):
-        if k >= MAPS_TRIED:
+        if k >= PACKING.maps_tried:
             break
         commutes = all(np.array_equal(perm[g], g[perm]) for g in gens)
         if not commutes and fallback is not None:
