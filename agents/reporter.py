@@ -20,8 +20,8 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from syncplan.agents.atomic import atomic_write_text
 from syncplan.agents.report import HostReport
+from syncplan.core.atomic import atomic_write
 from syncplan.core.http import Backoff, HttpClient, HttpError, retry_after
 
 log = logging.getLogger("syncplan.agent.reporter")
@@ -84,7 +84,7 @@ class Reporter:
         """A new seq, higher than every earlier one and than ``above``."""
         with self._lock:
             seq = max(self._last_seq() + 1, above + 1, int(time.time() * 1000))
-            atomic_write_text(self._seq_file, f"{seq}\n")
+            atomic_write(self._seq_file, f"{seq}\n")
             return seq
 
     # spooling --------------------------------------------------------------------------
@@ -93,7 +93,7 @@ class Reporter:
         """Number the report, spool it and wake the sender; returns the numbered report."""
         numbered = report.model_copy(update={"seq": self.next_seq()})
         with self._lock:
-            atomic_write_text(self.pending_file, numbered.model_dump_json() + "\n")
+            atomic_write(self.pending_file, numbered.model_dump_json() + "\n")
         self._wake.set()
         return numbered
 
@@ -227,7 +227,7 @@ class Reporter:
                 return True
             if current.get("seq") == seq:
                 current["seq"] = new
-                atomic_write_text(self.pending_file, json.dumps(current) + "\n")
+                atomic_write(self.pending_file, json.dumps(current) + "\n")
         log.warning(
             "report seq %d refused: the service holds seq %d; resending as %d", seq, stored, new
         )

@@ -20,10 +20,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from syncplan.core.atomic import atomic_write_json
 from syncplan.testbed import TestbedError
 from syncplan.testbed.emulator import child_env, kill_recorded, spawn
 from syncplan.testbed.netns import alive, sh
-from syncplan.testbed.state import State, atomic_write_json
+from syncplan.testbed.state import State
 
 SERVICE_PORT = 8080
 PROBE_PORT = 7470

@@ -21,12 +21,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from syncplan.core.atomic import atomic_write_json
 from syncplan.testbed import TestbedError
 from syncplan.testbed.cluster import _trigger_cycle, measured_rates, start_cluster, wait_measured
 from syncplan.testbed.emulator import kill_recorded, reshape, spawn
 from syncplan.testbed.loop import cpu_load, running_testbed
 from syncplan.testbed.scenario import Scenario
-from syncplan.testbed.state import State, atomic_write_json
+from syncplan.testbed.state import State
 
 JOB = "follow"
 

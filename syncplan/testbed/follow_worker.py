@@ -18,7 +18,7 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
-from syncplan.testbed.state import atomic_write_json
+from syncplan.core.atomic import atomic_write_json
 from syncplan.testbed.worker import PATTERN, _all_true, _time_collective
 
 

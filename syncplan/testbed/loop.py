@@ -22,6 +22,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from syncplan.core.atomic import atomic_write_json
 from syncplan.testbed import TestbedError
 from syncplan.testbed.calibrate import (
     LARGE_ALGORITHMS,
@@ -44,7 +45,7 @@ from syncplan.testbed.cluster import (
 from syncplan.testbed.emulator import down, kill_recorded, self_record, up
 from syncplan.testbed.runner import FULL_SIZES, RunConfig, run_benchmark
 from syncplan.testbed.scenario import Scenario
-from syncplan.testbed.state import State, atomic_write_json
+from syncplan.testbed.state import State
 
 ALGORITHMS = ("ring", "hierarchical", "forest", "auto")
 # The cost-model settings the loop's service plans with (docs/testbed.md, "Issue 18: shared

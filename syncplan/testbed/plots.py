@@ -6,6 +6,8 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
+from syncplan.core.atomic import AtomicFile
+
 MIB = 1024 * 1024
 
 
@@ -189,9 +191,7 @@ def _save(fig: Any, out: Path) -> Path:
     import matplotlib.pyplot as plt
 
     fig.tight_layout()
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = out.with_name(f".{out.name}.tmp.png")
-    fig.savefig(tmp, dpi=110)
+    with AtomicFile(out) as f:
+        fig.savefig(f.tmp, dpi=110)
     plt.close(fig)
-    tmp.replace(out)
     return out

@@ -14,10 +14,11 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from syncplan.core.atomic import atomic_write_json
 from syncplan.testbed import TestbedError
 from syncplan.testbed.emulator import kill_recorded, spawn
 from syncplan.testbed.scenario import Scenario
-from syncplan.testbed.state import State, atomic_write_json
+from syncplan.testbed.state import State
 
 MIB = 1024 * 1024
 FULL_SIZES = tuple(s * MIB for s in (1, 4, 16, 64, 256))

@@ -21,7 +21,7 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
-from syncplan.testbed.state import atomic_write_json
+from syncplan.core.atomic import atomic_write_json
 
 PATTERN = 251
 TensorOp = Callable[[Any], Any]
