@@ -264,7 +264,6 @@ def _cmd_up(args: argparse.Namespace) -> int:
 def _cmd_run(args: argparse.Namespace) -> int:
     from syncplan.planner.sizes import parse_size
     from syncplan.testbed import emulator
-    from syncplan.testbed.plots import plot_results
     from syncplan.testbed.runner import RunConfig, run_benchmark
     from syncplan.testbed.scenario import REPO_ROOT, load_scenario
     from syncplan.testbed.state import load_state, state_file
@@ -298,21 +297,15 @@ def _cmd_run(args: argparse.Namespace) -> int:
         else:
             emulator.kill_recorded(state, "run")
     _say(f"[{scenario.name}] results: {out}")
-    for e in result["results"]:
-        _say(
-            f"  {e['size_bytes'] / 2**20:g} MiB {e['algorithm']}: median {e['median_s']:.3f} s"
-            f" (ring bound {e['ring_bound_s']:.3f} s){'' if e['correct'] else ' WRONG'}"
-        )
-    png = plot_results([result], args.plot or out.with_suffix(".png"))
-    _say(f"[{scenario.name}] plot: {png}")
-    return _exit_code(result, result["results"])
+    rows = result["results"]
+    extras = [f" (ring bound {e['ring_bound_s']:.3f} s)" for e in rows]
+    return _report(scenario.name, result, rows, extras, args.plot or out.with_suffix(".png"))
 
 
 def _cmd_loop(args: argparse.Namespace) -> int:
     from syncplan.planner.sizes import parse_size
     from syncplan.testbed.loop import LoopConfig, run_loop
     from syncplan.testbed.loop_options import cost_model_kwargs
-    from syncplan.testbed.plots import plot_results
     from syncplan.testbed.scenario import REPO_ROOT, load_scenario
 
     _need_root()
@@ -337,6 +330,7 @@ def _cmd_loop(args: argparse.Namespace) -> int:
             f"  agent {a['host']}: measured {a['measured_mbit']} Mbit/s, shaped "
             f"{a['shaped_mbit']:g}"
         )
+    extras = []
     for row in result["summary"]:
         extra = ""
         if "speedup_over_gloo" in row and row["algorithm"] != "gloo":
@@ -346,13 +340,9 @@ def _cmd_loop(args: argparse.Namespace) -> int:
                 f", predicted {row['predicted_time_s']:.3f} s "
                 f"(measured/predicted {row['measured_over_predicted']:.2f})"
             )
-        _say(
-            f"  {row['size_bytes'] / 2**20:g} MiB {row['algorithm']}: median "
-            f"{row['median_s']:.3f} s{extra}{'' if row['correct'] else ' WRONG'}"
-        )
-    png = plot_results([result], args.plot or out.with_suffix(".png"))
-    _say(f"[{scenario.name}] plot: {png}")
-    return _exit_code(result, result["summary"])
+        extras.append(extra)
+    plot = args.plot or out.with_suffix(".png")
+    return _report(scenario.name, result, result["summary"], extras, plot)
 
 
 def _cmd_follow(args: argparse.Namespace) -> int:
@@ -384,6 +374,19 @@ def _cmd_follow(args: argparse.Namespace) -> int:
     png = plot_follow(result, args.plot or out.with_suffix(".png"))
     _say(f"[{scenario.name}] plot: {png}")
     return 0 if result["correct"] else 1
+
+
+def _report(name: str, result: dict, rows: list[dict], extras: list[str], plot: Path) -> int:
+    """Say each row's median (``extras`` appended), plot the result, return the exit code."""
+    from syncplan.testbed.plots import plot_results
+
+    for row, extra in zip(rows, extras, strict=True):
+        _say(
+            f"  {row['size_bytes'] / 2**20:g} MiB {row['algorithm']}: median "
+            f"{row['median_s']:.3f} s{extra}{'' if row['correct'] else ' WRONG'}"
+        )
+    _say(f"[{name}] plot: {plot_results([result], plot)}")
+    return _exit_code(result, rows)
 
 
 def _exit_code(result: dict, rows: list[dict]) -> int:
