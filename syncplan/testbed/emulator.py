@@ -433,6 +433,24 @@ def spawn(
     return proc
 
 
+def spawn_rank(
+    state: State,
+    host: HostRecord,
+    argv: Sequence[str],
+    run_dir: Path,
+    env: Mapping[str, str] | None = None,
+) -> subprocess.Popen[bytes]:
+    """Start a job rank's ``argv`` in ``host``'s namespace (gloo on its interface, one
+    thread, log ``run_dir/rank{rank}.log``), with ``env`` added."""
+    base = {
+        "GLOO_SOCKET_IFNAME": host.iface,
+        "OMP_NUM_THREADS": "1",
+        "TORCH_CPP_LOG_LEVEL": "ERROR",
+    }
+    log_path = run_dir / f"rank{host.rank}.log"
+    return spawn(state, host.netns, argv, "worker", log_path, env={**base, **(env or {})})
+
+
 def spawn_template(state: State, template: str, role: str, service: bool = False) -> list[int]:
     """Start one process per host (or one in the service namespace) from a command template.
 

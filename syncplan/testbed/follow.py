@@ -24,7 +24,7 @@ from typing import Any
 from syncplan.core.atomic import atomic_write_json
 from syncplan.testbed import TestbedError
 from syncplan.testbed.cluster import _trigger_cycle, measured_rates, start_cluster, wait_measured
-from syncplan.testbed.emulator import kill_recorded, reshape, spawn
+from syncplan.testbed.emulator import kill_recorded, reshape, spawn_rank
 from syncplan.testbed.loop import cpu_load, running_testbed
 from syncplan.testbed.scenario import Scenario
 from syncplan.testbed.state import State
@@ -186,19 +186,7 @@ def _run(
             str(cfg.refresh_interval_s),
         ]
         procs.append(
-            spawn(
-                state,
-                h.netns,
-                argv,
-                "worker",
-                run_dir / f"rank{h.rank}.log",
-                env={
-                    "GLOO_SOCKET_IFNAME": h.iface,
-                    "OMP_NUM_THREADS": "1",
-                    "TORCH_CPP_LOG_LEVEL": "ERROR",
-                    "SYNCPLAN_JOB_TOKEN": cluster.tokens["job"],
-                },
-            )
+            spawn_rank(state, h, argv, run_dir, {"SYNCPLAN_JOB_TOKEN": cluster.tokens["job"]})
         )
     events: dict[str, float] = {}
     try:
