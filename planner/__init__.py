@@ -14,9 +14,7 @@ names load on first use, so ``import planner`` stays cheap.
 
 from __future__ import annotations
 
-import importlib
-from typing import Any
-
+from syncplan.core.lazy import lazy_getattr
 from syncplan.planner.errors import (
     InfeasibleError,
     PlannerError,
@@ -35,11 +33,7 @@ _LAZY = {
     "VerifyReport": "syncplan.planner.verify",
 }
 
-
-def __getattr__(name: str) -> Any:
-    if name in _LAZY:
-        return getattr(importlib.import_module(_LAZY[name]), name)
-    raise AttributeError(f"module 'planner' has no attribute {name!r}")
+__getattr__ = lazy_getattr(__name__, _LAZY)
 
 
 __all__ = [
