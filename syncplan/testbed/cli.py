@@ -33,6 +33,34 @@ def register(subparsers: Any) -> None:
             "$SYNCPLAN_TESTBED_STATE)",
         )
 
+    def timing(p: argparse.ArgumentParser) -> None:
+        p.add_argument(
+            "--sizes",
+            default="1MiB,4MiB,16MiB,64MiB,256MiB",
+            help="comma-separated buffer sizes (default %(default)s)",
+        )
+        p.add_argument("--reps", type=int, default=3, help="timed repetitions per size")
+        p.add_argument("--warmup", type=int, default=0, help="untimed repetitions per size")
+
+    def probe_duration(p: argparse.ArgumentParser) -> None:
+        p.add_argument(
+            "--probe-duration",
+            type=float,
+            default=1.0,
+            help="agents' seconds per probe direction (default 1)",
+        )
+
+    def outputs(p: argparse.ArgumentParser, name: str, keep: str, timeout: str = "") -> None:
+        p.add_argument(
+            "--out",
+            type=Path,
+            help=f"results JSON (default {RESULTS_DIR_NAME}/{name}-SCENARIO.json)",
+        )
+        p.add_argument("--plot", type=Path, help="plot PNG (default: results path with .png)")
+        p.add_argument("--keep", action="store_true", help=keep)
+        if timeout:
+            p.add_argument("--timeout", type=float, default=None, help=timeout)
+
     p = sub.add_parser("up", help="create the namespaces, veths and shaped links")
     common(p)
     p.add_argument(
@@ -57,13 +85,7 @@ def register(subparsers: Any) -> None:
 
     p = sub.add_parser("run", help="time all-reduce over the testbed (brought up if needed)")
     common(p)
-    p.add_argument(
-        "--sizes",
-        default="1MiB,4MiB,16MiB,64MiB,256MiB",
-        help="comma-separated buffer sizes (default %(default)s)",
-    )
-    p.add_argument("--reps", type=int, default=3, help="timed repetitions per size")
-    p.add_argument("--warmup", type=int, default=0, help="untimed repetitions per size")
+    timing(p)
     p.add_argument(
         "--plans",
         nargs="*",
@@ -78,12 +100,7 @@ def register(subparsers: Any) -> None:
         default=None,
         help="measure every link first (SECONDS per direction); stored in results",
     )
-    p.add_argument(
-        "--out", type=Path, help="results JSON (default bench/results/testbed-SCENARIO.json)"
-    )
-    p.add_argument("--plot", type=Path, help="plot PNG (default: results path with .png)")
-    p.add_argument("--keep", action="store_true", help="leave a testbed this run created up")
-    p.add_argument("--timeout", type=float, default=None, help="limit for the whole run, s")
+    outputs(p, "testbed", "leave a testbed this run created up", "limit for the whole run, s")
     p.set_defaults(func=_wrap(_cmd_run))
 
     p = sub.add_parser(
@@ -92,31 +109,15 @@ def register(subparsers: Any) -> None:
         "the executor runs; timed against gloo",
     )
     common(p)
-    p.add_argument(
-        "--sizes",
-        default="1MiB,4MiB,16MiB,64MiB,256MiB",
-        help="comma-separated buffer sizes (default %(default)s)",
-    )
-    p.add_argument("--reps", type=int, default=3, help="timed repetitions per size")
-    p.add_argument("--warmup", type=int, default=0, help="untimed repetitions per size")
+    timing(p)
     p.add_argument(
         "--algorithms",
         default="ring,hierarchical,forest,auto",
         help="plans to fetch from the service (default %(default)s)",
     )
-    p.add_argument(
-        "--probe-duration",
-        type=float,
-        default=1.0,
-        help="agents' seconds per probe direction (default 1)",
-    )
+    probe_duration(p)
     add_cost_model_args(p)
-    p.add_argument(
-        "--out", type=Path, help="results JSON (default bench/results/testbed-SCENARIO.json)"
-    )
-    p.add_argument("--plot", type=Path, help="plot PNG (default: results path with .png)")
-    p.add_argument("--keep", action="store_true", help="leave the testbed up at the end")
-    p.add_argument("--timeout", type=float, default=None, help="limit for the timed part, s")
+    outputs(p, "testbed", "leave the testbed up at the end", "limit for the timed part, s")
     p.set_defaults(func=_wrap(_cmd_loop))
 
     p = sub.add_parser(
@@ -136,17 +137,8 @@ def register(subparsers: Any) -> None:
         help="seconds between the change and the agents' probe cycle",
     )
     p.add_argument("--after", type=float, default=40.0, help="seconds after the switch")
-    p.add_argument(
-        "--probe-duration",
-        type=float,
-        default=1.0,
-        help="agents' seconds per probe direction (default 1)",
-    )
-    p.add_argument(
-        "--out", type=Path, help="results JSON (default bench/results/testbed-follow-SCENARIO.json)"
-    )
-    p.add_argument("--plot", type=Path, help="plot PNG (default: results path with .png)")
-    p.add_argument("--keep", action="store_true", help="leave the testbed up at the end")
+    probe_duration(p)
+    outputs(p, "testbed-follow", "leave the testbed up at the end")
     p.set_defaults(func=_wrap(_cmd_follow))
 
     p = sub.add_parser("down", help="remove everything the testbed created")
