@@ -296,7 +296,7 @@ def _tail(path: str | None, n: int = 12) -> str:
         return "(no log)"
 
 
-def _trigger_cycle(state: State, slot_s: float) -> None:
+def trigger_cycle(state: State, slot_s: float) -> None:
     """SIGUSR1 every agent early in a probe slot, so all of them pick the same cycle start
     (the next slot boundary at least 0.5 s away)."""
     phase = time.time() % slot_s

@@ -23,7 +23,7 @@ from typing import Any
 
 from syncplan.core.atomic import atomic_write_json
 from syncplan.testbed import TestbedError
-from syncplan.testbed.cluster import _trigger_cycle, measured_rates, start_cluster, wait_measured
+from syncplan.testbed.cluster import measured_rates, start_cluster, trigger_cycle, wait_measured
 from syncplan.testbed.emulator import kill_recorded, reshape, spawn_rank
 from syncplan.testbed.loop import cpu_load, running_testbed
 from syncplan.testbed.scenario import Scenario
@@ -142,7 +142,7 @@ def _run(
 ) -> dict[str, Any]:
     cluster = start_cluster(state, cfg.probe_duration_s, cfg.min_step_us, progress)
     work, svc, server, slot = cluster.work, cluster.svc, cluster.server, cluster.slot_s
-    _trigger_cycle(state, slot)
+    trigger_cycle(state, slot)
     topology = wait_measured(svc, state, 300.0, progress)
     before = measured_rates(topology, [h.name for h in state.hosts])
     ranks = [f"{h.name}/cpu0" for h in state.hosts]
@@ -209,7 +209,7 @@ def _run(
             cfg.degraded_s + 60,
             procs,
         )
-        _trigger_cycle(state, slot)
+        trigger_cycle(state, slot)
         events["probing"] = time.time()
         progress("probe cycle triggered")
 

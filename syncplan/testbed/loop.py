@@ -35,11 +35,11 @@ from syncplan.testbed.calibrate import (
 from syncplan.testbed.cluster import (
     Cluster,
     Service,
-    _trigger_cycle,
     current_graph,
     measured_rates,
     restart_service,
     start_cluster,
+    trigger_cycle,
     wait_measured,
 )
 from syncplan.testbed.emulator import down, kill_recorded, self_record, up
@@ -247,7 +247,7 @@ def run_loop(
         )
         work, svc = cluster.work, cluster.svc
         t_measure = time.monotonic()
-        _trigger_cycle(state, cluster.slot_s)
+        trigger_cycle(state, cluster.slot_s)
         progress(f"probe cycle triggered ({cluster.rounds} rounds of {cluster.slot_s:g} s)")
         topology = wait_measured(svc, state, cfg.measure_timeout_s, progress)
         measure_s = time.monotonic() - t_measure
