@@ -189,26 +189,26 @@ def _run(
             spawn_rank(state, h, argv, run_dir, {"SYNCPLAN_JOB_TOKEN": cluster.tokens["job"]})
         )
     events: dict[str, float] = {}
+
+    def hold(phase: str, since: str, seconds: float, slack_s: float = 60.0) -> None:
+        """Wait until ``seconds`` have passed since ``events[since]`` (the job running)."""
+        _wait(
+            f"the {phase} phase",
+            lambda: time.time() - events[since] >= seconds,
+            seconds + slack_s,
+            procs,
+        )
+
     try:
         _wait("the job's first iteration", lambda: bool(_records(records_path)), 300.0, procs)
         events["job_started"] = time.time()
         progress(f"job running; degrading {cfg.host} in {cfg.healthy_s:g} s")
-        _wait(
-            "the healthy phase",
-            lambda: time.time() - events["job_started"] >= cfg.healthy_s,
-            cfg.healthy_s + 60,
-            procs,
-        )
+        hold("healthy", "job_started", cfg.healthy_s)
         old_rate = next(h.rate_mbit for h in state.hosts if h.name == cfg.host)
         reshape(state, cfg.host, cfg.rate_mbit)
         events["degraded"] = time.time()
         progress(f"{cfg.host}: link reshaped {old_rate:g} -> {cfg.rate_mbit:g} Mbit/s")
-        _wait(
-            "the degraded phase",
-            lambda: time.time() - events["degraded"] >= cfg.degraded_s,
-            cfg.degraded_s + 60,
-            procs,
-        )
+        hold("degraded", "degraded", cfg.degraded_s)
         trigger_cycle(state, slot)
         events["probing"] = time.time()
         progress("probe cycle triggered")
@@ -255,12 +255,7 @@ def _run(
             next(r["wall"] for r in _records(records_path) if r["plan_id"] == final["plan_id"]),
         )
         progress(f"job runs plan {final['plan_id']}")
-        _wait(
-            "the last phase",
-            lambda: time.time() - events["switched"] >= cfg.after_s,
-            cfg.after_s + 120,
-            procs,
-        )
+        hold("last", "switched", cfg.after_s, slack_s=120.0)
         stop.write_text("stop")
         _wait("the job to stop", lambda: all(p.poll() is not None for p in procs), 300.0, [])
     finally:
