@@ -73,7 +73,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = rank_parser("syncplan.testbed.follow_worker", 600.0)
+    ap = rank_parser("python -m syncplan.testbed.follow_worker", 600.0)
     ap.add_argument("--server", required=True)
     ap.add_argument("--job", required=True)
     ap.add_argument("--host", required=True, help="this rank's host name in the topology")

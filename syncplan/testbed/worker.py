@@ -173,10 +173,10 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         dist.destroy_process_group()
 
 
-def rank_parser(module: str, timeout_s: float) -> argparse.ArgumentParser:
+def rank_parser(prog: str, timeout_s: float) -> argparse.ArgumentParser:
     """The options every testbed rank takes: --rank, --world, --master and --timeout (gloo's,
     default ``timeout_s``)."""
-    ap = argparse.ArgumentParser(prog=f"python -m {module}")
+    ap = argparse.ArgumentParser(prog=prog)
     ap.add_argument("--rank", type=int, required=True)
     ap.add_argument("--world", type=int, required=True)
     ap.add_argument("--master", required=True, help="ADDR:PORT of rank 0")
@@ -198,7 +198,7 @@ def init_gloo(args: argparse.Namespace) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = rank_parser("syncplan.testbed.worker", 900.0)
+    ap = rank_parser("python -m syncplan.testbed.worker", 900.0)
     ap.add_argument("--sizes", type=int, nargs="+", required=True, help="bytes, multiples of 4")
     ap.add_argument("--reps", type=int, default=3)
     ap.add_argument("--warmup", type=int, default=0)
