@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import logging
 
+from syncplan.core.http import HttpClient, HttpError
+
 log = logging.getLogger("syncplan.agent")
 
 
@@ -21,19 +23,18 @@ class PeerDirectory:
     def __init__(self, server: str, me: str, token: str | None, timeout_s: float = 10.0) -> None:
         self.url = f"{server.rstrip('/')}/v1/agents"
         self.me = me
-        self.headers = {"Authorization": f"Bearer {token}"} if token else {}
+        self.token = token
         self.timeout_s = timeout_s
         self.peers: dict[str, tuple[str, int]] = {}
         self._failing = False
 
     def refresh(self) -> dict[str, tuple[str, int]]:
         """The fresh hosts other than this one that advertise a probe server."""
-        import httpx
-
         try:
-            resp = httpx.get(self.url, headers=self.headers, timeout=self.timeout_s)
-            resp.raise_for_status()
-            hosts = resp.json()["hosts"]
+            with HttpClient(
+                self.url, token=self.token, timeout_s=self.timeout_s, retries=0
+            ) as http:
+                hosts = http.request_json("GET", "")[0]["hosts"]
             found: dict[str, tuple[str, int]] = {}
             for name, st in hosts.items():
                 addr = st.get("probe_address")
@@ -43,7 +44,7 @@ class PeerDirectory:
                     found[name] = parse_address(addr)
                 except ValueError as exc:
                     log.warning("peer %s skipped: %s", name, exc)
-        except (httpx.HTTPError, ValueError, KeyError, TypeError, AttributeError) as exc:
+        except (HttpError, ValueError, KeyError, TypeError, AttributeError) as exc:
             if not self._failing:
                 log.warning(
                     "cannot fetch peers from %s (%s); using the last %d known",

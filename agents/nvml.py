@@ -24,7 +24,7 @@ import re
 from collections.abc import Callable
 from typing import Any, Protocol, runtime_checkable
 
-from syncplan.agents.atomic import atomic_write_text
+from syncplan.core.atomic import atomic_write
 
 RECORDING_FORMAT = "syncplan-nvml-recording/1"
 
@@ -379,7 +379,7 @@ class RecordingNVML:
         }
 
     def save(self, path: str | os.PathLike[str]) -> None:
-        atomic_write_text(path, json.dumps(self.to_dict(), indent=1) + "\n")
+        atomic_write(path, json.dumps(self.to_dict(), indent=1) + "\n")
 
 
 def _natural(key: str) -> list[Any]:

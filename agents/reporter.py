@@ -18,33 +18,17 @@ import random
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 
-from syncplan.agents.atomic import atomic_write_text
+from syncplan.core.atomic import atomic_write
+from syncplan.core.http import Backoff, HttpClient, HttpError, retry_after
 from syncplan.core.report import HostReport
 
 log = logging.getLogger("syncplan.agent.reporter")
 
 RETRY_STATUSES = {401, 403, 404, 408, 425, 429}  # may heal without a new report
 
-
-@dataclass(frozen=True)
-class Backoff:
-    """Delay before retry ``attempt`` (0-based): ``cap/2 + uniform(0, cap/2)``, ``cap`` growing
-    ``base * factor**attempt`` up to ``max_s``."""
-
-    base_s: float = 1.0
-    factor: float = 2.0
-    max_s: float = 60.0
-
-    def __post_init__(self) -> None:
-        if self.base_s <= 0 or self.factor < 1 or self.max_s < self.base_s:
-            raise ValueError("backoff needs base_s > 0, factor >= 1, max_s >= base_s")
-
-    def delay(self, attempt: int, rng: random.Random | None = None) -> float:
-        cap = min(self.max_s, self.base_s * self.factor ** min(attempt, 64))
-        return cap / 2 + (rng or random).uniform(0, cap / 2)
+__all__ = ["RETRY_STATUSES", "Backoff", "Reporter"]  # Backoff: core.http's, used here
 
 
 class Reporter:
@@ -100,7 +84,7 @@ class Reporter:
         """A new seq, higher than every earlier one and than ``above``."""
         with self._lock:
             seq = max(self._last_seq() + 1, above + 1, int(time.time() * 1000))
-            atomic_write_text(self._seq_file, f"{seq}\n")
+            atomic_write(self._seq_file, f"{seq}\n")
             return seq
 
     # spooling --------------------------------------------------------------------------
@@ -109,7 +93,7 @@ class Reporter:
         """Number the report, spool it and wake the sender; returns the numbered report."""
         numbered = report.model_copy(update={"seq": self.next_seq()})
         with self._lock:
-            atomic_write_text(self.pending_file, numbered.model_dump_json() + "\n")
+            atomic_write(self.pending_file, numbered.model_dump_json() + "\n")
         self._wake.set()
         return numbered
 
@@ -153,35 +137,34 @@ class Reporter:
     close = stop
 
     def _run(self) -> None:
-        import httpx
-
         attempt = 0
-        headers = {"Content-Type": "application/json"}
-        if self.token:
-            headers["Authorization"] = f"Bearer {self.token}"
-        url = f"{self.server}/v1/agents/{self.host}/report"
-        with httpx.Client(timeout=self.timeout_s, headers=headers) as client:
+        http = HttpClient(
+            self.server or "",
+            token=self.token,
+            timeout_s=self.timeout_s,
+            retries=0,
+            retry_statuses=RETRY_STATUSES,
+        )
+        with http:
             while not self._stop.is_set():
                 body = self.pending()
                 if body is None:
                     self._wake.wait(timeout=1.0)
                     self._wake.clear()
                     continue
-                outcome = self._send(client, url, body)
+                outcome, asked = self._send(http, body)
                 if outcome == "retry":
-                    delay = self.backoff.delay(attempt)
+                    delay = max(self.backoff.delay(attempt), min(asked or 0.0, self.backoff.max_s))
                     attempt += 1
-                    if self._wait_for_service(client, delay):
+                    if self._wait_for_service(http, delay):
                         attempt = 0
                 else:
                     attempt = 0
 
-    def _wait_for_service(self, client, delay: float) -> bool:  # type: ignore[no-untyped-def]
+    def _wait_for_service(self, http: HttpClient, delay: float) -> bool:
         """Sleep up to ``delay`` before the next try, but end early (True) once the service
         answers ``GET /readyz`` (checked every ``ready_poll_s``, jittered) or a new report
         is submitted, so that delivery resumes within seconds of the service's return."""
-        import httpx
-
         deadline = time.monotonic() + delay
         while not self._stop.is_set():
             left = deadline - time.monotonic()
@@ -190,22 +173,23 @@ class Reporter:
             if self._wake.wait(min(left, self.ready_poll_s * random.uniform(0.5, 1.5))):
                 self._wake.clear()
                 return not self._stop.is_set()
-            try:
-                if client.get(f"{self.server}/readyz", timeout=2.0).status_code == 200:
+            with contextlib.suppress(HttpError):
+                if http.request("GET", "/readyz", timeout_s=2.0).status_code == 200:
                     return True
-            except httpx.HTTPError:
-                pass
         return False
 
-    def _send(self, client, url: str, body: dict) -> str:  # type: ignore[no-untyped-def]
-        import httpx
-
+    def _send(self, http: HttpClient, body: dict) -> tuple[str, float | None]:
+        """Deliver ``body`` once: ("ok" | "retry" | "dropped", the Retry-After asked for)."""
         seq = int(body.get("seq", -1))
         try:
-            resp = client.put(url, content=json.dumps(body))
-        except httpx.HTTPError as exc:
-            self._failed(f"service unreachable: {exc.__class__.__name__}: {exc}")
-            return "retry"
+            resp = http.request("PUT", f"/v1/agents/{self.host}/report", json=body)
+        except HttpError as exc:
+            if exc.response is None:
+                self._failed(f"service unreachable: {exc}")
+                return "retry", None
+            resp = exc.response
+            self._failed(f"service answered {resp.status_code}: {resp.text[:300]}")
+            return "retry", retry_after(resp.headers)
         if 200 <= resp.status_code < 300:
             self.last_delivered_seq = seq
             self.last_success_at = time.time()
@@ -213,32 +197,24 @@ class Reporter:
             if self.on_delivered:
                 self.on_delivered(seq)
             log.debug("report seq %d delivered", seq)
-            return "ok"
-        detail = resp.text[:300]
-        if resp.status_code == 409 and self._renumber(client, body):
-            return "retry"  # resend soon with a seq above the stored one
-        if resp.status_code >= 500 or resp.status_code in RETRY_STATUSES:
-            self._failed(f"service answered {resp.status_code}: {detail}")
-            return "retry"
+            return "ok", None
+        if resp.status_code == 409 and self._renumber(http, body):
+            return "retry", None  # resend soon with a seq above the stored one
         # 400/409/413/422: this report will never be accepted; drop it, keep the next one.
-        log.error("report seq %d refused with %d: %s", seq, resp.status_code, detail)
+        log.error("report seq %d refused with %d: %s", seq, resp.status_code, resp.text[:300])
         self._clear_pending(seq)
         if self.on_failure:
             self.on_failure(f"refused {resp.status_code}")
-        return "dropped"
+        return "dropped", None
 
-    def _renumber(self, client, body: dict) -> bool:  # type: ignore[no-untyped-def]
+    def _renumber(self, http: HttpClient, body: dict) -> bool:
         """After a 409: read the stored seq (``GET /v1/agents``) and give the pending report
         a seq above it (another agent or a lost spool may have gone ahead). False when the
         stored seq cannot be read or is not the cause."""
-        import httpx
-
         try:
-            resp = client.get(f"{self.server}/v1/agents")
-            stored = (
-                int(resp.json()["hosts"][self.host]["seq"]) if resp.status_code == 200 else None
-            )
-        except (httpx.HTTPError, ValueError, KeyError, TypeError):
+            doc, _ = http.request_json("GET", "/v1/agents")
+            stored = int(doc["hosts"][self.host]["seq"])
+        except (HttpError, ValueError, KeyError, TypeError):
             stored = None
         seq = int(body.get("seq", -1))
         if stored is None or stored < seq:
@@ -251,7 +227,7 @@ class Reporter:
                 return True
             if current.get("seq") == seq:
                 current["seq"] = new
-                atomic_write_text(self.pending_file, json.dumps(current) + "\n")
+                atomic_write(self.pending_file, json.dumps(current) + "\n")
         log.warning(
             "report seq %d refused: the service holds seq %d; resending as %d", seq, stored, new
         )

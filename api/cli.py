@@ -7,6 +7,8 @@ import os
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from syncplan.core.atomic import atomic_write_json
+
 if TYPE_CHECKING:
     from fastapi import FastAPI
     from syncplan.api.settings import Settings
@@ -72,16 +74,12 @@ def _settings(args: argparse.Namespace) -> Settings:
 
 def _default_demo_topology() -> str:
     """examples/demo.json when run from a checkout, else the built-in demo cluster on disk."""
-    import json
-
     from syncplan.planner.builders import DEMO, EXAMPLES
 
     if os.path.exists("examples/demo.json"):
         return "examples/demo.json"
     path = Path(DEMO_DB).with_name("syncplan-demo-cluster.json")
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text(json.dumps(EXAMPLES[DEMO](), indent=1))
-    tmp.replace(path)
+    atomic_write_json(path, EXAMPLES[DEMO](), indent=1)
     return str(path)
 
 

@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import json
 
-from starlette.types import ASGIApp, Message, Receive, Scope, Send
+from starlette.types import ASGIApp, Receive, Scope, Send
+from syncplan.api.asgi import BodyTooLarge, read_body, replay
 from syncplan.api.identity import scopes_of, token_host
 from syncplan.planner.algorithms import ALGORITHMS
 from syncplan.planner.plan import COLLECTIVES
@@ -135,28 +136,10 @@ class BodyLimitMiddleware:
                 if declared > self.limit:
                     await self._refuse(send, str(declared))
                     return
-        chunks: list[bytes] = []
-        total = 0
-        more = True
-        while more:
-            message = await receive()
-            if message["type"] == "http.disconnect":
-                return
-            chunk = message.get("body", b"")
-            total += len(chunk)
-            if total > self.limit:
-                await self._refuse(send, f"more than {self.limit}")
-                return
-            chunks.append(chunk)
-            more = message.get("more_body", False)
-        body = b"".join(chunks)
-        sent = False
-
-        async def _receive() -> Message:
-            nonlocal sent
-            if not sent:
-                sent = True
-                return {"type": "http.request", "body": body, "more_body": False}
-            return await receive()
-
-        await self.app(scope, _receive, send)
+        try:
+            body = await read_body(receive, self.limit)
+        except BodyTooLarge:
+            await self._refuse(send, f"more than {self.limit}")
+            return
+        if body is not None:
+            await self.app(scope, replay(body, receive), send)

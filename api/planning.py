@@ -7,7 +7,6 @@ import asyncio
 import hashlib
 import json
 import time
-from collections import OrderedDict
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -23,6 +22,7 @@ from syncplan.api.quota import SolveQuota
 from syncplan.api.state import Snapshot
 from syncplan.core.compact import CompactError, compact_document
 from syncplan.core.errors import PlannerError
+from syncplan.core.lru import LRU
 from syncplan.planner.sizes import parse_size as planner_parse_size
 
 
@@ -181,35 +181,30 @@ class PlanService:
         # the cores matter only with an overhead: without one they do not key the plans
         self.message_cores = message_cores if message_overhead_s or exchange_overhead_s else 0
         self._metrics = metrics
-        self._size = cache_size
-        self._max_bytes = cache_bytes
-        self._bytes = 0
-        self._lru: OrderedDict[str, CachedPlan] = OrderedDict()
-        self._by_id: dict[str, str] = {}
+        self._lru: LRU[str, CachedPlan] = LRU(
+            cache_size, cache_bytes, lambda plan: plan.body.size, self._forget
+        )
+        self.by_plan_id: dict[str, str] = {}  # plan id -> digest, for the plans in memory
         self._inflight: dict[str, asyncio.Task[CachedPlan]] = {}
         self._limiter = anyio.CapacityLimiter(solver_threads)
-        self._compact: OrderedDict[str, Body] = OrderedDict()
+        self._compact: LRU[str, Body] = LRU(cache_size)
         self.solves = 0
 
-    def _remember(self, digest: str, plan: CachedPlan) -> None:
+    @property
+    def cached_bytes(self) -> int:
+        """The bytes of the plan bodies held in memory."""
+        return self._lru.nbytes
+
+    def remember(self, digest: str, plan: CachedPlan) -> None:
         """Keep ``plan``, evicting the least recently used beyond the count or byte budget
         (a plan larger than the whole budget is not kept in memory: the store has it)."""
-        if plan.body.size > self._max_bytes:
-            return
-        old_plan = self._lru.pop(digest, None)
-        if old_plan is not None:
-            self._bytes -= old_plan.body.size
-        self._lru[digest] = plan
-        self._bytes += plan.body.size
-        self._by_id[plan.plan_id] = digest
-        while len(self._lru) > self._size or self._bytes > self._max_bytes:
-            _, old = self._lru.popitem(last=False)
-            self._bytes -= old.body.size
-            if (
-                self._by_id.get(old.plan_id) is not None
-                and self._by_id[old.plan_id] not in self._lru
-            ):
-                del self._by_id[old.plan_id]
+        if self._lru.put(digest, plan):
+            self.by_plan_id[plan.plan_id] = digest
+
+    def _forget(self, digest: str, plan: CachedPlan) -> None:
+        held = self.by_plan_id.get(plan.plan_id)
+        if held is not None and held not in self._lru:
+            del self.by_plan_id[plan.plan_id]
 
     async def in_form(self, plan: CachedPlan, form: str) -> Body:
         """``plan``'s body in ``form``: ``full`` (docs/formats.md) or ``compact`` (each compact
@@ -219,11 +214,7 @@ class PlanService:
         body = self._compact.get(plan.plan_id)
         if body is None:
             body = await run_sync(lambda: Body.of(compact_body(plan.body.raw), COMPACT_GZIP_LEVEL))
-            self._compact[plan.plan_id] = body
-            while len(self._compact) > self._size:
-                self._compact.popitem(last=False)
-        else:
-            self._compact.move_to_end(plan.plan_id)
+            self._compact.put(plan.plan_id, body)
         return body
 
     def _own(self, key: PlanKey) -> PlanKey:
@@ -257,10 +248,7 @@ class PlanService:
 
     def cached(self, key: PlanKey) -> CachedPlan | None:
         key = self._own(key)
-        plan = self._lru.get(key.digest)
-        if plan is not None:
-            self._lru.move_to_end(key.digest)
-        return plan
+        return self._lru.get(key.digest)
 
     async def get(self, snapshot: Snapshot, key: PlanKey, owner: str = "service") -> CachedPlan:
         """The plan for ``key``: memory, then store, then one solve shared by all callers.
@@ -289,7 +277,7 @@ class PlanService:
 
     async def _produce(self, snapshot: Snapshot, key: PlanKey) -> CachedPlan:
         plan = await self._load_or_solve(snapshot, key)
-        self._remember(key.digest, plan)
+        self.remember(key.digest, plan)
         return plan
 
     async def _load_or_solve(self, snapshot: Snapshot, key: PlanKey) -> CachedPlan:
@@ -331,10 +319,10 @@ class PlanService:
             store.put_plan(s, plan_id, key.digest, key.version, body, time.time())
 
     async def by_id(self, plan_id: str) -> CachedPlan | None:
-        digest = self._by_id.get(plan_id)
+        digest = self.by_plan_id.get(plan_id)
         if digest is not None and digest in self._lru:
             self._metrics.cache.labels("memory", "hit").inc()
-            return self._lru[digest]
+            return self._lru.peek(digest)
 
         def load() -> CachedPlan | None:
             with self._factory() as s:

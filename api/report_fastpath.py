@@ -18,7 +18,8 @@ import time
 
 from anyio.to_thread import run_sync
 from pydantic import ValidationError
-from starlette.types import ASGIApp, Message, Receive, Scope, Send
+from starlette.types import ASGIApp, Receive, Scope, Send
+from syncplan.api.asgi import read_body, replay, send_json
 from syncplan.api.errors import APIError
 from syncplan.api.identity import scopes_of, token_host
 from syncplan.api.limits import MAX_SEQ_AHEAD_MS
@@ -78,47 +79,33 @@ class ReportFastPath:
             or not allowed(state, token, host)
         ):
             return False, receive
-        chunks: list[bytes] = []
-        more = True
-        while more:
-            message = await receive()
-            if message["type"] != "http.request":
-                return True, receive  # the client went away
-            chunks.append(message.get("body", b""))
-            more = message.get("more_body", False)
-        body = b"".join(chunks)
-        replayed = False
-
-        async def replay() -> Message:
-            nonlocal replayed
-            if not replayed:
-                replayed = True
-                return {"type": "http.request", "body": body, "more_body": False}
-            return await receive()
-
+        body = await read_body(receive)
+        if body is None:
+            return True, receive  # the client went away
+        again = replay(body, receive)
         try:
             if len(body) > PARSE_INLINE_BYTES:
                 report = await run_sync(HostReport.model_validate_json, body)
             else:
                 report = HostReport.model_validate_json(body)
         except ValidationError:
-            return False, replay
+            return False, again
         if report.host != host or report.seq - time.time() * 1000 > MAX_SEQ_AHEAD_MS:
-            return False, replay
+            return False, again
         scope["route"] = _ROUTE_LABEL
         state.report_fast_path_hits += 1
         try:
             outcome, received = await state.reports.submit(report)
         except APIError as exc:
             state.metrics.reports.labels("refused").inc()
-            await _json(send, exc.status, _error(exc), exc.headers)
-            return True, replay
+            await send_json(send, exc.status, _error(exc), exc.headers)
+            return True, again
         except Exception as exc:
             if not is_outage(exc):
                 raise
             response = outage_response(exc)
-            await response(scope, replay, send)
-            return True, replay
+            await response(scope, again, send)
+            return True, again
         state.metrics.reports.labels(outcome).inc()
         answer = ReportAccepted(
             host=host,
@@ -126,8 +113,8 @@ class ReportFastPath:
             status=outcome,  # type: ignore[arg-type]
             received_at=utc(received),
         )
-        await _json(send, 200, answer.model_dump_json().encode())
-        return True, replay
+        await send_json(send, 200, answer.model_dump_json().encode())
+        return True, again
 
 
 def _error(exc: APIError) -> bytes:
@@ -136,12 +123,3 @@ def _error(exc: APIError) -> bytes:
     return json.dumps(
         {"detail": [{"loc": exc.loc, "msg": exc.msg, "type": exc.type}]}, separators=(",", ":")
     ).encode()
-
-
-async def _json(
-    send: Send, status: int, payload: bytes, extra: dict[str, str] | None = None
-) -> None:
-    raw = [(b"content-length", str(len(payload)).encode()), (b"content-type", b"application/json")]
-    raw += [(k.lower().encode("latin-1"), v.encode("latin-1")) for k, v in (extra or {}).items()]
-    await send({"type": "http.response.start", "status": status, "headers": raw})
-    await send({"type": "http.response.body", "body": payload})

@@ -17,8 +17,7 @@ importing one executor module does not import the others.
 
 from __future__ import annotations
 
-import importlib
-from typing import Any
+from syncplan.core.lazy import lazy_getattr
 
 _LAZY = {
     "PlanComm": "syncplan.executor.comm",
@@ -38,11 +37,7 @@ _LAZY = {
     "PlanDocument": "syncplan.core.document",
 }
 
-
-def __getattr__(name: str) -> Any:
-    if name in _LAZY:
-        return getattr(importlib.import_module(_LAZY[name]), name)
-    raise AttributeError(f"module 'executor' has no attribute {name!r}")
+__getattr__ = lazy_getattr(__name__, _LAZY)
 
 
 __all__ = sorted(_LAZY)

@@ -11,7 +11,7 @@ steps overlap wherever the data allows (see ``syncplan.executor.dataflow.dataflo
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
@@ -202,6 +202,17 @@ class _StepPrepared:
             _apply(applies)
 
 
+def through_contiguous(
+    tensor: torch.Tensor, reduce: Callable[[torch.Tensor], object]
+) -> torch.Tensor:
+    """Run ``reduce`` (in place) on a contiguous flat copy of ``tensor``, copy the result
+    back and return ``tensor``."""
+    flat = tensor.contiguous().view(-1)
+    reduce(flat)
+    tensor.copy_(flat.view_as(tensor))
+    return tensor
+
+
 class PlanExecutor:
     """Runs one plan's all-reduce program on the tensors of this process.
 
@@ -301,10 +312,7 @@ class PlanExecutor:
         """Sum ``tensor`` over all ranks in place (every rank must call it with the same
         element count and dtype) and return it."""
         if not tensor.is_contiguous():
-            flat = tensor.contiguous().view(-1)
-            self.all_reduce(flat)
-            tensor.copy_(flat.view_as(tensor))
-            return tensor
+            return through_contiguous(tensor, self.all_reduce)
         flat = tensor.view(-1)
         if flat.device.type == "cuda" and flat.device not in self._warmed:
             # NCCL point-to-point in a group needs communicators that all ranks set up together.

@@ -12,9 +12,9 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import math
 import os
 import socket
-import time
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field, replace
 from datetime import timedelta
@@ -23,6 +23,7 @@ from typing import Any
 import torch
 import torch.distributed as dist
 from syncplan.core.document import PlanDocument, PlanError
+from syncplan.core.http import Backoff, HttpClient, HttpError
 from syncplan.executor.comm import PlanComm
 from syncplan.executor.engine import ExecutorConfig, PlanExecutor
 from syncplan.executor.replan import PlanWatcher, Replanner
@@ -104,11 +105,11 @@ def local_endpoint(config: LaunchConfig, device: torch.device | None = None) -> 
 
 
 def fetch_plan(config: LaunchConfig) -> dict[str, Any]:
-    """GET {server}/v1/jobs/{job_id}/plan with a timeout, retrying connection failures and
-    5xx answers with exponential backoff; return the plan document (docs/formats.md, Plan document).
-    With ``config.compact`` it asks for ``?format=compact`` (gzip-encoded, about 20x fewer
-    bytes for a large forest plan) and expands the program; a service that ignores the
-    parameter answers with the full document, which is used as it is."""
+    """GET {server}/v1/jobs/{job_id}/plan with a timeout, retrying connection failures, 5xx
+    and 429 answers with exponential backoff (core.http); return the plan document
+    (docs/formats.md, Plan document). With ``config.compact`` it asks for ``?format=compact``
+    (gzip-encoded, about 20x fewer bytes for a large forest plan) and expands the program; a
+    service that ignores the parameter answers with the full document, used as it is."""
     doc, _ = fetch_plan_if_changed(config, None)
     assert doc is not None  # no ETag sent: never 304
     return doc
@@ -120,51 +121,43 @@ def fetch_plan_if_changed(
     """As fetch_plan, sending ``etag`` in If-None-Match: (None, etag) when the service
     answers 304 (the plan it would send is the one already held), else (document, its
     ETag or None)."""
-    import httpx
     from syncplan.core.compact import CompactError, expand_document
 
+    headers = {"If-None-Match": etag} if etag else None
+    params = {"format": "compact"} if config.compact else None
+    with job_client(config) as http:
+        try:
+            body, resp = http.request_json(
+                "GET", "plan", ok=(200, 304) if etag else (200,), params=params, headers=headers
+            )
+        except HttpError as exc:
+            raise FetchError(str(exc)) from None
+        url = http.url("plan")
+    if resp.status_code == 304:
+        return None, etag
+    if isinstance(body, dict) and "program" not in body and isinstance(body.get("plan"), dict):
+        body = {**body["plan"], "topology_version": body.get("topology_version")}
+    if not isinstance(body, dict):
+        raise FetchError(f"GET {url}: the answer is not a plan document")
+    try:
+        return expand_document(body), resp.headers.get("etag")
+    except CompactError as exc:
+        raise FetchError(f"GET {url}: {exc}") from None
+
+
+def job_client(config: LaunchConfig) -> HttpClient:
+    """An HttpClient for ``{server}/v1/jobs/{job_id}/`` with the config's token, timeout,
+    retries and backoff; raises FetchError when the job id or the service URL is missing."""
     if not config.job_id or not config.server:
         raise FetchError("no job id or service URL (set SYNCPLAN_JOB_ID and SYNCPLAN_SERVER)")
-    url = f"{config.server}/v1/jobs/{config.job_id}/plan"
-    headers = {"Authorization": f"Bearer {config.token}"} if config.token else {}
-    if etag:
-        headers["If-None-Match"] = etag
-    delay = config.backoff_s
-    last = ""
-    with httpx.Client(timeout=config.fetch_timeout_s, headers=headers) as client:
-        for attempt in range(config.retries + 1):
-            if attempt:
-                time.sleep(delay)
-                delay *= 2
-            try:
-                resp = client.get(url, params={"format": "compact"} if config.compact else None)
-            except httpx.HTTPError as exc:
-                last = f"{type(exc).__name__}: {exc}"
-                continue
-            if resp.status_code >= 500:
-                last = f"HTTP {resp.status_code}"
-                continue
-            if resp.status_code == 304 and etag:
-                return None, etag
-            if resp.status_code != 200:
-                raise FetchError(f"GET {url}: HTTP {resp.status_code}: {resp.text[:200]}")
-            try:
-                body = resp.json()
-            except ValueError as exc:
-                raise FetchError(f"GET {url}: the answer is not JSON") from exc
-            if (
-                isinstance(body, dict)
-                and "program" not in body
-                and isinstance(body.get("plan"), dict)
-            ):
-                body = {**body["plan"], "topology_version": body.get("topology_version")}
-            if not isinstance(body, dict):
-                raise FetchError(f"GET {url}: the answer is not a plan document")
-            try:
-                return expand_document(body), resp.headers.get("etag")
-            except CompactError as exc:
-                raise FetchError(f"GET {url}: {exc}") from None
-    raise FetchError(f"GET {url} failed after {config.retries + 1} attempts: {last}")
+    backoff = Backoff(config.backoff_s, max_s=math.inf, jitter=False) if config.backoff_s else None
+    return HttpClient(
+        f"{config.server}/v1/jobs/{config.job_id}",
+        token=config.token,
+        timeout_s=config.fetch_timeout_s,
+        retries=config.retries,
+        backoff=backoff,
+    )
 
 
 def _check(

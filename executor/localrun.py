@@ -15,6 +15,8 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
+from syncplan.core.atomic import atomic_write
+
 log = logging.getLogger("syncplan.executor")
 
 
@@ -72,9 +74,7 @@ def _worker(
     )
     try:
         result = fn(*args)
-        tmp = Path(outdir) / f"{local_rank}.tmp"
-        tmp.write_bytes(pickle.dumps(result))
-        os.replace(tmp, Path(outdir) / f"{local_rank}.pkl")
+        atomic_write(Path(outdir) / f"{local_rank}.pkl", pickle.dumps(result))
     finally:
         dist.destroy_process_group()
 

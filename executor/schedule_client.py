@@ -3,43 +3,21 @@ measured profile with PUT /v1/jobs/{id}/profile (the service re-plans once per c
 
 from __future__ import annotations
 
-import time
 from typing import Any
 
-from syncplan.executor.launch import FetchError, LaunchConfig
+from syncplan.core.http import HttpError
+from syncplan.executor.launch import FetchError, LaunchConfig, job_client
 
 
 def _call(config: LaunchConfig, method: str, path: str, body: Any = None) -> dict[str, Any]:
-    import httpx
-
-    if not config.job_id or not config.server:
-        raise FetchError("no job id or service URL (set SYNCPLAN_JOB_ID and SYNCPLAN_SERVER)")
-    url = f"{config.server}/v1/jobs/{config.job_id}/{path}"
-    headers = {"Authorization": f"Bearer {config.token}"} if config.token else {}
-    delay, last = config.backoff_s, ""
-    with httpx.Client(timeout=config.fetch_timeout_s, headers=headers) as client:
-        for attempt in range(config.retries + 1):
-            if attempt:
-                time.sleep(delay)
-                delay *= 2
-            try:
-                resp = client.request(method, url, json=body)
-            except httpx.HTTPError as exc:
-                last = f"{type(exc).__name__}: {exc}"
-                continue
-            if resp.status_code >= 500:
-                last = f"HTTP {resp.status_code}"
-                continue
-            if resp.status_code != 200:
-                raise FetchError(f"{method} {url}: HTTP {resp.status_code}: {resp.text[:200]}")
-            try:
-                out = resp.json()
-            except ValueError as exc:
-                raise FetchError(f"{method} {url}: the answer is not JSON") from exc
-            if not isinstance(out, dict):
-                raise FetchError(f"{method} {url}: the answer is not an object")
-            return out
-    raise FetchError(f"{method} {url} failed after {config.retries + 1} attempts: {last}")
+    with job_client(config) as http:
+        try:
+            out, _ = http.request_json(method, path, json=body)
+        except HttpError as exc:
+            raise FetchError(str(exc)) from None
+        if not isinstance(out, dict):
+            raise FetchError(f"{method} {http.url(path)}: the answer is not an object")
+    return out
 
 
 def fetch_schedule(config: LaunchConfig) -> dict[str, Any]:

@@ -33,7 +33,7 @@ import torch.distributed as dist
 from syncplan.core.document import PlanError
 from syncplan.executor.blockflow import BlockFlow, block_flow, block_ranges
 from syncplan.executor.dataflow import APPLY, POST_RECV, POST_SEND, WAIT_RECV, Flow, dataflow
-from syncplan.executor.engine import ExecutorError, PlanExecutor
+from syncplan.executor.engine import ExecutorError, PlanExecutor, through_contiguous
 from syncplan.executor.schedule import RankSchedule, build_schedule
 
 log = logging.getLogger(__name__)
@@ -163,10 +163,7 @@ class SparseExecutor:
         """Sum ``tensor`` over all ranks in place, sending only non-zero blocks (collective:
         every rank calls it with the same element count and dtype); return it."""
         if not tensor.is_contiguous():
-            flat = tensor.contiguous().view(-1)
-            self.all_reduce(flat)
-            tensor.copy_(flat.view_as(tensor))
-            return tensor
+            return through_contiguous(tensor, self.all_reduce)
         flat = tensor.view(-1)
         if flat.dtype not in SPARSE_DTYPES:
             raise PlanError(f"dtype {flat.dtype} is not supported by the sparse path")

@@ -14,9 +14,6 @@ names load on first use, so ``import planner`` stays cheap.
 
 from __future__ import annotations
 
-import importlib
-from typing import Any
-
 from syncplan.core.errors import (
     InfeasibleError,
     PlannerError,
@@ -24,6 +21,7 @@ from syncplan.core.errors import (
     TopologyError,
     VerificationError,
 )
+from syncplan.core.lazy import lazy_getattr
 from syncplan.planner.topology import Link, Node, Topology, load_topology
 
 _LAZY = {
@@ -35,11 +33,7 @@ _LAZY = {
     "VerifyReport": "syncplan.planner.verify",
 }
 
-
-def __getattr__(name: str) -> Any:
-    if name in _LAZY:
-        return getattr(importlib.import_module(_LAZY[name]), name)
-    raise AttributeError(f"module 'planner' has no attribute {name!r}")
+__getattr__ = lazy_getattr(__name__, _LAZY)
 
 
 __all__ = [

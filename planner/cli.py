@@ -6,15 +6,14 @@ import argparse
 import contextlib
 import json
 import logging
-import os
 import sys
-import tempfile
 import threading
 import time
 from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
+from syncplan.core.atomic import AtomicFile
 from syncplan.core.errors import RequestError
 
 
@@ -263,29 +262,21 @@ class _Output:
         if not parent.is_dir():
             raise RequestError(f"-o {path}: directory {parent} does not exist")
         try:
-            fd, tmp = tempfile.mkstemp(dir=parent, prefix=f".{self.path.name}.", suffix=".tmp")
+            self._file = AtomicFile(self.path)
         except OSError as exc:
             raise RequestError(
                 f"-o {path}: cannot write in {parent} ({exc.strerror or exc})"
             ) from None
-        self._file = os.fdopen(fd, "w")
-        self._tmp: Path | None = Path(tmp)
 
     def commit(self, text: str) -> None:
-        assert self._tmp is not None
         try:
-            with self._file:
-                self._file.write(text)
-            self._tmp.replace(self.path)
+            self._file.write(text)
+            self._file.commit()
         except OSError as exc:
             raise RequestError(f"-o {self.path}: cannot write ({exc.strerror or exc})") from None
-        self._tmp = None
 
     def close(self) -> None:
-        self._file.close()
-        if self._tmp is not None:
-            self._tmp.unlink(missing_ok=True)
-            self._tmp = None
+        self._file.discard()
 
 
 class _Progress(logging.Handler):

@@ -191,19 +191,25 @@ def full_mesh(
     return b.to_dict()
 
 
-def _direct_grid(
+def mesh2d(
     rows: int,
     cols: int,
-    wrap: bool,
-    gpus_per_host: int,
-    link_GBps: float,
-    intra_GBps: float,
-    ports: bool,
-    degraded: int | None,
-    factor: float,
+    gpus_per_host: int = 1,
+    link_GBps: float = DIRECT_GBPS,
+    intra_GBps: float = 2 * NVLINK2_GBPS,
+    ports: bool = False,
+    degraded: int | None = None,
+    factor: float = 0.25,
+    *,
+    wrap: bool = False,
 ) -> dict[str, Any]:
-    """Hosts on a rows x cols grid wired to their neighbours; ``degraded`` indexes the
-    inter-host links in the order they are made (row-major, east link before south link)."""
+    """A 2D mesh of hosts wired directly to their neighbours, no switch (TPU-slice style).
+
+    ``gpus_per_host`` GPUs per host are fully connected at ``intra_GBps``; with ``ports`` each
+    host has one forwarding port node (kind ``nic``) per direction. ``degraded``: the index
+    of the inter-host link (row-major, east then south) running at ``factor``. ``wrap``:
+    wrap-around links on every axis longer than 2 (a torus).
+    """
     if rows < 1 or cols < 1 or rows * cols < 2:
         raise ValueError("a grid of hosts needs at least 2 hosts")
     if not 1 <= gpus_per_host <= 4:
@@ -249,43 +255,6 @@ def _direct_grid(
     return b.to_dict()
 
 
-def mesh2d(
-    rows: int,
-    cols: int,
-    gpus_per_host: int = 1,
-    link_GBps: float = DIRECT_GBPS,
-    intra_GBps: float = 2 * NVLINK2_GBPS,
-    ports: bool = False,
-    degraded: int | None = None,
-    factor: float = 0.25,
-) -> dict[str, Any]:
-    """A 2D mesh of hosts wired directly to their neighbours, no switch (TPU-slice style).
-
-    ``gpus_per_host`` GPUs per host are fully connected at ``intra_GBps``; with ``ports`` each
-    host has one forwarding port node (kind ``nic``) per direction. ``degraded``: the index
-    of the inter-host link (row-major, east then south) running at ``factor``.
-    """
-    return _direct_grid(
-        rows, cols, False, gpus_per_host, link_GBps, intra_GBps, ports, degraded, factor
-    )
-
-
-def torus(
-    rows: int,
-    cols: int,
-    gpus_per_host: int = 1,
-    link_GBps: float = DIRECT_GBPS,
-    intra_GBps: float = 2 * NVLINK2_GBPS,
-    ports: bool = False,
-    degraded: int | None = None,
-    factor: float = 0.25,
-) -> dict[str, Any]:
-    """mesh2d with wrap-around links on every axis longer than 2."""
-    return _direct_grid(
-        rows, cols, True, gpus_per_host, link_GBps, intra_GBps, ports, degraded, factor
-    )
-
-
 def host_ring(
     hosts: int,
     gpus_per_host: int = 2,
@@ -302,7 +271,13 @@ def host_ring(
     """
     if hosts < 2:
         raise ValueError("a ring needs at least 2 hosts")
-    return _direct_grid(1, hosts, True, gpus_per_host, link_GBps, intra_GBps, ports, slow, factor)
+    return mesh2d(1, hosts, gpus_per_host, link_GBps, intra_GBps, ports, slow, factor, wrap=True)
+
+
+def torus(rows: int, cols: int, **options: Any) -> dict[str, Any]:
+    """mesh2d (``options``: its parameters) with wrap-around links on every axis longer
+    than 2."""
+    return mesh2d(rows, cols, wrap=True, **options)
 
 
 def fat_tree3(
@@ -452,7 +427,7 @@ def _random_member(family: str, rng: random.Random, max_ranks: int) -> dict[str,
             cols = rng.randint(2, min(4, hosts_max // rows))
         make = {"mesh2d": mesh2d, "torus": torus}.get(family)
         ncables = len(
-            _direct_grid(rows, cols, family != "mesh2d", 1, 1.0, 1.0, False, None, 1.0)["links"]
+            mesh2d(rows, cols, 1, 1.0, 1.0, False, None, 1.0, wrap=family != "mesh2d")["links"]
         )
         degraded = rng.randrange(ncables) if _maybe(rng) else None
         kw = {

@@ -9,7 +9,6 @@ import asyncio
 import json
 import re
 import time
-from collections import OrderedDict
 from html import escape
 from typing import Annotated, Any
 
@@ -22,11 +21,12 @@ from syncplan.api.deps import ClusterDep, JobsDep, SettingsDep, SnapshotDep
 from syncplan.api.errors import APIError
 from syncplan.api.models import HostName, JobId
 from syncplan.api.state import Snapshot
+from syncplan.core.lru import LRU
 
 router = APIRouter(prefix="/ui", include_in_schema=False)
 JOBS_SHOWN = 20
 PLAN_WAIT_S = 5.0  # a job whose plan takes longer shows "planning" (the solve goes on)
-_pictures: OrderedDict[str, str] = OrderedDict()  # plan_id -> SVG, the most recent 32
+_pictures: LRU[str, str] = LRU(32)  # plan_id -> SVG, the most recent 32
 
 CSS = """body{font-family:DejaVu Sans,Arial,sans-serif;margin:24px;color:#222;max-width:1800px}
 h1{font-size:22px;margin:0 0 4px}h2{font-size:17px;margin:26px 0 8px}
@@ -222,9 +222,7 @@ async def job_page(
     if svg is None:
         doc = _graph_doc(snapshot)
         svg = await run_sync(lambda: plan_picture(plan, doc).to_svg())
-        _pictures[pid] = svg
-        while len(_pictures) > 32:
-            _pictures.popitem(last=False)
+        _pictures.put(pid, svg)
     pred, bound = plan.get("predicted_time_s"), plan.get("lower_bound_time_s")
     body = (
         f"<p><a href='/ui'>cluster</a></p><h1>job {escape(job_id)}</h1>"

@@ -8,7 +8,6 @@ bench/results/executor.png.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import platform
 import statistics
@@ -20,6 +19,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
+from syncplan.core.atomic import AtomicFile, atomic_write_json  # noqa: E402
 from syncplan.executor.bench import BenchCase, run_bench  # noqa: E402
 from syncplan.executor.engine import ExecutorConfig  # noqa: E402
 from syncplan.planner.plan import make_plan  # noqa: E402
@@ -63,12 +63,6 @@ def pool(parts: list[dict[str, Any]]) -> dict[str, Any]:
     return out
 
 
-def write_atomic(path: Path, data: bytes) -> None:
-    tmp = path.with_suffix(path.suffix + ".tmp")
-    tmp.write_bytes(data)
-    os.replace(tmp, path)
-
-
 def plot(doc: dict[str, Any], path: Path) -> None:
     import matplotlib
 
@@ -94,9 +88,8 @@ def plot(doc: dict[str, Any], path: Path) -> None:
     ax2.grid(True, which="both", alpha=0.3)
     ax2.legend()
     fig.tight_layout()
-    tmp = path.with_suffix(".tmp.png")
-    fig.savefig(tmp, dpi=110)
-    os.replace(tmp, path)
+    with AtomicFile(path) as f:
+        fig.savefig(f.tmp, dpi=110)
 
 
 def main() -> int:
@@ -172,7 +165,7 @@ def main() -> int:
         "results": rows,
     }
     args.out.parent.mkdir(parents=True, exist_ok=True)
-    write_atomic(args.out, (json.dumps(doc, indent=2) + "\n").encode())
+    atomic_write_json(args.out, doc)
     plot(doc, args.out.with_suffix(".png"))
     print(
         f"wrote {args.out} and {args.out.with_suffix('.png')}; max ratio at >= 1 MiB: "

@@ -20,6 +20,8 @@ import sys
 import time
 from pathlib import Path
 
+from syncplan.core.atomic import AtomicFile, atomic_write_json
+
 ROOT = Path(__file__).resolve().parents[2]
 OUT = ROOT / "bench" / "results"
 RANK_COUNTS = [8, 64, 256, 1024, 4096]
@@ -110,9 +112,8 @@ def plot(rows: list[dict], path: Path) -> None:
     c.set_ylabel("time / lower bound (256 MiB)")
     c.legend()
     fig.tight_layout()
-    tmp = path.with_suffix(".tmp.png")
-    fig.savefig(tmp, dpi=110)
-    os.replace(tmp, path)
+    with AtomicFile(path) as f:
+        fig.savefig(f.tmp, dpi=110)
 
 
 def main() -> None:
@@ -153,9 +154,7 @@ def main() -> None:
         rows.append(json.loads(proc.stdout.strip().splitlines()[-1]))
     OUT.mkdir(parents=True, exist_ok=True)
     dst = OUT / "planner_scale.json"
-    tmp = dst.with_suffix(".tmp")
-    tmp.write_text(json.dumps({"size_bytes": args.size_bytes, "rows": rows}, indent=1))
-    os.replace(tmp, dst)
+    atomic_write_json(dst, {"size_bytes": args.size_bytes, "rows": rows}, indent=1)
     plot(rows, OUT / "planner_scale.png")
     print(
         f"{'ranks':>6s} {'chosen':>12s} {'plan s':>8s} {'verify s':>9s} {'RSS MiB':>8s} "

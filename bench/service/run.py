@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 import multiprocessing
 import os
 import sys
@@ -31,6 +30,7 @@ import httpx
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
 
+from syncplan.core.atomic import atomic_write_json  # noqa: E402
 from syncplan.planner.builders import dgx_cluster  # noqa: E402
 
 from tests.api.helpers import ServerProcess, auth, host_report  # noqa: E402
@@ -498,9 +498,7 @@ def main() -> int:
     finally:
         srv.stop()
     out = args.out / "service.json"
-    tmp_out = out.with_suffix(".json.tmp")
-    tmp_out.write_text(json.dumps(result, indent=2) + "\n")
-    os.replace(tmp_out, out)
+    atomic_write_json(out, result)
     plot(result, args.out / "service.png")
     log(f"wrote {out} and {args.out / 'service.png'}")
     f16 = result["cached_fetch"][1]

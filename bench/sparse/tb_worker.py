@@ -4,10 +4,8 @@ rank 0 writes the results to ``--out``."""
 
 from __future__ import annotations
 
-import argparse
 import json
 import sys
-from datetime import timedelta
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -15,15 +13,13 @@ sys.path.insert(0, str(ROOT))
 
 from syncplan.executor.sparse_bench import SparseCase, sparse_bench_worker  # noqa: E402
 
+from syncplan.testbed.worker import init_gloo, rank_parser  # noqa: E402
+
 
 def main() -> int:
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--rank", type=int, required=True)
-    ap.add_argument("--world", type=int, required=True)
-    ap.add_argument("--master", required=True)
+    ap = rank_parser("bench/sparse/tb_worker.py", 900.0)
     ap.add_argument("--spec", type=Path, required=True)
     ap.add_argument("--out", type=Path)
-    ap.add_argument("--timeout", type=float, default=900)
     args = ap.parse_args()
     import torch
     import torch.distributed as dist
@@ -31,13 +27,7 @@ def main() -> int:
     torch.set_num_threads(1)
     spec = json.loads(args.spec.read_text())
     cases = [SparseCase(**{**c, "methods": tuple(c.get("methods", ()))}) for c in spec["cases"]]
-    dist.init_process_group(
-        "gloo",
-        init_method=f"tcp://{args.master}",
-        rank=args.rank,
-        world_size=args.world,
-        timeout=timedelta(seconds=args.timeout),
-    )
+    init_gloo(args)
     try:
         results = []
         for i, case in enumerate(cases):  # one at a time, so rank 0 can report progress

@@ -37,9 +37,9 @@ def _check_output(path: str) -> None:
 
 
 def _graph(args: argparse.Namespace, path: str | None) -> dict:
-    from syncplan.export.cli import _read_json, fetch_topology
+    from syncplan.export.cli import fetch_topology, read_json
 
-    doc = fetch_topology(args.server) if args.server else _read_json(path or "", "topology")
+    doc = fetch_topology(args.server) if args.server else read_json(path or "", "topology")
     if not isinstance(doc, dict) or not isinstance(doc.get("nodes"), list):
         raise CLIError("the topology has no nodes list")
     return doc
@@ -70,11 +70,11 @@ def cmd_topology(args: argparse.Namespace) -> int:
 def cmd_plan(args: argparse.Namespace) -> int:
     from syncplan.core.errors import PlannerError
     from syncplan.draw.plan import plan_picture
-    from syncplan.export.cli import _read_json
+    from syncplan.export.cli import read_json
     from syncplan.export.msccl_xml import ExportError
 
     _check_output(args.output)
-    plan = _read_json(args.plan, "plan document")
+    plan = read_json(args.plan, "plan document")
     doc = _graph(args, args.topology)
     if not isinstance(plan, dict) or not isinstance(plan.get("ranks"), list):
         raise CLIError(f"{args.plan}: not a plan document (no ranks)")

@@ -50,7 +50,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     t.set_defaults(func=cmd_nccl_topo)
 
 
-def _read_json(path: str, what: str) -> Any:
+def read_json(path: str, what: str) -> Any:
     try:
         text = sys.stdin.read() if path == "-" else Path(path).read_text()
     except OSError as exc:
@@ -75,7 +75,7 @@ def cmd_msccl(args: argparse.Namespace) -> int:
     from syncplan.export.msccl import export_msccl
     from syncplan.export.msccl_xml import ExportError
 
-    plan = _read_json(args.plan, "plan document")
+    plan = read_json(args.plan, "plan document")
     try:
         algo, info = export_msccl(
             plan,
@@ -124,7 +124,7 @@ def cmd_nccl_topo(args: argparse.Namespace) -> int:
     from syncplan.export.msccl_xml import ExportError
     from syncplan.export.nccl_topo import nccl_env, nccl_topology_xml
 
-    graph = fetch_topology(args.server) if args.server else _read_json(args.topology, "topology")
+    graph = fetch_topology(args.server) if args.server else read_json(args.topology, "topology")
     if not isinstance(graph, dict) or not isinstance(graph.get("nodes"), list):
         raise CLIError("the topology has no nodes list")
     hosts = sorted({n.get("host") for n in graph["nodes"] if n.get("host")})

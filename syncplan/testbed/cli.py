@@ -33,6 +33,34 @@ def register(subparsers: Any) -> None:
             "$SYNCPLAN_TESTBED_STATE)",
         )
 
+    def timing(p: argparse.ArgumentParser) -> None:
+        p.add_argument(
+            "--sizes",
+            default="1MiB,4MiB,16MiB,64MiB,256MiB",
+            help="comma-separated buffer sizes (default %(default)s)",
+        )
+        p.add_argument("--reps", type=int, default=3, help="timed repetitions per size")
+        p.add_argument("--warmup", type=int, default=0, help="untimed repetitions per size")
+
+    def probe_duration(p: argparse.ArgumentParser) -> None:
+        p.add_argument(
+            "--probe-duration",
+            type=float,
+            default=1.0,
+            help="agents' seconds per probe direction (default 1)",
+        )
+
+    def outputs(p: argparse.ArgumentParser, name: str, keep: str, timeout: str = "") -> None:
+        p.add_argument(
+            "--out",
+            type=Path,
+            help=f"results JSON (default {RESULTS_DIR_NAME}/{name}-SCENARIO.json)",
+        )
+        p.add_argument("--plot", type=Path, help="plot PNG (default: results path with .png)")
+        p.add_argument("--keep", action="store_true", help=keep)
+        if timeout:
+            p.add_argument("--timeout", type=float, default=None, help=timeout)
+
     p = sub.add_parser("up", help="create the namespaces, veths and shaped links")
     common(p)
     p.add_argument(
@@ -57,13 +85,7 @@ def register(subparsers: Any) -> None:
 
     p = sub.add_parser("run", help="time all-reduce over the testbed (brought up if needed)")
     common(p)
-    p.add_argument(
-        "--sizes",
-        default="1MiB,4MiB,16MiB,64MiB,256MiB",
-        help="comma-separated buffer sizes (default %(default)s)",
-    )
-    p.add_argument("--reps", type=int, default=3, help="timed repetitions per size")
-    p.add_argument("--warmup", type=int, default=0, help="untimed repetitions per size")
+    timing(p)
     p.add_argument(
         "--plans",
         nargs="*",
@@ -78,12 +100,7 @@ def register(subparsers: Any) -> None:
         default=None,
         help="measure every link first (SECONDS per direction); stored in results",
     )
-    p.add_argument(
-        "--out", type=Path, help="results JSON (default bench/results/testbed-SCENARIO.json)"
-    )
-    p.add_argument("--plot", type=Path, help="plot PNG (default: results path with .png)")
-    p.add_argument("--keep", action="store_true", help="leave a testbed this run created up")
-    p.add_argument("--timeout", type=float, default=None, help="limit for the whole run, s")
+    outputs(p, "testbed", "leave a testbed this run created up", "limit for the whole run, s")
     p.set_defaults(func=_wrap(_cmd_run))
 
     p = sub.add_parser(
@@ -92,31 +109,15 @@ def register(subparsers: Any) -> None:
         "the executor runs; timed against gloo",
     )
     common(p)
-    p.add_argument(
-        "--sizes",
-        default="1MiB,4MiB,16MiB,64MiB,256MiB",
-        help="comma-separated buffer sizes (default %(default)s)",
-    )
-    p.add_argument("--reps", type=int, default=3, help="timed repetitions per size")
-    p.add_argument("--warmup", type=int, default=0, help="untimed repetitions per size")
+    timing(p)
     p.add_argument(
         "--algorithms",
         default="ring,hierarchical,forest,auto",
         help="plans to fetch from the service (default %(default)s)",
     )
-    p.add_argument(
-        "--probe-duration",
-        type=float,
-        default=1.0,
-        help="agents' seconds per probe direction (default 1)",
-    )
+    probe_duration(p)
     add_cost_model_args(p)
-    p.add_argument(
-        "--out", type=Path, help="results JSON (default bench/results/testbed-SCENARIO.json)"
-    )
-    p.add_argument("--plot", type=Path, help="plot PNG (default: results path with .png)")
-    p.add_argument("--keep", action="store_true", help="leave the testbed up at the end")
-    p.add_argument("--timeout", type=float, default=None, help="limit for the timed part, s")
+    outputs(p, "testbed", "leave the testbed up at the end", "limit for the timed part, s")
     p.set_defaults(func=_wrap(_cmd_loop))
 
     p = sub.add_parser(
@@ -136,17 +137,8 @@ def register(subparsers: Any) -> None:
         help="seconds between the change and the agents' probe cycle",
     )
     p.add_argument("--after", type=float, default=40.0, help="seconds after the switch")
-    p.add_argument(
-        "--probe-duration",
-        type=float,
-        default=1.0,
-        help="agents' seconds per probe direction (default 1)",
-    )
-    p.add_argument(
-        "--out", type=Path, help="results JSON (default bench/results/testbed-follow-SCENARIO.json)"
-    )
-    p.add_argument("--plot", type=Path, help="plot PNG (default: results path with .png)")
-    p.add_argument("--keep", action="store_true", help="leave the testbed up at the end")
+    probe_duration(p)
+    outputs(p, "testbed-follow", "leave the testbed up at the end")
     p.set_defaults(func=_wrap(_cmd_follow))
 
     p = sub.add_parser("down", help="remove everything the testbed created")
@@ -264,7 +256,6 @@ def _cmd_up(args: argparse.Namespace) -> int:
 def _cmd_run(args: argparse.Namespace) -> int:
     from syncplan.planner.sizes import parse_size
     from syncplan.testbed import emulator
-    from syncplan.testbed.plots import plot_results
     from syncplan.testbed.runner import RunConfig, run_benchmark
     from syncplan.testbed.scenario import REPO_ROOT, load_scenario
     from syncplan.testbed.state import load_state, state_file
@@ -298,21 +289,15 @@ def _cmd_run(args: argparse.Namespace) -> int:
         else:
             emulator.kill_recorded(state, "run")
     _say(f"[{scenario.name}] results: {out}")
-    for e in result["results"]:
-        _say(
-            f"  {e['size_bytes'] / 2**20:g} MiB {e['algorithm']}: median {e['median_s']:.3f} s"
-            f" (ring bound {e['ring_bound_s']:.3f} s){'' if e['correct'] else ' WRONG'}"
-        )
-    png = plot_results([result], args.plot or out.with_suffix(".png"))
-    _say(f"[{scenario.name}] plot: {png}")
-    return _exit_code(result, result["results"])
+    rows = result["results"]
+    extras = [f" (ring bound {e['ring_bound_s']:.3f} s)" for e in rows]
+    return _report(scenario.name, result, rows, extras, args.plot or out.with_suffix(".png"))
 
 
 def _cmd_loop(args: argparse.Namespace) -> int:
     from syncplan.planner.sizes import parse_size
     from syncplan.testbed.loop import LoopConfig, run_loop
     from syncplan.testbed.loop_options import cost_model_kwargs
-    from syncplan.testbed.plots import plot_results
     from syncplan.testbed.scenario import REPO_ROOT, load_scenario
 
     _need_root()
@@ -337,6 +322,7 @@ def _cmd_loop(args: argparse.Namespace) -> int:
             f"  agent {a['host']}: measured {a['measured_mbit']} Mbit/s, shaped "
             f"{a['shaped_mbit']:g}"
         )
+    extras = []
     for row in result["summary"]:
         extra = ""
         if "speedup_over_gloo" in row and row["algorithm"] != "gloo":
@@ -346,13 +332,9 @@ def _cmd_loop(args: argparse.Namespace) -> int:
                 f", predicted {row['predicted_time_s']:.3f} s "
                 f"(measured/predicted {row['measured_over_predicted']:.2f})"
             )
-        _say(
-            f"  {row['size_bytes'] / 2**20:g} MiB {row['algorithm']}: median "
-            f"{row['median_s']:.3f} s{extra}{'' if row['correct'] else ' WRONG'}"
-        )
-    png = plot_results([result], args.plot or out.with_suffix(".png"))
-    _say(f"[{scenario.name}] plot: {png}")
-    return _exit_code(result, result["summary"])
+        extras.append(extra)
+    plot = args.plot or out.with_suffix(".png")
+    return _report(scenario.name, result, result["summary"], extras, plot)
 
 
 def _cmd_follow(args: argparse.Namespace) -> int:
@@ -384,6 +366,19 @@ def _cmd_follow(args: argparse.Namespace) -> int:
     png = plot_follow(result, args.plot or out.with_suffix(".png"))
     _say(f"[{scenario.name}] plot: {png}")
     return 0 if result["correct"] else 1
+
+
+def _report(name: str, result: dict, rows: list[dict], extras: list[str], plot: Path) -> int:
+    """Say each row's median (``extras`` appended), plot the result, return the exit code."""
+    from syncplan.testbed.plots import plot_results
+
+    for row, extra in zip(rows, extras, strict=True):
+        _say(
+            f"  {row['size_bytes'] / 2**20:g} MiB {row['algorithm']}: median "
+            f"{row['median_s']:.3f} s{extra}{'' if row['correct'] else ' WRONG'}"
+        )
+    _say(f"[{name}] plot: {plot_results([result], plot)}")
+    return _exit_code(result, rows)
 
 
 def _exit_code(result: dict, rows: list[dict]) -> int:

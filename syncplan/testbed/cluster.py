@@ -20,10 +20,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from syncplan.core.atomic import atomic_write_json
 from syncplan.testbed import TestbedError
 from syncplan.testbed.emulator import child_env, kill_recorded, spawn
 from syncplan.testbed.netns import alive, sh
-from syncplan.testbed.state import State, atomic_write_json
+from syncplan.testbed.state import State
 
 SERVICE_PORT = 8080
 PROBE_PORT = 7470
@@ -295,7 +296,7 @@ def _tail(path: str | None, n: int = 12) -> str:
         return "(no log)"
 
 
-def _trigger_cycle(state: State, slot_s: float) -> None:
+def trigger_cycle(state: State, slot_s: float) -> None:
     """SIGUSR1 every agent early in a probe slot, so all of them pick the same cycle start
     (the next slot boundary at least 0.5 s away)."""
     phase = time.time() % slot_s

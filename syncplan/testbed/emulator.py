@@ -79,88 +79,16 @@ def htb_cmds(
     burst = str(max(int(rate_Bps * (BURST_S if burst_s is None else burst_s)), MIN_BURST_BYTES))
     limit = str(max(int(rate_Bps * QUEUE_S), 65536))
     r = f"{rate_mbit:g}mbit"
-    q = ["quantum", "60000"]
+    bulk = f"pfifo limit {queue_packets}" if queue_packets else f"bfifo limit {limit}"
+    htb = f"ceil {r} burst {burst} cburst {burst}"
     return [
-        ["qdisc", "replace", "dev", dev, "root", "handle", "1:", "htb", "default", "20"],
-        [
-            "class",
-            "add",
-            "dev",
-            dev,
-            "parent",
-            "1:",
-            "classid",
-            "1:1",
-            "htb",
-            "rate",
-            r,
-            "ceil",
-            r,
-            "burst",
-            burst,
-            "cburst",
-            burst,
-            *q,
-        ],
-        [
-            "class",
-            "add",
-            "dev",
-            dev,
-            "parent",
-            "1:1",
-            "classid",
-            "1:10",
-            "htb",
-            "rate",
-            f"{rate_mbit / 10:g}mbit",
-            "ceil",
-            r,
-            "burst",
-            burst,
-            "cburst",
-            burst,
-            "prio",
-            "0",
-            *q,
-        ],
-        [
-            "class",
-            "add",
-            "dev",
-            dev,
-            "parent",
-            "1:1",
-            "classid",
-            "1:20",
-            "htb",
-            "rate",
-            f"{rate_mbit * 0.9 / (len(fair_to) + 1):g}mbit",
-            "ceil",
-            r,
-            "burst",
-            burst,
-            "cburst",
-            burst,
-            "prio",
-            "1",
-            *q,
-        ],
-        [
-            "qdisc",
-            "add",
-            "dev",
-            dev,
-            "parent",
-            "1:20",
-            "handle",
-            "20:",
-            *(
-                ["pfifo", "limit", str(queue_packets)]
-                if queue_packets
-                else ["bfifo", "limit", limit]
-            ),
-        ],
+        f"qdisc replace dev {dev} root handle 1: htb default 20".split(),
+        f"class add dev {dev} parent 1: classid 1:1 htb rate {r} {htb} quantum 60000".split(),
+        f"class add dev {dev} parent 1:1 classid 1:10 htb rate {rate_mbit / 10:g}mbit {htb} "
+        "prio 0 quantum 60000".split(),
+        f"class add dev {dev} parent 1:1 classid 1:20 htb "
+        f"rate {rate_mbit * 0.9 / (len(fair_to) + 1):g}mbit {htb} prio 1 quantum 60000".split(),
+        f"qdisc add dev {dev} parent 1:20 handle 20: {bulk}".split(),
         *pure_ack_filters(dev, "1:10"),
         *fair_classes(dev, rate_mbit, burst, fair_to, queue_packets or 1000),
     ]
@@ -182,49 +110,12 @@ def fair_classes(
     for k, addr in enumerate(dests):
         cls = f"1:{0x100 + k:x}"
         out += [
-            [
-                "class",
-                "add",
-                "dev",
-                dev,
-                "parent",
-                "1:1",
-                "classid",
-                cls,
-                "htb",
-                "rate",
-                share,
-                "ceil",
-                f"{rate_mbit:g}mbit",
-                "burst",
-                burst,
-                "cburst",
-                burst,
-                "prio",
-                "1",
-                "quantum",
-                str(MIN_BURST_BYTES),
-            ],
-            ["qdisc", "add", "dev", dev, "parent", cls, "pfifo", "limit", str(queue_packets)],
-            [
-                "filter",
-                "add",
-                "dev",
-                dev,
-                "parent",
-                "1:",
-                "protocol",
-                "ip",
-                "prio",
-                "2",
-                "u32",
-                "match",
-                "ip",
-                "dst",
-                f"{addr}/32",
-                "flowid",
-                cls,
-            ],
+            f"class add dev {dev} parent 1:1 classid {cls} htb rate {share} "
+            f"ceil {rate_mbit:g}mbit burst {burst} cburst {burst} prio 1 "
+            f"quantum {MIN_BURST_BYTES}".split(),
+            f"qdisc add dev {dev} parent {cls} pfifo limit {queue_packets}".split(),
+            f"filter add dev {dev} parent 1: protocol ip prio 2 u32 "
+            f"match ip dst {addr}/32 flowid {cls}".split(),
         ]
     return out
 
@@ -237,50 +128,14 @@ def pure_ack_filters(dev: str, flowid: str) -> list[list[str]]:
     (gloo's receive-ready notice) put ahead of the queued data of its own TCP connection
     arrives out of order, and the sender's loss detection then resends the data queued
     behind it (docs/testbed.md "Pure ACKs only")."""
-    out = []
-    for doff in range(5, 16):
-        out.append(
-            [
-                "filter",
-                "add",
-                "dev",
-                dev,
-                "parent",
-                "1:",
-                "protocol",
-                "ip",
-                "prio",
-                "1",
-                "u32",
-                "match",
-                "u8",
-                "0x45",
-                "0xff",
-                "at",
-                "0",  # IPv4, no IP options
-                "match",
-                "u8",
-                "0x06",
-                "0xff",
-                "at",
-                "9",  # TCP
-                "match",
-                "u16",
-                f"0x{20 + 4 * doff:04x}",
-                "0xffff",
-                "at",
-                "2",
-                "match",
-                "u8",
-                f"0x{doff << 4:02x}",
-                "0xf0",
-                "at",
-                "32",
-                "flowid",
-                flowid,
-            ]
-        )
-    return out
+    return [
+        f"filter add dev {dev} parent 1: protocol ip prio 1 u32 "
+        "match u8 0x45 0xff at 0 "  # IPv4, no IP options
+        "match u8 0x06 0xff at 9 "  # TCP
+        f"match u16 0x{20 + 4 * doff:04x} 0xffff at 2 "
+        f"match u8 0x{doff << 4:02x} 0xf0 at 32 flowid {flowid}".split()
+        for doff in range(5, 16)
+    ]
 
 
 def new_prefix() -> str:
@@ -576,6 +431,24 @@ def spawn(
     )
     state.save()
     return proc
+
+
+def spawn_rank(
+    state: State,
+    host: HostRecord,
+    argv: Sequence[str],
+    run_dir: Path,
+    env: Mapping[str, str] | None = None,
+) -> subprocess.Popen[bytes]:
+    """Start a job rank's ``argv`` in ``host``'s namespace (gloo on its interface, one
+    thread, log ``run_dir/rank{rank}.log``), with ``env`` added."""
+    base = {
+        "GLOO_SOCKET_IFNAME": host.iface,
+        "OMP_NUM_THREADS": "1",
+        "TORCH_CPP_LOG_LEVEL": "ERROR",
+    }
+    log_path = run_dir / f"rank{host.rank}.log"
+    return spawn(state, host.netns, argv, "worker", log_path, env={**base, **(env or {})})
 
 
 def spawn_template(state: State, template: str, role: str, service: bool = False) -> list[int]:

@@ -21,12 +21,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from syncplan.core.atomic import atomic_write_json
 from syncplan.testbed import TestbedError
-from syncplan.testbed.cluster import _trigger_cycle, measured_rates, start_cluster, wait_measured
-from syncplan.testbed.emulator import kill_recorded, reshape, spawn
+from syncplan.testbed.cluster import measured_rates, start_cluster, trigger_cycle, wait_measured
+from syncplan.testbed.emulator import kill_recorded, reshape, spawn_rank
 from syncplan.testbed.loop import cpu_load, running_testbed
 from syncplan.testbed.scenario import Scenario
-from syncplan.testbed.state import State, atomic_write_json
+from syncplan.testbed.state import State
 
 JOB = "follow"
 
@@ -141,7 +142,7 @@ def _run(
 ) -> dict[str, Any]:
     cluster = start_cluster(state, cfg.probe_duration_s, cfg.min_step_us, progress)
     work, svc, server, slot = cluster.work, cluster.svc, cluster.server, cluster.slot_s
-    _trigger_cycle(state, slot)
+    trigger_cycle(state, slot)
     topology = wait_measured(svc, state, 300.0, progress)
     before = measured_rates(topology, [h.name for h in state.hosts])
     ranks = [f"{h.name}/cpu0" for h in state.hosts]
@@ -185,42 +186,30 @@ def _run(
             str(cfg.refresh_interval_s),
         ]
         procs.append(
-            spawn(
-                state,
-                h.netns,
-                argv,
-                "worker",
-                run_dir / f"rank{h.rank}.log",
-                env={
-                    "GLOO_SOCKET_IFNAME": h.iface,
-                    "OMP_NUM_THREADS": "1",
-                    "TORCH_CPP_LOG_LEVEL": "ERROR",
-                    "SYNCPLAN_JOB_TOKEN": cluster.tokens["job"],
-                },
-            )
+            spawn_rank(state, h, argv, run_dir, {"SYNCPLAN_JOB_TOKEN": cluster.tokens["job"]})
         )
     events: dict[str, float] = {}
+
+    def hold(phase: str, since: str, seconds: float, slack_s: float = 60.0) -> None:
+        """Wait until ``seconds`` have passed since ``events[since]`` (the job running)."""
+        _wait(
+            f"the {phase} phase",
+            lambda: time.time() - events[since] >= seconds,
+            seconds + slack_s,
+            procs,
+        )
+
     try:
         _wait("the job's first iteration", lambda: bool(_records(records_path)), 300.0, procs)
         events["job_started"] = time.time()
         progress(f"job running; degrading {cfg.host} in {cfg.healthy_s:g} s")
-        _wait(
-            "the healthy phase",
-            lambda: time.time() - events["job_started"] >= cfg.healthy_s,
-            cfg.healthy_s + 60,
-            procs,
-        )
+        hold("healthy", "job_started", cfg.healthy_s)
         old_rate = next(h.rate_mbit for h in state.hosts if h.name == cfg.host)
         reshape(state, cfg.host, cfg.rate_mbit)
         events["degraded"] = time.time()
         progress(f"{cfg.host}: link reshaped {old_rate:g} -> {cfg.rate_mbit:g} Mbit/s")
-        _wait(
-            "the degraded phase",
-            lambda: time.time() - events["degraded"] >= cfg.degraded_s,
-            cfg.degraded_s + 60,
-            procs,
-        )
-        _trigger_cycle(state, slot)
+        hold("degraded", "degraded", cfg.degraded_s)
+        trigger_cycle(state, slot)
         events["probing"] = time.time()
         progress("probe cycle triggered")
 
@@ -266,12 +255,7 @@ def _run(
             next(r["wall"] for r in _records(records_path) if r["plan_id"] == final["plan_id"]),
         )
         progress(f"job runs plan {final['plan_id']}")
-        _wait(
-            "the last phase",
-            lambda: time.time() - events["switched"] >= cfg.after_s,
-            cfg.after_s + 120,
-            procs,
-        )
+        hold("last", "switched", cfg.after_s, slack_s=120.0)
         stop.write_text("stop")
         _wait("the job to stop", lambda: all(p.poll() is not None for p in procs), 300.0, [])
     finally:

@@ -14,12 +14,11 @@ import argparse
 import os
 import sys
 import time
-from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
-from syncplan.testbed.state import atomic_write_json
-from syncplan.testbed.worker import PATTERN, _all_true, _time_collective
+from syncplan.core.atomic import atomic_write_json
+from syncplan.testbed.worker import PATTERN, all_true, init_gloo, rank_parser, time_collective
 
 
 def run(args: argparse.Namespace) -> dict[str, Any]:
@@ -29,13 +28,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     from syncplan.executor.launch import LaunchConfig, init_plan_comm
 
     rank, world = args.rank, args.world
-    dist.init_process_group(
-        "gloo",
-        init_method=f"tcp://{args.master}",
-        rank=rank,
-        world_size=world,
-        timeout=timedelta(seconds=args.timeout),
-    )
+    init_gloo(args)
     try:
         cfg = LaunchConfig(
             job_id=args.job,
@@ -61,8 +54,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                 row: dict[str, Any] = {"wall": time.time()}
                 for label, op in (("plan", comm.all_reduce), ("gloo", dist.all_reduce)):
                     buf.copy_(base).add_(rank)
-                    row[f"{label}_s"] = _time_collective(dist, torch, op, buf)
-                    row[f"{label}_correct"] = _all_true(
+                    row[f"{label}_s"] = time_collective(dist, torch, op, buf)
+                    row[f"{label}_correct"] = all_true(
                         dist, torch, bool(torch.equal(buf, expected))
                     )
                 row["plan_id"] = comm.executor.program.plan_id if comm.executor else None
@@ -80,10 +73,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m syncplan.testbed.follow_worker")
-    ap.add_argument("--rank", type=int, required=True)
-    ap.add_argument("--world", type=int, required=True)
-    ap.add_argument("--master", required=True, help="ADDR:PORT of rank 0")
+    ap = rank_parser("python -m syncplan.testbed.follow_worker", 600.0)
     ap.add_argument("--server", required=True)
     ap.add_argument("--job", required=True)
     ap.add_argument("--host", required=True, help="this rank's host name in the topology")
@@ -91,7 +81,6 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--stop-file", required=True)
     ap.add_argument("--out", required=True, help="records JSON (rank 0)")
     ap.add_argument("--refresh-interval", type=float, default=1.0)
-    ap.add_argument("--timeout", type=float, default=600.0, help="gloo timeout, seconds")
     args = ap.parse_args(argv)
     result = run(args)
     if args.rank == 0:

@@ -27,6 +27,7 @@ from syncplan.testbed.state import HostRecord, State
 
 PORT = 5201
 MESSAGE_PORT = 5202
+TOOL = "syncplan.testbed.throughput"  # the measuring program, run in the namespaces
 PROBE_BYTES = 64  # the tiny message whose time is the round trip without wire time
 WIRE_SHARE = 1514 / 1448  # wire bytes per TCP payload byte (full frames)
 
@@ -51,6 +52,11 @@ class LinkMeasurement:
 Flow = tuple[HostRecord, HostRecord]  # (sender, receiver)
 
 
+def _tool(netns: str, args: str) -> list[str]:
+    """The command line running ``syncplan.testbed.throughput`` with ``args`` in ``netns``."""
+    return ["ip", "netns", "exec", netns, sys.executable, "-m", TOOL, *args.split()]
+
+
 def _run_flows(flows: list[Flow], seconds: float) -> list[float]:
     """Run the flows at once; returns Mbit/s received per receiver in ``flows`` order.
 
@@ -60,30 +66,13 @@ def _run_flows(flows: list[Flow], seconds: float) -> list[float]:
     for _snd, rcv in flows:
         host, n = receivers.get(rcv.name, (rcv, 0))
         receivers[rcv.name] = (host, n + 1)
-    py = sys.executable
-    mod = "syncplan.testbed.throughput"
     timeout = seconds + 30
     procs: list[subprocess.Popen[str]] = []
     try:
         recv_procs = {}
         for name, (host, n) in receivers.items():
             p = subprocess.Popen(
-                [
-                    "ip",
-                    "netns",
-                    "exec",
-                    host.netns,
-                    py,
-                    "-m",
-                    mod,
-                    "recv",
-                    "--port",
-                    str(PORT),
-                    "--flows",
-                    str(n),
-                    "--timeout",
-                    str(timeout),
-                ],
+                _tool(host.netns, f"recv --port {PORT} --flows {n} --timeout {timeout}"),
                 stdout=subprocess.PIPE,
                 text=True,
                 env=child_env(),
@@ -97,22 +86,7 @@ def _run_flows(flows: list[Flow], seconds: float) -> list[float]:
         for snd, rcv in flows:
             procs.append(
                 subprocess.Popen(
-                    [
-                        "ip",
-                        "netns",
-                        "exec",
-                        snd.netns,
-                        py,
-                        "-m",
-                        mod,
-                        "send",
-                        "--to",
-                        rcv.addr,
-                        "--port",
-                        str(PORT),
-                        "--seconds",
-                        str(seconds),
-                    ],
+                    _tool(snd.netns, f"send --to {rcv.addr} --port {PORT} --seconds {seconds}"),
                     stdout=subprocess.DEVNULL,
                     env=child_env(),
                 )
@@ -191,22 +165,8 @@ def message_times(
 ) -> dict[int, list[float]]:
     """Seconds per single message of each size from ``snd`` to ``rcv`` (first byte sent to
     the receiver's answer), ``reps`` each, the link idle ``gap_s`` before each."""
-    py, mod = sys.executable, "syncplan.testbed.throughput"
     srv = subprocess.Popen(
-        [
-            "ip",
-            "netns",
-            "exec",
-            rcv.netns,
-            py,
-            "-m",
-            mod,
-            "echo",
-            "--port",
-            str(MESSAGE_PORT),
-            "--timeout",
-            "60",
-        ],
+        _tool(rcv.netns, f"echo --port {MESSAGE_PORT} --timeout 60"),
         stdout=subprocess.PIPE,
         text=True,
         env=child_env(),
@@ -216,26 +176,11 @@ def message_times(
         if "listening" not in srv.stdout.readline():
             raise TestbedError("message echo server failed to start")
         res = subprocess.run(
-            [
-                "ip",
-                "netns",
-                "exec",
+            _tool(
                 snd.netns,
-                py,
-                "-m",
-                mod,
-                "msgs",
-                "--to",
-                rcv.addr,
-                "--port",
-                str(MESSAGE_PORT),
-                "--sizes",
-                ",".join(str(n) for n in sizes),
-                "--reps",
-                str(reps),
-                "--gap",
-                f"{gap_s:g}",
-            ],
+                f"msgs --to {rcv.addr} --port {MESSAGE_PORT} --sizes {','.join(map(str, sizes))} "
+                f"--reps {reps} --gap {gap_s:g}",
+            ),
             capture_output=True,
             text=True,
             env=child_env(),

@@ -22,6 +22,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from syncplan.core.atomic import atomic_write_json
 from syncplan.testbed import TestbedError
 from syncplan.testbed.calibrate import (
     LARGE_ALGORITHMS,
@@ -34,17 +35,17 @@ from syncplan.testbed.calibrate import (
 from syncplan.testbed.cluster import (
     Cluster,
     Service,
-    _trigger_cycle,
     current_graph,
     measured_rates,
     restart_service,
     start_cluster,
+    trigger_cycle,
     wait_measured,
 )
 from syncplan.testbed.emulator import down, kill_recorded, self_record, up
 from syncplan.testbed.runner import FULL_SIZES, RunConfig, run_benchmark
 from syncplan.testbed.scenario import Scenario
-from syncplan.testbed.state import State, atomic_write_json
+from syncplan.testbed.state import State
 
 ALGORITHMS = ("ring", "hierarchical", "forest", "auto")
 # The cost-model settings the loop's service plans with (docs/testbed.md, "Issue 18: shared
@@ -246,7 +247,7 @@ def run_loop(
         )
         work, svc = cluster.work, cluster.svc
         t_measure = time.monotonic()
-        _trigger_cycle(state, cluster.slot_s)
+        trigger_cycle(state, cluster.slot_s)
         progress(f"probe cycle triggered ({cluster.rounds} rounds of {cluster.slot_s:g} s)")
         topology = wait_measured(svc, state, cfg.measure_timeout_s, progress)
         measure_s = time.monotonic() - t_measure

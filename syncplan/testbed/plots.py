@@ -6,7 +6,15 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
+from syncplan.core.atomic import AtomicFile
+
 MIB = 1024 * 1024
+
+
+def _curve(ax: Any, points: list[tuple[int, float]], label: str, color: Any) -> None:
+    """Plot (size in bytes, value) points against MiB, one marked line."""
+    sizes, values = zip(*points, strict=True) if points else ((), ())
+    ax.plot([b / MIB for b in sizes], values, marker="o", label=label, color=color)
 
 
 def _series(result: dict[str, Any]) -> dict[str, list[tuple[int, float]]]:
@@ -42,13 +50,7 @@ def plot_results(results: list[dict[str, Any]], out: Path) -> Path:
         series = _series(r)
         ax = axes[0][c]
         for algo, pts in series.items():
-            ax.plot(
-                [s / MIB for s, _ in pts],
-                [t for _, t in pts],
-                marker="o",
-                label=algo,
-                color=color[algo],
-            )
+            _curve(ax, pts, algo, color[algo])
         sizes = sorted({e["size_bytes"] for e in r["results"]})
         bounds = {e["size_bytes"]: e.get("ring_bound_s") for e in r["results"]}
         if all(bounds[s] for s in sizes):
@@ -74,13 +76,7 @@ def plot_results(results: list[dict[str, Any]], out: Path) -> Path:
                 if algo == "gloo":
                     continue
                 xs = [(s, gloo[s] / t) for s, t in pts if s in gloo and t > 0]
-                ax2.plot(
-                    [s / MIB for s, _ in xs],
-                    [v for _, v in xs],
-                    marker="o",
-                    label=algo,
-                    color=color[algo],
-                )
+                _curve(ax2, xs, algo, color[algo])
             ax2.axhline(1.0, color="k", lw=0.8)
             ax2.set_xscale("log", base=2)
             ax2.set_xlabel("buffer (MiB)")
@@ -189,9 +185,7 @@ def _save(fig: Any, out: Path) -> Path:
     import matplotlib.pyplot as plt
 
     fig.tight_layout()
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = out.with_name(f".{out.name}.tmp.png")
-    fig.savefig(tmp, dpi=110)
+    with AtomicFile(out) as f:
+        fig.savefig(f.tmp, dpi=110)
     plt.close(fig)
-    tmp.replace(out)
     return out

@@ -14,10 +14,11 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from syncplan.core.atomic import atomic_write_json
 from syncplan.testbed import TestbedError
-from syncplan.testbed.emulator import kill_recorded, spawn
+from syncplan.testbed.emulator import kill_recorded, spawn_rank
 from syncplan.testbed.scenario import Scenario
-from syncplan.testbed.state import State, atomic_write_json
+from syncplan.testbed.state import State
 
 MIB = 1024 * 1024
 FULL_SIZES = tuple(s * MIB for s in (1, 4, 16, 64, 256))
@@ -181,20 +182,7 @@ def _attempt(
             argv = [*base, "--rank", str(h.rank)]
             if h.rank == 0:
                 argv += ["--out", str(raw_out)]
-            procs.append(
-                spawn(
-                    state,
-                    h.netns,
-                    argv,
-                    "worker",
-                    run_dir / f"rank{h.rank}.log",
-                    env={
-                        "GLOO_SOCKET_IFNAME": h.iface,
-                        "OMP_NUM_THREADS": "1",
-                        "TORCH_CPP_LOG_LEVEL": "ERROR",
-                    },
-                )
-            )
+            procs.append(spawn_rank(state, h, argv, run_dir))
         log0 = run_dir / "rank0.log"
         seen = 0
         while True:

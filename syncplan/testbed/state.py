@@ -9,11 +9,11 @@ from __future__ import annotations
 
 import json
 import os
-import tempfile
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from syncplan.core.atomic import atomic_write_json
 from syncplan.testbed import TestbedError
 
 DEFAULT_STATE_DIR = Path(os.environ.get("SYNCPLAN_TESTBED_STATE", "/run/syncplan-testbed"))
@@ -102,18 +102,3 @@ def load_state(path: Path) -> State | None:
             "`ip netns list` for leftovers"
         ) from exc
     return State.from_dict(data, path)
-
-
-def atomic_write_json(path: Path, data: Any) -> None:
-    """Write JSON to a temporary file in the same directory, then rename it over ``path``."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-    try:
-        os.fchmod(fd, 0o644)
-        with os.fdopen(fd, "w") as f:
-            json.dump(data, f, indent=2)
-            f.write("\n")
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise

@@ -48,7 +48,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--timeout", type=float, default=60.0)
     ap.add_argument("--out", type=Path, required=True)
     args = ap.parse_args(argv)
-    from syncplan.testbed.state import atomic_write_json
+    from syncplan.core.atomic import atomic_write_json
 
     body = args.body.read_bytes() if args.body else None
     try:

@@ -5,7 +5,7 @@ order gives the same result); after an all-reduce each element must equal
 ``n * (i mod 251) + n(n-1)/2`` exactly. For each size it times gloo's ``all_reduce`` and then
 each plan document of that size through the executor (when the executor is importable).
 A timing is the slowest rank's wall time for one collective, from a start instant common
-to every rank (``_time_collective``).
+to every rank (``time_collective``).
 Rank 0 prints progress lines and writes the results JSON.
 """
 
@@ -21,7 +21,7 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
-from syncplan.testbed.state import atomic_write_json
+from syncplan.core.atomic import atomic_write_json
 
 PATTERN = 251
 TensorOp = Callable[[Any], Any]
@@ -52,7 +52,7 @@ def _mib(size: int) -> str:
 START_AHEAD_S = 0.02  # the common start: this long after rank 0 leaves the barrier
 
 
-def _time_collective(dist: Any, torch: Any, op: Callable[[Any], Any], buf: Any) -> float:
+def time_collective(dist: Any, torch: Any, op: Callable[[Any], Any], buf: Any) -> float:
     """Seconds from a common start to the last rank's end of ``op(buf)``.
 
     Every rank of the testbed runs on one machine, so ``time.perf_counter`` is one clock:
@@ -71,7 +71,7 @@ def _time_collective(dist: Any, torch: Any, op: Callable[[Any], Any], buf: Any) 
     return float(elapsed.item())
 
 
-def _all_true(dist: Any, torch: Any, flag: bool) -> bool:
+def all_true(dist: Any, torch: Any, flag: bool) -> bool:
     t = torch.tensor([1 if flag else 0], dtype=torch.int32)
     dist.all_reduce(t, op=dist.ReduceOp.MIN)
     return bool(t.item())
@@ -92,13 +92,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
 
     rank, world = args.rank, args.world
     say = (lambda msg: print(msg, flush=True)) if rank == 0 else (lambda msg: None)
-    dist.init_process_group(
-        "gloo",
-        init_method=f"tcp://{args.master}",
-        rank=rank,
-        world_size=world,
-        timeout=timedelta(seconds=args.timeout),
-    )
+    init_gloo(args)
     try:
         plans = _load_plans(args.plans)
         factory, how = find_executor() if plans else (None, "no plans given")
@@ -145,8 +139,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                 times, correct = [], True
                 for rep in range(args.warmup + args.reps):
                     buf.copy_(base).add_(rank)
-                    dt = _time_collective(dist, torch, op, buf)
-                    ok = _all_true(dist, torch, bool(torch.equal(buf, expected)))
+                    dt = time_collective(dist, torch, op, buf)
+                    ok = all_true(dist, torch, bool(torch.equal(buf, expected)))
                     correct = correct and ok
                     if rep < args.warmup:
                         say(f"size {_mib(size)} {label} warm-up: {dt:.3f} s")
@@ -179,16 +173,36 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         dist.destroy_process_group()
 
 
-def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m syncplan.testbed.worker")
+def rank_parser(prog: str, timeout_s: float) -> argparse.ArgumentParser:
+    """The options every testbed rank takes: --rank, --world, --master and --timeout (gloo's,
+    default ``timeout_s``)."""
+    ap = argparse.ArgumentParser(prog=prog)
     ap.add_argument("--rank", type=int, required=True)
     ap.add_argument("--world", type=int, required=True)
     ap.add_argument("--master", required=True, help="ADDR:PORT of rank 0")
+    ap.add_argument("--timeout", type=float, default=timeout_s, help="gloo timeout, seconds")
+    return ap
+
+
+def init_gloo(args: argparse.Namespace) -> None:
+    """Join the job's gloo process group (rank 0 listening at ``args.master``)."""
+    import torch.distributed as dist
+
+    dist.init_process_group(
+        "gloo",
+        init_method=f"tcp://{args.master}",
+        rank=args.rank,
+        world_size=args.world,
+        timeout=timedelta(seconds=args.timeout),
+    )
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = rank_parser("python -m syncplan.testbed.worker", 900.0)
     ap.add_argument("--sizes", type=int, nargs="+", required=True, help="bytes, multiples of 4")
     ap.add_argument("--reps", type=int, default=3)
     ap.add_argument("--warmup", type=int, default=0)
     ap.add_argument("--plans", nargs="*", default=[])
-    ap.add_argument("--timeout", type=float, default=900.0, help="gloo timeout, seconds")
     ap.add_argument("--out", help="results JSON (rank 0), rewritten after every run")
     ap.add_argument(
         "--skip",

@@ -160,14 +160,14 @@ def test_memory_cache_is_bounded_by_count_and_bytes() -> None:
     )
     keys = [PlanKey("v", ("a",), "allreduce", n, "auto") for n in range(1, 6)]
     for k in keys[:4]:
-        svc._remember(k.digest, CachedPlan(f"p{k.size_bytes}", Body(b"x" * 100)))
+        svc.remember(k.digest, CachedPlan(f"p{k.size_bytes}", Body(b"x" * 100)))
     assert [svc.cached(k) is not None for k in keys[:4]] == [False, True, True, True]
-    svc._remember(keys[4].digest, CachedPlan("p5", Body(b"x" * 900)))  # over the byte budget
-    assert svc.cached(keys[4]) is not None and svc._bytes <= 1000
+    svc.remember(keys[4].digest, CachedPlan("p5", Body(b"x" * 900)))  # over the byte budget
+    assert svc.cached(keys[4]) is not None and svc.cached_bytes <= 1000
     assert [svc.cached(k) is not None for k in keys[:4]] == [False, False, False, True]
-    svc._remember(keys[0].digest, CachedPlan("big", Body(b"x" * 1001)))  # larger than it all
-    assert svc.cached(keys[0]) is None and svc._bytes == 1000
-    assert set(svc._by_id) == {"p4", "p5"}
+    svc.remember(keys[0].digest, CachedPlan("big", Body(b"x" * 1001)))  # larger than it all
+    assert svc.cached(keys[0]) is None and svc.cached_bytes == 1000
+    assert set(svc.by_plan_id) == {"p4", "p5"}
 
 
 @pytest.mark.anyio
