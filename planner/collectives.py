@@ -21,6 +21,7 @@ from typing import Any
 from syncplan.planner.algorithms import ALGORITHMS, PlanContext
 from syncplan.planner.bound_collectives import CollectiveBound, collective_bound
 from syncplan.planner.errors import InfeasibleError, RequestError
+from syncplan.planner.plan_doc import PLAN_FORMAT_VERSION, TIE_TOLERANCE, plan_id, with_routes
 from syncplan.planner.program import Program, Step, Transfer, program_to_doc
 
 SPLIT_COLLECTIVES = ("reducescatter", "allgather")
@@ -178,8 +179,6 @@ def make_collective_plan(
     min_step_s: float = 0.0,
 ) -> dict[str, Any]:
     """A reduce-scatter or all-gather plan document (CONTRACTS section 3, with ``shards``)."""
-    from syncplan.planner.plan import PLAN_FORMAT_VERSION, TIE_TOLERANCE, plan_id, with_routes
-
     if collective not in SPLIT_COLLECTIVES:
         raise RequestError(f"collective {collective!r} is not a reduce-scatter or all-gather")
     if shards not in SHARDS:

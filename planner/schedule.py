@@ -40,6 +40,7 @@ from syncplan.planner.bound_collectives import collective_bound
 from syncplan.planner.collectives import split_allreduce
 from syncplan.planner.cost import CostModel
 from syncplan.planner.errors import InfeasibleError, RequestError
+from syncplan.planner.plan_doc import PLAN_FORMAT_VERSION, with_routes
 from syncplan.planner.program import Program, program_to_doc
 from syncplan.planner.topology import Topology
 
@@ -310,8 +311,6 @@ class CommCurves:
 
     def plan_doc(self, kind: str, size: int) -> dict[str, Any]:
         """A plan document (CONTRACTS section 3) for ``kind`` at ``size`` bytes."""
-        from syncplan.planner.plan import PLAN_FORMAT_VERSION, with_routes
-
         prog, t = self.best(kind, size)
         ctx = PlanContext.create(
             self.topo, self.ranks, size, min_step_s=self.min_step_s, router=self.router
