@@ -18,7 +18,8 @@ from syncplan.planner.algorithms.packing_reversal import reverse_arcs
 from syncplan.planner.algorithms.packing_sets import packings
 from syncplan.planner.algorithms.packing_window import Budget, WindowLP
 from syncplan.planner.errors import RequestError
-from syncplan.planner.families import directed_cluster, mesh2d
+from syncplan.planner.family_grids import mesh2d
+from syncplan.planner.family_hosts import directed_cluster
 from syncplan.planner.topology import Topology
 
 from tests.planner.conftest import QUALITY_BENCH

@@ -117,7 +117,7 @@ def test_packing_mixes_keep_the_middle_and_never_lose_to_the_pipeline() -> None:
     from syncplan.planner.algorithms import forest_pipelined as fa
     from syncplan.planner.algorithms import packing_sets
     from syncplan.planner.algorithms.packing_schedule import PairSchedule, pair_trees
-    from syncplan.planner.families import torus
+    from syncplan.planner.family_grids import torus
     from syncplan.planner.program import program_to_doc
 
     topo = Topology.from_dict(torus(2, 3, gpus_per_host=2, degraded=1))

@@ -11,7 +11,8 @@ from syncplan.planner.algorithms.packing_sets import packings
 from syncplan.planner.algorithms.packing_window import Budget, WindowLP
 from syncplan.planner.algorithms.symmetry import automorphisms
 from syncplan.planner.bound import lower_bound
-from syncplan.planner.families import full_mesh, host_ring, mesh2d, torus
+from syncplan.planner.family_grids import host_ring, mesh2d, torus
+from syncplan.planner.family_hosts import full_mesh
 from syncplan.planner.plan import make_plan, with_routes
 from syncplan.planner.program import program_to_doc
 from syncplan.planner.topology import Topology
