@@ -161,6 +161,36 @@ def compare(
 ) -> Comparison:
     """Price every named algorithm (default: all) on one request."""
     _check_request(topo, ranks, size_bytes, "auto", "allreduce")
+    return _compare(
+        topo,
+        ranks,
+        size_bytes,
+        algorithms=algorithms,
+        seed=seed,
+        min_step_s=min_step_s,
+        message_overhead_s=message_overhead_s,
+        message_cores=message_cores,
+        exchange_overhead_s=exchange_overhead_s,
+        switch_overhead=switch_overhead,
+        effort=effort,
+    )
+
+
+def _compare(
+    topo: Topology,
+    ranks: list[str],
+    size_bytes: int,
+    *,
+    algorithms: list[str] | None,
+    seed: int,
+    min_step_s: float,
+    message_overhead_s: float,
+    message_cores: int | None,
+    exchange_overhead_s: float,
+    switch_overhead: float,
+    effort: str,
+) -> Comparison:
+    """``compare`` on a request whose topology, ranks and size are checked already."""
     _check_effort(effort)
     _check_overhead(message_overhead_s)
     _check_overhead(exchange_overhead_s, "exchange_overhead_s")
@@ -326,7 +356,7 @@ def _make_plan(
     _check_request(topo, ranks, size_bytes, algorithm, collective)
     names = list(ALGORITHMS) if algorithm == "auto" else [algorithm]
     t0 = time.perf_counter()
-    comp = compare(
+    comp = _compare(
         topo,
         ranks,
         size_bytes,
