@@ -94,7 +94,8 @@ def run(args: argparse.Namespace) -> int:
         from syncplan.agents.record_nvml import record
 
         return record(args.record_nvml)
-    from syncplan.agents.daemon import Agent, AgentConfig, parse_peers
+    from syncplan.agents.config import AgentConfig, parse_peers
+    from syncplan.agents.daemon import Agent
     from syncplan.agents.probe import ProbeSettings
 
     if not args.once and not args.server:

@@ -38,20 +38,30 @@ the cost model's ``min_step_s``).
 
 from __future__ import annotations
 
-from collections import defaultdict
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import networkx as nx
 import numpy as np
 from scipy.sparse import csr_matrix
 from scipy.sparse.csgraph import maximum_flow
-from syncplan.planner.algorithms.base import PlanContext
 from syncplan.planner.bound_fill import fill_bound
+from syncplan.planner.bound_parts import (
+    caps,
+    cross_host_latency,
+    partition_time,
+    parts_by_host,
+    rank_to_rank_latency,
+)
+
+if TYPE_CHECKING:
+    from syncplan.planner.algorithms.base import PlanContext
 
 FAMILY = "reduce-then-broadcast, no in-network reduction"
 EXACT_MAX_RANKS = 64
 PACKING_BOUND_ALL_MAX = 32  # ranks up to which every packing's arc prices are tried
 COLD_BOUND_MAX = 16  # ranks up to which a cold packing LP may be solved for its prices
+_caps = caps  # the old name, still imported by algorithms/common.py (bound_parts.caps)
 
 
 @dataclass(frozen=True)
@@ -69,17 +79,17 @@ def lower_bound(ctx: PlanContext) -> Bound:
     n = len(ctx.ranks)
     if n == 1:
         return Bound(0.0, float("inf"), 0.0, "single rank")
-    cut, cut_method = _cut(ctx)
+    cut, cut_method = rank_cut(ctx)
     size = float(ctx.size_bytes)
     part_time, part_name = _partition_bound(ctx)
     cut_time = size / cut
     pack_time = _packing_bound(ctx) * size
     if pack_time > cut_time * (1 + 1e-9):
         cut_time, cut_method = pack_time, "tree-packing LP dual bound (arc prices)"
-    rank_lat = _rank_to_rank_latency(ctx)
+    rank_lat = rank_to_rank_latency(ctx)
     if part_time > cut_time:
         bw_time, method = part_time, f"partition bound over {part_name}"
-        cross = _cross_host_latency(ctx) if part_name == "hosts" else rank_lat
+        cross = cross_host_latency(ctx) if part_name == "hosts" else rank_lat
     else:
         bw_time, method, cross = cut_time, cut_method, rank_lat
     boundary = max(bw_time + 2 * cross, 2 * max(cross, ctx.cost.min_step_s))
@@ -100,14 +110,14 @@ def lower_bound(ctx: PlanContext) -> Bound:
     return Bound(boundary, cut, lat, method, partition_s=part_time, bandwidth_s=bw_time)
 
 
-def _cut(ctx: PlanContext) -> tuple[float, str]:
+def rank_cut(ctx: PlanContext) -> tuple[float, str]:
     """The least rank-separating cut's bandwidth and how it was found (memoised)."""
     memo = ctx.memo.get("bound_cut")
     if memo is None:
         if len(ctx.ranks) <= EXACT_MAX_RANKS:
-            memo = _min_rank_cut(ctx), "exact minimum rank-separating cut (max-flow)"
+            memo = min_rank_cut(ctx), "exact minimum rank-separating cut (max-flow)"
         else:
-            memo = _host_cuts(ctx), "minimum over host and rank cuts"
+            memo = host_cuts(ctx), "minimum over host and rank cuts"
         ctx.memo["bound_cut"] = memo
     return memo
 
@@ -118,7 +128,7 @@ def fluid_floor(ctx: PlanContext) -> float:
     optimal (the packing LP stops there)."""
     if len(ctx.ranks) < 2:
         return 0.0
-    return max(1.0 / _cut(ctx)[0], _partition_bound(ctx)[0] / float(ctx.size_bytes))
+    return max(1.0 / rank_cut(ctx)[0], _partition_bound(ctx)[0] / float(ctx.size_bytes))
 
 
 def _packing_bound(ctx: PlanContext) -> float:
@@ -162,37 +172,6 @@ def _packing_bound(ctx: PlanContext) -> float:
     return best
 
 
-def parts_by_host(ctx: PlanContext) -> list[set[str]]:
-    """One part per host of the ranks: the host's nodes and its ranks."""
-    by_host: dict[str, set[str]] = defaultdict(set)
-    for nid, node in ctx.topo.nodes.items():
-        if node.host is not None:
-            by_host[node.host].add(nid)
-    parts = []
-    for group in ctx.host_groups:
-        host = ctx.topo.host_of(ctx.ranks[group[0]])
-        parts.append(by_host.get(host, set()) | {ctx.ranks[i] for i in group})
-    return parts
-
-
-def _caps(ctx: PlanContext, side: set[str]) -> tuple[float, float]:
-    g = ctx.topo.graph
-    out = sum(d["bw"] for u in side for _, v, d in g.out_edges(u, data=True) if v not in side)
-    inn = sum(d["bw"] for u in side for v, _, d in g.in_edges(u, data=True) if v not in side)
-    return out, inn
-
-
-def partition_time(ctx: PlanContext, parts: list[set[str]]) -> float:
-    """The partition bound for disjoint ``parts`` that together hold every rank."""
-    k = len(parts)
-    if k < 2:
-        return 0.0
-    caps = [_caps(ctx, p) for p in parts]
-    total_out = sum(c[0] for c in caps)
-    total_in = sum(c[1] for c in caps)
-    return 2 * (k - 1) * ctx.size_bytes / min(total_out, total_in)
-
-
 def _partition_bound(ctx: PlanContext) -> tuple[float, str]:
     memo = ctx.memo.get("bound_partition")
     if memo is None:
@@ -209,7 +188,7 @@ def _partitions(ctx: PlanContext) -> tuple[float, str]:
     return best, name
 
 
-def _min_rank_cut(ctx: PlanContext) -> float:
+def min_rank_cut(ctx: PlanContext) -> float:
     """The least cut (bytes/s) separating two ranks, either way: max-flows from the first
     rank to every other and back (memoised). Screened by integer max-flows on capacities
     rounded up (scipy): the pair they find least is then solved exactly, and the smaller of
@@ -246,10 +225,10 @@ def _least_rank_cut(ctx: PlanContext) -> float:
     return min(best * unit, exact)
 
 
-def _host_cuts(ctx: PlanContext) -> float:
+def host_cuts(ctx: PlanContext) -> float:
     sides: list[set[str]] = [{r} for r in ctx.ranks]
     sides.extend(parts_by_host(ctx))
-    return min(min(_caps(ctx, side)) for side in sides)
+    return min(min(caps(ctx, side)) for side in sides)
 
 
 def _latency_floor(ctx: PlanContext) -> float:
@@ -258,55 +237,3 @@ def _latency_floor(ctx: PlanContext) -> float:
     dist = nx.single_source_dijkstra_path_length(g, src, weight="lat")
     back = nx.single_source_dijkstra_path_length(g.reverse(copy=False), src, weight="lat")
     return max(max(dist[r] for r in ctx.ranks), max(back[r] for r in ctx.ranks))
-
-
-def _rank_to_rank_latency(ctx: PlanContext) -> float:
-    """No rank-to-rank path is faster: one arc between ranks, or an arc out of a rank and
-    another into a rank."""
-    g = ctx.topo.graph
-    ranks = set(ctx.ranks)
-    out = min((d["lat"] for r in ranks for _, _, d in g.out_edges(r, data=True)), default=0.0)
-    inn = min((d["lat"] for r in ranks for _, _, d in g.in_edges(r, data=True)), default=0.0)
-    direct = min(
-        (d["lat"] for r in ranks for _, v, d in g.out_edges(r, data=True) if v in ranks),
-        default=float("inf"),
-    )
-    return min(direct, out + inn)
-
-
-def _cross_host_latency(ctx: PlanContext) -> float:
-    """No path from a rank of one host to a rank of another is faster: it leaves its host
-    (at least the least latency from one of the host's ranks out of the host) and enters
-    the other (likewise in); when no arc joins two hosts directly, those parts are disjoint
-    and add up."""
-    g = ctx.topo.graph
-    parts = parts_by_host(ctx)
-    where = {nid: k for k, part in enumerate(parts) for nid in part}
-    direct = any(u in where and v in where and where[u] != where[v] for u, v in g.edges)
-    leave = enter = float("inf")
-    for k, part in enumerate(parts):
-        ranks = [r for r in ctx.ranks if where.get(r) == k]
-        h = nx.DiGraph(g.subgraph(part))
-        exits: dict[str, float] = {}
-        entries: dict[str, float] = {}
-        for u, v, d in g.out_edges(part, data=True):
-            if v not in part:
-                exits[u] = min(exits.get(u, float("inf")), d["lat"])
-        for u, v, d in g.in_edges(part, data=True):
-            if u not in part:
-                entries[v] = min(entries.get(v, float("inf")), d["lat"])
-        h.add_weighted_edges_from(((u, "__out__", w) for u, w in exits.items()), weight="lat")
-        h.add_weighted_edges_from((("__in__", v, w) for v, w in entries.items()), weight="lat")
-        if "__out__" in h:
-            to_exit = nx.single_source_dijkstra_path_length(
-                h.reverse(copy=False), "__out__", weight="lat"
-            )
-            leave = min(leave, min((to_exit[r] for r in ranks if r in to_exit), default=leave))
-        if "__in__" in h:
-            from_entry = nx.single_source_dijkstra_path_length(h, "__in__", weight="lat")
-            enter = min(
-                enter, min((from_entry[r] for r in ranks if r in from_entry), default=enter)
-            )
-    if not (leave < float("inf") and enter < float("inf")):
-        return _rank_to_rank_latency(ctx)
-    return max(leave, enter) if direct else leave + enter

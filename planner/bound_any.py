@@ -38,14 +38,12 @@ from dataclasses import dataclass
 
 import networkx as nx
 from syncplan.planner.algorithms.base import PlanContext
-from syncplan.planner.bound import (
-    EXACT_MAX_RANKS,
-    _caps,
-    _cross_host_latency,
-    _host_cuts,
-    _min_rank_cut,
-    _rank_to_rank_latency,
+from syncplan.planner.bound import rank_cut
+from syncplan.planner.bound_parts import (
+    caps,
+    cross_host_latency,
     parts_by_host,
+    rank_to_rank_latency,
 )
 
 FAMILY_ANY = "every all-reduce program (any schedule, no in-network reduction)"
@@ -67,15 +65,15 @@ def lower_bound_any(ctx: PlanContext, cut_Bps: float | None = None) -> AnyBound:
     if n == 1:
         return AnyBound(0.0, 0.0, 0.0, "single rank")
     if cut_Bps is None:
-        cut_Bps = _min_rank_cut(ctx) if n <= EXACT_MAX_RANKS else _host_cuts(ctx)
+        cut_Bps = rank_cut(ctx)[0]
     size = float(ctx.size_bytes)
     bw, method = size / cut_Bps, "cut"
-    cross = _rank_to_rank_latency(ctx)
+    cross = rank_to_rank_latency(ctx)
     for name, k, cap_out, cap_in in _partitions(ctx):
         t = k * size / min(cap_out, cap_in)
         if t > bw:
             bw, method = t, f"partition over {name}"
-            cross = _cross_host_latency(ctx) if name == "hosts" else _rank_to_rank_latency(ctx)
+            cross = cross_host_latency(ctx) if name == "hosts" else rank_to_rank_latency(ctx)
     diameter = latency_diameter(ctx)
     parts = {
         "bandwidth + crossing latency": bw + cross,
@@ -99,8 +97,15 @@ def _partitions(ctx: PlanContext) -> list[tuple[str, int, float, float]]:
         )
     ]
     if len(ctx.host_groups) >= 2:
-        caps = [_caps(ctx, p) for p in parts_by_host(ctx)]
-        out.append(("hosts", len(caps), sum(c[0] for c in caps), sum(c[1] for c in caps)))
+        part_caps = [caps(ctx, p) for p in parts_by_host(ctx)]
+        out.append(
+            (
+                "hosts",
+                len(part_caps),
+                sum(c[0] for c in part_caps),
+                sum(c[1] for c in part_caps),
+            )
+        )
     return out
 
 

@@ -24,7 +24,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from syncplan.planner.algorithms.base import PlanContext
-from syncplan.planner.bound import _caps, _rank_to_rank_latency, parts_by_host
+from syncplan.planner.bound_parts import caps, parts_by_host, rank_to_rank_latency
 
 FAMILY_RS = "reduce-scatter, no in-network reduction"
 FAMILY_AG = "all-gather, no in-network replication"
@@ -67,8 +67,8 @@ def collective_bound(
     if len(ctx.host_groups) >= 2:
         partitions["hosts"] = parts_by_host(ctx)
     for name, parts in partitions.items():
-        caps = [_caps(ctx, p) for p in parts]
-        for part, (out, inn) in zip(parts, caps, strict=True):
+        part_caps = [caps(ctx, p) for p in parts]
+        for part, (out, inn) in zip(parts, part_caps, strict=True):
             owned = None
             if shards is not None:
                 owned = (
@@ -82,12 +82,12 @@ def collective_bound(
             if t > best:
                 best, method = t, f"one part of the partition into {name}"
         k = len(parts)
-        total_out, total_in = sum(c[0] for c in caps), sum(c[1] for c in caps)
+        total_out, total_in = sum(c[0] for c in part_caps), sum(c[1] for c in part_caps)
         if collective == "allgather":
             total_out, total_in = total_in, total_out
         t = max((k - 1) * size / total_out, size / total_in)
         if t > best:
             best, method = t, f"partition into {name}"
-    lat = _rank_to_rank_latency(ctx)
+    lat = rank_to_rank_latency(ctx)
     time_s = max(best + lat, ctx.cost.min_step_s)
     return CollectiveBound(time_s, best, lat, method, family)

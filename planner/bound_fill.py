@@ -34,6 +34,13 @@ from typing import TYPE_CHECKING
 import highspy
 import numpy as np
 from scipy.sparse import csc_matrix
+from syncplan.planner.bound_parts import (
+    caps,
+    cross_host_latency,
+    partition_time,
+    parts_by_host,
+    rank_to_rank_latency,
+)
 
 if TYPE_CHECKING:
     from syncplan.planner.algorithms.base import PlanContext
@@ -282,14 +289,6 @@ def fill_bound(ctx: PlanContext, beat: float = 0.0) -> float:
     (0.0 where the LP does not apply: one host, every host one rank, more than MAX_CLASSES
     classes of alike hosts, or where it cannot be more than GAIN above ``beat``: one step
     count's LP and latency already cost no more). Memoised on the context."""
-    from syncplan.planner.bound import (
-        _caps,
-        _cross_host_latency,
-        _rank_to_rank_latency,
-        partition_time,
-        parts_by_host,
-    )
-
     groups = ctx.host_groups
     if len(groups) < 2 or max(len(g) for g in groups) < 2:
         return 0.0
@@ -300,14 +299,14 @@ def fill_bound(ctx: PlanContext, beat: float = 0.0) -> float:
     part_s = partition_time(ctx, parts)
     if part_s <= 0 or not np.isfinite(part_s):
         return 0.0
-    cross_s, step_s = _cross_host_latency(ctx), _rank_to_rank_latency(ctx)
+    cross_s, step_s = cross_host_latency(ctx), rank_to_rank_latency(ctx)
     step_s = min(step_s, cross_s)  # so a crossing step is charged at least a quiet one
     graph = ctx.topo.graph
     scale = part_s / float(ctx.size_bytes)  # capacities in buffers per part_s
-    caps = [_caps(ctx, p) for p in parts]
-    out = [c[0] * scale for c in caps]
-    inn = [c[1] * scale for c in caps]
-    total = min(sum(c[0] for c in caps), sum(c[1] for c in caps)) * scale
+    part_caps = [caps(ctx, p) for p in parts]
+    out = [c[0] * scale for c in part_caps]
+    inn = [c[1] * scale for c in part_caps]
+    total = min(sum(c[0] for c in part_caps), sum(c[1] for c in part_caps)) * scale
     intra = []
     for part, group in zip(parts, groups, strict=True):
         ranks = [ctx.ranks[i] for i in group]

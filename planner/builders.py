@@ -1,14 +1,11 @@
 """Builders of cluster topologies: the shipped examples, benchmarks and random test graphs.
 
-``python -m syncplan.planner.builders OUTDIR`` writes every example topology as JSON.
+``python -m syncplan.planner.examples OUTDIR`` writes every example topology as JSON.
 """
 
 from __future__ import annotations
 
-import json
 import random
-import sys
-from pathlib import Path
 from typing import Any
 
 NVLINK_GBPS = 300.0  # per GPU to the NVSwitch, per direction (A100-class)
@@ -188,22 +185,3 @@ EXAMPLES: dict[str, Any] = {
     "star-one-slow": lambda: star([12.5, 12.5, 12.5, 3.125]),
 }
 DEMO = "one-slow-nic"
-
-
-def write_examples(outdir: Path) -> list[Path]:
-    """Write EXAMPLES and planner.families.FAMILY_EXAMPLES as OUTDIR/NAME.json."""
-    from syncplan.planner.families import FAMILY_EXAMPLES  # imports this module
-
-    outdir.mkdir(parents=True, exist_ok=True)
-    written = []
-    for name, make in {**EXAMPLES, **FAMILY_EXAMPLES}.items():
-        path = outdir / f"{name}.json"
-        path.write_text(json.dumps(make(), indent=1) + "\n")
-        written.append(path)
-    (outdir / "demo.json").write_text(json.dumps(EXAMPLES[DEMO](), indent=1) + "\n")
-    return written
-
-
-if __name__ == "__main__":
-    for p in write_examples(Path(sys.argv[1] if len(sys.argv) > 1 else "examples")):
-        print(p)

@@ -1,20 +1,18 @@
-"""``syncplan topo show``, ``syncplan plan`` and ``syncplan verify``."""
+"""The planner's commands: registers ``syncplan topo show``, ``plan`` and ``verify``; runs
+``plan`` (cli_topo and cli_verify run the others)."""
 
 from __future__ import annotations
 
 import argparse
 import contextlib
 import json
-import logging
 import sys
-import threading
-import time
-from collections import defaultdict
-from pathlib import Path
 from typing import Any
 
-from syncplan.core.atomic import AtomicFile
 from syncplan.core.errors import RequestError
+from syncplan.planner.cli_output import Output, Progress, table
+from syncplan.planner.cli_topo import cmd_topo_show
+from syncplan.planner.cli_verify import cmd_verify
 
 
 class _PlanHelp(argparse.HelpFormatter):
@@ -136,220 +134,6 @@ def register(sub: argparse._SubParsersAction) -> None:
     verify.set_defaults(func=cmd_verify)
 
 
-def _load_json(path: str, what: str) -> Any:
-    try:
-        return json.loads(Path(path).read_text())
-    except OSError as exc:
-        raise RequestError(f"{path}: cannot read {what} ({exc.strerror or exc})") from None
-    except json.JSONDecodeError as exc:
-        raise RequestError(f"{path}: invalid JSON at line {exc.lineno}: {exc.msg}") from None
-
-
-def _table(rows: list[list[str]], header: list[str]) -> str:
-    widths = [max(len(str(r[i])) for r in [header, *rows]) for i in range(len(header))]
-    lines = [
-        "  ".join(
-            str(c).ljust(w) if i == 0 else str(c).rjust(w)
-            for i, (c, w) in enumerate(zip(r, widths, strict=True))
-        )
-        for r in [header, *rows]
-    ]
-    lines.insert(1, "  ".join("-" * w for w in widths))
-    return "\n".join(lines)
-
-
-def topology_summary(path: str) -> dict[str, Any]:
-    from syncplan.planner.algorithms import PlanContext
-    from syncplan.planner.bound import lower_bound
-    from syncplan.planner.topology import load_topology
-
-    topo = load_topology(path)
-    ranks = topo.endpoints()
-    by_kind: dict[str, list[float]] = defaultdict(list)
-    for link in topo.links:
-        by_kind[link.kind].append(link.bandwidth_GBps)
-    hosts = topo.hosts(ranks)
-    summary: dict[str, Any] = {
-        "file": path,
-        "nodes": len(topo.nodes),
-        "ranks": len(ranks),
-        "hosts": len(hosts),
-        "ranks_per_host": {h: len(r) for h, r in hosts.items()},
-        "links": {
-            k: {"count": len(v), "min_GBps": min(v), "max_GBps": max(v)}
-            for k, v in sorted(by_kind.items())
-        },
-    }
-    if ranks:
-        topo.check_ranks(ranks)
-        ctx = PlanContext.create(topo, ranks, 1)
-        g = topo.graph
-        cuts = []
-        for group in ctx.host_groups:
-            host = topo.host_of(ranks[group[0]])
-            side = {n for n, node in topo.nodes.items() if node.host == host} | {
-                ranks[i] for i in group
-            }
-            out = sum(
-                d["bw"] for u in side for _, v, d in g.out_edges(u, data=True) if v not in side
-            )
-            inn = sum(
-                d["bw"] for u in side for v, _, d in g.in_edges(u, data=True) if v not in side
-            )
-            cuts.append({"host": host, "egress_GBps": out / 1e9, "ingress_GBps": inn / 1e9})
-        cuts.sort(key=lambda c: min(c["egress_GBps"], c["ingress_GBps"]))
-        bound = lower_bound(ctx)
-        summary["narrowest_host_cuts"] = cuts[:5]
-        summary["min_rank_cut_GBps"] = bound.cut_bandwidth_Bps / 1e9
-        summary["min_rank_cut_method"] = bound.method
-    return summary
-
-
-def cmd_topo_show(args: argparse.Namespace) -> int:
-    s = topology_summary(args.file)
-    if args.json:
-        print(json.dumps(s, indent=2))
-        return 0
-    print(f"{s['file']}: {s['nodes']} nodes, {s['ranks']} ranks on {s['hosts']} hosts")
-    per_host = defaultdict(list)
-    for h, n in s["ranks_per_host"].items():
-        per_host[n].append(h)
-    for n, hs in sorted(per_host.items()):
-        print(
-            f"  {len(hs)} host(s) with {n} rank(s): {', '.join(hs[:8])}"
-            + (" ..." if len(hs) > 8 else "")
-        )
-    print("\nlinks per kind")
-    print(
-        _table(
-            [
-                [k, str(v["count"]), f"{v['min_GBps']:g}", f"{v['max_GBps']:g}"]
-                for k, v in s["links"].items()
-            ],
-            ["kind", "count", "min GB/s", "max GB/s"],
-        )
-    )
-    if "narrowest_host_cuts" in s:
-        print("\nnarrowest host cuts")
-        print(
-            _table(
-                [
-                    [c["host"], f"{c['egress_GBps']:g}", f"{c['ingress_GBps']:g}"]
-                    for c in s["narrowest_host_cuts"]
-                ],
-                ["host", "egress GB/s", "ingress GB/s"],
-            )
-        )
-        print(
-            f"\nminimum rank-separating cut: {s['min_rank_cut_GBps']:g} GB/s "
-            f"({s['min_rank_cut_method']})"
-        )
-    return 0
-
-
-class _Output:
-    """The plan document's destination, opened before planning: a temporary file beside it
-    proves the directory is writable; ``commit`` renames it into place, ``close`` removes
-    whatever is left, so no temporary file outlives the command."""
-
-    def __init__(self, path: str) -> None:
-        self.path = Path(path)
-        if self.path.is_dir():
-            raise RequestError(
-                f"-o {path}: is a directory; name a file, for example {self.path / 'plan.json'}"
-            )
-        parent = self.path.parent
-        if not parent.is_dir():
-            raise RequestError(f"-o {path}: directory {parent} does not exist")
-        try:
-            self._file = AtomicFile(self.path)
-        except OSError as exc:
-            raise RequestError(
-                f"-o {path}: cannot write in {parent} ({exc.strerror or exc})"
-            ) from None
-
-    def commit(self, text: str) -> None:
-        try:
-            self._file.write(text)
-            self._file.commit()
-        except OSError as exc:
-            raise RequestError(f"-o {self.path}: cannot write ({exc.strerror or exc})") from None
-
-    def close(self) -> None:
-        self._file.discard()
-
-
-class _Progress(logging.Handler):
-    """Progress of a long plan on stderr: elapsed time (redrawn each second on a terminal,
-    a line every 10 s otherwise) and each algorithm as the planner finishes pricing it."""
-
-    def __init__(self, label: str, verbose: bool) -> None:
-        super().__init__(logging.DEBUG)
-        self.label, self.verbose, self.done = label, verbose, []
-        self.tty = sys.stderr.isatty()
-        self.t0 = time.monotonic()
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._tick, daemon=True)
-        self._log = logging.getLogger("syncplan.planner.plan")
-        self._stages = logging.getLogger("syncplan.planner.algorithms.forest.effort")
-        self.stage = ""
-
-    def __enter__(self) -> _Progress:
-        self._saved = (
-            self._log.level,
-            self._log.propagate,
-            self._stages.level,
-            self._stages.propagate,
-        )
-        self._log.setLevel(logging.DEBUG)
-        self._log.propagate = False  # forwarded by emit, below, at the level asked for
-        self._log.addHandler(self)
-        self._stages.setLevel(logging.INFO)
-        self._stages.propagate = False  # shown in the progress line only
-        self._stages.addHandler(self)
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._stop.set()
-        self._thread.join()
-        self._log.removeHandler(self)
-        self._log.setLevel(self._saved[0])
-        self._log.propagate = self._saved[1]
-        self._stages.removeHandler(self)
-        self._stages.setLevel(self._saved[2])
-        self._stages.propagate = self._saved[3]
-        if self.tty:
-            sys.stderr.write("\r\x1b[K")
-            sys.stderr.flush()
-
-    def emit(self, record: logging.LogRecord) -> None:
-        if record.name == self._stages.name:  # a stage of forest's thorough search
-            self.stage = record.getMessage()
-            self._line()
-            return
-        if record.levelno >= logging.INFO or self.verbose:
-            logging.getLogger().handle(record)
-        if record.msg == "%s priced in %.3f s" and len(record.args or ()) == 2:
-            name, secs = record.args  # type: ignore[misc]
-            self.done.append(f"{name} {secs:.1f} s")
-            self._line()
-
-    def _line(self) -> None:
-        text = (
-            f"planning {self.label}: {time.monotonic() - self.t0:.0f} s"
-            + (f" (priced: {', '.join(self.done)})" if self.done else "")
-            + (f"; {self.stage}" if self.stage else "")
-        )
-        sys.stderr.write(f"\r\x1b[K{text}" if self.tty else text + "\n")
-        sys.stderr.flush()
-
-    def _tick(self) -> None:
-        every = 1.0 if self.tty else 10.0
-        while not self._stop.wait(every):
-            self._line()
-
-
 def _cells(size: int, seconds: float, nranks: int, bound: float) -> list[str]:
     """algbw, busbw and gap to the bound; '-' where they mean nothing (one rank, no time)."""
     from syncplan.planner.plan import algorithm_bandwidth
@@ -382,8 +166,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
     switch = args.switch_overhead
     size = parse_size(args.size)
     topo = load_topology(args.topology)
-    ranks = topo.resolve_ranks(args.ranks)
-    topo.check_ranks(ranks)
+    ranks = topo.resolve_ranks(args.ranks)  # checked: the planner's check finds them so
     min_step = args.min_step_us * 1e-6
     if args.collective != "allreduce":
         if overhead or cores or exchange or switch:
@@ -394,11 +177,11 @@ def cmd_plan(args: argparse.Namespace) -> int:
         if args.effort != "fast":
             raise RequestError("--effort applies to all-reduce plans only")
         return _plan_collective(args, topo, ranks, size, min_step)
-    output = _Output(args.output) if args.output else None
+    output = Output(args.output) if args.output else None
     show = args.progress or sys.stderr.isatty()
     label = f"{len(ranks)} ranks, {format_size(size)}"
     progress = (
-        _Progress(label, getattr(args, "verbose", False)) if show else contextlib.nullcontext()
+        Progress(label, getattr(args, "verbose", False)) if show else contextlib.nullcontext()
     )
     try:
         rows = []
@@ -472,7 +255,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
         if len(ranks) == 1:
             print("one rank: nothing to exchange, the plan has no steps")
         print(
-            _table(
+            table(
                 rows,
                 ["algorithm", "predicted", "algbw GB/s", "busbw GB/s", "vs bound", "vs any-bound"],
             )
@@ -515,34 +298,6 @@ def cmd_plan(args: argparse.Namespace) -> int:
     return 0
 
 
-def _topology_note(plan: Any, topo: Any, path: str) -> str | None:
-    """Why ``plan`` was not made for the topology at ``path``, or None when it was (or the
-    document cannot tell)."""
-    if not isinstance(plan, dict):
-        return None
-    made_for = plan.get("topology_fingerprint")
-    if isinstance(made_for, str):
-        here = topo.fingerprint()
-        if made_for != here:
-            return (
-                f"plan {plan.get('plan_id', '?')} was made for another topology "
-                f"(fingerprint {made_for}; {path}: {here})"
-            )
-        return None
-    from syncplan.planner.plan import plan_id
-
-    try:
-        same = plan_id(topo, plan) == plan.get("plan_id")
-    except (KeyError, TypeError, ValueError):
-        return None
-    if "plan_id" in plan and not same:
-        return (
-            f"plan_id {plan['plan_id']} does not match {path} and the plan's request: "
-            "it was made for another topology, or edited"
-        )
-    return None
-
-
 def _plan_collective(
     args: argparse.Namespace, topo: Any, ranks: list[str], size: int, min_step: float
 ) -> int:
@@ -561,7 +316,7 @@ def _plan_collective(
         f"{args.collective} of {format_size(size)} over {len(ranks)} ranks "
         f"({len(topo.hosts(ranks))} hosts), shards {args.shards}"
     )
-    print(_table(rows, ["algorithm", "predicted", "vs bound"]))
+    print(table(rows, ["algorithm", "predicted", "vs bound"]))
     print(
         f"lower bound: {format_time(bound)} ({doc['lower_bound_family']}; "
         f"{doc['lower_bound_method']})"
@@ -574,50 +329,10 @@ def _plan_collective(
         f"{doc['program']['units']}, plan_id {doc['plan_id']}"
     )
     if args.output:
-        output = _Output(args.output)
+        output = Output(args.output)
         try:
             output.commit(json.dumps(doc, separators=(",", ":")))
         finally:
             output.close()
         print(f"wrote {output.path}")
-    return 0
-
-
-def _setting(plan: Any, key: str) -> float:
-    v = plan.get(key, 0.0) if isinstance(plan, dict) else 0.0
-    return float(v) if isinstance(v, int | float) and 0 <= v < float("inf") else 0.0
-
-
-def cmd_verify(args: argparse.Namespace) -> int:
-    from syncplan.planner.sizes import format_time
-    from syncplan.planner.topology import load_topology
-    from syncplan.planner.verify import verify_plan
-
-    plan = _load_json(args.plan, "plan")
-    topo = load_topology(args.topology)
-    note = _topology_note(plan, topo, args.topology)
-    if note:
-        print(f"warning: {note}", file=sys.stderr)
-    # the simulated time under the cost-model settings the plan was priced with
-    report = verify_plan(
-        plan,
-        topo,
-        min_step_s=_setting(plan, "min_step_s"),
-        message_overhead_s=_setting(plan, "message_overhead_s"),
-        message_cores=int(_setting(plan, "message_cores")) or None,
-        exchange_overhead_s=_setting(plan, "exchange_overhead_s"),
-        switch_overhead=_setting(plan, "switch_overhead"),
-    )
-    if not report.ok:
-        print(f"INCORRECT: {report.error}", file=sys.stderr)
-        return 1
-    what = {
-        "reducescatter": "every rank's shard holds every input exactly once",
-        "allgather": "every rank ends with every owner's shard",
-    }.get(plan.get("collective"), "every rank ends with every input exactly once")
-    print(
-        f"correct: {what} ({report.steps} steps, "
-        f"{report.transfers} transfers); simulated time {format_time(report.simulated_time_s)}"
-        + (" (on a different topology than the plan's)" if note else "")
-    )
     return 0

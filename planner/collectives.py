@@ -22,6 +22,7 @@ from syncplan.core.errors import InfeasibleError, RequestError
 from syncplan.core.program import Program, Step, Transfer, program_to_doc
 from syncplan.planner.algorithms import ALGORITHMS, PlanContext
 from syncplan.planner.bound_collectives import CollectiveBound, collective_bound
+from syncplan.planner.plan_doc import PLAN_FORMAT_VERSION, TIE_TOLERANCE, plan_id, with_routes
 
 SPLIT_COLLECTIVES = ("reducescatter", "allgather")
 SHARDS = ("equal", "any")
@@ -178,8 +179,6 @@ def make_collective_plan(
     min_step_s: float = 0.0,
 ) -> dict[str, Any]:
     """A reduce-scatter or all-gather plan document (docs/formats.md, Plan document: ``shards``)."""
-    from syncplan.planner.plan import PLAN_FORMAT_VERSION, TIE_TOLERANCE, plan_id, with_routes
-
     if collective not in SPLIT_COLLECTIVES:
         raise RequestError(f"collective {collective!r} is not a reduce-scatter or all-gather")
     if shards not in SHARDS:

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import hashlib
-import json
 import logging
 import time
 from dataclasses import dataclass
@@ -11,13 +9,15 @@ from functools import cached_property, partial
 from typing import Any
 
 from syncplan.core.errors import InfeasibleError, RequestError
-from syncplan.core.program import Program, Transfer, program_to_doc
+from syncplan.core.program import Program, program_to_doc
 from syncplan.planner.algorithms import ALGORITHMS, OUTSIDE_REDUCE_BROADCAST, Candidate, PlanContext
 from syncplan.planner.algorithms.base import EFFORTS
 from syncplan.planner.bound import Bound, lower_bound
 from syncplan.planner.bound_any import AnyBound, lower_bound_any
+from syncplan.planner.collectives import make_collective_plan
 from syncplan.planner.cost import CostModel
 from syncplan.planner.gc_pause import gc_paused
+from syncplan.planner.plan_doc import PLAN_FORMAT_VERSION, TIE_TOLERANCE, plan_id, with_routes
 from syncplan.planner.routing import Router
 from syncplan.planner.sparse import Density
 from syncplan.planner.sparse import choose as choose_sparse
@@ -26,12 +26,6 @@ from syncplan.planner.topology import Topology
 log = logging.getLogger(__name__)
 
 COLLECTIVES = ("allreduce", "reducescatter", "allgather")
-PLAN_FORMAT_VERSION = 1
-# auto: candidates predicted within this fraction of the fastest count as tied, and the tie
-# goes to the simplest (first in ALGORITHMS: ring, hierarchical, the latency-oriented ones,
-# forest). On the testbed a 0.02 % edge of a one-step direct exchange over the ring cost
-# 3-15 % (docs/testbed.md). So auto is never more than this above any candidate.
-TIE_TOLERANCE = 0.01
 COUNT_TIES_UP_TO = 256  # ranks: above, tied candidates are not built to count transfers
 
 
@@ -167,6 +161,36 @@ def compare(
 ) -> Comparison:
     """Price every named algorithm (default: all) on one request."""
     _check_request(topo, ranks, size_bytes, "auto", "allreduce")
+    return _compare(
+        topo,
+        ranks,
+        size_bytes,
+        algorithms=algorithms,
+        seed=seed,
+        min_step_s=min_step_s,
+        message_overhead_s=message_overhead_s,
+        message_cores=message_cores,
+        exchange_overhead_s=exchange_overhead_s,
+        switch_overhead=switch_overhead,
+        effort=effort,
+    )
+
+
+def _compare(
+    topo: Topology,
+    ranks: list[str],
+    size_bytes: int,
+    *,
+    algorithms: list[str] | None,
+    seed: int,
+    min_step_s: float,
+    message_overhead_s: float,
+    message_cores: int | None,
+    exchange_overhead_s: float,
+    switch_overhead: float,
+    effort: str,
+) -> Comparison:
+    """``compare`` on a request whose topology, ranks and size are checked already."""
     _check_effort(effort)
     _check_overhead(message_overhead_s)
     _check_overhead(exchange_overhead_s, "exchange_overhead_s")
@@ -249,8 +273,6 @@ def make_plan(
                 )
             if effort != "fast":
                 raise RequestError(f"effort {effort!r} applies to all-reduce plans only")
-            from syncplan.planner.collectives import make_collective_plan
-
             _check_request(topo, ranks, size_bytes, algorithm, collective)
             return make_collective_plan(
                 topo,
@@ -334,7 +356,7 @@ def _make_plan(
     _check_request(topo, ranks, size_bytes, algorithm, collective)
     names = list(ALGORITHMS) if algorithm == "auto" else [algorithm]
     t0 = time.perf_counter()
-    comp = compare(
+    comp = _compare(
         topo,
         ranks,
         size_bytes,
@@ -437,63 +459,6 @@ def _choose_sparse(
         comp.best.algorithm,
     )
     return comp.candidates[name], info
-
-
-def with_routes(program: Program, ranks: list[str], router: Router) -> Program:
-    """Pin every transfer without a path to the route the cost model priced it on."""
-    if all(t.path is not None for step in program.steps for t in step):
-        return program  # forest programs pin every path already (700,000 transfers at 64)
-    steps = [
-        [
-            t
-            if t.path is not None
-            else Transfer(
-                t.src, t.dst, t.lo, t.hi, t.reduce, router.path(ranks[t.src], ranks[t.dst])
-            )
-            for t in step
-        ]
-        for step in program.steps
-    ]
-    return Program(program.units, steps)
-
-
-def plan_id(topo: Topology, doc: dict[str, Any]) -> str:
-    """A stable id from the topology, the request and the chosen algorithm."""
-    key = json.dumps(
-        {
-            "topology": topo.to_dict(),
-            "ranks": doc["ranks"],
-            "size_bytes": doc["size_bytes"],
-            "algorithm": doc["algorithm"],
-            "requested": doc["requested_algorithm"],
-            "version": PLAN_FORMAT_VERSION,
-            **({"overhead": doc["min_step_s"]} if doc.get("min_step_s") else {}),
-            **(
-                {"message_overhead": doc["message_overhead_s"]}
-                if doc.get("message_overhead_s")
-                else {}
-            ),
-            **({"message_cores": doc["message_cores"]} if doc.get("message_cores") else {}),
-            **(
-                {"exchange_overhead": doc["exchange_overhead_s"]}
-                if doc.get("exchange_overhead_s")
-                else {}
-            ),
-            **({"switch_overhead": doc["switch_overhead"]} if doc.get("switch_overhead") else {}),
-            **({"effort": doc["effort"]} if doc.get("effort") else {}),
-            **(
-                {
-                    "sparse": {
-                        k: doc["sparse"][k] for k in ("density", "density_overlap", "block_elems")
-                    }
-                }
-                if doc.get("sparse")
-                else {}
-            ),
-        },
-        sort_keys=True,
-    )
-    return hashlib.sha256(key.encode()).hexdigest()[:20]
 
 
 def algorithm_bandwidth(size_bytes: int, seconds: float, nranks: int) -> tuple[float, float]:

@@ -53,6 +53,7 @@ class Topology:
                 raise TopologyError(f"duplicate node id {node.id!r}")
             self.nodes[node.id] = node
         self.links: list[Link] = list(links)
+        self._ranks_ok: list[str] | None = None  # the last ranks check_ranks accepted
         self.graph = nx.DiGraph()
         for node in self.nodes.values():
             self.graph.add_node(node.id, kind=node.kind, host=node.host)
@@ -164,7 +165,10 @@ class Topology:
         return out
 
     def check_ranks(self, ranks: list[str]) -> None:
-        """Raise RequestError unless ``ranks`` are distinct, connected endpoints."""
+        """Raise RequestError unless ``ranks`` are distinct, connected endpoints (the last
+        list accepted is remembered: one request that passes its ranks along checks once)."""
+        if isinstance(ranks, list) and ranks == self._ranks_ok:
+            return
         if not ranks:
             raise RequestError("ranks: at least one rank is needed")
         seen: set[str] = set()
@@ -189,6 +193,7 @@ class Topology:
         for r in ranks:
             if r not in back:
                 raise RequestError(f"ranks: {ranks[0]!r} cannot be reached from {r!r}")
+        self._ranks_ok = list(ranks)
 
     def resolve_ranks(self, spec: str | list[str]) -> list[str]:
         """``"all"`` (every endpoint), a comma-separated string, or a list of ids."""

@@ -6,7 +6,8 @@ import socket
 import threading
 from pathlib import Path
 
-from syncplan.agents.daemon import Agent, AgentConfig
+from syncplan.agents.config import AgentConfig
+from syncplan.agents.daemon import Agent
 from syncplan.agents.probe import ProbeSettings
 from syncplan.core.report import HostReport
 

@@ -141,7 +141,7 @@ def test_random_two_switch_uses_both_switches_and_a_trunk() -> None:
 def test_shipped_family_examples_match_their_builders(name: str) -> None:
     path = EXAMPLE_DIR / f"{name}.json"
     assert json.loads(path.read_text()) == json.loads(json.dumps(fam.FAMILY_EXAMPLES[name]())), (
-        f"examples/{name}.json is stale: run python -m syncplan.planner.builders examples"
+        f"examples/{name}.json is stale: run python -m syncplan.planner.examples examples"
     )
     topo = load_topology(path)
     assert len(topo.endpoints()) <= 32

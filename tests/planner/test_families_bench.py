@@ -8,7 +8,7 @@ import sys
 from types import ModuleType
 
 import pytest
-from syncplan.planner.families import full_mesh
+from syncplan.planner.family_hosts import full_mesh
 from syncplan.planner.plan import TIE_TOLERANCE
 
 from tests.planner.conftest import QUALITY_BENCH, load_bench_script

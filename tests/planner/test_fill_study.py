@@ -10,7 +10,7 @@ from pathlib import Path
 from types import ModuleType
 
 import pytest
-from syncplan.planner.families import mesh2d
+from syncplan.planner.family_grids import mesh2d
 
 from tests.planner.conftest import QUALITY_BENCH, load_bench_script
 

@@ -378,7 +378,7 @@ def test_forest_is_within_3_percent_of_the_bound_on_fat_trees(kw: dict, before: 
     """Three-tier fat trees: routing every switch pair on the router's one route left each
     ToR's other uplink idle (host forest 2.14x the bound on fat-tree3; the packing won at
     ``before``); spread routes reach the bound's bandwidth and pipeline within 3 %."""
-    from syncplan.planner.families import fat_tree3
+    from syncplan.planner.family_hosts import fat_tree3
 
     topo = Topology.from_dict(fat_tree3(**kw))
     doc = _verified_forest(topo)
@@ -390,7 +390,7 @@ def test_host_forest_routes_use_every_uplink_of_a_tor() -> None:
     """Each ToR of the fat tree has two equally good uplinks: the host forest's tree edges
     between ToRs cross both, about equally weighted by the trees' shares."""
     from syncplan.planner.bound import lower_bound
-    from syncplan.planner.families import fat_tree3
+    from syncplan.planner.family_hosts import fat_tree3
 
     _, ctx, plan = _plan_for(fat_tree3(), 8, False)  # stars
     assert F.spread_solve(plan)[0][1] * SIZE <= 1.001 * lower_bound(ctx).bandwidth_s and plan.routes
@@ -411,8 +411,8 @@ def test_route_dag_keeps_a_degraded_uplink_and_no_longer_routes() -> None:
     """Between two ToRs of a pod the router takes the fast uplink; the DAG also holds the
     degraded one (same latency), the least loaded route moves off a loaded arc, and no
     route it returns is longer in latency than the router's."""
-    from syncplan.planner.algorithms.forest.routes import RouteDag
-    from syncplan.planner.families import fat_tree3
+    from syncplan.planner.algorithms.forest_routes import RouteDag
+    from syncplan.planner.family_hosts import fat_tree3
     from syncplan.planner.routing import Router
 
     topo = Topology.from_dict(fat_tree3(pods=1, slow_uplink=0))
@@ -437,8 +437,8 @@ def test_routes_through_gpus_are_not_spread() -> None:
     GPUs: the DAG holds several, but the host forest spreads only routes through switches
     (its host trees are many times the floor there and lose to the packing), so no tree
     set spreads and the plan's routes stay the router's."""
-    from syncplan.planner.algorithms.forest.routes import RouteDag
-    from syncplan.planner.families import torus
+    from syncplan.planner.algorithms.forest_routes import RouteDag
+    from syncplan.planner.family_grids import torus
     from syncplan.planner.routing import Router
 
     topo = Topology.from_dict(torus(3, 3))
@@ -479,7 +479,7 @@ def test_host_forest_gives_up_on_a_mesh_and_the_packing_decides() -> None:
     forest returns the packing's program (the same one forest_any builds on its own)."""
     from syncplan.planner.algorithms.forest.general import forest_any
     from syncplan.planner.bound import fluid_floor
-    from syncplan.planner.families import mesh2d
+    from syncplan.planner.family_grids import mesh2d
 
     ctx = _ctx(mesh2d(3, 3))
     with pytest.raises(F.GaveUp) as stop:
@@ -495,7 +495,7 @@ def test_host_forest_is_searched_in_full_where_the_packing_is_no_faster(monkeypa
     """After a give-up the host forest still wins where the packing's program is slower than
     the host trees' fluid time (here a packing made artificially slow)."""
     from syncplan.planner.algorithms.base import Candidate
-    from syncplan.planner.families import mesh2d
+    from syncplan.planner.family_grids import mesh2d
 
     slow = Candidate("forest", 1.0, lambda: None, {"path": "any-topology packing"})
     monkeypatch.setattr(F, "forest_any", lambda ctx, beat=None: slow)

@@ -25,7 +25,8 @@ from syncplan.planner.algorithms.packing.lp import (
     fluid_lower_bound,
 )
 from syncplan.planner.bound import lower_bound
-from syncplan.planner.families import directed_cluster, hybrid_cube_mesh, mesh2d, torus
+from syncplan.planner.family_grids import mesh2d, torus
+from syncplan.planner.family_hosts import directed_cluster, hybrid_cube_mesh
 from syncplan.planner.plan import make_plan, with_routes
 from syncplan.planner.topology import Topology
 from syncplan.planner.verify import verify_plan
@@ -320,7 +321,7 @@ def test_piece_size_lps_above_32_ranks_stay_small(monkeypatch) -> None:
     spent 0.2-1.8 s on larger ones for nothing in 14 of 15 members)."""
     from syncplan.planner.algorithms import pipeline
     from syncplan.planner.algorithms.forest import pipelined as fa
-    from syncplan.planner.families import host_ring
+    from syncplan.planner.family_grids import host_ring
 
     rows = []
 

@@ -26,14 +26,9 @@ from syncplan.planner.algorithms.packing.window import (
 )
 from syncplan.planner.algorithms.pipeline import model_time, piece_fractions
 from syncplan.planner.bound import lower_bound
-from syncplan.planner.families import (
-    FAMILY_EXAMPLES,
-    directed_cluster,
-    full_mesh,
-    host_ring,
-    hybrid_cube_mesh,
-    torus,
-)
+from syncplan.planner.families import FAMILY_EXAMPLES
+from syncplan.planner.family_grids import host_ring, torus
+from syncplan.planner.family_hosts import directed_cluster, full_mesh, hybrid_cube_mesh
 from syncplan.planner.plan import make_plan, with_routes
 from syncplan.planner.topology import Topology
 from syncplan.planner.verify import verify_plan

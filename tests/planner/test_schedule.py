@@ -7,7 +7,8 @@ import itertools
 import numpy as np
 import pytest
 from syncplan.core.errors import RequestError
-from syncplan.planner.schedule import CommCurves, TensorSpec, make_schedule, partition, simulate
+from syncplan.planner.comm_curves import CommCurves
+from syncplan.planner.schedule import TensorSpec, make_schedule, partition, simulate
 from syncplan.planner.topology import load_topology
 from syncplan.planner.verify import verify_plan
 

@@ -12,7 +12,8 @@ from syncplan.planner.algorithms.packing.sets import packings
 from syncplan.planner.algorithms.packing.symmetry import automorphisms
 from syncplan.planner.algorithms.packing.window import Budget, WindowLP
 from syncplan.planner.bound import lower_bound
-from syncplan.planner.families import full_mesh, host_ring, mesh2d, torus
+from syncplan.planner.family_grids import host_ring, mesh2d, torus
+from syncplan.planner.family_hosts import full_mesh
 from syncplan.planner.plan import make_plan, with_routes
 from syncplan.planner.topology import Topology
 from syncplan.planner.verify import verify_plan

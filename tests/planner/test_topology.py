@@ -93,5 +93,5 @@ def test_shipped_examples_match_their_builders() -> None:
     for name, make in EXAMPLES.items():
         shipped = json.loads((EXAMPLE_DIR / f"{name}.json").read_text())
         assert shipped == json.loads(json.dumps(make())), (
-            f"examples/{name}.json is stale: run python -m syncplan.planner.builders examples"
+            f"examples/{name}.json is stale: run python -m syncplan.planner.examples examples"
         )

@@ -7,7 +7,7 @@ import pytest
 from syncplan.planner.algorithms.base import PlanContext
 from syncplan.planner.algorithms.uneven import level_sets
 from syncplan.planner.builders import TopologyBuilder
-from syncplan.planner.families import random_two_switch
+from syncplan.planner.family_hosts import random_two_switch
 from syncplan.planner.plan import compare, make_plan
 from syncplan.planner.topology import Topology
 from syncplan.planner.verify import verify_plan

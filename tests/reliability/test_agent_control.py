@@ -7,7 +7,7 @@ import urllib.error
 import urllib.request
 
 import pytest
-from syncplan.agents.daemon import AgentConfig
+from syncplan.agents.config import AgentConfig
 from syncplan.agents.metrics import AgentHTTP, AgentMetrics
 
 
