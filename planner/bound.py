@@ -42,15 +42,14 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import networkx as nx
-import numpy as np
-from scipy.sparse import csr_matrix
-from scipy.sparse.csgraph import maximum_flow
+from syncplan.planner.bound_cuts import (
+    fluid_floor,
+    partition_bound,
+    rank_cut,
+)
 from syncplan.planner.bound_fill import fill_bound
 from syncplan.planner.bound_parts import (
-    caps,
     cross_host_latency,
-    partition_time,
-    parts_by_host,
     rank_to_rank_latency,
 )
 
@@ -58,10 +57,8 @@ if TYPE_CHECKING:
     from syncplan.planner.algorithms.base import PlanContext
 
 FAMILY = "reduce-then-broadcast, no in-network reduction"
-EXACT_MAX_RANKS = 64
 PACKING_BOUND_ALL_MAX = 32  # ranks up to which every packing's arc prices are tried
 COLD_BOUND_MAX = 16  # ranks up to which a cold packing LP may be solved for its prices
-_caps = caps  # the old name, still imported by algorithms/common.py (bound_parts.caps)
 
 
 @dataclass(frozen=True)
@@ -81,7 +78,7 @@ def lower_bound(ctx: PlanContext) -> Bound:
         return Bound(0.0, float("inf"), 0.0, "single rank")
     cut, cut_method = rank_cut(ctx)
     size = float(ctx.size_bytes)
-    part_time, part_name = _partition_bound(ctx)
+    part_time, part_name = partition_bound(ctx)
     cut_time = size / cut
     pack_time = _packing_bound(ctx) * size
     if pack_time > cut_time * (1 + 1e-9):
@@ -108,27 +105,6 @@ def lower_bound(ctx: PlanContext) -> Bound:
             bandwidth_s=bw_time,
         )
     return Bound(boundary, cut, lat, method, partition_s=part_time, bandwidth_s=bw_time)
-
-
-def rank_cut(ctx: PlanContext) -> tuple[float, str]:
-    """The least rank-separating cut's bandwidth and how it was found (memoised)."""
-    memo = ctx.memo.get("bound_cut")
-    if memo is None:
-        if len(ctx.ranks) <= EXACT_MAX_RANKS:
-            memo = min_rank_cut(ctx), "exact minimum rank-separating cut (max-flow)"
-        else:
-            memo = host_cuts(ctx), "minimum over host and rank cuts"
-        ctx.memo["bound_cut"] = memo
-    return memo
-
-
-def fluid_floor(ctx: PlanContext) -> float:
-    """Seconds per byte that no reduce-then-broadcast program's busiest arc can beat: the
-    cut and partition bounds without latency. A tree packing whose fluid time meets it is
-    optimal (the packing LP stops there)."""
-    if len(ctx.ranks) < 2:
-        return 0.0
-    return max(1.0 / rank_cut(ctx)[0], _partition_bound(ctx)[0] / float(ctx.size_bytes))
 
 
 def _packing_bound(ctx: PlanContext) -> float:
@@ -170,65 +146,6 @@ def _packing_bound(ctx: PlanContext) -> float:
         cold = PackingLP(ctx, None).solve()
         best = max(best, fluid_lower_bound(ctx, cold.prices))
     return best
-
-
-def _partition_bound(ctx: PlanContext) -> tuple[float, str]:
-    memo = ctx.memo.get("bound_partition")
-    if memo is None:
-        memo = ctx.memo["bound_partition"] = _partitions(ctx)
-    return memo
-
-
-def _partitions(ctx: PlanContext) -> tuple[float, str]:
-    best, name = partition_time(ctx, [{r} for r in ctx.ranks]), "single ranks"
-    if len(ctx.host_groups) >= 2:
-        t = partition_time(ctx, parts_by_host(ctx))
-        if t > best:
-            best, name = t, "hosts"
-    return best, name
-
-
-def min_rank_cut(ctx: PlanContext) -> float:
-    """The least cut (bytes/s) separating two ranks, either way: max-flows from the first
-    rank to every other and back (memoised). Screened by integer max-flows on capacities
-    rounded up (scipy): the pair they find least is then solved exactly, and the smaller of
-    the two values is kept; both are at least the exact least cut, so the bound stays valid
-    (and is exact unless two cuts lie within the rounding, ~1e-7 of each other)."""
-    memo = ctx.memo.get("bound_min_rank_cut")
-    if memo is None:
-        memo = ctx.memo["bound_min_rank_cut"] = _least_rank_cut(ctx)
-    return memo
-
-
-def _least_rank_cut(ctx: PlanContext) -> float:
-    g = ctx.topo.graph
-    index = {v: i for i, v in enumerate(g.nodes)}
-    src = np.fromiter((index[u] for u, _ in g.edges), dtype=np.int64, count=g.number_of_edges())
-    dst = np.fromiter((index[v] for _, v in g.edges), dtype=np.int64, count=len(src))
-    bw = np.fromiter((d["bw"] for _, _, d in g.edges(data=True)), dtype=float, count=len(src))
-    n = len(index)
-    # one unit such that no node's total capacity in or out passes 2**30: no flow overflows
-    # scipy's 32-bit capacities
-    busiest = max(np.bincount(src, bw, n).max(), np.bincount(dst, bw, n).max())
-    unit = busiest / 2**30
-    caps = csr_matrix((np.ceil(bw / unit).astype(np.int32), (src, dst)), shape=(n, n))
-    s = index[ctx.ranks[0]]
-    best, pair = np.inf, None
-    for r in ctx.ranks[1:]:
-        t = index[r]
-        for a, b in ((s, t), (t, s)):
-            value = maximum_flow(caps, a, b, method="dinic").flow_value
-            if value < best:
-                best, pair = value, (a, b)
-    nodes = list(g.nodes)
-    exact = nx.maximum_flow_value(g, nodes[pair[0]], nodes[pair[1]], capacity="bw")
-    return min(best * unit, exact)
-
-
-def host_cuts(ctx: PlanContext) -> float:
-    sides: list[set[str]] = [{r} for r in ctx.ranks]
-    sides.extend(parts_by_host(ctx))
-    return min(min(caps(ctx, side)) for side in sides)
 
 
 def _latency_floor(ctx: PlanContext) -> float:

@@ -38,7 +38,7 @@ from dataclasses import dataclass
 
 import networkx as nx
 from syncplan.planner.algorithms.base import PlanContext
-from syncplan.planner.bound import rank_cut
+from syncplan.planner.bound_cuts import rank_cut
 from syncplan.planner.bound_parts import (
     caps,
     cross_host_latency,

@@ -1,7 +1,7 @@
 """Topology families people own beyond "hosts with NICs on switches" (issue 12).
 
-Every builder returns a topology dict (docs/formats.md, Topology file) and takes a degraded or slow variant
-parameter. Figures (per direction) and where they come from:
+Every builder returns a topology dict (docs/formats.md, Topology file) and takes a degraded or
+slow variant parameter. Figures (per direction) and where they come from:
 
 - NVLink 2 (V100, DGX-1V): 25 GB/s per link, 6 links per GPU; NVLink 1 (P100, DGX-1P): 20 GB/s,
   4 links per GPU (NVIDIA's DGX-1 and Tesla V100 architecture whitepapers).

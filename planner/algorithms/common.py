@@ -12,7 +12,7 @@ from collections.abc import Callable
 from syncplan.core.errors import InfeasibleError
 from syncplan.core.program import Program, Transfer
 from syncplan.planner.algorithms.base import Candidate, PlanContext
-from syncplan.planner.bound import _caps, parts_by_host
+from syncplan.planner.bound_parts import caps, parts_by_host
 
 # Most transfers an algorithm builds to price one variant exactly (a coarsened ring or
 # hierarchical program on a buffer smaller than its unit count, a pipelined tree).
@@ -99,7 +99,7 @@ def leaders(ctx: PlanContext) -> list[int]:
 
 def host_capacity_order(ctx: PlanContext) -> list[int]:
     """Host group indices, most capacity in and out of the host first (ties: in order)."""
-    caps = [min(_caps(ctx, part)) for part in parts_by_host(ctx)]
+    caps = [min(caps(ctx, part)) for part in parts_by_host(ctx)]
     return sorted(range(len(caps)), key=lambda k: (-caps[k], k))
 
 

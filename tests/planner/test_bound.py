@@ -130,7 +130,7 @@ def test_screened_rank_cut_is_the_exact_least_cut(family: str) -> None:
     """The integer-screened least rank cut equals networkx's float max-flows over every rank
     pair from the first rank (and is never above them: the bound would not hold)."""
     import networkx as nx
-    from syncplan.planner.bound import _least_rank_cut
+    from syncplan.planner.bound_cuts import _least_rank_cut
     from syncplan.planner.families import random_family
 
     for seed in range(4):

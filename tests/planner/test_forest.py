@@ -463,7 +463,7 @@ def test_packing_is_not_priced_where_the_host_forest_meets_the_floor() -> None:
     """No packing program beats the family's fluid floor, so a ``beat`` at the floor stops
     forest_any before any LP (the host forest is at the floor on switched clusters)."""
     from syncplan.planner.algorithms.forest.general import SLOWER, forest_any
-    from syncplan.planner.bound import fluid_floor
+    from syncplan.planner.bound_cuts import fluid_floor
 
     ctx = _ctx(star([12.5, 12.5, 12.5, 3.125]))
     with pytest.raises(F.InfeasibleError, match=re.escape(SLOWER)):
@@ -478,7 +478,7 @@ def test_host_forest_gives_up_on_a_mesh_and_the_packing_decides() -> None:
     fluid time is several times the floor, so the host forest stops before pricing and
     forest returns the packing's program (the same one forest_any builds on its own)."""
     from syncplan.planner.algorithms.forest.general import forest_any
-    from syncplan.planner.bound import fluid_floor
+    from syncplan.planner.bound_cuts import fluid_floor
     from syncplan.planner.family_grids import mesh2d
 
     ctx = _ctx(mesh2d(3, 3))

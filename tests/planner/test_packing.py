@@ -176,7 +176,7 @@ def test_unlimited_packing_prices_exact_trees_where_the_greedy_stops() -> None:
     the exact cheapest arborescences take it to the cut, and the depth-limited packings'
     trees keep to their limits."""
     from syncplan.planner.algorithms.packing.sets import packings
-    from syncplan.planner.bound import fluid_floor
+    from syncplan.planner.bound_cuts import fluid_floor
     from syncplan.planner.families import random_family
 
     t = Topology.from_dict(random_family("directed_cluster", 3, 32))

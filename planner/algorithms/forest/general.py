@@ -54,7 +54,7 @@ from syncplan.planner.algorithms.packing import (
     pieced_window,
     strong_group,
 )
-from syncplan.planner.bound import fluid_floor
+from syncplan.planner.bound_cuts import fluid_floor
 
 SLOWER = "forest (any topology): slower than the host-structured forest"
 

@@ -69,7 +69,7 @@ from syncplan.planner.algorithms.pipeline import (
     model_times,
     piece_fractions,
 )
-from syncplan.planner.bound import fluid_floor
+from syncplan.planner.bound_cuts import fluid_floor
 
 
 def price_configs(

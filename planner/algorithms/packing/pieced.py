@@ -19,7 +19,7 @@ from syncplan.planner.algorithms.packing.schedule import Pair, pair_trees
 from syncplan.planner.algorithms.packing.settings import PACKING
 from syncplan.planner.algorithms.packing.window import Budget, WindowLP
 from syncplan.planner.algorithms.pipeline import round_to_total
-from syncplan.planner.bound import fluid_floor
+from syncplan.planner.bound_cuts import fluid_floor
 
 
 def window_program(found: Packing, offsets: np.ndarray, height: int, units: int) -> Program:

@@ -15,7 +15,7 @@ from concurrent.futures import ThreadPoolExecutor
 from syncplan.planner.algorithms.base import PlanContext
 from syncplan.planner.algorithms.packing.lp import Packing, PackingLP, QuickRoutes, RankRoutes
 from syncplan.planner.algorithms.packing.settings import PACKING
-from syncplan.planner.bound import fluid_floor
+from syncplan.planner.bound_cuts import fluid_floor
 
 
 def start_any(ctx: PlanContext) -> None:
