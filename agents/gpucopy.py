@@ -26,7 +26,7 @@ def measure_gpu_copies(size_bytes: int = 256 * 2**20, iters: int = 5) -> CopyBan
     out = CopyBandwidth()
     n = torch.cuda.device_count()
 
-    def timed(dst, src, device: int) -> float:  # type: ignore[no-untyped-def]
+    def timed(dst, src, device: int) -> float:
         times = []
         with torch.cuda.device(device):
             dst.copy_(src, non_blocking=True)  # warm-up

@@ -63,7 +63,7 @@ class GpuInventory:
     ancestors: dict[tuple[int, int], int] = field(default_factory=dict)
 
 
-def _try(fn, *args):  # type: ignore[no-untyped-def]
+def _try(fn, *args):
     try:
         return fn(*args)
     except N.NVMLCallError:

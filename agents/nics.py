@@ -14,11 +14,14 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
+from typing import Literal
 
 from syncplan.agents.sysfs import SysFS
 
 ARPHRD_LOOPBACK = 772
 SPEED_UNKNOWN_LIMIT = 2**31 - 1  # some kernels print SPEED_UNKNOWN as 4294967295
+
+NicKind = Literal["ethernet", "infiniband", "roce", "other"]
 
 
 @dataclass
@@ -26,7 +29,7 @@ class NicDev:
     """One NIC as discovered; ``speed_GBps`` is the nominal line rate per direction."""
 
     name: str
-    kind: str = "ethernet"  # ethernet | infiniband | roce | other
+    kind: NicKind = "ethernet"
     speed_GBps: float | None = None
     state: str = "unknown"
     pci_address: str | None = None

@@ -92,7 +92,7 @@ def make_engine(url: str, pool_size: int = 8, timeout_s: float = 5.0) -> Engine:
         engine = create_engine(url, connect_args={"check_same_thread": False, "timeout": timeout_s})
 
         @event.listens_for(engine, "connect")
-        def _pragmas(conn, _record) -> None:  # type: ignore[no-untyped-def]
+        def _pragmas(conn, _record) -> None:
             cur = conn.cursor()
             if parsed.database not in (None, "", ":memory:"):
                 cur.execute("PRAGMA journal_mode=WAL")

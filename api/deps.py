@@ -53,7 +53,10 @@ async def get_metrics(request: Request) -> Metrics:
 
 async def get_snapshot(request: Request) -> Snapshot:
     cluster: ClusterState = request.app.state.cluster
-    return cluster.current() or await run_sync(cluster.refresh)
+    snap = cluster.current()
+    if snap is None:
+        snap = await run_sync(cluster.refresh)
+    return snap
 
 
 SettingsDep = Annotated[Settings, Depends(get_settings)]

@@ -10,6 +10,7 @@ peers and its stored ``seq``). ``syncplan token agent HOST`` and the admin endpo
 
 from __future__ import annotations
 
+import argparse
 import hashlib
 import hmac
 import re
@@ -40,7 +41,7 @@ def token_host(secret: str | None, token: str) -> str | None:
     return host if hmac.compare_digest(mac, _mac(secret, host)) else None
 
 
-def register(subparsers) -> None:  # type: ignore[no-untyped-def]
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """``syncplan token agent HOST``: print a host token from $SYNCPLAN_AGENT_SECRET."""
     p = subparsers.add_parser(
         "token",
@@ -54,7 +55,7 @@ def register(subparsers) -> None:  # type: ignore[no-untyped-def]
     a.set_defaults(func=_issue)
 
 
-def _issue(args) -> int:  # type: ignore[no-untyped-def]
+def _issue(args: argparse.Namespace) -> int:
     import os
 
     from syncplan.core.errors import CLIError

@@ -23,7 +23,7 @@ from syncplan.api.state import ClusterState
 from syncplan.core.errors import PlannerError
 from syncplan.core.report import HostReport
 
-Outcome = tuple[str, float] | APIError
+Outcome = tuple[store.ReportStatus, float] | APIError
 
 
 class ReportWriter:
@@ -32,14 +32,16 @@ class ReportWriter:
     def __init__(self, cluster: ClusterState, max_batch: int = 256) -> None:
         self._cluster = cluster
         self._max = max_batch
-        self._queue: list[tuple[HostReport, asyncio.Future[tuple[str, float]]]] = []
+        self._queue: list[tuple[HostReport, asyncio.Future[tuple[store.ReportStatus, float]]]] = []
         self._task: asyncio.Task[None] | None = None
         self.batches = 0
 
-    async def submit(self, report: HostReport) -> tuple[str, float]:
+    async def submit(self, report: HostReport) -> tuple[store.ReportStatus, float]:
         """Store ``report``: ("stored" | "unchanged", received_at), or raise APIError (422
         for an inconsistent report, 409 for an old seq) or the store's error (503)."""
-        fut: asyncio.Future[tuple[str, float]] = asyncio.get_running_loop().create_future()
+        fut: asyncio.Future[tuple[store.ReportStatus, float]] = (
+            asyncio.get_running_loop().create_future()
+        )
         self._queue.append((report, fut))
         if self._task is None or self._task.done():
             self._task = asyncio.create_task(self._drain())

@@ -229,7 +229,7 @@ def merge(
 
     def rate_of(nid: str) -> float | None:
         h = host_of(nid)
-        if h not in reports:
+        if h is None or h not in reports:
             return None
         return nic_rates.get((h, nid.split("/", 1)[1])) or rates.get(h)
 
@@ -249,15 +249,17 @@ def merge(
             if hs == hd and hs in reports:
                 continue
             entry = dict(lk)
-            measured = [
-                rate_of(e) for e, h in ((src, hs), (dst, hd)) if h in reports and e in attach[h]
+            rated = [
+                rate_of(e)
+                for e, h in ((src, hs), (dst, hd))
+                if h is not None and h in reports and e in attach[h]
             ]
-            measured = [r for r in measured if r]
+            measured = [r for r in rated if r]
             if measured:
                 entry["bandwidth_GBps"] = min(measured)
-            for h in (hs, hd):
-                if h in reports:
-                    linked.add(h)
+            for end in (hs, hd):
+                if end is not None and end in reports:
+                    linked.add(end)
             links.append(entry)
     unlinked: list[str] = []
     auto: list[dict[str, Any]] = []

@@ -114,8 +114,8 @@ class Settings(BaseSettings):
     def _check_tokens(self) -> Settings:
         tokens = {"admin": self.admin_token, "agent": self.agent_token, "job": self.job_token}
         if self.environment == "development":
-            for scope, value in tokens.items():
-                if value is None:
+            for scope, token in tokens.items():
+                if token is None:
                     setattr(self, f"{scope}_token", SecretStr(DEV_TOKENS[scope]))
             return self
         missing = [

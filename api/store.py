@@ -8,15 +8,18 @@ import json
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
-from sqlalchemy import bindparam, delete, select, update
+from sqlalchemy import CursorResult, Executable, Table, bindparam, delete, select, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 from syncplan.api.db import FabricRow, HostReportRow, JobRow, Meta, PlanRow
 from syncplan.api.errors import APIError
 from syncplan.api.merge import canonical_json, digest
 from syncplan.core.report import HostReport
+
+ReportStatus = Literal["stored", "unchanged"]
+"""What storing a report did: a newer report was ``stored``, or the same one was ``unchanged``."""
 
 
 @contextmanager
@@ -48,6 +51,13 @@ def _bump(session: Session) -> int:
     return int(new)
 
 
+def _rowcount(session: Session, statement: Executable) -> int:
+    """Execute an UPDATE or DELETE and return the number of rows it matched."""
+    result = session.execute(statement)
+    assert isinstance(result, CursorResult)  # DML through a Session returns a cursor result
+    return result.rowcount
+
+
 def report_body(report: HostReport) -> bytes:
     """The stored JSON of a report: deterministic for equal reports (the model's field
     order), so equal bodies have equal digests."""
@@ -55,6 +65,7 @@ def report_body(report: HostReport) -> bytes:
 
 
 _T = HostReportRow.__table__
+assert isinstance(_T, Table)  # a declarative class's __table__ is its Table
 _UPDATE = (
     update(_T)
     .where(_T.c.host == bindparam("h"), _T.c.seq < bindparam("s"))
@@ -80,7 +91,7 @@ class ReportIndex:
     received_at: float
 
 
-def put_report(session: Session, report: HostReport, now: float) -> tuple[str, float]:
+def put_report(session: Session, report: HostReport, now: float) -> tuple[ReportStatus, float]:
     """Store ``report``; return ("stored" | "unchanged", received_at). 409 on an old seq.
 
     The seq check and the write are one conditional UPDATE, so concurrent writers (even
@@ -92,11 +103,12 @@ def put_report(session: Session, report: HostReport, now: float) -> tuple[str, f
     for attempt in range(2):
         try:
             with _tx(session):
-                done = session.execute(
+                done = _rowcount(
+                    session,
                     update(HostReportRow)
                     .where(HostReportRow.host == report.host, HostReportRow.seq < report.seq)
-                    .values(**values)
-                ).rowcount
+                    .values(**values),
+                )
                 if done:
                     _bump(session)
                     return "stored", now
@@ -138,7 +150,7 @@ def put_report(session: Session, report: HostReport, now: float) -> tuple[str, f
 
 def put_reports(
     session: Session, reports: list[HostReport], now: float
-) -> list[tuple[str, float] | APIError]:
+) -> list[tuple[ReportStatus, float] | APIError]:
     """Store several reports in one transaction (one commit, one generation bump): for
     each, what ``put_report`` returns, or the APIError it would raise. Each report's seq
     check and write is one conditional UPDATE, as in ``put_report``; a report of a host
@@ -146,9 +158,9 @@ def put_reports(
     is rolled back and each report is stored alone."""
     prepared = []
     for report in reports:
-        body = report_body(report)
-        prepared.append((report, body.decode(), hashlib.sha256(body).hexdigest()))
-    out: list[tuple[str, float] | APIError] = []
+        raw = report_body(report)
+        prepared.append((report, raw.decode(), hashlib.sha256(raw).hexdigest()))
+    out: list[tuple[ReportStatus, float] | APIError] = []
     try:
         with _tx(session):
             conn = session.connection()
@@ -200,7 +212,7 @@ def put_reports(
 
 def delete_report(session: Session, host: str) -> bool:
     with _tx(session):
-        gone = session.execute(delete(HostReportRow).where(HostReportRow.host == host)).rowcount
+        gone = _rowcount(session, delete(HostReportRow).where(HostReportRow.host == host))
         if gone:
             _bump(session)
     return bool(gone)
@@ -257,7 +269,7 @@ def get_fabric(session: Session) -> FabricRow | None:
 
 def delete_fabric(session: Session) -> bool:
     with _tx(session):
-        gone = session.execute(delete(FabricRow)).rowcount
+        gone = _rowcount(session, delete(FabricRow))
         if gone:
             _bump(session)
     return bool(gone)
@@ -303,7 +315,7 @@ def get_job(session: Session, job_id: str) -> JobRow | None:
 
 def delete_job(session: Session, job_id: str) -> bool:
     with _tx(session):
-        gone = session.execute(delete(JobRow).where(JobRow.job_id == job_id)).rowcount
+        gone = _rowcount(session, delete(JobRow).where(JobRow.job_id == job_id))
         if gone:
             _bump(session)
     return bool(gone)

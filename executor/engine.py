@@ -10,6 +10,7 @@ steps overlap wherever the data allows (see ``syncplan.executor.dataflow.dataflo
 
 from __future__ import annotations
 
+import functools
 import logging
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -91,7 +92,9 @@ class _GlooPrepared:
         flow = dataflow(sched, lookahead)
         self.flow = flow
         self.staging = torch.empty(flow.staging_numel, dtype=dtype)
-        self.pg = group if group is not None else dist.group.WORLD
+        pg = group if group is not None else dist.group.WORLD
+        assert pg is not None  # the engine checked that torch.distributed is initialised
+        self.pg = pg
         self.sends = [(rank_map[p], a, b, tag) for p, a, b, tag in flow.sends]
         self.recvs = [(rank_map[p], a, b, tag) for p, a, b, tag in flow.recvs]
         self.code = list(flow.instructions)
@@ -276,18 +279,21 @@ class PlanExecutor:
             raise PlanError(f"CUDA tensors need an NCCL process group, not {self.backend!r}")
         if device.type == "cpu" and "gloo" not in self.backend:
             raise PlanError(f"CPU tensors need a gloo process group, not {self.backend!r}")
-        prep: _GlooPrepared | _StepPrepared
         if device.type == "cpu" and self.config.schedule == "auto":
             esize = torch.empty(0, dtype=dtype).element_size()
-            cut = {
-                "segment": self.config.segment_bytes // esize or None,
-                "pieces": self.config.split_pieces,
-                "piece_min": max(self.config.split_min_bytes // esize, 1),
-            }
+            build = functools.partial(
+                build_schedule,
+                self.program,
+                self.plan_rank,
+                numel,
+                segment=self.config.segment_bytes // esize or None,
+                pieces=self.config.split_pieces,
+                piece_min=max(self.config.split_min_bytes // esize, 1),
+            )
             eager = self.config.eager_recv_factor > 0
-            sched = build_schedule(self.program, self.plan_rank, numel, stage_all=eager, **cut)
+            sched = build(stage_all=eager)
             if eager and sched.total_recv_numel > self.config.eager_recv_factor * numel:
-                sched = build_schedule(self.program, self.plan_rank, numel, **cut)
+                sched = build()
             prep = _GlooPrepared(
                 sched, self.rank_map, dtype, self.group, self.config.lookahead_steps
             )

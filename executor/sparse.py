@@ -291,6 +291,7 @@ class SparseExecutor:
     def _run_flow(self, prep: _Prepared, bf: BlockFlow, blocks: torch.Tensor) -> None:
         flow = prep.flow
         pg = self.group if self.group is not None else dist.group.WORLD
+        assert pg is not None  # __init__ already asked the initialised default group its size
         rmap = self.rank_map
         sbufs, rbufs, sidx, whole = self._buffers(bf, blocks)
         sent: list[Any] = [None] * len(flow.sends)
@@ -322,14 +323,14 @@ class SparseExecutor:
         si = ri = 0
         for step in prep.sched.steps:
             ops, mine = [], []
-            for m in step.sends:
+            for snd in step.sends:
                 if len(sidx[si]):
                     torch.index_select(blocks, 0, sidx[si], out=sbufs[si])
-                    ops.append(dist.P2POp(dist.isend, sbufs[si].view(-1), glob[m.peer], g))
+                    ops.append(dist.P2POp(dist.isend, sbufs[si].view(-1), glob[snd.peer], g))
                 si += 1
-            for m in step.recvs:
+            for rcv in step.recvs:
                 if len(rbufs[ri]):
-                    ops.append(dist.P2POp(dist.irecv, rbufs[ri].view(-1), glob[m.peer], g))
+                    ops.append(dist.P2POp(dist.irecv, rbufs[ri].view(-1), glob[rcv.peer], g))
                 mine.append(ri)
                 ri += 1
             if ops:

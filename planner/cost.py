@@ -187,7 +187,7 @@ class CostModel:
         for step in program.steps:
             if not step:
                 continue
-            mask = switched(prev, step) if prev is not None else []
+            mask: list[bool] = switched(prev, step) if prev is not None else []
             if any(mask):
                 wires, _ = self.transfer_wires(ranks, step, bytes_per_unit)
                 total += float(wires[np.asarray(mask)].max())

@@ -38,7 +38,8 @@ class Router:
         self.arc_id: dict[tuple[str, str], int] = {}
         self._names = list(topo.graph.nodes)
         self._index = {n: i for i, n in enumerate(self._names)}
-        bw, lat = [], []
+        bw: list[float] = []
+        lat: list[float] = []
         self._adj: list[list[tuple[int, float]]] = [[] for _ in self._names]
         for u, v, data in topo.graph.edges(data=True):
             self.arc_id[(u, v)] = len(bw)

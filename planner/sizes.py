@@ -38,12 +38,12 @@ def parse_size(text: str | int) -> int:
                 f"size {text!r}: expected a number of bytes, optionally with a "
                 "unit such as KiB, MiB, GiB, KB, MB, GB"
             )
-        value = float(match.group(1)) * _UNITS[unit]
-        if value > 1 << 62:
+        number = float(match.group(1)) * _UNITS[unit]
+        if number > 1 << 62:
             raise RequestError(f"size {text!r} is too large")
-        if value != int(value):
+        if number != int(number):
             raise RequestError(f"size {text!r} is not a whole number of bytes")
-        value = int(value)
+        value = int(number)
     if value <= 0:
         raise RequestError(f"size {text!r} must be positive")
     return value

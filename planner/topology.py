@@ -241,6 +241,7 @@ def _parse_link(i: int, raw: Any) -> Link:
         raise TopologyError(
             f"links[{i}] ({src} -> {dst}): 'kind' must be a string and 'directed' a boolean"
         )
+    assert isinstance(bw, int | float)  # checked above
     return Link(src, dst, float(bw), float(lat), kind, directed)
 
 

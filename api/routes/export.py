@@ -17,7 +17,9 @@ from syncplan.api.state import ClusterState
 from syncplan.export.msccl_xml import ExportError
 
 router = APIRouter(tags=["export"])
-XML = {200: {"content": {"application/xml": {}}, "description": "the XML document"}}
+XML: dict[int | str, dict[str, Any]] = {
+    200: {"content": {"application/xml": {}}, "description": "the XML document"}
+}
 MAX_TRANSFERS = 300_000  # larger plans take minutes to lower; export them with the CLI
 
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Any
 
 from fastapi import APIRouter, Path, Request, Response
 from syncplan.api.deps import AUTH_ERRORS, JobToken, PlanFormat, PlansDep, SnapshotDep
@@ -14,7 +14,9 @@ from syncplan.api.quota import token_owner
 
 router = APIRouter(prefix="/v1/plans", tags=["plans"], responses=AUTH_ERRORS)
 
-PLAN_DOC = {200: {"model": PlanPublic, "description": "a plan document"}}
+PLAN_DOC: dict[int | str, dict[str, Any]] = {
+    200: {"model": PlanPublic, "description": "a plan document"}
+}
 
 
 @router.post(

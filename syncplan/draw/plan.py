@@ -8,6 +8,7 @@ from __future__ import annotations
 import itertools
 import math
 from collections import Counter, defaultdict
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -27,7 +28,7 @@ class Load:
     """What a program puts on the topology under the cost model."""
 
     util: dict[tuple[str, str], float]  # arc -> busy time / program time
-    host_bytes: Counter  # (src host, dst host) -> bytes
+    host_bytes: dict[tuple[str, str], float]  # (src host, dst host) -> bytes
     time_s: float
 
 
@@ -49,11 +50,11 @@ def link_load(program: Program, ranks: list[str], topo: Topology, size: float) -
     long as its slowest transfer, as in docs/cost-model.md)."""
     g, route = topo.graph, _routes(topo)
     per_unit = size / program.units
-    busy: Counter = Counter()
-    host_bytes: Counter = Counter()
+    busy: defaultdict[tuple[str, str], float] = defaultdict(float)
+    host_bytes: defaultdict[tuple[str, str], float] = defaultdict(float)
     total = 0.0
     for step in program.steps:
-        loads: Counter = Counter()
+        loads: defaultdict[tuple[str, str], float] = defaultdict(float)
         paths = []
         for t in step:
             path = list(t.path) if t.path else route(ranks[t.src], ranks[t.dst])
@@ -143,7 +144,9 @@ def _ring(hosts: list[str], cx: float, cy: float, r: float) -> dict[str, tuple[f
     }
 
 
-def _edges(c: Canvas, pos: dict, edges: Counter, node_r: float, max_w: float) -> None:
+def _edges(
+    c: Canvas, pos: dict, edges: Mapping[tuple[str, str], float], node_r: float, max_w: float
+) -> None:
     top = max(edges.values(), default=1)
     for (a, b), w in edges.items():
         (x1, y1), (x2, y2) = pos[a], pos[b]

@@ -45,8 +45,8 @@ def topology_picture(
     stale = set(doc.get("stale_hosts", []))
     groups: dict[str, list[str]] = defaultdict(list)
     for h in sorted(by_host, key=_natural):
-        sw = sorted({o for o, _ in out[h] if not o.startswith("host:")}, key=_natural)
-        label = ", ".join(sw) if sw else "(no switch)"
+        switches = sorted({o for o, _ in out[h] if not o.startswith("host:")}, key=_natural)
+        label = ", ".join(switches) if switches else "(no switch)"
         groups[label if len(label) <= 24 else label[:23] + "…"].append(h)
     for h in sorted(stale - set(by_host), key=_natural):
         groups["(stale: not in the graph)"].append(h)

@@ -256,7 +256,7 @@ def _check_gpu(rank: int, tbs: list[MscclTB], limits: MscclLimits) -> None:
 def _worst_pair(steps: list[list[Xfer]], limits: MscclLimits) -> tuple[int, int, int]:
     """(gpu, peer, operations) of the GPU with the most sends to (or receives from) one
     peer: a cheap lower bound on the steps its threadblocks need."""
-    ops: dict[tuple[int, int], int] = defaultdict(int)
+    ops: dict[tuple[int, int, bool], int] = defaultdict(int)  # (gpu, peer, sending) -> ops
     for step in steps:
         for src, dst, a, b, _ in step:
             k = -(-(b - a) // (limits.max_count - 1))
