@@ -18,6 +18,7 @@ from syncplan.api.models import JobCreate, RankRef
 from syncplan.api.planning import COMPACT_GZIP_LEVEL, PlanKey, PlanService, compact_body, parse_size
 from syncplan.api.state import ClusterState, Snapshot
 from syncplan.core.errors import PlannerError
+from syncplan.core.options import PlanOptions
 
 
 def resolve_ranks(snapshot: Snapshot, ranks: list[str | RankRef], status: int = 422) -> list[str]:
@@ -128,7 +129,7 @@ class JobService:
         cache_size: int,
         cache_bytes: int = 512 << 20,
     ) -> None:
-        self._factory, self._cluster, self._plans = factory, cluster, plans
+        self._factory, self._cluster, self.plans = factory, cluster, plans
         self._jobs: dict[str, JobEntry] = {}
         self._responses: OrderedDict[tuple[str, int, str, str], Body] = OrderedDict()
         self._size = cache_size
@@ -189,7 +190,7 @@ class JobService:
             task = asyncio.create_task(self._build(job_id, snapshot, form))
             self._inflight[key] = task
             task.add_done_callback(lambda t: self._built(key, t))
-        return await self._plans.quota.wait(task)
+        return await self.plans.quota.wait(task)
 
     def _built(self, key: tuple[str, int, str, str], task: asyncio.Task[Body]) -> None:
         self._inflight.pop(key, None)
@@ -206,13 +207,13 @@ class JobService:
                 entry.spec.collective,
                 size,
                 entry.spec.algorithm,
-                effort=entry.spec.effort,
+                options=PlanOptions(effort=entry.spec.effort),
             )
             for size in entry.sizes
         ]
         plans: dict[PlanKey, Any] = {}
         for k in dict.fromkeys(keys):  # one at a time: a job never holds every solver
-            plans[k] = await self._plans.get(snapshot, k, owner=f"job:{job_id}")
+            plans[k] = await self.plans.get(snapshot, k, owner=f"job:{job_id}")
         head: dict[str, Any] = {"job_id": job_id, "topology_version": snapshot.version}
         if entry.spec.bucket_sizes is not None:
             head["bucket_sizes"] = entry.sizes

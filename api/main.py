@@ -51,12 +51,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         settings.plan_cache_size,
         settings.solver_threads,
         settings.plan_cache_bytes,
-        settings.min_step_us * 1e-6,
+        settings.plan_options(),
         quota,
-        settings.message_overhead_us * 1e-6,
-        settings.message_cores,
-        settings.exchange_overhead_us * 1e-6,
-        settings.switch_overhead,
     )
     app.state.settings = settings
     app.state.engine = engine

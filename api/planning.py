@@ -23,6 +23,7 @@ from syncplan.api.state import Snapshot
 from syncplan.core.compact import CompactError, compact_document
 from syncplan.core.errors import PlannerError
 from syncplan.core.lru import LRU
+from syncplan.core.options import DEFAULT_OPTIONS, PlanOptions
 from syncplan.planner.sizes import parse_size as planner_parse_size
 
 
@@ -33,16 +34,11 @@ class PlanKey:
     collective: str
     size_bytes: int
     algorithm: str
-    min_step_s: float = 0.0  # the service's setting; set by PlanService
     # block-sparse request: (density, or one per rank), density_overlap, block_elems
     sparse: tuple[float | tuple[float, ...], bool, int] | None = None
     shards: str = "equal"  # reduce-scatter / all-gather: "equal" or "any"
-    # the service's per-message overhead and shared cores (all-reduce only; set by PlanService)
-    message_overhead_s: float = 0.0
-    message_cores: int = 0
-    exchange_overhead_s: float = 0.0  # the service's per-exchange term (set by PlanService)
-    switch_overhead: float = 0.0  # the service's switch term (set by PlanService)
-    effort: str = "fast"  # all-reduce: how hard forest searches (planner EFFORTS)
+    # the request's effort, with the service's cost-model terms (set by PlanService)
+    options: PlanOptions = DEFAULT_OPTIONS
 
     @property
     def request(self) -> dict[str, Any]:
@@ -52,20 +48,9 @@ class PlanKey:
             "size_bytes": self.size_bytes,
             "algorithm": self.algorithm,
         }
-        if self.min_step_s:
-            req["min_step_s"] = self.min_step_s
-        if self.message_overhead_s:
-            req["message_overhead_s"] = self.message_overhead_s
-        if self.exchange_overhead_s:
-            req["exchange_overhead_s"] = self.exchange_overhead_s
-        if self.switch_overhead:
-            req["switch_overhead"] = self.switch_overhead
-        if self.message_cores and (self.message_overhead_s or self.exchange_overhead_s):
-            req["message_cores"] = self.message_cores
+        req.update(self.options.doc_fields())
         if self.shards != "equal":
             req["shards"] = self.shards
-        if self.effort != "fast":
-            req["effort"] = self.effort
         if self.sparse is not None:
             d, overlap, block = self.sparse
             req.update(
@@ -144,13 +129,8 @@ def solve(snapshot: Snapshot, key: PlanKey) -> dict[str, Any]:
         key.size_bytes,
         algorithm=key.algorithm,
         collective=key.collective,
-        min_step_s=key.min_step_s,
+        options=key.options,
         shards=key.shards,
-        message_overhead_s=key.message_overhead_s,
-        message_cores=key.message_cores or None,
-        exchange_overhead_s=key.exchange_overhead_s,
-        switch_overhead=key.switch_overhead,
-        effort=key.effort,
         **sparse,
     )
 
@@ -165,21 +145,12 @@ class PlanService:
         cache_size: int,
         solver_threads: int,
         cache_bytes: int = 512 << 20,
-        min_step_s: float = 0.0,
+        options: PlanOptions = DEFAULT_OPTIONS,
         quota: SolveQuota | None = None,
-        message_overhead_s: float = 0.0,
-        message_cores: int = 0,
-        exchange_overhead_s: float = 0.0,
-        switch_overhead: float = 0.0,
     ) -> None:
         self._factory = factory
         self.quota = quota or SolveQuota(per_owner=1 << 30, queue_limit=1 << 30, timeout_s=1e9)
-        self.min_step_s = min_step_s
-        self.message_overhead_s = message_overhead_s
-        self.exchange_overhead_s = exchange_overhead_s
-        self.switch_overhead = switch_overhead
-        # the cores matter only with an overhead: without one they do not key the plans
-        self.message_cores = message_cores if message_overhead_s or exchange_overhead_s else 0
+        self.options = options  # the cost-model terms every plan is priced with
         self._metrics = metrics
         self._lru: LRU[str, CachedPlan] = LRU(
             cache_size, cache_bytes, lambda plan: plan.body.size, self._forget
@@ -218,33 +189,15 @@ class PlanService:
         return body
 
     def _own(self, key: PlanKey) -> PlanKey:
-        """``key`` with this service's cost-model settings (they are part of the plan)."""
-        overhead, cores, exchange, switch = (
-            (
-                self.message_overhead_s,
-                self.message_cores,
-                self.exchange_overhead_s,
-                self.switch_overhead,
-            )
+        """``key`` with this service's cost-model settings (they are part of the plan; only
+        the step floor for reduce-scatter and all-gather) and the key's own effort."""
+        terms = (
+            self.options
             if key.collective == "allreduce"
-            else (0.0, 0, 0.0, 0.0)
+            else PlanOptions(min_step_s=self.options.min_step_s)
         )
-        if (
-            key.min_step_s,
-            key.message_overhead_s,
-            key.message_cores,
-            key.exchange_overhead_s,
-            key.switch_overhead,
-        ) == (self.min_step_s, overhead, cores, exchange, switch):
-            return key
-        return replace(
-            key,
-            min_step_s=self.min_step_s,
-            message_overhead_s=overhead,
-            message_cores=cores,
-            exchange_overhead_s=exchange,
-            switch_overhead=switch,
-        )
+        own = terms.with_(effort=key.options.effort)
+        return key if key.options == own else replace(key, options=own)
 
     def cached(self, key: PlanKey) -> CachedPlan | None:
         key = self._own(key)

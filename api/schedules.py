@@ -20,6 +20,7 @@ from syncplan.api.jobs import JobEntry, JobService, resolve_ranks
 from syncplan.api.models import JobProfile
 from syncplan.api.state import Snapshot
 from syncplan.core.errors import PlannerError
+from syncplan.core.options import PlanOptions
 
 # the profile's times are rounded to this before comparing, so jitter between two
 # measurements of the same job does not trigger a re-plan
@@ -31,9 +32,7 @@ def build(
     snapshot: Snapshot,
     ranks: list[str],
     entry: JobEntry,
-    min_step_s: float,
-    message_overhead_s: float = 0.0,
-    message_cores: int = 0,
+    options: PlanOptions,
 ) -> dict[str, Any]:
     """The schedule document (blocking): the job's gradients with the measured profile's
     times where there is one, else the declared ones; priced with the service's cost-model
@@ -56,9 +55,7 @@ def build(
         snapshot.topology,
         ranks,
         tensors,
-        min_step_s=min_step_s,
-        message_overhead_s=message_overhead_s,
-        message_cores=message_cores or None,
+        options=options,
     )
     if prof is not None:
         doc["profile"] = "measured"
@@ -109,16 +106,9 @@ class ScheduleService:
             )
         ranks = resolve_ranks(snapshot, entry.spec.ranks, status=409)
         try:
-            plans = self.jobs._plans
-            doc = await run_sync(
-                build,
-                snapshot,
-                ranks,
-                entry,
-                plans.min_step_s,
-                plans.message_overhead_s,
-                plans.message_cores,
-            )
+            o = self.jobs.plans.options  # a schedule prices the step floor and message ends
+            options = PlanOptions(o.min_step_s, o.message_overhead_s, o.cores)
+            doc = await run_sync(build, snapshot, ranks, entry, options)
         except PlannerError as exc:
             err = planner_error(exc, ["body"])
             raise APIError(409, err.msg, err.loc, err.type) from None

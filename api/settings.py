@@ -6,6 +6,7 @@ from typing import Literal
 
 from pydantic import Field, SecretStr, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
+from syncplan.core.options import PlanOptions
 
 DEV_TOKENS = {"admin": "dev-admin-token", "agent": "dev-agent-token", "job": "dev-job-token"}
 MIN_TOKEN_LENGTH = 32
@@ -171,6 +172,16 @@ class Settings(BaseSettings):
     def shared_agent_token_reports(self) -> bool:
         """Whether the shared agent token may report (as any host)."""
         return self.environment == "development" or self.allow_shared_agent_token
+
+    def plan_options(self) -> PlanOptions:
+        """The cost-model terms every plan of this service is priced with."""
+        return PlanOptions(
+            min_step_s=self.min_step_us * 1e-6,
+            message_overhead_s=self.message_overhead_us * 1e-6,
+            message_cores=self.message_cores,
+            exchange_overhead_s=self.exchange_overhead_us * 1e-6,
+            switch_overhead=self.switch_overhead,
+        )
 
     def token_scopes(self) -> dict[str, frozenset[str]]:
         """Token value to the scopes it grants; the admin token grants every scope. Outside

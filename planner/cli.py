@@ -10,6 +10,7 @@ import sys
 from typing import Any
 
 from syncplan.core.errors import RequestError
+from syncplan.core.options import PlanOptions
 from syncplan.planner.cli_output import Output, Progress, table
 from syncplan.planner.cli_topo import cmd_topo_show
 from syncplan.planner.cli_verify import cmd_verify
@@ -145,38 +146,45 @@ def _cells(size: int, seconds: float, nranks: int, bound: float) -> list[str]:
     return [f"{algbw:.2f}", f"{busbw:.2f}", gap]
 
 
+def plan_options(args: argparse.Namespace) -> PlanOptions:
+    """The plan options of ``syncplan plan``'s flags, each checked under its flag's name."""
+    for flag, value in (
+        ("--min-step-us", args.min_step_us),
+        ("--message-overhead-us", args.message_overhead_us),
+        ("--message-cores", args.message_cores),
+        ("--exchange-overhead-us", args.exchange_overhead_us),
+        ("--switch-overhead", args.switch_overhead),
+    ):
+        if not value >= 0:
+            raise RequestError(f"{flag} must be >= 0")
+    return PlanOptions(
+        min_step_s=args.min_step_us * 1e-6,
+        message_overhead_s=args.message_overhead_us * 1e-6,
+        message_cores=args.message_cores or None,
+        exchange_overhead_s=args.exchange_overhead_us * 1e-6,
+        switch_overhead=args.switch_overhead,
+        effort=args.effort,
+    )
+
+
 def cmd_plan(args: argparse.Namespace) -> int:
     from syncplan.planner.plan import compare, plan_and_compare
     from syncplan.planner.sizes import format_size, format_time, parse_size
     from syncplan.planner.topology import load_topology
 
-    if args.min_step_us < 0:
-        raise RequestError("--min-step-us must be >= 0")
-    if args.message_overhead_us < 0:
-        raise RequestError("--message-overhead-us must be >= 0")
-    overhead = args.message_overhead_us * 1e-6
-    if args.message_cores < 0:
-        raise RequestError("--message-cores must be >= 0")
-    cores = args.message_cores or None
-    if args.exchange_overhead_us < 0:
-        raise RequestError("--exchange-overhead-us must be >= 0")
-    exchange = args.exchange_overhead_us * 1e-6
-    if not args.switch_overhead >= 0:
-        raise RequestError("--switch-overhead must be >= 0")
-    switch = args.switch_overhead
+    options = plan_options(args)
     size = parse_size(args.size)
     topo = load_topology(args.topology)
     ranks = topo.resolve_ranks(args.ranks)  # checked: the planner's check finds them so
-    min_step = args.min_step_us * 1e-6
     if args.collective != "allreduce":
-        if overhead or cores or exchange or switch:
+        if options.priced:
             raise RequestError(
                 "--message-overhead-us, --message-cores, --exchange-overhead-us "
                 "and --switch-overhead are priced for all-reduce plans only"
             )
-        if args.effort != "fast":
+        if options.effort != "fast":
             raise RequestError("--effort applies to all-reduce plans only")
-        return _plan_collective(args, topo, ranks, size, min_step)
+        return _plan_collective(args, topo, ranks, size, options)
     output = Output(args.output) if args.output else None
     show = args.progress or sys.stderr.isatty()
     label = f"{len(ranks)} ranks, {format_size(size)}"
@@ -187,18 +195,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
         rows = []
         infeasible: dict[str, str] = {}
         with progress:
-            doc, comp = plan_and_compare(
-                topo,
-                ranks,
-                size,
-                args.algorithm,
-                min_step_s=min_step,
-                message_overhead_s=overhead,
-                message_cores=cores,
-                exchange_overhead_s=exchange,
-                switch_overhead=switch,
-                effort=args.effort,
-            )
+            doc, comp = plan_and_compare(topo, ranks, size, args.algorithm, options=options)
             if args.compare:
                 if args.algorithm != "auto":  # the others too; the named one is priced
                     from syncplan.planner.algorithms import ALGORITHMS
@@ -208,13 +205,8 @@ def cmd_plan(args: argparse.Namespace) -> int:
                         topo,
                         ranks,
                         size,
-                        min_step_s=min_step,
                         algorithms=[a for a in ALGORITHMS if a != args.algorithm],
-                        message_overhead_s=overhead,
-                        message_cores=cores,
-                        exchange_overhead_s=exchange,
-                        switch_overhead=switch,
-                        effort=args.effort,
+                        options=options,
                     )
                     comp.candidates[args.algorithm] = named  # not solved twice (thorough)
                 infeasible = comp.infeasible
@@ -299,13 +291,13 @@ def cmd_plan(args: argparse.Namespace) -> int:
 
 
 def _plan_collective(
-    args: argparse.Namespace, topo: Any, ranks: list[str], size: int, min_step: float
+    args: argparse.Namespace, topo: Any, ranks: list[str], size: int, options: PlanOptions
 ) -> int:
     from syncplan.planner.plan import make_plan
     from syncplan.planner.sizes import format_size, format_time
 
     doc = make_plan(
-        topo, ranks, size, args.algorithm, args.collective, min_step_s=min_step, shards=args.shards
+        topo, ranks, size, args.algorithm, args.collective, options=options, shards=args.shards
     )
     bound = doc["lower_bound_time_s"]
     rows = [

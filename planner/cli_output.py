@@ -91,7 +91,7 @@ class Progress(logging.Handler):
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._tick, daemon=True)
         self._log = logging.getLogger("syncplan.planner.plan")
-        self._stages = logging.getLogger("syncplan.planner.algorithms.forest_effort")
+        self._stages = logging.getLogger("syncplan.planner.algorithms.forest.effort")
         self.stage = ""
 
     def __enter__(self) -> Progress:

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from syncplan.core.errors import InfeasibleError, RequestError
+from syncplan.core.options import DEFAULT_OPTIONS, PlanOptions
 from syncplan.core.program import Program, Step, Transfer, program_to_doc
 from syncplan.planner.algorithms import ALGORITHMS, PlanContext
 from syncplan.planner.bound_collectives import CollectiveBound, collective_bound
@@ -176,7 +177,7 @@ def make_collective_plan(
     *,
     shards: str = "equal",
     seed: int = 0,
-    min_step_s: float = 0.0,
+    options: PlanOptions = DEFAULT_OPTIONS,
 ) -> dict[str, Any]:
     """A reduce-scatter or all-gather plan document (docs/formats.md, Plan document: ``shards``)."""
     if collective not in SPLIT_COLLECTIVES:
@@ -184,7 +185,7 @@ def make_collective_plan(
     if shards not in SHARDS:
         raise RequestError(f"shards must be one of {', '.join(SHARDS)}, got {shards!r}")
     t0 = time.perf_counter()
-    ctx = PlanContext.create(topo, ranks, size_bytes, seed=seed, min_step_s=min_step_s)
+    ctx = PlanContext.create(topo, ranks, size_bytes, seed=seed, options=options)
     names = list(ALGORITHMS) if algorithm == "auto" else [algorithm]
     splits, infeasible = price_splits(ctx, names, shards)
     half_of = 1 if collective == "reducescatter" else 2
@@ -227,8 +228,8 @@ def make_collective_plan(
         "solve_time_s": time.perf_counter() - t0,
         "program": program_to_doc(program),
     }
-    if min_step_s:
-        doc["min_step_s"] = min_step_s
+    if options.min_step_s:
+        doc["min_step_s"] = options.min_step_s
     base = plan_id(topo, doc)
     doc["plan_id"] = hashlib.sha256(f"{base}:{collective}:{shards}".encode()).hexdigest()[:20]
     return doc

@@ -6,13 +6,13 @@ from __future__ import annotations
 
 import hashlib
 import json
-import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 from syncplan.core.errors import InfeasibleError, RequestError
+from syncplan.core.options import DEFAULT_OPTIONS, PlanOptions
 from syncplan.core.program import Program, program_to_doc
 from syncplan.planner.algorithms import ALGORITHMS, PlanContext
 from syncplan.planner.bound import lower_bound
@@ -136,38 +136,23 @@ class CommCurves:
         *,
         anchors: int = 4,
         algorithms: Sequence[str] | None = None,
-        min_step_s: float = 0.0,
-        message_overhead_s: float = 0.0,
-        message_cores: int | None = None,
+        options: PlanOptions = DEFAULT_OPTIONS,
     ) -> None:
         if not 1 <= anchors <= MAX_ANCHORS:
             raise RequestError(f"anchors must be in [1, {MAX_ANCHORS}], got {anchors}")
-        if not (math.isfinite(message_overhead_s) and 0 <= message_overhead_s <= 1):
+        if options.message_overhead_s > 1:
             raise RequestError("message_overhead_s must be in [0, 1] s")
-        self.topo, self.ranks, self.min_step_s = topo, ranks, min_step_s
-        self.message_overhead_s, self.message_cores = message_overhead_s, message_cores
-        base = PlanContext.create(
-            topo,
-            ranks,
-            max(hi, 1),
-            min_step_s=min_step_s,
-            message_overhead_s=message_overhead_s,
-            message_cores=message_cores,
-        )
+        self.topo, self.ranks, self.options = topo, ranks, options
+        self.min_step_s = min_step_s = options.min_step_s
+        self.message_overhead_s = message_overhead_s = options.message_overhead_s
+        self.message_cores = options.message_cores
+        base = PlanContext.create(topo, ranks, max(hi, 1), options=options)
         self.router, self.cost = base.router, base.cost
         sizes = sorted({int(x) for x in np.geomspace(max(lo, 1), max(hi, lo, 1), anchors)})
         self.solves = 0
         self.progs: dict[str, list[_Prog]] = {k: [] for k in KINDS}
         for size in sizes:
-            ctx = PlanContext.create(
-                topo,
-                ranks,
-                size,
-                min_step_s=min_step_s,
-                router=self.router,
-                message_overhead_s=message_overhead_s,
-                message_cores=message_cores,
-            )
+            ctx = PlanContext.create(topo, ranks, size, options=options, router=self.router)
             for name in algorithms or list(ALGORITHMS):
                 try:
                     program = ALGORITHMS[name](ctx).build()
@@ -253,9 +238,8 @@ class CommCurves:
     def plan_doc(self, kind: str, size: int) -> dict[str, Any]:
         """A plan document (docs/formats.md, Plan document) for ``kind`` at ``size`` bytes."""
         prog, t = self.best(kind, size)
-        ctx = PlanContext.create(
-            self.topo, self.ranks, size, min_step_s=self.min_step_s, router=self.router
-        )
+        plain = PlanOptions(min_step_s=self.min_step_s)  # the bound needs no overheads
+        ctx = PlanContext.create(self.topo, self.ranks, size, options=plain, router=self.router)
         if kind == "allreduce":
             b = lower_bound(ctx)
             bound = (b.time_s, b.family, b.method, b.bandwidth_s)

@@ -28,40 +28,22 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import numpy as np
+from syncplan.core.options import DEFAULT_OPTIONS, PlanOptions
 from syncplan.core.program import Program, Transfer
 from syncplan.planner.routing import Router
 
 
 class CostModel:
-    def __init__(
-        self,
-        router: Router,
-        min_step_s: float = 0.0,
-        message_overhead_s: float = 0.0,
-        message_cores: int | None = None,
-        exchange_overhead_s: float = 0.0,
-        switch_overhead: float = 0.0,
-    ) -> None:
-        if min_step_s < 0:
-            raise ValueError("min_step_s must be >= 0")
-        if message_overhead_s < 0:
-            raise ValueError("message_overhead_s must be >= 0")
-        if exchange_overhead_s < 0:
-            raise ValueError("exchange_overhead_s must be >= 0")
-        if not switch_overhead >= 0:
-            raise ValueError("switch_overhead must be >= 0")
-        if message_cores is not None and (
-            isinstance(message_cores, bool)
-            or not isinstance(message_cores, int)
-            or message_cores < 0
-        ):
-            raise ValueError("message_cores must be a whole number >= 0 (0 or None: unlimited)")
+    """Step and program times under ``options`` (core/options.py) on ``router``'s routes."""
+
+    def __init__(self, router: Router, options: PlanOptions = DEFAULT_OPTIONS) -> None:
         self.router = router
-        self.min_step_s = min_step_s
-        self.message_overhead_s = message_overhead_s
-        self.message_cores = message_cores or None  # None: every rank has its own CPU
-        self.exchange_overhead_s = exchange_overhead_s
-        self.switch_overhead = switch_overhead
+        self.options = options
+        self.min_step_s = options.min_step_s
+        self.message_overhead_s = options.message_overhead_s
+        self.message_cores = options.message_cores  # None: every rank has its own CPU
+        self.exchange_overhead_s = options.exchange_overhead_s
+        self.switch_overhead = options.switch_overhead
         self._arc_cache: dict[tuple[str, ...], tuple[np.ndarray, float]] = {}
 
     def _path_arcs(self, path: tuple[str, ...]) -> tuple[np.ndarray, float]:

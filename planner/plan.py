@@ -9,9 +9,9 @@ from functools import cached_property, partial
 from typing import Any
 
 from syncplan.core.errors import InfeasibleError, RequestError
+from syncplan.core.options import DEFAULT_OPTIONS, PlanOptions
 from syncplan.core.program import Program, program_to_doc
 from syncplan.planner.algorithms import ALGORITHMS, OUTSIDE_REDUCE_BROADCAST, Candidate, PlanContext
-from syncplan.planner.algorithms.base import EFFORTS
 from syncplan.planner.bound import Bound, lower_bound
 from syncplan.planner.bound_any import AnyBound, lower_bound_any
 from syncplan.planner.collectives import make_collective_plan
@@ -105,26 +105,6 @@ def exchanged_count(program: Program) -> int:
     return total
 
 
-def _check_effort(effort: Any) -> None:
-    if effort not in EFFORTS:
-        raise RequestError(f"effort must be one of {', '.join(EFFORTS)}, got {effort!r}")
-
-
-def _check_overhead(value: float, name: str = "message_overhead_s") -> None:
-    if not (isinstance(value, int | float) and 0 <= value < float("inf")):
-        raise RequestError(f"{name} must be a time >= 0, got {value!r}")
-
-
-def _check_cores(message_cores: int | None) -> None:
-    if message_cores is not None and (
-        isinstance(message_cores, bool) or not isinstance(message_cores, int) or message_cores < 0
-    ):
-        raise RequestError(
-            "message_cores must be a whole number >= 0 (0 or None: unlimited), "
-            f"got {message_cores!r}"
-        )
-
-
 def _same(program: Program) -> Program:
     return program
 
@@ -152,62 +132,23 @@ def compare(
     *,
     algorithms: list[str] | None = None,
     seed: int = 0,
-    min_step_s: float = 0.0,
-    message_overhead_s: float = 0.0,
-    message_cores: int | None = None,
-    exchange_overhead_s: float = 0.0,
-    switch_overhead: float = 0.0,
-    effort: str = "fast",
+    options: PlanOptions = DEFAULT_OPTIONS,
 ) -> Comparison:
     """Price every named algorithm (default: all) on one request."""
     _check_request(topo, ranks, size_bytes, "auto", "allreduce")
-    return _compare(
-        topo,
-        ranks,
-        size_bytes,
-        algorithms=algorithms,
-        seed=seed,
-        min_step_s=min_step_s,
-        message_overhead_s=message_overhead_s,
-        message_cores=message_cores,
-        exchange_overhead_s=exchange_overhead_s,
-        switch_overhead=switch_overhead,
-        effort=effort,
-    )
+    return _compare(topo, ranks, size_bytes, algorithms, seed, options)
 
 
 def _compare(
     topo: Topology,
     ranks: list[str],
     size_bytes: int,
-    *,
     algorithms: list[str] | None,
     seed: int,
-    min_step_s: float,
-    message_overhead_s: float,
-    message_cores: int | None,
-    exchange_overhead_s: float,
-    switch_overhead: float,
-    effort: str,
+    options: PlanOptions,
 ) -> Comparison:
     """``compare`` on a request whose topology, ranks and size are checked already."""
-    _check_effort(effort)
-    _check_overhead(message_overhead_s)
-    _check_overhead(exchange_overhead_s, "exchange_overhead_s")
-    _check_overhead(switch_overhead, "switch_overhead")
-    _check_cores(message_cores)
-    ctx = PlanContext.create(
-        topo,
-        ranks,
-        size_bytes,
-        seed=seed,
-        min_step_s=min_step_s,
-        message_overhead_s=message_overhead_s,
-        message_cores=message_cores or None,
-        exchange_overhead_s=exchange_overhead_s,
-        switch_overhead=switch_overhead,
-        effort=effort,
-    )
+    ctx = PlanContext.create(topo, ranks, size_bytes, seed=seed, options=options)
     cands: dict[str, Candidate] = {}
     infeasible: dict[str, str] = {}
     for name in algorithms or list(ALGORITHMS):
@@ -231,7 +172,7 @@ def _compare(
         ctx.router,
         lower_bound_any(ctx, bound.cut_bandwidth_Bps),
         tuple(ranks),
-        exchange_priced=exchange_overhead_s > 0,
+        exchange_priced=options.exchange_overhead_s > 0,
     )
 
 
@@ -243,36 +184,26 @@ def make_plan(
     collective: str = "allreduce",
     *,
     seed: int = 0,
-    min_step_s: float = 0.0,
+    options: PlanOptions = DEFAULT_OPTIONS,
     shards: str = "equal",
     density: Any = None,
     block_elems: Any = 256,
     density_overlap: Any = False,
-    message_overhead_s: float = 0.0,
-    message_cores: int | None = None,
-    exchange_overhead_s: float = 0.0,
-    switch_overhead: float = 0.0,
-    effort: str = "fast",
 ) -> dict[str, Any]:
     """Plan a collective; return the plan document. Raise RequestError / InfeasibleError.
-    ``shards`` (``equal`` or ``any``) applies to reduce-scatter and all-gather only; with
-    ``density`` the all-reduce is block-sparse (planner.sparse); ``message_overhead_s``
-    (the cost model's per-message term, all-reduce only) is priced into every candidate,
-    shared by ``message_cores`` CPU cores when that is set (None or 0: one CPU per rank);
-    ``exchange_overhead_s`` likewise per message end of the steps' exchanged transfers, and
-    ``switch_overhead`` as a fraction of switched transfers' wire time (planner.cost).
-    ``effort`` (EFFORTS): ``thorough`` lets forest's pieced LPs run minutes instead of
-    seconds (all-reduce only; docs/planner.md, "Effort")."""
-    _check_effort(effort)
+    ``options`` (core/options.py) holds the cost-model terms and the search effort; all but
+    ``min_step_s`` are for all-reduce plans only. ``shards`` (``equal`` or ``any``) applies
+    to reduce-scatter and all-gather only; with ``density`` the all-reduce is block-sparse
+    (planner.sparse)."""
     with gc_paused():
         if collective != "allreduce":
-            if message_overhead_s or message_cores or exchange_overhead_s or switch_overhead:
+            if options.priced:
                 raise RequestError(
                     "message_overhead_s, message_cores, exchange_overhead_s "
                     "and switch_overhead are priced for all-reduce plans only"
                 )
-            if effort != "fast":
-                raise RequestError(f"effort {effort!r} applies to all-reduce plans only")
+            if options.effort != "fast":
+                raise RequestError(f"effort {options.effort!r} applies to all-reduce plans only")
             _check_request(topo, ranks, size_bytes, algorithm, collective)
             return make_collective_plan(
                 topo,
@@ -282,27 +213,16 @@ def make_plan(
                 collective,
                 shards=shards,
                 seed=seed,
-                min_step_s=min_step_s,
+                options=options,
             )
-        return _make_plan(
-            topo,
-            ranks,
-            size_bytes,
-            algorithm,
-            collective,
-            seed=seed,
-            min_step_s=min_step_s,
-            sparse=None
+        sparse = (
+            None
             if density is None
             else Density.from_request(
                 density, len(ranks), overlap=density_overlap, block_elems=block_elems
-            ),
-            message_overhead_s=message_overhead_s,
-            message_cores=message_cores,
-            exchange_overhead_s=exchange_overhead_s,
-            switch_overhead=switch_overhead,
-            effort=effort,
-        )[0]
+            )
+        )
+        return _make_plan(topo, ranks, size_bytes, algorithm, seed, options, sparse)[0]
 
 
 def plan_and_compare(
@@ -311,30 +231,12 @@ def plan_and_compare(
     size_bytes: int,
     algorithm: str = "auto",
     *,
-    min_step_s: float = 0.0,
-    message_overhead_s: float = 0.0,
-    message_cores: int | None = None,
-    exchange_overhead_s: float = 0.0,
-    switch_overhead: float = 0.0,
-    effort: str = "fast",
+    options: PlanOptions = DEFAULT_OPTIONS,
 ) -> tuple[dict[str, Any], Comparison]:
     """An all-reduce plan document and the comparison it was chosen from (every algorithm
     priced once when ``algorithm`` is auto; only the named one otherwise)."""
     with gc_paused():
-        return _make_plan(
-            topo,
-            ranks,
-            size_bytes,
-            algorithm,
-            "allreduce",
-            seed=0,
-            min_step_s=min_step_s,
-            message_overhead_s=message_overhead_s,
-            message_cores=message_cores,
-            exchange_overhead_s=exchange_overhead_s,
-            switch_overhead=switch_overhead,
-            effort=effort,
-        )
+        return _make_plan(topo, ranks, size_bytes, algorithm, 0, options, None)
 
 
 def _make_plan(
@@ -342,49 +244,23 @@ def _make_plan(
     ranks: list[str],
     size_bytes: int,
     algorithm: str,
-    collective: str,
-    *,
     seed: int,
-    min_step_s: float,
-    sparse: Density | None = None,
-    message_overhead_s: float = 0.0,
-    message_cores: int | None = None,
-    exchange_overhead_s: float = 0.0,
-    switch_overhead: float = 0.0,
-    effort: str = "fast",
+    options: PlanOptions,
+    sparse: Density | None,
 ) -> tuple[dict[str, Any], Comparison]:
-    _check_request(topo, ranks, size_bytes, algorithm, collective)
+    _check_request(topo, ranks, size_bytes, algorithm, "allreduce")
     names = list(ALGORITHMS) if algorithm == "auto" else [algorithm]
     t0 = time.perf_counter()
-    comp = _compare(
-        topo,
-        ranks,
-        size_bytes,
-        algorithms=names,
-        seed=seed,
-        min_step_s=min_step_s,
-        message_overhead_s=message_overhead_s,
-        message_cores=message_cores,
-        exchange_overhead_s=exchange_overhead_s,
-        switch_overhead=switch_overhead,
-        effort=effort,
-    )
-    # without an overhead the cores change nothing
-    cores = message_cores if message_overhead_s or exchange_overhead_s else None
+    comp = _compare(topo, ranks, size_bytes, names, seed, options)
     chosen = comp.best
     sparse_info = None
     if sparse is not None:
-        chosen, sparse_info = _choose_sparse(
-            comp,
-            ranks,
-            size_bytes,
-            sparse,
-            min_step_s,
-            message_overhead_s,
-            cores,
-            exchange_overhead_s,
-            switch_overhead,
+        cands = {k: (c.predicted_time_s, c.build()) for k, c in comp.candidates.items()}
+        cost = CostModel(comp.router, options.with_(message_cores=options.cores))
+        name, sparse_info = choose_sparse(
+            cost, ranks, size_bytes, sparse, cands, comp.best.algorithm
         )
+        chosen = comp.candidates[name]
     program = with_routes(chosen.build(), ranks, comp.router)
     solve_s = time.perf_counter() - t0
     bound_s, family, method, bandwidth_s = comp.bound_for(chosen.algorithm)
@@ -394,7 +270,7 @@ def _make_plan(
         "format_version": PLAN_FORMAT_VERSION,
         "algorithm": chosen.algorithm,
         "requested_algorithm": algorithm,
-        "collective": collective,
+        "collective": "allreduce",
         "ranks": list(ranks),
         "size_bytes": size_bytes,
         "predicted_time_s": chosen.predicted_time_s,
@@ -412,53 +288,12 @@ def _make_plan(
         "solve_time_s": solve_s,
         "program": program_to_doc(program),
     }
-    if min_step_s:
-        doc["min_step_s"] = min_step_s  # priced into predicted_time_s
-    if message_overhead_s:
-        doc["message_overhead_s"] = message_overhead_s  # likewise
-    if exchange_overhead_s:
-        doc["exchange_overhead_s"] = exchange_overhead_s  # likewise
-    if switch_overhead:
-        doc["switch_overhead"] = switch_overhead  # likewise
-    if cores:
-        doc["message_cores"] = cores  # likewise: the ranks share this many CPU cores
-    if effort != "fast":
-        doc["effort"] = effort  # how hard forest searched (changes the program)
+    doc.update(options.doc_fields())  # the terms priced into predicted_time_s, the effort
     if sparse_info is not None:
         doc["sparse"] = sparse_info
     doc["plan_id"] = plan_id(topo, doc)
     doc["topology_fingerprint"] = topo.fingerprint()  # `syncplan verify` compares it
     return doc, comp
-
-
-def _choose_sparse(
-    comp: Comparison,
-    ranks: list[str],
-    size_bytes: int,
-    density: Density,
-    min_step_s: float,
-    message_overhead_s: float = 0.0,
-    message_cores: int | None = None,
-    exchange_overhead_s: float = 0.0,
-    switch_overhead: float = 0.0,
-) -> tuple[Candidate, dict[str, Any]]:
-    cands = {k: (c.predicted_time_s, c.build()) for k, c in comp.candidates.items()}
-    name, info = choose_sparse(
-        CostModel(
-            comp.router,
-            min_step_s,
-            message_overhead_s,
-            message_cores,
-            exchange_overhead_s,
-            switch_overhead,
-        ),
-        ranks,
-        size_bytes,
-        density,
-        cands,
-        comp.best.algorithm,
-    )
-    return comp.candidates[name], info
 
 
 def algorithm_bandwidth(size_bytes: int, seconds: float, nranks: int) -> tuple[float, float]:

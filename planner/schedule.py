@@ -33,6 +33,7 @@ from typing import Any
 
 import numpy as np
 from syncplan.core.errors import RequestError
+from syncplan.core.options import DEFAULT_OPTIONS, PlanOptions
 from syncplan.planner.comm_curves import CommCurves
 from syncplan.planner.topology import Topology
 
@@ -191,17 +192,14 @@ def make_schedule(
     modes: Sequence[str] = MODES,
     anchors: int = 4,
     algorithms: Sequence[str] | None = None,
-    min_step_s: float = 0.0,
-    message_overhead_s: float = 0.0,
-    message_cores: int | None = None,
+    options: PlanOptions = DEFAULT_OPTIONS,
     curves: CommCurves | None = None,
     with_plans: bool = True,
 ) -> dict[str, Any]:
-    """The schedule document for one job (see docs/schedule.md). ``message_overhead_s``: the
-    cost model's per-message overhead (planner/cost.py: o per message end of each step's
-    busiest rank, shared by ``message_cores`` cores when set); bucket sizes, plan choices
-    and predicted times include it, and each plan document records it, so the verifier
-    reproduces its ``predicted_time_s``."""
+    """The schedule document for one job (see docs/schedule.md). ``options`` (core/options.py)
+    gives the step floor and the per-message overhead (shared by ``message_cores`` cores when
+    set); bucket sizes, plan choices and predicted times include them, and each plan document
+    records them, so the verifier reproduces its ``predicted_time_s``."""
     check_tensors(tensors)
     topo.check_ranks(ranks)
     for mode in modes:
@@ -216,9 +214,7 @@ def make_schedule(
             int(nbytes.sum()),
             anchors=anchors,
             algorithms=algorithms,
-            min_step_s=min_step_s,
-            message_overhead_s=message_overhead_s,
-            message_cores=message_cores,
+            options=options,
         )
     dtypes = {d: i for i, d in enumerate(dict.fromkeys(t.dtype for t in tensors))}
     groups = np.array([dtypes[t.dtype] for t in tensors])

@@ -11,6 +11,7 @@ from syncplan.api.errors import APIError, responses
 from syncplan.api.models import PlanCreate, PlanPublic
 from syncplan.api.planning import PlanKey, parse_size
 from syncplan.api.quota import token_owner
+from syncplan.core.options import PlanOptions
 
 router = APIRouter(prefix="/v1/plans", tags=["plans"], responses=AUTH_ERRORS)
 
@@ -47,7 +48,7 @@ async def create_plan(
         request.algorithm,
         sparse=sparse,
         shards=request.shards,
-        effort=request.effort,
+        options=PlanOptions(effort=request.effort),
     )
     plan = await plans.get(snapshot, key, owner=token_owner(http.headers.get("authorization")))
     return respond(http, await plans.in_form(plan, form))

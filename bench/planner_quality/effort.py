@@ -20,6 +20,7 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from atomic import save_figure, write_json  # noqa: E402
+from syncplan.core.options import PlanOptions  # noqa: E402
 from syncplan.planner.plan import make_plan  # noqa: E402
 from syncplan.planner.sizes import parse_size  # noqa: E402
 from syncplan.planner.topology import load_topology  # noqa: E402
@@ -35,7 +36,7 @@ def measure(path: Path, size: int) -> dict:
     row: dict = {"example": path.stem, "ranks": len(ranks)}
     for effort in EFFORTS:
         t0 = time.perf_counter()
-        doc = make_plan(topo, ranks, size, effort=effort)
+        doc = make_plan(topo, ranks, size, options=PlanOptions(effort=effort))
         secs = time.perf_counter() - t0
         rep = verify_plan(doc, topo)
         if not rep.ok:

@@ -12,19 +12,20 @@ import json
 import sys
 from pathlib import Path
 
+from syncplan.core.options import PlanOptions
 from syncplan.planner import families as fam
 from syncplan.planner.plan import compare
 from syncplan.planner.topology import Topology
 
 SETTINGS = {
-    "default": {},
-    "testbed": {
-        "min_step_s": 50e-6,
-        "message_overhead_s": 80e-6,
-        "message_cores": 2,
-        "exchange_overhead_s": 40e-6,
-        "switch_overhead": 0.3,
-    },
+    "default": PlanOptions(),
+    "testbed": PlanOptions(
+        min_step_s=50e-6,
+        message_overhead_s=80e-6,
+        message_cores=2,
+        exchange_overhead_s=40e-6,
+        switch_overhead=0.3,
+    ),
 }
 
 
@@ -35,8 +36,8 @@ def main(out_path: str) -> int:
             topo = Topology.from_dict(fam.random_family(family, seed, 12))
             ranks = topo.endpoints()
             for size in (1024, 1 << 20, 256 << 20):
-                for label, kw in SETTINGS.items():
-                    c = compare(topo, ranks, size, **kw)
+                for label, options in SETTINGS.items():
+                    c = compare(topo, ranks, size, options=options)
                     out[f"{family}/{seed}/{size}/{label}"] = {
                         "best": c.best.algorithm,
                         **{k: v.predicted_time_s for k, v in c.candidates.items()},

@@ -18,6 +18,7 @@ import argparse
 import json
 from pathlib import Path
 
+from syncplan.core.options import PlanOptions
 from syncplan.planner.algorithms import ALGORITHMS
 from syncplan.planner.algorithms.base import PlanContext
 from syncplan.planner.cost import CostModel
@@ -33,10 +34,10 @@ def step_features(
     """(wire time, charged message ends) of every step of ``algorithm``'s program."""
     topo = Topology.from_dict(graph)
     ranks = topo.endpoints()
-    ctx = PlanContext.create(topo, ranks, size, min_step_s=min_step_s)
+    ctx = PlanContext.create(topo, ranks, size, options=PlanOptions(min_step_s=min_step_s))
     prog = with_routes(ALGORITHMS[algorithm](ctx).build(), ranks, ctx.router)
     wire = CostModel(ctx.router)
-    ends = CostModel(ctx.router, message_overhead_s=1.0, message_cores=cores)
+    ends = CostModel(ctx.router, options=PlanOptions(message_overhead_s=1.0, message_cores=cores))
     bpu = size / prog.units
     return [(wire.step_time(ranks, s, bpu), ends.step_overhead(s)) for s in prog.steps if s]
 

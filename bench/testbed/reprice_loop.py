@@ -21,6 +21,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
+from syncplan.core.options import PlanOptions
 from syncplan.planner.cost import overlapped
 from syncplan.planner.plan import make_plan
 from syncplan.planner.topology import Topology
@@ -65,11 +66,13 @@ def main(argv: list[str] | None = None) -> int:
                     ranks,
                     size,
                     alg,
-                    min_step_s=m,
-                    message_overhead_s=o,
-                    message_cores=cores,
-                    exchange_overhead_s=x,
-                    switch_overhead=s,
+                    options=PlanOptions(
+                        min_step_s=m,
+                        message_overhead_s=o,
+                        message_cores=cores,
+                        exchange_overhead_s=x,
+                        switch_overhead=s,
+                    ),
                 )
                 feats = step_features(plan, topo, message_cores=cores)
                 base = sum(overlapped(max(w, m), e, o) for w, e in feats)

@@ -20,6 +20,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
+from syncplan.core.options import PlanOptions  # noqa: E402
 from syncplan.executor.localrun import LocalRunConfig, run_local  # noqa: E402
 
 RESULTS = ROOT / "bench" / "results"
@@ -61,7 +62,11 @@ def rank_main(
         if dist.get_rank() == 0:
             box[0] = {
                 f"ring-{mib}MiB": make_plan(
-                    topo, ranks, mib << 20, "ring", min_step_s=cal["min_step_s"]
+                    topo,
+                    ranks,
+                    mib << 20,
+                    "ring",
+                    options=PlanOptions(min_step_s=cal["min_step_s"]),
                 )
                 for mib in (1, 4)
             }
@@ -95,13 +100,14 @@ def rank_main(
             topo,
             ranks,
             tensors,
-            min_step_s=cal["min_step_s"],
             anchors=3,
             algorithms=algorithms,
-            message_overhead_s=message_overhead,
+            options=PlanOptions(min_step_s=cal["min_step_s"], message_overhead_s=message_overhead),
         )
         solve_s = time.perf_counter() - t0
-        plan = make_plan(topo, ranks, 25 << 20, "ring", min_step_s=cal["min_step_s"])
+        plan = make_plan(
+            topo, ranks, 25 << 20, "ring", options=PlanOptions(min_step_s=cal["min_step_s"])
+        )
         box[0] = (sched, plan, solve_s)
     dist.broadcast_object_list(box, src=0)
     sched, plan, solve_s = box[0]

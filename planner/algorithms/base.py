@@ -7,12 +7,11 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any
 
+from syncplan.core.options import DEFAULT_OPTIONS, PlanOptions
 from syncplan.core.program import Program
 from syncplan.planner.cost import CostModel
 from syncplan.planner.routing import Router
 from syncplan.planner.topology import Topology
-
-EFFORTS = ("fast", "thorough")  # how hard forest works (docs/planner.md, "Effort")
 
 
 @dataclass
@@ -26,7 +25,15 @@ class PlanContext:
     cost: CostModel
     seed: int = 0
     memo: dict[str, Any] = field(default_factory=dict)  # work shared by algorithms and bound
-    effort: str = "fast"  # one of EFFORTS
+
+    @property
+    def options(self) -> PlanOptions:
+        return self.cost.options
+
+    @property
+    def effort(self) -> str:
+        """How hard forest searches (core/options.py EFFORTS)."""
+        return self.cost.options.effort
 
     @classmethod
     def create(
@@ -36,31 +43,11 @@ class PlanContext:
         size_bytes: int,
         *,
         seed: int = 0,
-        min_step_s: float = 0.0,
+        options: PlanOptions = DEFAULT_OPTIONS,
         router: Router | None = None,
-        message_overhead_s: float = 0.0,
-        message_cores: int | None = None,
-        exchange_overhead_s: float = 0.0,
-        switch_overhead: float = 0.0,
-        effort: str = "fast",
     ) -> PlanContext:
         router = router or Router(topo)
-        return cls(
-            topo,
-            ranks,
-            size_bytes,
-            router,
-            CostModel(
-                router,
-                min_step_s,
-                message_overhead_s,
-                message_cores,
-                exchange_overhead_s,
-                switch_overhead,
-            ),
-            seed,
-            effort=effort,
-        )
+        return cls(topo, ranks, size_bytes, router, CostModel(router, options), seed)
 
     @cached_property
     def host_groups(self) -> list[list[int]]:

@@ -12,7 +12,8 @@ from collections.abc import Callable
 from syncplan.core.errors import InfeasibleError
 from syncplan.core.program import Program, Transfer
 from syncplan.planner.algorithms.base import Candidate, PlanContext
-from syncplan.planner.bound_parts import caps, parts_by_host
+from syncplan.planner.bound_parts import caps as side_caps
+from syncplan.planner.bound_parts import parts_by_host
 
 # Most transfers an algorithm builds to price one variant exactly (a coarsened ring or
 # hierarchical program on a buffer smaller than its unit count, a pipelined tree).
@@ -99,7 +100,7 @@ def leaders(ctx: PlanContext) -> list[int]:
 
 def host_capacity_order(ctx: PlanContext) -> list[int]:
     """Host group indices, most capacity in and out of the host first (ties: in order)."""
-    caps = [min(caps(ctx, part)) for part in parts_by_host(ctx)]
+    caps = [min(side_caps(ctx, part)) for part in parts_by_host(ctx)]
     return sorted(range(len(caps)), key=lambda k: (-caps[k], k))
 
 

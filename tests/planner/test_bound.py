@@ -6,6 +6,7 @@ import json
 from pathlib import Path
 
 import pytest
+from syncplan.core.options import PlanOptions
 from syncplan.planner.algorithms import PlanContext
 from syncplan.planner.bound import lower_bound
 from syncplan.planner.builders import star
@@ -66,12 +67,16 @@ def test_boundary_latency_counts_twice_and_steps_last_at_least_the_floor() -> No
         (50e-6, SIZE, None),
         (50e-6, 64, 100e-6),
     ):
-        ctx = PlanContext.create(topo, topo.endpoints(), size, min_step_s=floor)
+        ctx = PlanContext.create(
+            topo, topo.endpoints(), size, options=PlanOptions(min_step_s=floor)
+        )
         b = lower_bound(ctx)
         if want is not None:
             assert b.time_s == pytest.approx(want, rel=1e-6)
         for algorithm in ("ring", "forest"):
-            doc = make_plan(topo, topo.endpoints(), size, algorithm, min_step_s=floor)
+            doc = make_plan(
+                topo, topo.endpoints(), size, algorithm, options=PlanOptions(min_step_s=floor)
+            )
             rep = verify_plan(doc, topo, min_step_s=floor)
             assert rep.ok and rep.simulated_time_s >= b.time_s * (1 - 1e-9)
             assert rep.simulated_time_s == pytest.approx(doc["predicted_time_s"], rel=1e-9)

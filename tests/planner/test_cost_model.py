@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 from syncplan.core.errors import InfeasibleError
+from syncplan.core.options import PlanOptions
 from syncplan.core.program import Program, Transfer, program_from_doc, program_to_doc
 from syncplan.planner.algorithms import ALGORITHMS, PlanContext
 from syncplan.planner.cost import CostModel
@@ -31,7 +32,7 @@ def test_program_time_equals_the_sum_of_its_steps(example: str, algorithm: str) 
         except InfeasibleError:
             continue
         pinned = program_from_doc(program_to_doc(prog))  # every path written out
-        for cost in (ctx.cost, CostModel(ctx.router, min_step_s=3e-6)):
+        for cost in (ctx.cost, CostModel(ctx.router, options=PlanOptions(min_step_s=3e-6))):
             for p in (prog, pinned):
                 assert cost.program_time(ranks, p, size) == _step_by_step(cost, ranks, p, size)
 

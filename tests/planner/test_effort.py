@@ -12,12 +12,13 @@ from pathlib import Path
 import numpy as np
 import pytest
 from syncplan.core.errors import RequestError
+from syncplan.core.options import PlanOptions
 from syncplan.planner import make_plan, verify_plan
 from syncplan.planner.algorithms.base import PlanContext
-from syncplan.planner.algorithms.packing_pieced import pieced_window
-from syncplan.planner.algorithms.packing_reversal import reverse_arcs
-from syncplan.planner.algorithms.packing_sets import packings
-from syncplan.planner.algorithms.packing_window import Budget, WindowLP
+from syncplan.planner.algorithms.packing.pieced import pieced_window
+from syncplan.planner.algorithms.packing.reversal import reverse_arcs
+from syncplan.planner.algorithms.packing.sets import packings
+from syncplan.planner.algorithms.packing.window import Budget, WindowLP
 from syncplan.planner.family_grids import mesh2d
 from syncplan.planner.family_hosts import directed_cluster
 from syncplan.planner.topology import Topology
@@ -33,7 +34,7 @@ def _plans(family: dict) -> tuple[Topology, dict, dict]:
     return (
         topo,
         make_plan(topo, ranks, SIZE, algorithm="forest"),
-        make_plan(topo, ranks, SIZE, algorithm="forest", effort="thorough"),
+        make_plan(topo, ranks, SIZE, algorithm="forest", options=PlanOptions(effort="thorough")),
     )
 
 
@@ -60,9 +61,11 @@ def test_bad_effort_is_a_request_error() -> None:
     topo = Topology.from_dict(mesh2d(2, 2))
     ranks = topo.endpoints()
     with pytest.raises(RequestError, match="effort must be one of fast, thorough"):
-        make_plan(topo, ranks, SIZE, effort="max")
+        make_plan(topo, ranks, SIZE, options=PlanOptions(effort="max"))
     with pytest.raises(RequestError, match="all-reduce plans only"):
-        make_plan(topo, ranks, SIZE, collective="reducescatter", effort="thorough")
+        make_plan(
+            topo, ranks, SIZE, collective="reducescatter", options=PlanOptions(effort="thorough")
+        )
 
 
 def test_reverse_arcs_pair_every_arc_or_none() -> None:

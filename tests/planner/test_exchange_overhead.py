@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 from syncplan.core.errors import RequestError
+from syncplan.core.options import PlanOptions
 from syncplan.core.program import Transfer
 from syncplan.planner.algorithms.base import PlanContext
 from syncplan.planner.cost import CostModel, exchange_ends
@@ -53,19 +54,22 @@ def test_a_step_pays_x_per_exchanged_message_end() -> None:
     for name, (step, per_rank, shared) in _steps(len(ranks)).items():
         assert exchange_ends(step) == per_rank, name
         assert exchange_ends(step, CORES) == max(per_rank, shared), name
-        assert CostModel(router, exchange_overhead_s=X).step_time(
+        assert CostModel(router, options=PlanOptions(exchange_overhead_s=X)).step_time(
             ranks, step, 1024
         ) == pytest.approx(plain.step_time(ranks, step, 1024) + X * per_rank, rel=1e-12), name
-        both = CostModel(router, message_overhead_s=OH, message_cores=CORES, exchange_overhead_s=X)
+        both = CostModel(
+            router,
+            options=PlanOptions(message_overhead_s=OH, message_cores=CORES, exchange_overhead_s=X),
+        )
         assert both.step_time(ranks, step, 1024) == pytest.approx(
-            CostModel(router, message_overhead_s=OH, message_cores=CORES).step_time(
-                ranks, step, 1024
-            )
+            CostModel(
+                router, options=PlanOptions(message_overhead_s=OH, message_cores=CORES)
+            ).step_time(ranks, step, 1024)
             + X * exchange_ends(step, CORES),
             rel=1e-12,
         ), name
     with pytest.raises(ValueError):
-        CostModel(router, exchange_overhead_s=-1.0)
+        CostModel(router, options=PlanOptions(exchange_overhead_s=-1.0))
 
 
 @pytest.mark.parametrize(
@@ -77,9 +81,14 @@ def test_every_candidate_prices_it_on_its_own_program_and_the_verifier_agrees(
     topo = load_topology(EXAMPLES / f"{name}.json")
     ranks = topo.endpoints()
     ctx = PlanContext.create(
-        topo, ranks, size, message_overhead_s=OH, message_cores=CORES, exchange_overhead_s=X
+        topo,
+        ranks,
+        size,
+        options=PlanOptions(message_overhead_s=OH, message_cores=CORES, exchange_overhead_s=X),
     )
-    without = PlanContext.create(topo, ranks, size, message_overhead_s=OH, message_cores=CORES)
+    without = PlanContext.create(
+        topo, ranks, size, options=PlanOptions(message_overhead_s=OH, message_cores=CORES)
+    )
     exchanging = 0
     for algorithm, _, prog, cost, doc in priced_and_verified(ctx, topo):
         extra = X * sum(step_exchange_ends(doc, topo, message_cores=CORES))
@@ -94,23 +103,31 @@ def test_every_candidate_prices_it_on_its_own_program_and_the_verifier_agrees(
 def test_zero_changes_nothing_and_a_plan_says_what_it_priced() -> None:
     topo = load_topology(EXAMPLES / "demo.json")
     ranks = topo.endpoints()
-    a = make_plan(topo, ranks, 1024, message_overhead_s=OH)
-    b = make_plan(topo, ranks, 1024, message_overhead_s=OH, exchange_overhead_s=0.0)
+    a = make_plan(topo, ranks, 1024, options=PlanOptions(message_overhead_s=OH))
+    b = make_plan(
+        topo, ranks, 1024, options=PlanOptions(message_overhead_s=OH, exchange_overhead_s=0.0)
+    )
     assert a["plan_id"] == b["plan_id"] and a["candidates"] == b["candidates"]
     assert "exchange_overhead_s" not in b
-    c = make_plan(topo, ranks, 1024, message_overhead_s=OH, exchange_overhead_s=X)
+    c = make_plan(
+        topo, ranks, 1024, options=PlanOptions(message_overhead_s=OH, exchange_overhead_s=X)
+    )
     assert c["exchange_overhead_s"] == X and c["plan_id"] != a["plan_id"]
     assert verify_plan(
         c, topo, message_overhead_s=OH, exchange_overhead_s=X
     ).simulated_time_s == pytest.approx(c["predicted_time_s"], rel=1e-9)
     # the cores count with the exchange term alone
-    d = make_plan(topo, ranks, 1024, exchange_overhead_s=X, message_cores=CORES)
+    d = make_plan(
+        topo, ranks, 1024, options=PlanOptions(exchange_overhead_s=X, message_cores=CORES)
+    )
     assert d["message_cores"] == CORES and "message_overhead_s" not in d
     for bad in (-1.0, float("inf")):
         with pytest.raises(RequestError):
-            make_plan(topo, ranks, 1024, exchange_overhead_s=bad)
+            make_plan(topo, ranks, 1024, options=PlanOptions(exchange_overhead_s=bad))
     with pytest.raises(RequestError):
-        make_plan(topo, ranks, 1024, collective="allgather", exchange_overhead_s=X)
+        make_plan(
+            topo, ranks, 1024, collective="allgather", options=PlanOptions(exchange_overhead_s=X)
+        )
 
 
 def test_the_term_moves_auto_off_pairwise_exchanges_at_1_mib_on_the_testbed_graph() -> None:
@@ -122,14 +139,12 @@ def test_the_term_moves_auto_off_pairwise_exchanges_at_1_mib_on_the_testbed_grap
     topo = Topology.from_dict(load_scenario("homogeneous").ground_truth_topology())
     ranks = [f"h{i}/cpu0" for i in range(8)]
     algos = ["ring", "halving-doubling"]
-    kw = {
-        "algorithms": algos,
-        "min_step_s": 50e-6,
-        "message_overhead_s": 50e-6,
-        "message_cores": CORES,
-    }
-    assert compare(topo, ranks, 1 << 20, **kw).best.algorithm == "halving-doubling"
-    assert compare(topo, ranks, 1 << 20, exchange_overhead_s=100e-6, **kw).best.algorithm == "ring"
+    base = PlanOptions(min_step_s=50e-6, message_overhead_s=50e-6, message_cores=CORES)
+    assert compare(topo, ranks, 1 << 20, algorithms=algos, options=base).best.algorithm == (
+        "halving-doubling"
+    )
+    with_x = base.with_(exchange_overhead_s=100e-6)
+    assert compare(topo, ranks, 1 << 20, algorithms=algos, options=with_x).best.algorithm == "ring"
 
 
 def test_cli_plans_with_it_and_verify_simulates_it(
@@ -174,9 +189,16 @@ def test_with_the_term_a_tie_goes_to_the_fewest_exchanged_transfers() -> None:
 
     topo = Topology.from_dict(load_scenario("homogeneous").ground_truth_topology())
     ranks = [f"h{i}/cpu0" for i in range(8)]
-    kw = {"algorithms": ["ring", "halving-doubling"], "min_step_s": 50e-6, "message_cores": CORES}
-    assert compare(topo, ranks, 1 << 20, **kw).best.algorithm == "halving-doubling"
-    comp = compare(topo, ranks, 1 << 20, message_overhead_s=89e-6, exchange_overhead_s=20e-6, **kw)
+    kw = {"algorithms": ["ring", "halving-doubling"]}
+    base = PlanOptions(min_step_s=50e-6, message_cores=CORES)
+    assert compare(topo, ranks, 1 << 20, **kw, options=base).best.algorithm == "halving-doubling"
+    comp = compare(
+        topo,
+        ranks,
+        1 << 20,
+        **kw,
+        options=base.with_(message_overhead_s=89e-6, exchange_overhead_s=20e-6),
+    )
     ring, hd = comp.candidates["ring"], comp.candidates["halving-doubling"]
     assert hd.predicted_time_s < ring.predicted_time_s < hd.predicted_time_s * 1.01
     assert comp.best.algorithm == "ring"

@@ -8,6 +8,7 @@ import sys
 
 import numpy as np
 import pytest
+from syncplan.core.options import PlanOptions
 from syncplan.planner.algorithms import pipeline
 from syncplan.planner.algorithms.forest import FOREST
 from syncplan.planner.algorithms.forest import lanes as lanes_mod
@@ -352,7 +353,7 @@ def test_step_floor_buys_fewer_larger_pieces() -> None:
     ranks = topo.endpoints()
     size = 1 << 20
     plain = make_plan(topo, ranks, size, "forest")
-    slow = make_plan(topo, ranks, size, "forest", min_step_s=1e-3)
+    slow = make_plan(topo, ranks, size, "forest", options=PlanOptions(min_step_s=1e-3))
     assert len(slow["program"]["steps"]) < len(plain["program"]["steps"])
     assert slow["plan_id"] != plain["plan_id"]
     rep = verify_plan(slow, topo, min_step_s=1e-3)
@@ -361,7 +362,10 @@ def test_step_floor_buys_fewer_larger_pieces() -> None:
     # the plain plan would pay the floor on every one of its steps
     plain_with = verify_plan(plain, topo, min_step_s=1e-3).simulated_time_s
     assert slow["predicted_time_s"] < plain_with
-    big = [make_plan(topo, ranks, 256 << 20, "forest", min_step_s=f) for f in (0.0, 1e-5)]
+    big = [
+        make_plan(topo, ranks, 256 << 20, "forest", options=PlanOptions(min_step_s=f))
+        for f in (0.0, 1e-5)
+    ]
     assert big[0]["details"]["pieces"] == big[1]["details"]["pieces"]
     assert big[1]["predicted_time_s"] <= big[0]["predicted_time_s"] * 1.001
 
@@ -411,7 +415,7 @@ def test_route_dag_keeps_a_degraded_uplink_and_no_longer_routes() -> None:
     """Between two ToRs of a pod the router takes the fast uplink; the DAG also holds the
     degraded one (same latency), the least loaded route moves off a loaded arc, and no
     route it returns is longer in latency than the router's."""
-    from syncplan.planner.algorithms.forest_routes import RouteDag
+    from syncplan.planner.algorithms.forest.routes import RouteDag
     from syncplan.planner.family_hosts import fat_tree3
     from syncplan.planner.routing import Router
 
@@ -437,7 +441,7 @@ def test_routes_through_gpus_are_not_spread() -> None:
     GPUs: the DAG holds several, but the host forest spreads only routes through switches
     (its host trees are many times the floor there and lose to the packing), so no tree
     set spreads and the plan's routes stay the router's."""
-    from syncplan.planner.algorithms.forest_routes import RouteDag
+    from syncplan.planner.algorithms.forest.routes import RouteDag
     from syncplan.planner.family_grids import torus
     from syncplan.planner.routing import Router
 

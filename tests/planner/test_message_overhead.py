@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 from syncplan.core.errors import RequestError
+from syncplan.core.options import PlanOptions
 from syncplan.core.program import Program, Transfer
 from syncplan.planner.algorithms.base import PlanContext
 from syncplan.planner.cost import CostModel
@@ -26,7 +27,10 @@ def test_a_step_pays_o_per_message_of_its_busiest_rank() -> None:
     topo = load_topology(EXAMPLES / "star-one-slow.json")
     ranks = topo.endpoints()
     router = Router(topo)
-    plain, charged = CostModel(router), CostModel(router, message_overhead_s=OH)
+    plain, charged = (
+        CostModel(router),
+        CostModel(router, options=PlanOptions(message_overhead_s=OH)),
+    )
     n = len(ranks)
     direct = [Transfer(i, j, 0, 1, True) for i in range(n) for j in range(n) if i != j]
     gather = [Transfer(i, 0, 0, 1, True) for i in range(1, n)]
@@ -38,7 +42,7 @@ def test_a_step_pays_o_per_message_of_its_busiest_rank() -> None:
         )
     assert charged.step_time(ranks, [], 1024) == 0.0
     with pytest.raises(ValueError):
-        CostModel(router, message_overhead_s=-1.0)
+        CostModel(router, options=PlanOptions(message_overhead_s=-1.0))
 
 
 def test_overhead_beyond_two_message_ends_overlaps_the_wire() -> None:
@@ -53,10 +57,10 @@ def test_overhead_beyond_two_message_ends_overlaps_the_wire() -> None:
     short, long_ = plain.step_time(ranks, gather, 1), plain.step_time(ranks, gather, 1 << 24)
     big = 10 * short / (n - 1)  # o x (n - 1) far above the 1-byte step's wire time
     small = long_ / (100 * n)  # o x (n - 1) far below the 16 MiB step's
-    assert CostModel(router, message_overhead_s=big).step_time(ranks, gather, 1) == pytest.approx(
-        big * (n - 1), rel=1e-12
-    )
-    assert CostModel(router, message_overhead_s=small).step_time(
+    assert CostModel(router, options=PlanOptions(message_overhead_s=big)).step_time(
+        ranks, gather, 1
+    ) == pytest.approx(big * (n - 1), rel=1e-12)
+    assert CostModel(router, options=PlanOptions(message_overhead_s=small)).step_time(
         ranks, gather, 1 << 24
     ) == pytest.approx(long_ + 2 * small, rel=1e-12)
 
@@ -68,7 +72,7 @@ def test_overhead_beyond_two_message_ends_overlaps_the_wire() -> None:
 def test_every_candidate_prices_the_overhead_on_its_own_program(name: str, size: int) -> None:
     topo = load_topology(EXAMPLES / f"{name}.json")
     ranks = topo.endpoints()
-    ctx = PlanContext.create(topo, ranks, size, message_overhead_s=OH)
+    ctx = PlanContext.create(topo, ranks, size, options=PlanOptions(message_overhead_s=OH))
     plain = PlanContext.create(topo, ranks, size)
     for algorithm, _, prog, cost, doc in priced_and_verified(ctx, topo):
         zero = verify_plan(doc, topo).simulated_time_s
@@ -82,18 +86,20 @@ def test_zero_changes_nothing_and_a_plan_says_what_it_priced() -> None:
     topo = load_topology(EXAMPLES / "demo.json")
     ranks = topo.endpoints()
     a = make_plan(topo, ranks, 1024)
-    b = make_plan(topo, ranks, 1024, message_overhead_s=0.0)
+    b = make_plan(topo, ranks, 1024, options=PlanOptions(message_overhead_s=0.0))
     assert a["plan_id"] == b["plan_id"] and a["candidates"] == b["candidates"]
     assert "message_overhead_s" not in a
-    c = make_plan(topo, ranks, 1024, message_overhead_s=OH)
+    c = make_plan(topo, ranks, 1024, options=PlanOptions(message_overhead_s=OH))
     assert c["message_overhead_s"] == OH and c["plan_id"] != a["plan_id"]
     assert verify_plan(c, topo, message_overhead_s=OH).simulated_time_s == pytest.approx(
         c["predicted_time_s"], rel=1e-9
     )
     with pytest.raises(RequestError):
-        make_plan(topo, ranks, 1024, message_overhead_s=-1.0)
+        make_plan(topo, ranks, 1024, options=PlanOptions(message_overhead_s=-1.0))
     with pytest.raises(RequestError):
-        make_plan(topo, ranks, 1024, collective="allgather", message_overhead_s=OH)
+        make_plan(
+            topo, ranks, 1024, collective="allgather", options=PlanOptions(message_overhead_s=OH)
+        )
 
 
 def test_a_large_overhead_turns_auto_from_direct_exchanges_to_fewer_messages() -> None:
@@ -102,14 +108,14 @@ def test_a_large_overhead_turns_auto_from_direct_exchanges_to_fewer_messages() -
     topo = load_topology(EXAMPLES / "demo.json")
     ranks = topo.endpoints()
     assert compare(topo, ranks, 1024).best.algorithm.startswith("direct")
-    comp = compare(topo, ranks, 1024, message_overhead_s=20e-6)
+    comp = compare(topo, ranks, 1024, options=PlanOptions(message_overhead_s=20e-6))
     assert comp.best.algorithm != "direct"
     assert comp.best.predicted_time_s < comp.candidates["direct"].predicted_time_s
 
 
 def test_program_without_steps_costs_nothing() -> None:
     topo = load_topology(EXAMPLES / "demo.json")
-    cost = CostModel(Router(topo), message_overhead_s=OH)
+    cost = CostModel(Router(topo), options=PlanOptions(message_overhead_s=OH))
     assert cost.program_time(topo.endpoints(), Program(1, []), 1024) == 0.0
 
 
@@ -140,8 +146,8 @@ def test_shared_cores_charge_the_steps_message_ends_over_the_cores() -> None:
     topo = load_topology(EXAMPLES / "star-one-slow.json")
     ranks = topo.endpoints()
     router = Router(topo)
-    per_rank = CostModel(router, message_overhead_s=OH)
-    shared = CostModel(router, message_overhead_s=OH, message_cores=CORES)
+    per_rank = CostModel(router, options=PlanOptions(message_overhead_s=OH))
+    shared = CostModel(router, options=PlanOptions(message_overhead_s=OH, message_cores=CORES))
     n = len(ranks)
     direct = [Transfer(i, j, 0, 1, True) for i in range(n) for j in range(n) if i != j]
     gather = [Transfer(i, 0, 0, 1, True) for i in range(1, n)]
@@ -158,16 +164,16 @@ def test_shared_cores_charge_the_steps_message_ends_over_the_cores() -> None:
         )
     # unlimited cores (None or 0) is the per-rank model
     for cores in (None, 0):
-        assert CostModel(router, message_overhead_s=OH, message_cores=cores).step_time(
-            ranks, direct, 1024
-        ) == per_rank.step_time(ranks, direct, 1024)
+        assert CostModel(
+            router, options=PlanOptions(message_overhead_s=OH, message_cores=cores)
+        ).step_time(ranks, direct, 1024) == per_rank.step_time(ranks, direct, 1024)
     # without an overhead the cores change nothing
-    assert CostModel(router, message_cores=CORES).step_time(ranks, direct, 1024) == plain.step_time(
+    assert CostModel(router, options=PlanOptions(message_cores=CORES)).step_time(
         ranks, direct, 1024
-    )
+    ) == plain.step_time(ranks, direct, 1024)
     for bad in (-1, 1.5, True):
         with pytest.raises(ValueError):
-            CostModel(router, message_overhead_s=OH, message_cores=bad)
+            CostModel(router, options=PlanOptions(message_overhead_s=OH, message_cores=bad))
 
 
 @pytest.mark.parametrize(
@@ -176,8 +182,10 @@ def test_shared_cores_charge_the_steps_message_ends_over_the_cores() -> None:
 def test_every_candidate_prices_the_shared_cores_on_its_own_program(name: str, size: int) -> None:
     topo = load_topology(EXAMPLES / f"{name}.json")
     ranks = topo.endpoints()
-    ctx = PlanContext.create(topo, ranks, size, message_overhead_s=OH, message_cores=CORES)
-    per_rank = PlanContext.create(topo, ranks, size, message_overhead_s=OH)
+    ctx = PlanContext.create(
+        topo, ranks, size, options=PlanOptions(message_overhead_s=OH, message_cores=CORES)
+    )
+    per_rank = PlanContext.create(topo, ranks, size, options=PlanOptions(message_overhead_s=OH))
     for algorithm, _, prog, cost, _ in priced_and_verified(ctx, topo):
         assert cost >= per_rank.cost.program_time(ranks, prog, size) - 1e-15, algorithm
 
@@ -187,24 +195,32 @@ def test_a_plan_records_its_cores_and_auto_leaves_the_direct_exchange_on_shared_
     step has 8 x 14 = 112 message ends (56 x o), far more than the star's."""
     topo = load_topology(EXAMPLES / "demo.json")
     ranks = topo.endpoints()
-    a = make_plan(topo, ranks, 4096, message_overhead_s=OH)
-    b = make_plan(topo, ranks, 4096, message_overhead_s=OH, message_cores=0)
+    a = make_plan(topo, ranks, 4096, options=PlanOptions(message_overhead_s=OH))
+    b = make_plan(topo, ranks, 4096, options=PlanOptions(message_overhead_s=OH, message_cores=0))
     assert a["plan_id"] == b["plan_id"] and "message_cores" not in b
-    c = make_plan(topo, ranks, 4096, message_overhead_s=OH, message_cores=CORES)
+    c = make_plan(
+        topo, ranks, 4096, options=PlanOptions(message_overhead_s=OH, message_cores=CORES)
+    )
     assert c["message_cores"] == CORES and c["plan_id"] != a["plan_id"]
     assert verify_plan(
         c, topo, message_overhead_s=OH, message_cores=CORES
     ).simulated_time_s == pytest.approx(c["predicted_time_s"], rel=1e-9)
     # the cores alone (no overhead) change nothing and are not recorded
-    d = make_plan(topo, ranks, 4096, message_cores=CORES)
+    d = make_plan(topo, ranks, 4096, options=PlanOptions(message_cores=CORES))
     assert "message_cores" not in d and d["plan_id"] == make_plan(topo, ranks, 4096)["plan_id"]
-    shared = compare(topo, ranks, 4096, message_overhead_s=100e-6, message_cores=CORES)
+    shared = compare(
+        topo, ranks, 4096, options=PlanOptions(message_overhead_s=100e-6, message_cores=CORES)
+    )
     assert not shared.best.algorithm.startswith("direct")
     for bad in (-1, 1.5):
         with pytest.raises(RequestError):
-            make_plan(topo, ranks, 4096, message_overhead_s=OH, message_cores=bad)
+            make_plan(
+                topo, ranks, 4096, options=PlanOptions(message_overhead_s=OH, message_cores=bad)
+            )
     with pytest.raises(RequestError):
-        make_plan(topo, ranks, 4096, collective="allgather", message_cores=CORES)
+        make_plan(
+            topo, ranks, 4096, collective="allgather", options=PlanOptions(message_cores=CORES)
+        )
 
 
 def test_cli_plans_with_shared_cores_and_verify_simulates_them(

@@ -8,6 +8,7 @@ from dataclasses import replace
 import networkx as nx
 import numpy as np
 import pytest
+from syncplan.core.options import PlanOptions
 from syncplan.core.program import program_to_doc
 from syncplan.planner.algorithms.base import PlanContext
 from syncplan.planner.algorithms.forest import FOREST
@@ -372,7 +373,7 @@ def test_schedule_time_without_building_is_the_built_programs(family: str) -> No
                 want = ctx.cost.program_time(ranks, built, float(size))
                 got = sched.program_time(shares, fracs, units, float(size))
                 assert got == pytest.approx(want, rel=1e-12), (size, pieces, ramp)
-    slow = PlanContext.create(topo, ranks, 4096, message_overhead_s=1e-6)
+    slow = PlanContext.create(topo, ranks, 4096, options=PlanOptions(message_overhead_s=1e-6))
     sched = PairSchedule(slow, pair_trees(next(iter(packings(slow).values()))))
     assert (
         sched.program_time(np.ones(len(sched.pairs)), piece_fractions(2, 0), 4096, 4096.0) is None

@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 from syncplan.planner.algorithms.base import PlanContext
-from syncplan.planner.algorithms.packing_reversal import ReversedLP
-from syncplan.planner.algorithms.packing_sets import packings
-from syncplan.planner.algorithms.packing_window import WindowLP
+from syncplan.planner.algorithms.packing.reversal import ReversedLP
+from syncplan.planner.algorithms.packing.sets import packings
+from syncplan.planner.algorithms.packing.window import WindowLP
 from syncplan.planner.family_grids import mesh2d
 from syncplan.planner.topology import Topology
 

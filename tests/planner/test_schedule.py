@@ -7,6 +7,7 @@ import itertools
 import numpy as np
 import pytest
 from syncplan.core.errors import RequestError
+from syncplan.core.options import PlanOptions
 from syncplan.planner.comm_curves import CommCurves
 from syncplan.planner.schedule import TensorSpec, make_schedule, partition, simulate
 from syncplan.planner.topology import load_topology
@@ -143,7 +144,12 @@ def test_ties_go_to_the_ring_and_message_overhead_is_priced() -> None:
         assert {p["algorithm"] for b in d["buckets"] for p in b["plans"].values()} == {"ring"}
     ov = 1e-3
     sched = make_schedule(
-        topo, ranks, tensors, algorithms=["ring"], anchors=2, message_overhead_s=ov
+        topo,
+        ranks,
+        tensors,
+        algorithms=["ring"],
+        anchors=2,
+        options=PlanOptions(message_overhead_s=ov),
     )
     d = sched["modes"]["allreduce"]
     plans = [b["plans"]["allreduce"] for b in d["buckets"]]
@@ -174,9 +180,8 @@ def test_schedule_prices_shared_cores_like_the_cost_model() -> None:
         tensors,
         algorithms=["ring"],
         anchors=2,
-        message_overhead_s=ov,
-        message_cores=1,
         modes=("allreduce",),
+        options=PlanOptions(message_overhead_s=ov, message_cores=1),
     )
     for bucket in sched["modes"]["allreduce"]["buckets"]:
         doc = bucket["plans"]["allreduce"]
