@@ -132,7 +132,9 @@ class AgentHTTP:
         self.trigger = trigger
         self._server = ThreadingHTTPServer((bind, port), Handler)
         self._server.daemon_threads = True
-        self.address = self._server.server_address[:2]
+        host, port = self._server.server_address[:2]
+        assert isinstance(host, str)  # an AF_INET socket's name is (host str, port)
+        self.address: tuple[str, int] = (host, port)
         self._thread = threading.Thread(
             target=self._server.serve_forever,
             kwargs={"poll_interval": 0.2},

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 
+from starlette.datastructures import State
 from starlette.types import ASGIApp, Receive, Scope, Send
 from syncplan.api.asgi import BodyTooLarge, read_body, replay
 from syncplan.api.identity import scopes_of, token_host
@@ -50,16 +51,16 @@ _UNAUTHORIZED = json.dumps(
 ).encode()
 
 
-def _known_token(state: object, headers: list[tuple[bytes, bytes]]) -> bool:
+def _known_token(state: State, headers: list[tuple[bytes, bytes]]) -> bool:
     """Whether the request carries a token of this service (any scope)."""
     value = next((v for k, v in headers if k == b"authorization"), b"").decode("latin-1")
     scheme, _, token = value.partition(" ")
     if scheme.lower() != "bearer" or not token:
         return False
     return (
-        scopes_of(state.token_scopes, token) is not None  # type: ignore[attr-defined]
+        scopes_of(state.token_scopes, token) is not None
         or token_host(state.agent_secret, token) is not None
-    )  # type: ignore[attr-defined]
+    )
 
 
 def _routed(scope: Scope) -> bool:

@@ -18,6 +18,7 @@ import time
 
 from anyio.to_thread import run_sync
 from pydantic import ValidationError
+from starlette.datastructures import State
 from starlette.types import ASGIApp, Receive, Scope, Send
 from syncplan.api.asgi import read_body, replay, send_json
 from syncplan.api.errors import APIError
@@ -40,12 +41,12 @@ class _RouteLabel:
 _ROUTE_LABEL = _RouteLabel()
 
 
-def allowed(state: object, token: str, host: str) -> bool:
+def allowed(state: State, token: str, host: str) -> bool:
     """Whether ``token`` may report for ``host`` (the route gives the 401/403 otherwise)."""
-    granted = scopes_of(state.token_scopes, token)  # type: ignore[attr-defined]
+    granted = scopes_of(state.token_scopes, token)
     if granted is not None:
         return "agent" in granted
-    return token_host(state.agent_secret, token) == host  # type: ignore[attr-defined]
+    return token_host(state.agent_secret, token) == host
 
 
 class ReportFastPath:
@@ -110,7 +111,7 @@ class ReportFastPath:
         answer = ReportAccepted(
             host=host,
             seq=report.seq,
-            status=outcome,  # type: ignore[arg-type]
+            status=outcome,
             received_at=utc(received),
         )
         await send_json(send, 200, answer.model_dump_json().encode())

@@ -214,17 +214,21 @@ def _routes(table: Any) -> tuple[tuple[str, ...], ...]:
     return tuple(tuple(path) for path in table)
 
 
+def _rank_index(where: str, name: str, v: Any, n: int) -> int:
+    if isinstance(v, bool) or not isinstance(v, int) or not 0 <= v < n:
+        raise PlanError(f"{where}.{name} must be a rank index in [0, {n}), got {v!r}")
+    return v
+
+
 def _transfer(
     t: Any, s: int, i: int, ranks: list[str], units: int, routes: tuple[tuple[str, ...], ...]
 ) -> Transfer:
     where = f"program.steps[{s}][{i}]"
     if not isinstance(t, Mapping):
         raise PlanError(f"{where} must be an object")
-    src, dst, chunk, reduce = t.get("src"), t.get("dst"), t.get("chunk"), t.get("reduce")
-    n = len(ranks)
-    for name, v in (("src", src), ("dst", dst)):
-        if isinstance(v, bool) or not isinstance(v, int) or not 0 <= v < n:
-            raise PlanError(f"{where}.{name} must be a rank index in [0, {n}), got {v!r}")
+    chunk, reduce = t.get("chunk"), t.get("reduce")
+    src = _rank_index(where, "src", t.get("src"), len(ranks))
+    dst = _rank_index(where, "dst", t.get("dst"), len(ranks))
     if src == dst:
         raise PlanError(f"{where}: src and dst are both rank {src}")
     if (

@@ -51,9 +51,9 @@ def program_to_doc(program: Program, route_table: bool | None = None) -> dict[st
     if route_table is None:
         route_table = program.transfer_count > ROUTE_TABLE_ABOVE
     index: dict[tuple[str, ...], int] = {}
-    steps = []
+    steps: list[list[dict[str, Any]]] = []
     for step in program.steps:
-        out = []
+        out: list[dict[str, Any]] = []
         append = out.append
         for src, dst, lo, hi, reduce, path in step:
             entry: dict[str, Any] = {"src": src, "dst": dst, "chunk": [lo, hi], "reduce": reduce}

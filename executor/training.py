@@ -240,7 +240,7 @@ class ScheduledOptimizer:
                         for k, doc in b["plans"].items()
                     }
                 )
-            return buckets, plans  # type: ignore[return-value]
+            return buckets, plans
         except (PlanError, KeyError, TypeError, ValueError) as exc:
             self._fall_back(str(exc))
             return fallback, [{} for _ in fallback]
@@ -289,7 +289,7 @@ class ScheduledOptimizer:
     def _index(self, k: int, i: int) -> int:
         return sum(len(b.params) for b in self.buckets[:k]) + i
 
-    def _first_half(self, b: _Bucket) -> Callable[[], None]:
+    def _first_half(self, b: _Bucket) -> Callable[[], object]:
         if "reducescatter" in b.plans and self.mode == "dear":
             return lambda: b.plans["reducescatter"].run(b.flat)
         if "allreduce" in b.plans:

@@ -143,8 +143,8 @@ def _packing_bound(ctx: PlanContext) -> float:
         # milliseconds up to 16 ranks, seconds on a 32-rank full mesh
         from syncplan.planner.algorithms.packing import PackingLP
 
-        cold = PackingLP(ctx, None).solve()
-        best = max(best, fluid_lower_bound(ctx, cold.prices))
+        unlimited = PackingLP(ctx, None).solve()
+        best = max(best, fluid_lower_bound(ctx, unlimited.prices))
     return best
 
 

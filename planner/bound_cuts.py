@@ -87,6 +87,7 @@ def _least_rank_cut(ctx: PlanContext) -> float:
             value = maximum_flow(caps, a, b, method="dinic").flow_value
             if value < best:
                 best, pair = value, (a, b)
+    assert pair is not None, "a context has at least two ranks and every flow is finite"
     nodes = list(g.nodes)
     exact = nx.maximum_flow_value(g, nodes[pair[0]], nodes[pair[1]], capacity="bw")
     return min(best * unit, exact)

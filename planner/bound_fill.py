@@ -198,12 +198,12 @@ def _lp(
     model.a_matrix_.value_ = matrix.data
     from syncplan.planner.algorithms.packing import quiet_highs as _highs
 
-    h = _highs()
-    h.passModel(model)
-    h.run()
-    if h.getModelStatus() != highspy.HighsModelStatus.kOptimal:
+    solver = _highs()
+    solver.passModel(model)
+    solver.run()
+    if solver.getModelStatus() != highspy.HighsModelStatus.kOptimal:
         return float("inf")
-    return float(h.getInfo().objective_function_value)
+    return float(solver.getInfo().objective_function_value)
 
 
 def _fluid(count: list[int], out: list[float], inn: list[float], total: float) -> float:

@@ -210,6 +210,8 @@ def cmd_plan(args: argparse.Namespace) -> int:
                     )
                     comp.candidates[args.algorithm] = named  # not solved twice (thorough)
                 infeasible = comp.infeasible
+                bound_any = comp.bound_any
+                assert bound_any is not None  # compare() always prices it
                 for name, cand in sorted(
                     comp.candidates.items(), key=lambda kv: kv[1].predicted_time_s
                 ):
@@ -223,7 +225,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
                             name,
                             format_time(t),
                             *cells,
-                            _cells(size, t, len(ranks), comp.bound_any.time_s)[2],
+                            _cells(size, t, len(ranks), bound_any.time_s)[2],
                         ]
                     )
                 for name in infeasible:

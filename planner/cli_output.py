@@ -85,7 +85,8 @@ class Progress(logging.Handler):
 
     def __init__(self, label: str, verbose: bool) -> None:
         super().__init__(logging.DEBUG)
-        self.label, self.verbose, self.done = label, verbose, []
+        self.label, self.verbose = label, verbose
+        self.done: list[str] = []
         self.tty = sys.stderr.isatty()
         self.t0 = time.monotonic()
         self._stop = threading.Event()

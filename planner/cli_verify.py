@@ -65,6 +65,7 @@ def cmd_verify(args: argparse.Namespace) -> int:
     if not report.ok:
         print(f"INCORRECT: {report.error}", file=sys.stderr)
         return 1
+    assert report.simulated_time_s is not None  # a correct plan is simulated
     what = {
         "reducescatter": "every rank's shard holds every input exactly once",
         "allgather": "every rank ends with every owner's shard",

@@ -188,9 +188,10 @@ def make_collective_plan(
     ctx = PlanContext.create(topo, ranks, size_bytes, seed=seed, options=options)
     names = list(ALGORITHMS) if algorithm == "auto" else [algorithm]
     splits, infeasible = price_splits(ctx, names, shards)
-    half_of = 1 if collective == "reducescatter" else 2
+    scatter = collective == "reducescatter"
     priced = {
-        k: (v[0], v[0].rs if half_of == 1 else v[0].ag, v[half_of]) for k, v in splits.items()
+        k: (sp, sp.rs, rs_s) if scatter else (sp, sp.ag, ag_s)
+        for k, (sp, rs_s, ag_s) in splits.items()
     }
     if not priced:
         raise InfeasibleError(

@@ -43,7 +43,10 @@ def _random_member(family: str, rng: random.Random, max_ranks: int) -> dict[str,
         )
     if family == "full_mesh":
         gpus = rng.randint(2, min(8, max_ranks))
-        pair = tuple(rng.sample(range(gpus), 2)) if _maybe(rng) else None
+        pair: tuple[int, int] | None = None
+        if _maybe(rng):
+            first, second = rng.sample(range(gpus), 2)
+            pair = (first, second)
         return full_mesh(gpus, rng.choice([50.0, 64.0]), _maybe(rng), pair, factor)
     if family in ("mesh2d", "torus", "host_ring"):
         g = rng.randint(1, min(4, max_ranks // 2))
@@ -58,16 +61,12 @@ def _random_member(family: str, rng: random.Random, max_ranks: int) -> dict[str,
             direct_grid(rows, cols, family != "mesh2d", 1, 1.0, 1.0, False, None, 1.0)["links"]
         )
         degraded = rng.randrange(ncables) if _maybe(rng) else None
-        kw = {
-            "gpus_per_host": g,
-            "link_GBps": rng.choice([12.5, 25.0, 50.0]),
-            "intra_GBps": rng.choice([25.0, 50.0, 100.0]),
-            "ports": _maybe(rng),
-            "factor": factor,
-        }
+        link_GBps = rng.choice([12.5, 25.0, 50.0])
+        intra_GBps = rng.choice([25.0, 50.0, 100.0])
+        ports = _maybe(rng)
         if make is None:
-            return host_ring(cols, slow=degraded, **kw)
-        return make(rows, cols, degraded=degraded, **kw)
+            return host_ring(cols, g, link_GBps, intra_GBps, ports, degraded, factor)
+        return make(rows, cols, g, link_GBps, intra_GBps, ports, degraded, factor)
     if family == "fat_tree3":
         gpus = rng.randint(1, 2)
         for _ in range(100):
@@ -80,7 +79,9 @@ def _random_member(family: str, rng: random.Random, max_ranks: int) -> dict[str,
         nhosts, ntors = dims[0] * dims[1] * dims[2], dims[0] * dims[1]
         slow = rng.choice(["none", "host", "uplink"])
         return fat_tree3(
-            *dims,
+            dims[0],
+            dims[1],
+            dims[2],
             gpus=gpus,
             nics_per_host=rng.randint(1, 2),
             nic_GBps=rng.choice([12.5, 25.0, 50.0]),

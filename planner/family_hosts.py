@@ -64,10 +64,18 @@ class FamilyBuilder(TopologyBuilder):
         super().__init__()
         self._index: dict[tuple[str, str, bool], int] = {}
 
+    @staticmethod
+    def _key(src: str, dst: str, directed: bool) -> tuple[str, str, bool]:
+        """The index key of a link: ordered ends when directed, sorted ends otherwise."""
+        if directed:
+            return (src, dst, True)
+        a, b = sorted((src, dst))
+        return (a, b, False)
+
     def add(
         self, src: str, dst: str, bw: float, lat: float, kind: str, directed: bool = False
     ) -> None:
-        key = (src, dst, True) if directed else (*sorted((src, dst)), False)
+        key = self._key(src, dst, directed)
         if key in self._index:
             self.links[self._index[key]]["bandwidth_GBps"] += bw
             return
@@ -78,7 +86,7 @@ class FamilyBuilder(TopologyBuilder):
 
     def scale(self, src: str, dst: str, factor: float, directed: bool = False) -> None:
         """Multiply the rate of the link between ``src`` and ``dst`` by ``factor``."""
-        key = (src, dst, True) if directed else (*sorted((src, dst)), False)
+        key = self._key(src, dst, directed)
         if key not in self._index:
             raise ValueError(f"no link between {src} and {dst} to degrade")
         self.links[self._index[key]]["bandwidth_GBps"] *= factor

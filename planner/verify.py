@@ -160,7 +160,7 @@ def _replay_gather(
                 key = (t.dst, s)
                 if key in written:
                     raise _Invalid(
-                        f"step {si}: conflicting writes to rank {t['dst']} units "
+                        f"step {si}: conflicting writes to rank {t.dst} units "
                         f"[{bounds[s]}, {bounds[s + 1]}) by transfers "
                         f"{written[key]}, {ti} (a replace must be the only write)"
                     )
