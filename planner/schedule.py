@@ -230,7 +230,7 @@ def make_schedule(
     for mode in modes:
         if mode == "dear" and not curves.progs["reducescatter"]:
             continue
-        options = {
+        bucketings = {
             "dp": partition(
                 nbytes,
                 ready,
@@ -240,16 +240,16 @@ def make_schedule(
             )
         }
         if mode == "dear":
-            options["dp-allreduce"] = partition(nbytes, ready, groups, curves, "allreduce")
-            options["per-tensor"] = [(i, i + 1) for i in range(len(tensors))]
+            bucketings["dp-allreduce"] = partition(nbytes, ready, groups, curves, "allreduce")
+            bucketings["per-tensor"] = [(i, i + 1) for i in range(len(tensors))]
             cuts = [0] + [i for i in range(1, len(tensors)) if groups[i] != groups[i - 1]]
-            options["one-per-dtype"] = list(zip(cuts, [*cuts[1:], len(tensors)], strict=True))
+            bucketings["one-per-dtype"] = list(zip(cuts, [*cuts[1:], len(tensors)], strict=True))
         scored = {
             name: simulate(tensors, b, mode, _comm_times(curves, nbytes, b, mode, False))
-            for name, b in options.items()
+            for name, b in bucketings.items()
         }
         pick = min(scored, key=lambda k: scored[k]["overlap_s"])
-        buckets = options[pick]
+        buckets = bucketings[pick]
         sim = simulate(tensors, buckets, mode, _comm_times(curves, nbytes, buckets, mode, True))
         entries = []
         for lo, hi in buckets:
