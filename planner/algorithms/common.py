@@ -19,6 +19,11 @@ from syncplan.planner.bound_parts import caps, parts_by_host
 PRICE_BUDGET = 200_000
 
 
+def ready(program: Program) -> Callable[[], Program]:
+    """A builder of ``program``, built already (a Candidate's ``build``)."""
+    return lambda: program
+
+
 def coarsen(program: Program, units: int) -> Program:
     """The same program on ``units`` (< program.units) units.
 
@@ -68,7 +73,7 @@ def priced(
         raise InfeasibleError(f"{name}: no variant applies")
     t, label, prog = best
     return Candidate(
-        name, t, lambda p=prog: p, {"variant": label, "steps": len(prog.steps), **(details or {})}
+        name, t, ready(prog), {"variant": label, "steps": len(prog.steps), **(details or {})}
     )
 
 

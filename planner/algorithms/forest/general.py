@@ -23,6 +23,7 @@ from syncplan.core.program import Program
 from syncplan.planner.algorithms.base import Candidate, PlanContext
 from syncplan.planner.algorithms.forest.effort import thorough_runs
 from syncplan.planner.algorithms.forest.mix import (
+    Move,
     build_mix,
     mix_cost,
     mix_lps,
@@ -193,7 +194,7 @@ def price_pieced(
     chosen = sorted(tried, key=lambda t: (t[0], str(t[1])))[: FOREST.window_pieced]
     lp_of = WindowLP if group is None else functools.partial(OrbitWindowLP, group=group)
     budget = Budget(PACKING.pieces_budget)
-    runs = [(seed, lp_of, budget, {}) for seed in chosen]
+    runs: list[tuple] = [(seed, lp_of, budget, {}) for seed in chosen]
     if EFFORT_PRESETS.get(ctx.effort, FOREST).thorough:  # the same runs first, then these
         runs += thorough_runs(ctx, chosen, group, lp_of)
     out = None
@@ -229,9 +230,10 @@ def mixed_program(
     fastest, or None."""
     if best.time > cap * FOREST.mix_reach or len(ctx.ranks) > FOREST.mix_max_ranks:
         return None
-    sched, shares, size = best.sched, best.shares, float(ctx.size_bytes)
+    sched, shares, fracs, _, _ = best.found()
+    size = float(ctx.size_bytes)
     pairs = [j for j in range(len(shares)) if shares[j] > 0]
-    counts = [p for p in FOREST.pipeline_pieces if p <= len(best.fracs) * FOREST.mix_share][-2:]
+    counts = [p for p in FOREST.pipeline_pieces if p <= len(fracs) * FOREST.mix_share][-2:]
     k = len(pairs)
     fit = []  # every LP is chosen before any is solved: they run side by side
     spent = 0
@@ -252,7 +254,7 @@ def mixed_program(
         return None
     profiles = pair_profiles(sched, pairs)
     moves = [sched.transfers[j] for j in pairs]
-    groups = [(list(range(k)), [])]
+    groups: list[tuple[list[int], list[Move]]] = [(list(range(k)), [])]
     calls = [
         (
             profiles,
@@ -309,7 +311,7 @@ def forest_any(ctx: PlanContext, beat: float | None = None) -> Candidate:
             if theta * size < min(best.time, mine.time):
                 price_pipelines(sched, shares, size, units, mine)
         if mine.sched is not None:
-            ranked.append((mine.time, len(mine.fracs), key))
+            ranked.append((mine.time, len(mine.found().fracs), key))
             if mine.time < best.time:
                 best = mine
                 best.packing = f"{key[0]}/{key[1]}"
@@ -339,7 +341,7 @@ def forest_any(ctx: PlanContext, beat: float | None = None) -> Candidate:
     )
     if best.sched is None:
         raise InfeasibleError("forest (any topology): no tree set fits the plan size limits")
-    sched, shares = best.sched, best.shares
+    sched, shares, _, _, _ = best.found()
     refine_pieces(ctx, best, units)
     # the mixes (interior point, in HiGHS without the GIL) and the pieced step-priced LPs
     # depend on nothing the other computes: side by side (every program they build pins
@@ -366,8 +368,7 @@ def forest_any(ctx: PlanContext, beat: float | None = None) -> Candidate:
             "solve_s": round(time.perf_counter() - t0, 3),
         }
         return Candidate("forest", found.time_s, lambda: found.program, details)
-    sched = best.sched
-    fracs = best.fracs
+    sched, _, fracs, _, _ = best.found()
     # the pipelined estimate is the cost model's time up to the rounding of units
     if (
         mixed is not None
