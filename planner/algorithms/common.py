@@ -104,8 +104,8 @@ def leaders(ctx: PlanContext) -> list[int]:
 
 def host_capacity_order(ctx: PlanContext) -> list[int]:
     """Host group indices, most capacity in and out of the host first (ties: in order)."""
-    caps = [min(caps(ctx, part)) for part in parts_by_host(ctx)]
-    return sorted(range(len(caps)), key=lambda k: (-caps[k], k))
+    capacity = [min(caps(ctx, part)) for part in parts_by_host(ctx)]
+    return sorted(range(len(capacity)), key=lambda k: (-capacity[k], k))
 
 
 def check_ranks(name: str, n: int, limit: int) -> None:
