@@ -14,10 +14,10 @@ import pytest
 from syncplan.core.errors import RequestError
 from syncplan.planner import make_plan, verify_plan
 from syncplan.planner.algorithms.base import PlanContext
-from syncplan.planner.algorithms.packing_pieced import pieced_window
-from syncplan.planner.algorithms.packing_reversal import reverse_arcs
-from syncplan.planner.algorithms.packing_sets import packings
-from syncplan.planner.algorithms.packing_window import Budget, WindowLP
+from syncplan.planner.algorithms.packing.pieced import pieced_window
+from syncplan.planner.algorithms.packing.reversal import reverse_arcs
+from syncplan.planner.algorithms.packing.sets import packings
+from syncplan.planner.algorithms.packing.window import Budget, WindowLP
 from syncplan.planner.family_grids import mesh2d
 from syncplan.planner.family_hosts import directed_cluster
 from syncplan.planner.topology import Topology

@@ -411,7 +411,7 @@ def test_route_dag_keeps_a_degraded_uplink_and_no_longer_routes() -> None:
     """Between two ToRs of a pod the router takes the fast uplink; the DAG also holds the
     degraded one (same latency), the least loaded route moves off a loaded arc, and no
     route it returns is longer in latency than the router's."""
-    from syncplan.planner.algorithms.forest_routes import RouteDag
+    from syncplan.planner.algorithms.forest.routes import RouteDag
     from syncplan.planner.family_hosts import fat_tree3
     from syncplan.planner.routing import Router
 
@@ -437,7 +437,7 @@ def test_routes_through_gpus_are_not_spread() -> None:
     GPUs: the DAG holds several, but the host forest spreads only routes through switches
     (its host trees are many times the floor there and lose to the packing), so no tree
     set spreads and the plan's routes stay the router's."""
-    from syncplan.planner.algorithms.forest_routes import RouteDag
+    from syncplan.planner.algorithms.forest.routes import RouteDag
     from syncplan.planner.family_grids import torus
     from syncplan.planner.routing import Router
 

@@ -117,9 +117,9 @@ def test_packing_mixes_keep_the_middle_and_never_lose_to_the_pipeline() -> None:
     packing's shares in the middle pieces, verifies, and is no slower than the pipelined
     program of the same piece sizes."""
     from syncplan.core.program import program_to_doc
-    from syncplan.planner.algorithms import forest_pipelined as fa
-    from syncplan.planner.algorithms import packing_sets
-    from syncplan.planner.algorithms.packing_schedule import PairSchedule, pair_trees
+    from syncplan.planner.algorithms.forest import pipelined as fa
+    from syncplan.planner.algorithms.packing import sets as packing_sets
+    from syncplan.planner.algorithms.packing.schedule import PairSchedule, pair_trees
     from syncplan.planner.family_grids import torus
 
     topo = Topology.from_dict(torus(2, 3, gpus_per_host=2, degraded=1))
