@@ -15,13 +15,14 @@ from __future__ import annotations
 import functools
 import math
 import time
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 from syncplan.core.errors import InfeasibleError
 from syncplan.core.program import Program
 from syncplan.planner.algorithms.base import Candidate, PlanContext
-from syncplan.planner.algorithms.forest.effort import thorough_runs
+from syncplan.planner.algorithms.forest.effort import PiecedRun, Seed, thorough_runs
 from syncplan.planner.algorithms.forest.mix import (
     Move,
     build_mix,
@@ -62,7 +63,7 @@ SLOWER = "forest (any topology): slower than the host-structured forest"
 
 def price_windows(
     ctx: PlanContext, size: float, units: int, best: Pipelined, cap: float = math.inf
-) -> list[tuple]:
+) -> list[Seed]:
     """Step-priced packings (``packing.window``) from the trees of the best packings and the
     unlimited one: one piece whose trees load every step evenly pays no pipeline fill (tori,
     full meshes, NVLink cube meshes: 2-6 % faster than the pipelined packings at 256 MiB).
@@ -85,7 +86,7 @@ def price_windows(
         keys = [k for k in keys if k[1] is not None]
     elif ("any", None) in table and ("any", None) not in keys:
         keys.append(("any", None))
-    tried = []
+    tried: list[Seed] = []
     slacks = [len(ctx.ranks) if key[1] is None else key[1] for key in keys]
     lps = [
         WindowLP(ctx, ctx.memo["packing_routes"][key[0]], slack, table[key].pool)
@@ -110,7 +111,7 @@ def price_windows(
         if found is None:
             continue
         est = _offer(ctx, found, f"{key[0]}/{key[1]} step-priced", size, units, best)
-        tried.append((est, key, slack, found.trees))
+        tried.append(Seed(est, key, slack, found.trees))
     return tried
 
 
@@ -158,7 +159,7 @@ def price_orbits(ctx: PlanContext, size: float, units: int, best: Pipelined) -> 
 
 
 def price_pieced(
-    ctx: PlanContext, tried: list[tuple], units: int, best_s: float
+    ctx: PlanContext, tried: list[Seed], units: int, best_s: float
 ) -> tuple[WindowProgram, str] | None:
     """Pieced step-priced packings (``packing.pieced.pieced_window``) from the FOREST.window_pieced
     step-priced packings of least one-piece time: the fastest, where it beats ``best_s``
@@ -188,13 +189,15 @@ def price_pieced(
         # the orbit LPs start from the pools of the packings of least fluid time
         table = packings(ctx)
         tried = [
-            (table[key].theta, key, n if key[1] is None else key[1], table[key].pool)
+            Seed(table[key].theta, key, n if key[1] is None else key[1], table[key].pool)
             for key in sorted(table, key=lambda k: (table[k].theta, str(k)))
         ]
     chosen = sorted(tried, key=lambda t: (t[0], str(t[1])))[: FOREST.window_pieced]
-    lp_of = WindowLP if group is None else functools.partial(OrbitWindowLP, group=group)
+    lp_of: Callable[..., WindowLP] = (
+        WindowLP if group is None else functools.partial(OrbitWindowLP, group=group)
+    )
     budget = Budget(PACKING.pieces_budget)
-    runs: list[tuple] = [(seed, lp_of, budget, {}) for seed in chosen]
+    runs = [PiecedRun(seed, lp_of, budget, {}) for seed in chosen]
     if EFFORT_PRESETS.get(ctx.effort, FOREST).thorough:  # the same runs first, then these
         runs += thorough_runs(ctx, chosen, group, lp_of)
     out = None
