@@ -12,12 +12,16 @@ from collections.abc import Callable
 from syncplan.core.errors import InfeasibleError
 from syncplan.core.program import Program, Transfer
 from syncplan.planner.algorithms.base import Candidate, PlanContext
-from syncplan.planner.bound_parts import caps as side_caps
-from syncplan.planner.bound_parts import parts_by_host
+from syncplan.planner.bound_parts import caps, parts_by_host
 
 # Most transfers an algorithm builds to price one variant exactly (a coarsened ring or
 # hierarchical program on a buffer smaller than its unit count, a pipelined tree).
 PRICE_BUDGET = 200_000
+
+
+def ready(program: Program) -> Callable[[], Program]:
+    """A builder of ``program``, built already (a Candidate's ``build``)."""
+    return lambda: program
 
 
 def coarsen(program: Program, units: int) -> Program:
@@ -69,7 +73,7 @@ def priced(
         raise InfeasibleError(f"{name}: no variant applies")
     t, label, prog = best
     return Candidate(
-        name, t, lambda p=prog: p, {"variant": label, "steps": len(prog.steps), **(details or {})}
+        name, t, ready(prog), {"variant": label, "steps": len(prog.steps), **(details or {})}
     )
 
 
@@ -100,8 +104,8 @@ def leaders(ctx: PlanContext) -> list[int]:
 
 def host_capacity_order(ctx: PlanContext) -> list[int]:
     """Host group indices, most capacity in and out of the host first (ties: in order)."""
-    caps = [min(side_caps(ctx, part)) for part in parts_by_host(ctx)]
-    return sorted(range(len(caps)), key=lambda k: (-caps[k], k))
+    capacity = [min(caps(ctx, part)) for part in parts_by_host(ctx)]
+    return sorted(range(len(capacity)), key=lambda k: (-capacity[k], k))
 
 
 def check_ranks(name: str, n: int, limit: int) -> None:

@@ -13,6 +13,8 @@ program stays within PRICE_BUDGET / 4 transfers is priced.
 
 from __future__ import annotations
 
+from functools import partial
+
 from syncplan.core.errors import InfeasibleError
 from syncplan.core.program import Program, Step, Transfer, merge_parallel
 from syncplan.planner.algorithms.base import Candidate, PlanContext
@@ -84,5 +86,5 @@ def dbtree(ctx: PlanContext) -> Candidate:
     return priced(
         ctx,
         "dbtree",
-        {f"{p} pieces": (lambda p=p: dbtree_program(order, p, size)) for p in options},
+        {f"{p} pieces": partial(dbtree_program, order, p, size) for p in options},
     )

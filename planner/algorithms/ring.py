@@ -7,10 +7,12 @@ of a host stay adjacent so each ring crosses the network once per host.
 
 from __future__ import annotations
 
+from functools import partial
+
 from syncplan.core.errors import InfeasibleError
 from syncplan.core.program import Program, Step, Transfer
 from syncplan.planner.algorithms.base import Candidate, PlanContext
-from syncplan.planner.algorithms.common import PRICE_BUDGET, price
+from syncplan.planner.algorithms.common import PRICE_BUDGET, price, ready
 
 
 def ring_orders(ctx: PlanContext) -> dict[str, list[list[int]]]:
@@ -97,7 +99,7 @@ def ring(ctx: PlanContext) -> Candidate:
             cand = Candidate(
                 "ring",
                 price(ctx, prog),
-                lambda p=prog: p,
+                ready(prog),
                 {"channels": len(channels), "variant": name, "units": coarse},
             )
         else:
@@ -108,7 +110,7 @@ def ring(ctx: PlanContext) -> Candidate:
             cand = Candidate(
                 "ring",
                 2 * (n - 1) * step,
-                lambda ch=channels: build_ring_program(ch),
+                partial(build_ring_program, channels),
                 {"channels": len(channels), "variant": name},
             )
         if best is None or cand.predicted_time_s < best.predicted_time_s:

@@ -15,11 +15,13 @@ from __future__ import annotations
 
 import itertools
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 from functools import partial
 
 from syncplan.core.program import Program, Step, Transfer, split_range
 from syncplan.planner.algorithms.base import Candidate, PlanContext
+from syncplan.planner.algorithms.common import ready
 
 DIRECT_MAX_GROUP = 16
 FULL_PRICE_MAX = 20_000  # transfers: a level with unequal parts is priced step by step up to this
@@ -230,14 +232,14 @@ def _search(ctx: PlanContext, budget: float) -> Candidate | None:
                 )
             except _TooCostly:
                 continue
-            make = partial(build, history, list(methods), units)
+            make: Callable[[], Program] = partial(build, history, list(methods), units)
             if ctx.cost.switch_overhead and (best is None or t < best.predicted_time_s):
                 # the switch term depends on consecutive steps: the program itself is priced
                 # (within the pricing budget; above it the term is left out) and kept
                 prog = make()
                 if sum(len(step) for step in prog.steps) <= budget:
                     t = ctx.cost.program_time(ctx.ranks, prog, ctx.size_bytes)
-                    make = lambda p=prog: p  # noqa: E731
+                    make = ready(prog)
             if best is None or t < best.predicted_time_s:
                 desc = [
                     {"groups": len(lv), "largest_group": max(len(g) for g in lv), "method": m}

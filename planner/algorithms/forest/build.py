@@ -59,8 +59,8 @@ def build_program(plan: HostPlan, fracs: np.ndarray, units: int, group: int = 1)
             if (p % group == group - 1 or p == pieces - 1) and base > start:
                 first = p // group * group
                 for off, src, dst, red, path in intra:
-                    at = first if off == 0 else p + off
-                    steps[at].append(Transfer(src, dst, start, base, red, path))
+                    step = first if off == 0 else p + off
+                    steps[step].append(Transfer(src, dst, start, base, red, path))
     return Program(units, [s for s in steps if s])
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable
+from typing import Any, NamedTuple
 
 from syncplan.planner.algorithms.base import PlanContext
 from syncplan.planner.algorithms.forest.settings import FOREST
@@ -18,6 +19,7 @@ from syncplan.planner.algorithms.packing import (
     Budget,
     Group,
     ReversedLP,
+    TreeColumn,
     WindowLP,
     packings,
     reverse_arcs,
@@ -26,9 +28,33 @@ from syncplan.planner.algorithms.packing import (
 log = logging.getLogger(__name__)  # the CLI's progress line shows its messages
 
 
+class Seed(NamedTuple):
+    """A packing a pieced step-priced LP starts from."""
+
+    time: float
+    """What orders the seeds of one source: the estimated seconds of its step-priced program
+    (``price_windows``) or its fluid seconds per byte (``Packing.theta``)."""
+    key: tuple[str, int | None]
+    """Its route set and depth slack (``packings``)."""
+    slack: int
+    """The depth slack its LP keeps (the rank count where unlimited)."""
+    trees: list[TreeColumn]
+    """The trees it starts from."""
+
+
+class PiecedRun(NamedTuple):
+    """One pieced step-priced LP to solve (``pieced_window``)."""
+
+    seed: Seed
+    lp_of: Callable[..., WindowLP]
+    budget: Budget
+    limits: dict[str, Any]
+    """More keyword arguments of ``pieced_window``."""
+
+
 def thorough_runs(
-    ctx: PlanContext, chosen: list[tuple], group: Group | None, lp_of: Callable[..., WindowLP]
-) -> list[tuple]:
+    ctx: PlanContext, chosen: list[Seed], group: Group | None, lp_of: Callable[..., WindowLP]
+) -> list[PiecedRun]:
     """The pieced LPs of effort "thorough": from the packings ``chosen`` and the pools of
     the others by fluid time (FOREST.thorough_pieced in all: deeper trees fill a pipeline at more
     steps), one FOREST.thorough_budget between them, FOREST.thorough_rounds a piece count of at most
@@ -40,7 +66,7 @@ def thorough_runs(
     seeds = (
         chosen
         + [
-            (table[key].theta, key, n if key[1] is None else key[1], table[key].pool)
+            Seed(table[key].theta, key, n if key[1] is None else key[1], table[key].pool)
             for key in sorted(table, key=lambda k: (table[k].theta, str(k)))
             if key not in seen
         ][: FOREST.thorough_pieced - len(chosen)]
@@ -57,11 +83,11 @@ def thorough_runs(
             time.perf_counter() - t0,
         )
 
-    limits = {
+    limits: dict[str, Any] = {
         "rounds": FOREST.thorough_rounds,
         "max_columns": FOREST.thorough_max_columns,
         "round_cap": FOREST.thorough_round_cap,
         "progress": progress,
     }
     budget = Budget(FOREST.thorough_budget, time.monotonic() + FOREST.thorough_wall_s)
-    return [(seed, lp_of, budget, limits) for seed in seeds]
+    return [PiecedRun(seed, lp_of, budget, limits) for seed in seeds]

@@ -15,14 +15,16 @@ from __future__ import annotations
 import functools
 import math
 import time
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 from syncplan.core.errors import InfeasibleError
 from syncplan.core.program import Program
 from syncplan.planner.algorithms.base import Candidate, PlanContext
-from syncplan.planner.algorithms.forest.effort import thorough_runs
+from syncplan.planner.algorithms.forest.effort import PiecedRun, Seed, thorough_runs
 from syncplan.planner.algorithms.forest.mix import (
+    Move,
     build_mix,
     mix_cost,
     mix_lps,
@@ -61,7 +63,7 @@ SLOWER = "forest (any topology): slower than the host-structured forest"
 
 def price_windows(
     ctx: PlanContext, size: float, units: int, best: Pipelined, cap: float = math.inf
-) -> list[tuple]:
+) -> list[Seed]:
     """Step-priced packings (``packing.window``) from the trees of the best packings and the
     unlimited one: one piece whose trees load every step evenly pays no pipeline fill (tori,
     full meshes, NVLink cube meshes: 2-6 % faster than the pipelined packings at 256 MiB).
@@ -84,7 +86,7 @@ def price_windows(
         keys = [k for k in keys if k[1] is not None]
     elif ("any", None) in table and ("any", None) not in keys:
         keys.append(("any", None))
-    tried = []
+    tried: list[Seed] = []
     slacks = [len(ctx.ranks) if key[1] is None else key[1] for key in keys]
     lps = [
         WindowLP(ctx, ctx.memo["packing_routes"][key[0]], slack, table[key].pool)
@@ -109,7 +111,7 @@ def price_windows(
         if found is None:
             continue
         est = _offer(ctx, found, f"{key[0]}/{key[1]} step-priced", size, units, best)
-        tried.append((est, key, slack, found.trees))
+        tried.append(Seed(est, key, slack, found.trees))
     return tried
 
 
@@ -157,7 +159,7 @@ def price_orbits(ctx: PlanContext, size: float, units: int, best: Pipelined) -> 
 
 
 def price_pieced(
-    ctx: PlanContext, tried: list[tuple], units: int, best_s: float
+    ctx: PlanContext, tried: list[Seed], units: int, best_s: float
 ) -> tuple[WindowProgram, str] | None:
     """Pieced step-priced packings (``packing.pieced.pieced_window``) from the FOREST.window_pieced
     step-priced packings of least one-piece time: the fastest, where it beats ``best_s``
@@ -187,13 +189,15 @@ def price_pieced(
         # the orbit LPs start from the pools of the packings of least fluid time
         table = packings(ctx)
         tried = [
-            (table[key].theta, key, n if key[1] is None else key[1], table[key].pool)
+            Seed(table[key].theta, key, n if key[1] is None else key[1], table[key].pool)
             for key in sorted(table, key=lambda k: (table[k].theta, str(k)))
         ]
     chosen = sorted(tried, key=lambda t: (t[0], str(t[1])))[: FOREST.window_pieced]
-    lp_of = WindowLP if group is None else functools.partial(OrbitWindowLP, group=group)
+    lp_of: Callable[..., WindowLP] = (
+        WindowLP if group is None else functools.partial(OrbitWindowLP, group=group)
+    )
     budget = Budget(PACKING.pieces_budget)
-    runs = [(seed, lp_of, budget, {}) for seed in chosen]
+    runs = [PiecedRun(seed, lp_of, budget, {}) for seed in chosen]
     if EFFORT_PRESETS.get(ctx.effort, FOREST).thorough:  # the same runs first, then these
         runs += thorough_runs(ctx, chosen, group, lp_of)
     out = None
@@ -229,9 +233,10 @@ def mixed_program(
     fastest, or None."""
     if best.time > cap * FOREST.mix_reach or len(ctx.ranks) > FOREST.mix_max_ranks:
         return None
-    sched, shares, size = best.sched, best.shares, float(ctx.size_bytes)
+    sched, shares, fracs, _, _ = best.found()
+    size = float(ctx.size_bytes)
     pairs = [j for j in range(len(shares)) if shares[j] > 0]
-    counts = [p for p in FOREST.pipeline_pieces if p <= len(best.fracs) * FOREST.mix_share][-2:]
+    counts = [p for p in FOREST.pipeline_pieces if p <= len(fracs) * FOREST.mix_share][-2:]
     k = len(pairs)
     fit = []  # every LP is chosen before any is solved: they run side by side
     spent = 0
@@ -252,7 +257,7 @@ def mixed_program(
         return None
     profiles = pair_profiles(sched, pairs)
     moves = [sched.transfers[j] for j in pairs]
-    groups = [(list(range(k)), [])]
+    groups: list[tuple[list[int], list[Move]]] = [(list(range(k)), [])]
     calls = [
         (
             profiles,
@@ -309,7 +314,7 @@ def forest_any(ctx: PlanContext, beat: float | None = None) -> Candidate:
             if theta * size < min(best.time, mine.time):
                 price_pipelines(sched, shares, size, units, mine)
         if mine.sched is not None:
-            ranked.append((mine.time, len(mine.fracs), key))
+            ranked.append((mine.time, len(mine.found().fracs), key))
             if mine.time < best.time:
                 best = mine
                 best.packing = f"{key[0]}/{key[1]}"
@@ -339,7 +344,7 @@ def forest_any(ctx: PlanContext, beat: float | None = None) -> Candidate:
     )
     if best.sched is None:
         raise InfeasibleError("forest (any topology): no tree set fits the plan size limits")
-    sched, shares = best.sched, best.shares
+    sched, shares, _, _, _ = best.found()
     refine_pieces(ctx, best, units)
     # the mixes (interior point, in HiGHS without the GIL) and the pieced step-priced LPs
     # depend on nothing the other computes: side by side (every program they build pins
@@ -366,8 +371,7 @@ def forest_any(ctx: PlanContext, beat: float | None = None) -> Candidate:
             "solve_s": round(time.perf_counter() - t0, 3),
         }
         return Candidate("forest", found.time_s, lambda: found.program, details)
-    sched = best.sched
-    fracs = best.fracs
+    sched, _, fracs, _, _ = best.found()
     # the pipelined estimate is the cost model's time up to the rounding of units
     if (
         mixed is not None

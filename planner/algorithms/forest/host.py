@@ -204,9 +204,10 @@ def _forest(ctx: PlanContext) -> Candidate:
         except InfeasibleError as exc:
             errors.append(str(exc))
     if hosts is None or packing is None:
-        if hosts is None and packing is None:
+        only = hosts if hosts is not None else packing
+        if only is None:
             raise InfeasibleError("; ".join(errors))
-        return hosts if hosts is not None else packing
+        return only
     if packing.predicted_time_s < hosts.predicted_time_s * (1 - FOREST.fan_in_tolerance):
         return packing
     # within the tolerance the packing still wins where it is faster without more fan-in

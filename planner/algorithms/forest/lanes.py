@@ -20,8 +20,6 @@ from syncplan.planner.routing import REF_BYTES
 
 Path = tuple[str, ...]
 
-Path = tuple[str, ...]
-
 
 @dataclass
 class Lane:
@@ -149,13 +147,13 @@ def build_lanes(ctx: PlanContext) -> list[Lane]:
             u, v = exit_
             lane.up.append((*out_paths[u], v))
             lane.down.append((v, *in_paths[u]))
-        for lane, exit_ in zip(lanes, choice, strict=True):
-            if exit_ is None:
+        for lane, chosen in zip(lanes, choice, strict=True):
+            if chosen is None:
                 lane.cap[h] = 1.0
                 continue
             path = lane.up[h] + lane.down[h][1:]
             bw = min(g.edges[a, b]["bw"] for a, b in itertools.pairwise(path))
-            lane.cap[h] = bw / used[exit_]
+            lane.cap[h] = bw / used[chosen]
     for lane in lanes:
         if m > 1:
             usual = max(set(up[-1] for up in lane.up), key=[up[-1] for up in lane.up].count)

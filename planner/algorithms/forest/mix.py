@@ -35,7 +35,7 @@ Move = tuple[int, int, int, bool, tuple[str, ...]]  # (offset, src, dst, reduce,
 Profile = tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]
 
 
-def tree_profiles(plan: HostPlan, trees: list[int]) -> list[tuple[np.ndarray, ...]]:
+def tree_profiles(plan: HostPlan, trees: list[int]) -> list[Profile]:
     """Per tree of ``trees`` (indices into plan.trees), at the plan's stagger: the arcs its
     piece crosses, at which offset, seconds per byte of buffer, and the largest path latency
     through the arc at that offset, one entry per (arc, offset); its lane's merged intra-host
@@ -206,9 +206,7 @@ def _solve_ipm(loads, steps: np.ndarray, rhs: np.ndarray, floor: np.ndarray) -> 
     return np.maximum(col[:nx], 0.0)
 
 
-def _merged(
-    arcs: np.ndarray, offs: np.ndarray, coef: np.ndarray, plat: np.ndarray
-) -> tuple[np.ndarray, ...]:
+def _merged(arcs: np.ndarray, offs: np.ndarray, coef: np.ndarray, plat: np.ndarray) -> Profile:
     """One entry per (arc, offset): coefficients summed, the largest latency."""
     key = arcs * (int(offs.max(initial=0)) + 1) + offs
     uniq, inv = np.unique(key, return_inverse=True)

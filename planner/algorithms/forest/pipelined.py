@@ -15,6 +15,7 @@ import math
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, fields
+from typing import NamedTuple
 
 import numpy as np
 from syncplan.core.program import Program
@@ -35,6 +36,16 @@ def pair_variants(pairs: list[Pair]) -> list[list[Pair]]:
     shallow = min(ranked, key=lambda p: (p.reduce.height + p.broadcast.height, -p.share))
     out.append([shallow])
     return out
+
+
+class Found(NamedTuple):
+    """The parts of the program a ``Pipelined`` found (``Pipelined.found``)."""
+
+    sched: PairSchedule
+    shares: np.ndarray
+    fracs: np.ndarray
+    load: np.ndarray
+    lat: np.ndarray
 
 
 @dataclass
@@ -59,6 +70,13 @@ class Pipelined:
     """(fracs, time) of the last ``built_time``."""
     built: tuple[np.ndarray, Callable[[], Program]] | None = None
     """(fracs, builder) of the last ``program_builder``."""
+
+    def found(self) -> Found:
+        """Its program's parts, once one was found (``price_pipelines`` sets them together)."""
+        sched, shares, fracs, load, lat = self.sched, self.shares, self.fracs, self.load, self.lat
+        assert sched is not None and shares is not None and fracs is not None, "none found"
+        assert load is not None and lat is not None, "none found"
+        return Found(sched, shares, fracs, load, lat)
 
     def take(self, other: Pipelined, packing: str) -> None:
         """Become ``other`` (every field), from ``packing``."""
@@ -102,20 +120,21 @@ def built_time(ctx: PlanContext, best: Pipelined, units: int) -> float:
     """The cost-model time of the program ``best`` builds (``PairSchedule.program_time``:
     0.01 s where building and pricing 700,000 transfers takes a second), remembered for its
     pieces; where the cost model has overhead terms, the built program's."""
+    found = best.found()
     timed = best.timed
-    if timed is not None and timed[0] is best.fracs:
+    if timed is not None and timed[0] is found.fracs:
         return timed[1]
     size = float(ctx.size_bytes)
-    t = best.sched.program_time(best.shares, best.fracs, units, size)
+    t = found.sched.program_time(found.shares, found.fracs, units, size)
     if t is None:
         t = ctx.cost.program_time(ctx.ranks, program_builder(best, units)(), size)
-    best.timed = (best.fracs, t)
+    best.timed = (found.fracs, t)
     return t
 
 
 def program_builder(best: Pipelined, units: int) -> Callable[[], Program]:
     """A builder of ``best``'s program that builds it once, when first asked."""
-    sched, shares, fracs = best.sched, best.shares, best.fracs
+    sched, shares, fracs, _, _ = best.found()
     built = best.built
     if built is not None and built[0] is fracs:
         return built[1]
@@ -129,8 +148,8 @@ def refine_pieces(ctx: PlanContext, best: Pipelined, units: int) -> None:
     pieces and the piece-size LP's (``pipeline.lp_fractions``): ``best`` takes the fastest.
     The LPs (up to a second of HiGHS each, which runs without the GIL) solve side by side
     before any is compared, so the choice is the one made one after the other."""
-    sched, size = best.sched, float(ctx.size_bytes)
-    pieces = len(best.fracs)
+    found, size = best.found(), float(ctx.size_bytes)
+    sched, pieces = found.sched, len(found.fracs)
     # the LP takes seconds of HiGHS on many pieces, for < 0.1 % over ramped pieces
     limit = (
         FOREST.lp_max_rows
@@ -144,8 +163,8 @@ def refine_pieces(ctx: PlanContext, best: Pipelined, units: int) -> None:
         and k * len(sched.pairs) <= units
         and k * sched.transfers_per_piece <= PACKING.max_transfers
     ]
-    solved = [k for k in counts if len(best.load) * (k + sched.columns - 1) <= limit]
-    load, lat, min_step = best.load, best.lat, ctx.cost.min_step_s
+    solved = [k for k in counts if len(found.load) * (k + sched.columns - 1) <= limit]
+    load, lat, min_step = found.load, found.lat, ctx.cost.min_step_s
     with ThreadPoolExecutor(
         max_workers=max(1, len(solved)), thread_name_prefix="fractions"
     ) as pool:
@@ -157,7 +176,9 @@ def refine_pieces(ctx: PlanContext, best: Pipelined, units: int) -> None:
             )
         )
     for k in counts:
-        tries = [piece_fractions(k, ramp) for ramp in FOREST.ramps if 2 * ramp <= k]
+        tries: list[np.ndarray | None] = [
+            piece_fractions(k, ramp) for ramp in FOREST.ramps if 2 * ramp <= k
+        ]
         if k in lps:
             tries.append(lps[k])
         for fracs in tries:

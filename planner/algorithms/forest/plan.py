@@ -94,7 +94,7 @@ class HostPlan:
         np.add.at(lane_w, [tr.lane for tr in self.trees], w)
         bw = self.ctx.router.bw
         pairs = []
-        skip: dict[tuple[int, int], list[np.ndarray]] = defaultdict(list)
+        skip: dict[int, list[np.ndarray]] = defaultdict(list)  # per tree index
         for j, tr in enumerate(self.trees):
             lane = self.lanes[tr.lane]
             for c, q in enumerate(tr.parent):
@@ -111,8 +111,8 @@ class HostPlan:
         weight = np.concatenate([w, lane_w])[col]
         base = np.bincount(arc, weights=weight, minlength=len(bw))
         for j, ids in skip.items():  # the router's routes of the edges being spread
-            for a in ids:
-                np.subtract.at(base, a, w[j])
+            for core_arcs in ids:
+                np.subtract.at(base, core_arcs, w[j])
         self.routes = spread(pairs, dag, np.maximum(base, 0.0) / bw)
         self.flat_entries = None
         return True
@@ -371,8 +371,8 @@ class HostPlan:
         )
         live = weight > 0
         idx = arc[live] * (no + 2) + off[live]
-        load = np.bincount(idx, weights=weight[live], minlength=narcs * (no + 2))
-        lat = np.full(narcs * (no + 2), -np.inf)
+        load: np.ndarray = np.bincount(idx, weights=weight[live], minlength=narcs * (no + 2))
+        lat: np.ndarray = np.full(narcs * (no + 2), -np.inf)
         np.maximum.at(lat, idx, plat[live])
         load = load.reshape(narcs, no + 2) / bw[:, None]
         lat = lat.reshape(narcs, no + 2)

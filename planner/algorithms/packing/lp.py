@@ -23,7 +23,9 @@ trees' prices and no arc's load exceeds theta times its bandwidth.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import partial
 
 import numpy as np
 from scipy.sparse import csr_matrix
@@ -215,7 +217,7 @@ def tree_column(
     parent: np.ndarray,
     root: int,
     inward: bool,
-    cache: dict,
+    cache: dict[int, tuple[Path, list[int]]],
 ) -> TreeColumn:
     """The tree of ``parent`` with its edges routed along ``pred`` (``cache``: one dict per
     set of routes, shared by the trees built on it)."""
@@ -227,10 +229,17 @@ def tree_column(
     arcs: list[int] = []
     extend = arcs.extend
     get = cache.get
+    # QuickRoutes: one route per pair; RankRoutes: along the predecessors of its ``solve``
+    route: Callable[[int, int], Path]
+    if isinstance(routes, QuickRoutes):
+        route = partial(routes.path, None)
+    else:
+        assert pred is not None, "RankRoutes route along the predecessors of their solve"
+        route = partial(routes.path, pred)
     for v, a, b in zip(kids.tolist(), tails.tolist(), heads.tolist(), strict=True):
         hit = get(a * n + b)
         if hit is None:
-            path = routes.path(pred, a, b)
+            path = route(a, b)
             hit = cache[a * n + b] = (path, router.arcs(path))
         paths[v] = hit[0]
         extend(hit[1])
@@ -305,7 +314,9 @@ class PackingLP:
         parents_in = shallow_trees(cost.T, self.limits[0])
         parents_out = shallow_trees(cost, self.limits[1])
 
-        def reduced(p_in: np.ndarray, p_out: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        def reduced(
+            p_in: np.ndarray, p_out: np.ndarray, duals: np.ndarray
+        ) -> tuple[np.ndarray, np.ndarray]:
             """Reduced costs of every root's in- and out-tree (rows of the parent arrays)."""
             return (
                 _tree_costs(cost.T, p_in) - duals[:n] - duals[n],
@@ -315,7 +326,7 @@ class PackingLP:
         if duals is None:
             red_in = red_out = np.full(n, -np.inf)
         else:
-            red_in, red_out = reduced(parents_in, parents_out)
+            red_in, red_out = reduced(parents_in, parents_out, duals)
         if (
             duals is not None
             and self.slack is None
@@ -329,7 +340,7 @@ class PackingLP:
             # cut; under depth limits they hardly ever fit, and cost 0.25 s a 61-rank LP)
             parents_in = np.stack([min_arborescence(cost.T, r) for r in range(n)])
             parents_out = np.stack([min_arborescence(cost, r) for r in range(n)])
-            red_in, red_out = reduced(parents_in, parents_out)
+            red_in, red_out = reduced(parents_in, parents_out, duals)
         cache: dict = {}
         cols = []
         for r in range(n):

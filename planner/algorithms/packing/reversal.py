@@ -22,6 +22,7 @@ from syncplan.planner.algorithms.packing import window as pw
 from syncplan.planner.algorithms.packing.arborescence import layered_trees_costed
 from syncplan.planner.algorithms.packing.lp import (
     Packing,
+    Path,
     QuickRoutes,
     RankRoutes,
     TreeColumn,
@@ -153,7 +154,8 @@ class ReversedLP(pw.WindowLP):
         parents, tree_cost = layered_trees_costed(
             np.stack(costs).transpose(0, 2, 1), steps_in, self.limits[0]
         )
-        out, cache = [], {}
+        out: list[tuple[float, TreeColumn, int]] = []
+        cache: dict[int, tuple[Path, list[int]]] = {}
         for p in range(self.pieces):
             for r in range(n):
                 if tree_cost[p][r] - duals[p * n + r] - total >= -threshold:

@@ -94,7 +94,8 @@ class PairSchedule:
         counts = np.fromiter((len(a) for a in arc_l), dtype=np.int64, count=len(arc_l))
         cols, offs, lats = (np.repeat(np.asarray(x), counts) for x in zip(*meta, strict=True))
         self.flat_entries = (np.concatenate(arc_l), cols, offs, lats)
-        self._grouped: tuple[np.ndarray, ...] | None = None  # see _groups
+        # see _groups
+        self._grouped: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray] | None = None
 
     @property
     def transfers_per_piece(self) -> int:
@@ -108,8 +109,8 @@ class PairSchedule:
         no = self.columns
         narcs = len(bw)
         idx = arc * no + off
-        load = np.bincount(idx, weights=shares[col], minlength=narcs * no)
-        lat = np.full(narcs * no, -np.inf)
+        load: np.ndarray = np.bincount(idx, weights=shares[col], minlength=narcs * no)
+        lat: np.ndarray = np.full(narcs * no, -np.inf)
         np.maximum.at(lat, idx, plat)
         load = load.reshape(narcs, no) / bw[:, None]
         lat = lat.reshape(narcs, no)

@@ -157,9 +157,9 @@ def automorphisms(ctx: PlanContext, max_order: int | None = None) -> Group | Non
     rotations and one swap of all hosts' GPUs only 2 x hosts). None where only the identity
     is found."""
     max_order = max_order or PACKING.order_per_rank * len(ctx.ranks)
-    key = ("automorphisms", max_order)
-    if key in ctx.memo:
-        return ctx.memo[key]
+    memo: dict[int, Group | None] = ctx.memo.setdefault("automorphisms", {})  # per max_order
+    if max_order in memo:
+        return memo[max_order]
     graph = _Graph(ctx)
     failed = 0
     index = graph.index
@@ -167,7 +167,7 @@ def automorphisms(ctx: PlanContext, max_order: int | None = None) -> Group | Non
     base = []
     for v in rank_ix:
         if graph.spent():
-            ctx.memo[key] = None
+            memo[max_order] = None
             return None
         base.append(graph.individualised(int(v)))
     sig = [np.bincount(c).tobytes() for c in base]
@@ -203,7 +203,7 @@ def automorphisms(ctx: PlanContext, max_order: int | None = None) -> Group | Non
         arcs = np.empty_like(image)
         arcs[:, [arc_id[a] for a in arc_list]] = image
         group = Group(graph.nodes, index, elems, where[elems[:, rank_ix]], arcs)
-    ctx.memo[key] = group
+    memo[max_order] = group
     return group
 
 

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import math
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -35,6 +36,7 @@ from syncplan.planner.algorithms.base import PlanContext
 from syncplan.planner.algorithms.packing.arborescence import layered_trees_costed, tree_depths
 from syncplan.planner.algorithms.packing.lp import (
     Packing,
+    Path,
     QuickRoutes,
     RankRoutes,
     TreeColumn,
@@ -70,7 +72,7 @@ class WindowLP:
         self.height = int(min(self.limits[1].max(), self.n - 1))
         self.pieces = pieces
         self.steps = 2 * self.height + pieces - 1
-        self.price_roots = range(self.n)  # the roots whose trees are priced
+        self.price_roots: Sequence[int] = range(self.n)  # the roots whose trees are priced
         self.trees: list[TreeColumn] = []
         self.offsets: list[int] = []
         self.keys: list[bytes] = []
@@ -350,7 +352,8 @@ def layered_column(
 ) -> TreeColumn:
     """A tree column whose edges follow the cheapest routes at the step each edge runs."""
     depth = tree_depths(parent)
-    paths, arcs = [], []
+    paths: list[Path] = []
+    arcs: list[int] = []
     for v, p in enumerate(parent):
         if p < 0:
             paths.append(())
