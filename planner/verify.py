@@ -247,15 +247,7 @@ def step_features(
     ends are the busiest rank's sends plus receives, or with ``message_cores`` at least all
     the step's message ends over that many cores. For fitting those two settings to measured
     times (syncplan/testbed/calibrate.py); ValueError if the plan is not well formed."""
-    try:
-        doc = _shape(plan, topo)
-        ranks, units, steps = doc.ranks, doc.units, doc.steps
-    except _Invalid as exc:
-        raise ValueError(str(exc)) from exc
-    size = float(size_bytes if size_bytes is not None else plan.get("size_bytes", units))
-    return [
-        (w, e) for w, e, _, _ in _step_costs(topo, ranks, units, steps, size, True, message_cores)
-    ]
+    return [(w, e) for w, e, _, _ in _costs(plan, topo, size_bytes, True, message_cores)]
 
 
 def step_exchange_ends(
@@ -263,12 +255,7 @@ def step_exchange_ends(
 ) -> list[float]:
     """Per non-empty step of ``plan``: the message ends ``exchange_overhead_s`` is charged
     for (``syncplan.planner.cost.exchange_ends``), aligned with ``step_features``."""
-    try:
-        doc = _shape(plan, topo)
-        ranks, units, steps = doc.ranks, doc.units, doc.steps
-    except _Invalid as exc:
-        raise ValueError(str(exc)) from exc
-    return [x for _, _, x, _ in _step_costs(topo, ranks, units, steps, 1.0, True, message_cores)]
+    return [x for _, _, x, _ in _costs(plan, topo, 1.0, True, message_cores)]
 
 
 def step_switch_wires(
@@ -277,13 +264,26 @@ def step_switch_wires(
     """Per non-empty step of ``plan``: the wire time of its slowest switched transfer
     (``syncplan.planner.cost.switched``; 0 when none), what ``switch_overhead`` is a fraction of;
     aligned with ``step_features``."""
+    return [w for _, _, _, w in _costs(plan, topo, size_bytes, False, None)]
+
+
+def _costs(
+    plan: dict[str, Any],
+    topo: Topology,
+    size_bytes: float | None,
+    count_messages: bool,
+    message_cores: int | None,
+) -> list[tuple[float, float, float, float]]:
+    """``_step_costs`` of a well-formed ``plan`` (ValueError otherwise); the size defaults
+    to the plan's."""
     try:
         doc = _shape(plan, topo)
-        ranks, units, steps = doc.ranks, doc.units, doc.steps
     except _Invalid as exc:
         raise ValueError(str(exc)) from exc
-    size = float(size_bytes if size_bytes is not None else plan.get("size_bytes", units))
-    return [w for _, _, _, w in _step_costs(topo, ranks, units, steps, size, False, None)]
+    size = float(size_bytes if size_bytes is not None else plan.get("size_bytes", doc.units))
+    return list(
+        _step_costs(topo, doc.ranks, doc.units, doc.steps, size, count_messages, message_cores)
+    )
 
 
 def _simulate_time(
