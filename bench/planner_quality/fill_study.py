@@ -40,8 +40,9 @@ from syncplan.planner.algorithms.packing import PACKING  # noqa: E402
 from syncplan.planner.algorithms.packing import sets as packing_sets  # noqa: E402
 from syncplan.planner.algorithms.packing import window as pw  # noqa: E402
 from syncplan.planner.algorithms.packing.arborescence import layered_trees  # noqa: E402
-from syncplan.planner.algorithms.packing.lp import Packing, QuickRoutes, TreeColumn, tree_column  # noqa: E402
+from syncplan.planner.algorithms.packing.lp import Packing, TreeColumn, tree_column  # noqa: E402
 from syncplan.planner.algorithms.packing.master import Master  # noqa: E402
+from syncplan.planner.algorithms.packing.routes import QuickRoutes  # noqa: E402
 from syncplan.planner.algorithms.packing.schedule import Pair, PairSchedule, pair_trees  # noqa: E402
 from syncplan.planner.algorithms.pipeline import round_to_total  # noqa: E402
 from syncplan.planner.bound import lower_bound  # noqa: E402

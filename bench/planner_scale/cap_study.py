@@ -33,6 +33,7 @@ from syncplan.planner.topology import Topology  # noqa: E402
 from bench.planner_scale.run import topology  # noqa: E402
 
 forest = importlib.import_module("syncplan.planner.algorithms.forest.host")
+pricing = importlib.import_module("syncplan.planner.algorithms.forest.pricing")
 
 SIZE = 256 * 2**20
 LIMITS = (800_000, 1_600_000, 3_200_000, 6_400_000, 12_800_000)
@@ -58,11 +59,11 @@ def study(ranks: int, limits: list[int]) -> list[dict]:
             if plan.transfers_per_piece(all_trees=True) * FOREST.min_pieces > limit:
                 continue
             configs: dict = {}
-            forest.price_configs(plan, fluid, float(SIZE), FOREST.max_units, configs, limit)
+            pricing.price_configs(plan, fluid, float(SIZE), FOREST.max_units, configs, limit)
             if not configs:
                 continue
             first = min(configs.values(), key=lambda c: c[0])
-            est, _, width, group, fracs, _ = forest.refine_config(first, float(SIZE))
+            est, _, width, group, fracs, _ = pricing.refine_config(first, float(SIZE))
             transfers = plan.transfer_counter()(len(fracs), group)
             row = {
                 "trees_per_lane": t,

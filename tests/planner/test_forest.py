@@ -522,6 +522,7 @@ def test_fan_in_without_building_is_the_built_programs(name: str) -> None:
     from syncplan.planner.algorithms.forest.build import build_program, host_fan_in, plan_fan_in
 
     forest_mod = importlib.import_module("syncplan.planner.algorithms.forest.host")
+    pricing_mod = importlib.import_module("syncplan.planner.algorithms.forest.pricing")
     root = Path(__file__).resolve().parents[2]
     topo = Topology.from_dict(json.loads((root / "examples" / f"{name}.json").read_text()))
     ranks = topo.endpoints()
@@ -531,7 +532,7 @@ def test_fan_in_without_building_is_the_built_programs(name: str) -> None:
         units = min(1 << 20, size)
         configs: dict = {}
         for plan, fluid in forest_mod.tree_sets(ctx)[1]:
-            forest_mod.price_configs(plan, fluid, float(size), units, configs)
+            pricing_mod.price_configs(plan, fluid, float(size), units, configs)
         for _, plan, width, group, fracs, *_ in sorted(configs.values(), key=lambda c: c[0])[:4]:
             plan.set_stagger(width)
             want = host_fan_in(ctx, build_program(plan, fracs, units, group))

@@ -10,6 +10,7 @@ import pytest
 from syncplan.planner.algorithms.base import PlanContext
 from syncplan.planner.algorithms.forest import FOREST
 from syncplan.planner.algorithms.forest import mix as mix_mod
+from syncplan.planner.algorithms.forest import pricing as pricing_mod
 from syncplan.planner.builders import star
 from syncplan.planner.plan import make_plan
 from syncplan.planner.topology import Topology
@@ -106,7 +107,7 @@ def test_forest_takes_the_mix_where_it_is_faster_and_it_verifies() -> None:
 def test_no_mix_outside_the_budget(monkeypatch: pytest.MonkeyPatch) -> None:
     topo = Topology.from_dict(SLOW_STAR)
     before = make_plan(topo, topo.endpoints(), SIZE, "forest")
-    monkeypatch.setattr(F, "FOREST", replace(FOREST, mix_budget=0))
+    monkeypatch.setattr(pricing_mod, "FOREST", replace(FOREST, mix_budget=0))
     after = make_plan(topo, topo.endpoints(), SIZE, "forest")
     assert "mixed" not in after["details"]
     assert after["predicted_time_s"] > before["predicted_time_s"]

@@ -19,12 +19,8 @@ from syncplan.planner.algorithms.packing.arborescence import (
     shallow_trees,
     tree_depths,
 )
-from syncplan.planner.algorithms.packing.lp import (
-    PackingLP,
-    QuickRoutes,
-    RankRoutes,
-    fluid_lower_bound,
-)
+from syncplan.planner.algorithms.packing.lp import PackingLP, fluid_lower_bound
+from syncplan.planner.algorithms.packing.routes import QuickRoutes, RankRoutes
 from syncplan.planner.bound import lower_bound
 from syncplan.planner.family_grids import mesh2d, torus
 from syncplan.planner.family_hosts import directed_cluster, hybrid_cube_mesh

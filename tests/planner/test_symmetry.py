@@ -254,12 +254,12 @@ def test_a_24_rank_ring_of_hosts_runs_pieces_by_symmetry() -> None:
 def test_no_pieced_lp_where_the_best_program_is_at_the_fluid_floor(monkeypatch) -> None:
     """A 4x6 torus's one piece by symmetry is within WINDOW_MARGIN of the fluid floor, which
     no program beats: its pieced LPs are not solved (the plan is the one-piece program)."""
-    from syncplan.planner.algorithms.forest import general as forest_any
+    from syncplan.planner.algorithms.forest import windows as forest_windows
 
     calls = []
-    real = forest_any.pieced_window
+    real = forest_windows.pieced_window
     monkeypatch.setattr(
-        forest_any, "pieced_window", lambda *a, **k: calls.append(1) or real(*a, **k)
+        forest_windows, "pieced_window", lambda *a, **k: calls.append(1) or real(*a, **k)
     )
     t = Topology.from_dict(torus(4, 6))
     doc = make_plan(t, t.endpoints(), SIZE, algorithm="forest")

@@ -7,8 +7,6 @@ from syncplan.planner.algorithms.packing.balance import balanced_packing
 from syncplan.planner.algorithms.packing.lp import (
     Packing,
     PackingLP,
-    QuickRoutes,
-    RankRoutes,
     TreeColumn,
     fluid_lower_bound,
 )
@@ -24,6 +22,7 @@ from syncplan.planner.algorithms.packing.pieced import (
     window_program,
 )
 from syncplan.planner.algorithms.packing.reversal import ReversedLP, reverse_arcs
+from syncplan.planner.algorithms.packing.routes import QuickRoutes, RankRoutes
 from syncplan.planner.algorithms.packing.schedule import Pair, PairSchedule, pair_trees
 from syncplan.planner.algorithms.packing.sets import (
     packings,

@@ -20,8 +20,9 @@ from __future__ import annotations
 
 import numpy as np
 from syncplan.planner.algorithms.base import PlanContext
-from syncplan.planner.algorithms.packing.lp import Packing, QuickRoutes, RankRoutes, TreeColumn
+from syncplan.planner.algorithms.packing.lp import Packing, TreeColumn
 from syncplan.planner.algorithms.packing.master import Master
+from syncplan.planner.algorithms.packing.routes import QuickRoutes, RankRoutes
 from syncplan.planner.algorithms.packing.settings import PACKING
 from syncplan.planner.algorithms.packing.symmetry import Group, automorphisms
 from syncplan.planner.algorithms.packing.window import Budget, WindowLP

@@ -14,7 +14,8 @@ from dataclasses import dataclass
 import numpy as np
 from syncplan.core.program import Program, Step, Transfer
 from syncplan.planner.algorithms.base import PlanContext
-from syncplan.planner.algorithms.packing.lp import Packing, QuickRoutes, RankRoutes, TreeColumn
+from syncplan.planner.algorithms.packing.lp import Packing, TreeColumn
+from syncplan.planner.algorithms.packing.routes import QuickRoutes, RankRoutes
 from syncplan.planner.algorithms.packing.schedule import Pair, pair_trees
 from syncplan.planner.algorithms.packing.settings import PACKING
 from syncplan.planner.algorithms.packing.window import Budget, WindowLP

@@ -20,15 +20,9 @@ import numpy as np
 from syncplan.planner.algorithms.base import PlanContext
 from syncplan.planner.algorithms.packing import window as pw
 from syncplan.planner.algorithms.packing.arborescence import layered_trees_costed
-from syncplan.planner.algorithms.packing.lp import (
-    Packing,
-    Path,
-    QuickRoutes,
-    RankRoutes,
-    TreeColumn,
-    tree_column,
-)
+from syncplan.planner.algorithms.packing.lp import Packing, TreeColumn, tree_column
 from syncplan.planner.algorithms.packing.master import Master
+from syncplan.planner.algorithms.packing.routes import Path, QuickRoutes, RankRoutes
 
 
 def reverse_arcs(ctx: PlanContext) -> np.ndarray | None:

@@ -13,7 +13,8 @@ import threading
 from concurrent.futures import ThreadPoolExecutor
 
 from syncplan.planner.algorithms.base import PlanContext
-from syncplan.planner.algorithms.packing.lp import Packing, PackingLP, QuickRoutes, RankRoutes
+from syncplan.planner.algorithms.packing.lp import Packing, PackingLP
+from syncplan.planner.algorithms.packing.routes import QuickRoutes, RankRoutes
 from syncplan.planner.algorithms.packing.settings import PACKING
 from syncplan.planner.bound_cuts import fluid_floor
 

@@ -34,16 +34,9 @@ import numpy as np
 from syncplan.core.errors import InfeasibleError
 from syncplan.planner.algorithms.base import PlanContext
 from syncplan.planner.algorithms.packing.arborescence import layered_trees_costed, tree_depths
-from syncplan.planner.algorithms.packing.lp import (
-    Packing,
-    Path,
-    QuickRoutes,
-    RankRoutes,
-    TreeColumn,
-    hop_distances,
-    tree_column,
-)
+from syncplan.planner.algorithms.packing.lp import Packing, TreeColumn, tree_column
 from syncplan.planner.algorithms.packing.master import Master
+from syncplan.planner.algorithms.packing.routes import Path, QuickRoutes, RankRoutes, hop_distances
 from syncplan.planner.algorithms.packing.settings import PACKING
 
 
