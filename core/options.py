@@ -83,6 +83,23 @@ class PlanOptions:
             out["effort"] = self.effort
         return out
 
+    @classmethod
+    def recorded_in(cls, doc: Any) -> PlanOptions:
+        """The cost-model terms a plan document records (a term out of range reads as 0)."""
+
+        def term(key: str) -> float:
+            v = doc.get(key, 0.0) if isinstance(doc, dict) else 0.0
+            ok = isinstance(v, int | float) and not isinstance(v, bool) and 0 <= v < math.inf
+            return float(v) if ok else 0.0
+
+        return cls(
+            min_step_s=term("min_step_s"),
+            message_overhead_s=term("message_overhead_s"),
+            message_cores=int(term("message_cores")) or None,
+            exchange_overhead_s=term("exchange_overhead_s"),
+            switch_overhead=term("switch_overhead"),
+        )
+
     def with_(self, **changes: Any) -> PlanOptions:
         """A copy with ``changes`` applied (and checked)."""
         return replace(self, **changes)

@@ -6,6 +6,7 @@ import argparse
 import sys
 from typing import Any
 
+from syncplan.core.options import PlanOptions
 from syncplan.planner.cli_output import load_json
 
 
@@ -37,11 +38,6 @@ def topology_note(plan: Any, topo: Any, path: str) -> str | None:
     return None
 
 
-def setting(plan: Any, key: str) -> float:
-    v = plan.get(key, 0.0) if isinstance(plan, dict) else 0.0
-    return float(v) if isinstance(v, int | float) and 0 <= v < float("inf") else 0.0
-
-
 def cmd_verify(args: argparse.Namespace) -> int:
     from syncplan.planner.sizes import format_time
     from syncplan.planner.topology import load_topology
@@ -53,15 +49,7 @@ def cmd_verify(args: argparse.Namespace) -> int:
     if note:
         print(f"warning: {note}", file=sys.stderr)
     # the simulated time under the cost-model settings the plan was priced with
-    report = verify_plan(
-        plan,
-        topo,
-        min_step_s=setting(plan, "min_step_s"),
-        message_overhead_s=setting(plan, "message_overhead_s"),
-        message_cores=int(setting(plan, "message_cores")) or None,
-        exchange_overhead_s=setting(plan, "exchange_overhead_s"),
-        switch_overhead=setting(plan, "switch_overhead"),
-    )
+    report = verify_plan(plan, topo, options=PlanOptions.recorded_in(plan))
     if not report.ok:
         print(f"INCORRECT: {report.error}", file=sys.stderr)
         return 1

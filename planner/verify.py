@@ -20,6 +20,7 @@ from typing import Any
 
 import networkx as nx
 from syncplan.core.document import COLLECTIVES, PlanDocument, PlanError
+from syncplan.core.options import DEFAULT_OPTIONS, PlanOptions
 from syncplan.core.program import Transfer
 from syncplan.planner.gc_pause import gc_paused
 from syncplan.planner.topology import Topology
@@ -57,15 +58,11 @@ def verify_plan(
     topo: Topology,
     *,
     size_bytes: float | None = None,
-    min_step_s: float = 0.0,
-    message_overhead_s: float = 0.0,
-    message_cores: int | None = None,
-    exchange_overhead_s: float = 0.0,
-    switch_overhead: float = 0.0,
+    options: PlanOptions = DEFAULT_OPTIONS,
 ) -> VerifyReport:
     """Check that ``plan`` is a correct collective on ``topo``; never raises on bad plans.
-    The simulated time uses the cost model's ``min_step_s`` and per-message overhead (shared
-    by ``message_cores`` CPU cores when set), per-exchange overhead and switch overhead."""
+    The simulated time uses the cost-model terms of ``options`` (core/options.py; the
+    document's own: ``PlanOptions.recorded_in(plan)``)."""
     steps_n = transfers_n = 0
     try:
         with gc_paused():
@@ -85,11 +82,11 @@ def verify_plan(
                 units,
                 steps,
                 size,
-                min_step_s,
-                message_overhead_s,
-                message_cores,
-                exchange_overhead_s,
-                switch_overhead,
+                options.min_step_s,
+                options.message_overhead_s,
+                options.message_cores,
+                options.exchange_overhead_s,
+                options.switch_overhead,
             )
     except _Invalid as exc:
         return VerifyReport(False, str(exc), None, steps_n, transfers_n)

@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from syncplan.core.atomic import atomic_write_json
+from syncplan.core.options import PlanOptions
 from syncplan.testbed import TestbedError
 from syncplan.testbed.calibrate import (
     LARGE_ALGORITHMS,
@@ -160,15 +161,7 @@ def fetch_plans(
             raise TestbedError(f"job {job}: {len(docs)} plans for {len(cfg.sizes)} sizes")
         for size, doc in zip(cfg.sizes, docs, strict=True):
             # simulated under the settings the service priced the plan with
-            rep = verify_plan(
-                doc,
-                topo,
-                min_step_s=doc.get("min_step_s", 0.0),
-                message_overhead_s=doc.get("message_overhead_s", 0.0),
-                message_cores=doc.get("message_cores"),
-                exchange_overhead_s=doc.get("exchange_overhead_s", 0.0),
-                switch_overhead=doc.get("switch_overhead", 0.0),
-            )
+            rep = verify_plan(doc, topo, options=PlanOptions.recorded_in(doc))
             if not rep.ok:
                 raise TestbedError(
                     f"{algo} plan {doc.get('plan_id')} for {size} bytes from the "

@@ -32,13 +32,6 @@ def priced_and_verified(
         cost = cost_model.program_time(ranks, prog, size)
         assert cand.predicted_time_s == pytest.approx(cost, rel=1e-9), algorithm
         doc = {"ranks": ranks, "size_bytes": size, "program": program_to_doc(prog)}
-        rep = verify_plan(
-            doc,
-            topo,
-            message_overhead_s=cost_model.message_overhead_s,
-            message_cores=cost_model.message_cores,
-            exchange_overhead_s=cost_model.exchange_overhead_s,
-            switch_overhead=cost_model.switch_overhead,
-        )
+        rep = verify_plan(doc, topo, options=cost_model.options.with_(min_step_s=0.0))
         assert rep.ok and rep.simulated_time_s == pytest.approx(cost, rel=1e-9), algorithm
         yield algorithm, cand, prog, cost, doc

@@ -77,7 +77,7 @@ def test_boundary_latency_counts_twice_and_steps_last_at_least_the_floor() -> No
             doc = make_plan(
                 topo, topo.endpoints(), size, algorithm, options=PlanOptions(min_step_s=floor)
             )
-            rep = verify_plan(doc, topo, min_step_s=floor)
+            rep = verify_plan(doc, topo, options=PlanOptions(min_step_s=floor))
             assert rep.ok and rep.simulated_time_s >= b.time_s * (1 - 1e-9)
             assert rep.simulated_time_s == pytest.approx(doc["predicted_time_s"], rel=1e-9)
 

@@ -114,7 +114,7 @@ def test_zero_changes_nothing_and_a_plan_says_what_it_priced() -> None:
     )
     assert c["exchange_overhead_s"] == X and c["plan_id"] != a["plan_id"]
     assert verify_plan(
-        c, topo, message_overhead_s=OH, exchange_overhead_s=X
+        c, topo, options=PlanOptions(message_overhead_s=OH, exchange_overhead_s=X)
     ).simulated_time_s == pytest.approx(c["predicted_time_s"], rel=1e-9)
     # the cores count with the exchange term alone
     d = make_plan(

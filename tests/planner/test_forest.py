@@ -356,11 +356,11 @@ def test_step_floor_buys_fewer_larger_pieces() -> None:
     slow = make_plan(topo, ranks, size, "forest", options=PlanOptions(min_step_s=1e-3))
     assert len(slow["program"]["steps"]) < len(plain["program"]["steps"])
     assert slow["plan_id"] != plain["plan_id"]
-    rep = verify_plan(slow, topo, min_step_s=1e-3)
+    rep = verify_plan(slow, topo, options=PlanOptions(min_step_s=1e-3))
     assert rep.ok, rep.error
     assert rep.simulated_time_s == pytest.approx(slow["predicted_time_s"], rel=1e-9)
     # the plain plan would pay the floor on every one of its steps
-    plain_with = verify_plan(plain, topo, min_step_s=1e-3).simulated_time_s
+    plain_with = verify_plan(plain, topo, options=PlanOptions(min_step_s=1e-3)).simulated_time_s
     assert slow["predicted_time_s"] < plain_with
     big = [
         make_plan(topo, ranks, 256 << 20, "forest", options=PlanOptions(min_step_s=f))

@@ -91,9 +91,9 @@ def test_zero_changes_nothing_and_a_plan_says_what_it_priced() -> None:
     assert "message_overhead_s" not in a
     c = make_plan(topo, ranks, 1024, options=PlanOptions(message_overhead_s=OH))
     assert c["message_overhead_s"] == OH and c["plan_id"] != a["plan_id"]
-    assert verify_plan(c, topo, message_overhead_s=OH).simulated_time_s == pytest.approx(
-        c["predicted_time_s"], rel=1e-9
-    )
+    assert verify_plan(
+        c, topo, options=PlanOptions(message_overhead_s=OH)
+    ).simulated_time_s == pytest.approx(c["predicted_time_s"], rel=1e-9)
     with pytest.raises(RequestError):
         make_plan(topo, ranks, 1024, options=PlanOptions(message_overhead_s=-1.0))
     with pytest.raises(RequestError):
@@ -203,7 +203,7 @@ def test_a_plan_records_its_cores_and_auto_leaves_the_direct_exchange_on_shared_
     )
     assert c["message_cores"] == CORES and c["plan_id"] != a["plan_id"]
     assert verify_plan(
-        c, topo, message_overhead_s=OH, message_cores=CORES
+        c, topo, options=PlanOptions(message_overhead_s=OH, message_cores=CORES)
     ).simulated_time_s == pytest.approx(c["predicted_time_s"], rel=1e-9)
     # the cores alone (no overhead) change nothing and are not recorded
     d = make_plan(topo, ranks, 4096, options=PlanOptions(message_cores=CORES))

@@ -155,7 +155,9 @@ def test_ties_go_to_the_ring_and_message_overhead_is_priced() -> None:
     plans = [b["plans"]["allreduce"] for b in d["buckets"]]
     for doc in plans:
         assert doc["message_overhead_s"] == ov
-        rep = verify_plan(doc, topo, message_overhead_s=doc["message_overhead_s"])
+        rep = verify_plan(
+            doc, topo, options=PlanOptions(message_overhead_s=doc["message_overhead_s"])
+        )
         assert rep.ok and rep.simulated_time_s == pytest.approx(doc["predicted_time_s"])
         bare = verify_plan(doc, topo).simulated_time_s
         # a ring all-reduce over 8 ranks: 14 steps, each rank sends one and receives one
@@ -186,7 +188,7 @@ def test_schedule_prices_shared_cores_like_the_cost_model() -> None:
     for bucket in sched["modes"]["allreduce"]["buckets"]:
         doc = bucket["plans"]["allreduce"]
         assert doc["message_cores"] == 1
-        rep = verify_plan(doc, topo, message_overhead_s=ov, message_cores=1)
+        rep = verify_plan(doc, topo, options=PlanOptions(message_overhead_s=ov, message_cores=1))
         assert rep.ok and rep.simulated_time_s == pytest.approx(doc["predicted_time_s"])
         bare = verify_plan(doc, topo).simulated_time_s
         # 14 equal steps, each max(wire + 2 o, 16 o) (cost.overlapped)

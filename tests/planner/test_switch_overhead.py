@@ -71,7 +71,7 @@ def test_the_term_adds_the_fraction_of_the_switched_steps_wire_time() -> None:
                 [0.0, 256 * 1024 / bw, 128 * 1024 / bw, 0.0, 256 * 1024 / bw, 512 * 1024 / bw],
                 rel=1e-6,
             )
-        sim = verify_plan(doc, topo, switch_overhead=0.5)
+        sim = verify_plan(doc, topo, options=PlanOptions(switch_overhead=0.5))
         assert sim.ok and sim.simulated_time_s == pytest.approx(
             with_s.program_time(ranks, prog, MIB), rel=1e-9
         )
@@ -112,9 +112,9 @@ def test_zero_changes_nothing_and_the_plan_records_the_term() -> None:
     c = make_plan(topo, ranks, 4096, "halving-doubling", options=PlanOptions(switch_overhead=0.4))
     assert c["switch_overhead"] == 0.4 and c["plan_id"] != a["plan_id"]
     assert c["predicted_time_s"] > a["predicted_time_s"]
-    assert verify_plan(c, topo, switch_overhead=0.4).simulated_time_s == pytest.approx(
-        c["predicted_time_s"], rel=1e-9
-    )
+    assert verify_plan(
+        c, topo, options=PlanOptions(switch_overhead=0.4)
+    ).simulated_time_s == pytest.approx(c["predicted_time_s"], rel=1e-9)
 
 
 @pytest.mark.parametrize(
