@@ -13,13 +13,14 @@ def study():
 
 
 def test_the_study_never_beats_forest_under_forests_own_limit(study) -> None:
+    from syncplan.planner.algorithms.packing import PACKING
     from syncplan.planner.plan import make_plan
     from syncplan.planner.topology import Topology
 
     from bench.planner_scale.run import topology
 
     ranks = 128
-    limit = study.PACKING.max_transfers
+    limit = PACKING.max_transfers
     small, large = study.study(ranks, [limit // 20, limit])
     topo = Topology.from_dict(topology(ranks))
     doc = make_plan(topo, topo.endpoints(), study.SIZE, "forest")
