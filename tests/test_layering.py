@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import ast
 from collections.abc import Iterator
+from functools import cache
 from pathlib import Path
 
 import networkx as nx
@@ -62,10 +63,14 @@ def sources() -> Iterator[tuple[str, Path]]:
 MODULES = dict(sources())
 
 
-def imports(path: Path) -> Iterator[tuple[str, bool]]:
+def imports(path: Path) -> list[tuple[str, bool]]:
+    return list(_imports(path))
+
+
+def _imports(path: Path) -> Iterator[tuple[str, bool]]:
     """(imported syncplan module, whether the import is inside a function) of one file;
     imports for the type checker alone (``if TYPE_CHECKING:``) do not count."""
-    tree = ast.parse(path.read_text())
+    tree = parsed(path)
     typing_only = {
         id(n)
         for f in ast.walk(tree)
@@ -94,6 +99,12 @@ def imports(path: Path) -> Iterator[tuple[str, bool]]:
                 yield t, id(node) in local
 
 
+@cache
+def parsed(path: Path) -> ast.Module:
+    return ast.parse(path.read_text())
+
+
+@cache
 def graph() -> nx.DiGraph:
     g = nx.DiGraph()
     for name, path in MODULES.items():
@@ -134,7 +145,7 @@ def test_no_top_level_side_imports(top: str) -> None:
     copy of the module from a checkout, or a training repository's own ``planner``)."""
     bad = []
     for name, path in MODULES.items():
-        for node in ast.walk(ast.parse(path.read_text())):
+        for node in ast.walk(parsed(path)):
             mods = (
                 [node.module]
                 if isinstance(node, ast.ImportFrom) and node.module and node.level == 0
