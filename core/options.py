@@ -8,7 +8,7 @@ terms are defined in docs/cost-model.md.
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass, replace
+from dataclasses import dataclass, replace
 from typing import Any
 
 from syncplan.core.errors import RequestError
@@ -103,9 +103,6 @@ class PlanOptions:
     def with_(self, **changes: Any) -> PlanOptions:
         """A copy with ``changes`` applied (and checked)."""
         return replace(self, **changes)
-
-    def as_dict(self) -> dict[str, Any]:
-        return asdict(self)
 
 
 DEFAULT_OPTIONS = PlanOptions()
