@@ -15,6 +15,7 @@ import sys
 from typing import NoReturn
 
 from syncplan.core.errors import CLIError, PlannerError
+from syncplan.extras import install_hint
 
 COMPONENTS = (
     "syncplan.planner.cli",
@@ -110,8 +111,8 @@ def _main(argv: list[str] | None) -> int:
         return 2
     except ModuleNotFoundError as exc:
         print(
-            f"syncplan {args.command}: error: missing dependency {exc.name!r}; install "
-            "the matching extra, for example: pip install 'syncplan[all]'",
+            f"syncplan {args.command}: error: missing dependency {exc.name!r}; "
+            f"install it with: {install_hint(exc.name)}",
             file=sys.stderr,
         )
         return 2

@@ -40,6 +40,7 @@ def test_a_wheel_adds_only_syncplan(tmp_path: Path) -> None:
     for side in ("core", "planner", "api", "agents", "executor"):
         assert f"syncplan/{side}/__init__.py" in names
     assert "syncplan/planner/algorithms/__init__.py" in names
+    assert any(n.endswith(".dist-info/licenses/LICENSE") for n in names), names[-8:]
 
 
 AGENT_CHECK = """

@@ -3,7 +3,7 @@
 # GPU copy timing needs torch; without it the agent skips that probe (--no-gpu-copy).
 FROM python:3.11-slim AS build
 WORKDIR /src
-COPY pyproject.toml README.md ./
+COPY pyproject.toml README.md LICENSE ./
 COPY core core
 COPY planner planner
 COPY api api
@@ -16,6 +16,7 @@ FROM python:3.11-slim
 RUN useradd --uid 10001 --user-group --home-dir /var/lib/syncplan-agent --create-home \
         --shell /usr/sbin/nologin syncplan
 COPY --from=build /wheels /wheels
+COPY --from=build /src/LICENSE /usr/share/licenses/syncplan/LICENSE
 RUN pip install --no-cache-dir --no-index --find-links=/wheels "syncplan[agent]" \
     && rm -rf /wheels
 USER 10001

@@ -2,7 +2,7 @@
 #   docker build -f deploy/docker/service.Dockerfile -t syncplan-service .
 FROM python:3.11-slim AS build
 WORKDIR /src
-COPY pyproject.toml README.md ./
+COPY pyproject.toml README.md LICENSE ./
 COPY core core
 COPY planner planner
 COPY api api
@@ -15,6 +15,7 @@ FROM python:3.11-slim
 RUN useradd --uid 10001 --user-group --home-dir /var/lib/syncplan --create-home \
         --shell /usr/sbin/nologin syncplan
 COPY --from=build /wheels /wheels
+COPY --from=build /src/LICENSE /usr/share/licenses/syncplan/LICENSE
 RUN pip install --no-cache-dir --no-index --find-links=/wheels "syncplan[api,postgres]" \
     && rm -rf /wheels
 USER 10001

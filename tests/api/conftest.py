@@ -127,9 +127,14 @@ def store_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
-    """One real server on a SQLite file, shared by a test module."""
+    """One real server on a SQLite file, shared by a test module. Its hosts never go stale: on
+    a loaded machine a module outlives the 60 s default (staleness has tests of its own)."""
     root = tmp_path_factory.mktemp("server")
-    proc = ServerProcess(f"sqlite:///{root / 'syncplan.db'}", log=root / "server.log").start()
+    proc = ServerProcess(
+        f"sqlite:///{root / 'syncplan.db'}",
+        log=root / "server.log",
+        env={"SYNCPLAN_STALE_AFTER_S": "86400"},
+    ).start()
     yield proc
     proc.stop()
 

@@ -138,7 +138,7 @@ class ServerProcess:
     def url(self) -> str:
         return f"http://127.0.0.1:{self.port}"
 
-    def start(self, timeout: float = 30.0, port: int | None = None) -> ServerProcess:
+    def start(self, timeout: float = 180.0, port: int | None = None) -> ServerProcess:
         self.port = port or free_port()
         out = open(self.log, "ab") if self.log else subprocess.DEVNULL  # noqa: SIM115
         self.proc = subprocess.Popen(
