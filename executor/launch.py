@@ -47,7 +47,8 @@ class LaunchConfig:
     compact: bool = True  # ask for the compact program form (planner.compact) and expand it
     backoff_s: float = 0.5  # doubled after each failed attempt
     host: str | None = None  # this process's host name in the topology (default: hostname)
-    endpoint: str | None = None  # this process's endpoint id, overriding host + local rank
+    endpoint: str | None = None  # this process's endpoint id ({rank}, {local_rank} filled in)
+    plan_file: str | None = None  # a plan document file to run instead of asking the service
     topology: Any = None  # a planner Topology: when given, the plan is also verified on it
     refresh_every: int = 0  # all-reduces between checks for a newer plan; 0: never
     refresh_interval_s: float = 30.0  # how often rank 0 asks the service for a newer plan
@@ -60,6 +61,8 @@ class LaunchConfig:
             raise ValueError("retries and backoff_s must be >= 0")
         if self.server is not None and not self.server.startswith(("http://", "https://")):
             raise ValueError(f"server must be an http(s) URL, got {self.server!r}")
+        if self.plan_file is not None and self.refresh_every:
+            raise ValueError("refresh_every needs the service; a plan file is never refreshed")
         if self.refresh_every < 0:
             raise ValueError(f"refresh_every must be >= 0, got {self.refresh_every}")
         if not self.refresh_interval_s > 0:
@@ -68,7 +71,8 @@ class LaunchConfig:
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None, **overrides: Any) -> LaunchConfig:
         """Read SYNCPLAN_JOB_ID, SYNCPLAN_SERVER, SYNCPLAN_JOB_TOKEN, SYNCPLAN_HOST,
-        SYNCPLAN_ENDPOINT, SYNCPLAN_REFRESH_EVERY and SYNCPLAN_REFRESH_INTERVAL_S; keyword
+        SYNCPLAN_ENDPOINT, SYNCPLAN_PLAN_FILE, SYNCPLAN_REFRESH_EVERY and
+        SYNCPLAN_REFRESH_INTERVAL_S; keyword
         arguments that are not None win. A malformed number raises ValueError naming it."""
         env = os.environ if environ is None else environ
         values: dict[str, Any] = {
@@ -77,6 +81,7 @@ class LaunchConfig:
             "token": env.get("SYNCPLAN_JOB_TOKEN") or None,
             "host": env.get("SYNCPLAN_HOST") or None,
             "endpoint": env.get("SYNCPLAN_ENDPOINT") or None,
+            "plan_file": env.get("SYNCPLAN_PLAN_FILE") or None,
         }
         for name, key, kind in (
             ("SYNCPLAN_REFRESH_EVERY", "refresh_every", int),
@@ -92,12 +97,21 @@ class LaunchConfig:
 
 
 def local_endpoint(config: LaunchConfig, device: torch.device | None = None) -> str:
-    """This process's endpoint id: ``{host}/gpu{i}`` (i: the CUDA device, else LOCAL_RANK)
-    for a CUDA device, ``{host}/cpu{LOCAL_RANK}`` otherwise."""
-    if config.endpoint:
-        return config.endpoint
-    host = config.host or socket.gethostname()
+    """This process's endpoint id: ``config.endpoint`` with ``{rank}`` and ``{local_rank}``
+    filled in (``h{rank}/cpu0`` maps process r to the topology's host h<r>), else
+    ``{host}/gpu{i}`` (i: the CUDA device, else LOCAL_RANK) for a CUDA device,
+    ``{host}/cpu{LOCAL_RANK}`` otherwise."""
     local_rank = int(os.environ.get("LOCAL_RANK", "0"))
+    if config.endpoint:
+        rank = dist.get_rank() if dist.is_initialized() else int(os.environ.get("RANK", "0"))
+        try:
+            return config.endpoint.format(rank=rank, local_rank=local_rank)
+        except (KeyError, IndexError, ValueError) as exc:
+            raise ValueError(
+                f"SYNCPLAN_ENDPOINT {config.endpoint!r}: only {{rank}} and {{local_rank}} "
+                f"may be filled in ({exc})"
+            ) from None
+    host = config.host or socket.gethostname()
     if device is not None and device.type == "cuda":
         index = device.index if device.index is not None else local_rank
         return f"{host}/gpu{index}"
@@ -143,6 +157,25 @@ def fetch_plan_if_changed(
         return expand_document(body), resp.headers.get("etag")
     except CompactError as exc:
         raise FetchError(f"GET {url}: {exc}") from None
+
+
+def read_plan_file(path: str) -> dict[str, Any]:
+    """A plan document (full or compact) from a file; FetchError naming what is wrong."""
+    import json
+
+    from syncplan.core.compact import COMPACT_KEY, CompactError, expand_document
+
+    try:
+        with open(path, encoding="utf-8") as f:
+            body = json.load(f)
+    except (OSError, ValueError) as exc:
+        raise FetchError(f"plan file {path}: {exc}") from None
+    if not isinstance(body, dict) or not ({"program", COMPACT_KEY} & set(body)):
+        raise FetchError(f"plan file {path}: not a plan document (docs/formats.md)")
+    try:
+        return expand_document(body)
+    except CompactError as exc:
+        raise FetchError(f"plan file {path}: {exc}") from None
 
 
 def job_client(config: LaunchConfig) -> HttpClient:
@@ -193,8 +226,9 @@ def _check(
 def init_plan_comm(
     config: LaunchConfig | None = None, group: Any = None, *, device: torch.device | None = None
 ) -> PlanComm:
-    """Collective over ``group``: rank 0 fetches the job's plan and broadcasts it, every
-    rank checks it, and all agree on running it or on torch's own all-reduce. With
+    """Collective over ``group``: rank 0 fetches the job's plan (or reads
+    ``config.plan_file``) and broadcasts it, every rank checks it, and all agree on running
+    it or on torch's own all-reduce. With
     ``config.refresh_every`` the comm also follows the service's newer plans
     (executor.replan); close it (or use it in a ``with`` block) to stop the watcher."""
     if not dist.is_initialized():
@@ -208,8 +242,11 @@ def init_plan_comm(
     etag: str | None = None
     if me == 0:
         try:
-            doc, etag = fetch_plan_if_changed(config, None)
-            box[0] = {"plan": doc}
+            if config.plan_file:
+                box[0] = {"plan": read_plan_file(config.plan_file)}
+            else:
+                doc, etag = fetch_plan_if_changed(config, None)
+                box[0] = {"plan": doc}
         except FetchError as exc:
             box[0] = {"error": f"cannot fetch the job's plan: {exc}"}
     src = 0 if group is None else dist.get_global_rank(group, 0)

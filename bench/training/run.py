@@ -105,14 +105,20 @@ def rank_main(
             options=PlanOptions(min_step_s=cal["min_step_s"], message_overhead_s=message_overhead),
         )
         solve_s = time.perf_counter() - t0
+        # the hooks run the plan a job would fetch: the service's `auto` for one 25 MB bucket
         plan = make_plan(
-            topo, ranks, 25 << 20, "ring", options=PlanOptions(min_step_s=cal["min_step_s"])
+            topo,
+            ranks,
+            25 << 20,
+            "auto",
+            options=PlanOptions(min_step_s=cal["min_step_s"], message_overhead_s=message_overhead),
         )
         box[0] = (sched, plan, solve_s)
     dist.broadcast_object_list(box, src=0)
     sched, plan, solve_s = box[0]
     res = worker.run(model_name, sched, plan, rounds, iters, warmup)
     res.update(
+        hook_plan=plan["algorithm"],
         calibration=cal,
         profile=prof,
         solve_s=solve_s,
