@@ -57,6 +57,9 @@ def test_first_command_installs_the_service_without_torch() -> None:
 def test_test_commands_full_and_fast() -> None:
     tests = blocks(README.read_text())[2]
     assert 'pip install -e ".[all,test]" && python3 -m pytest -q' in tests
+    # torch's CPU build first: the extras then find torch installed and download no CUDA
+    cpu = "pip install torch --index-url https://download.pytorch.org/whl/cpu"
+    assert tests.index(cpu) < tests.index('pip install -e ".[all,test]"')
     assert 'python3 -m pytest -q -m "not slow"' in tests
     ci = (ROOT / ".ci" / "run").read_text()
     assert "python3 -m pytest -q" in ci and '"torch==2.13.0"' in ci
@@ -86,7 +89,7 @@ def test_curl_asks_the_demo_cluster_and_prints_a_summary(tmp_path: Path) -> None
 
 
 def test_top_links_exist() -> None:
-    top = README.read_text().split("## Quickstart", 1)[0]
+    top = README.read_text().split("## See the gain", 1)[0]
     links = re.findall(r"\]\(([^)#]+)\)", top)
     assert {"docs/formats.md", "docs/status.md", "LICENSE", "examples/python_api.py"} <= set(links)
     assert "[development status](docs/status.md)" in top
@@ -114,7 +117,7 @@ def _syncplan(cmd: str, cwd: Path) -> str:
 def test_quickstart_runs_and_the_compare_sample_is_current(tmp_path: Path) -> None:
     (tmp_path / "examples").symlink_to(ROOT / "examples")
     text = README.read_text()
-    quick = blocks(text.split("## Quickstart", 1)[1])[0]
+    quick = blocks(text.split("## Plan from a topology file", 1)[1])[0]
     outputs = {}
     for line in quick.strip().splitlines():
         if line.startswith("syncplan "):
@@ -130,3 +133,10 @@ def test_quickstart_runs_and_the_compare_sample_is_current(tmp_path: Path) -> No
         "SYNCPLAN_UPDATE_README=1 python3 -m pytest tests/test_readme.py"
     )
     assert next(out for cmd, out in outputs.items() if "verify" in cmd).startswith("correct")
+
+
+def test_readme_is_short_and_for_users() -> None:
+    text = README.read_text()
+    assert len(text.splitlines()) < 250
+    history = re.findall(r"\b(?:session|issue) \d+|\bsession\b \d+|until session", text, re.I)
+    assert not history, history

@@ -142,6 +142,9 @@ async def client(tmp_path: Path) -> AsyncIterator[httpx.AsyncClient]:
             admin_token=TOKENS["admin"],
             agent_token=TOKENS["agent"],
             job_token=TOKENS["job"],
+            # one replica: its own writes keep its view current; without other replicas to
+            # look for, a loaded machine's pauses must not make the fast path miss
+            sync_interval_s=3600,
         )
     )
     transport = httpx.ASGITransport(app=app)
