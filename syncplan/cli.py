@@ -26,6 +26,7 @@ COMPONENTS = (
     "syncplan.demo",
     "syncplan.export.cli",
     "syncplan.draw.cli",
+    "syncplan.sweep",
 )
 
 
