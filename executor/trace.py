@@ -33,7 +33,7 @@ TRACE_ENV = "SYNCPLAN_TRACE"
 TOPOLOGY_ENV = "SYNCPLAN_TRACE_TOPOLOGY"
 MAX_EVENTS = 500_000  # per file: runs beyond this are counted, not recorded
 PREDICTED_PID = 100_000  # the predicted process of rank R is PREDICTED_PID + R
-STEPS_TID, RUNS_TID = 0, 1
+STEPS_TID, RUNS_TID, RECVS_TID = 0, 1, 2
 # ts are microseconds since 2025-01-01 UTC: a clock all ranks share, small enough that a
 # double keeps it to 1/32 us for decades
 CLOCK_ORIGIN_NS = 1_735_689_600 * 10**9
@@ -91,6 +91,7 @@ class TraceRecorder:
         for pid in (r, p):
             meta.append(_meta("thread_name", pid, {"name": "steps"}, STEPS_TID))
             meta.append(_meta("thread_name", pid, {"name": "runs"}, RUNS_TID))
+        meta.append(_meta("thread_name", r, {"name": "receives"}, RECVS_TID))
         with self.lock:
             return {
                 "traceEvents": meta + self.events,
@@ -174,6 +175,10 @@ def _marks(sched: Any, code: Sequence[tuple[int, int]]) -> list[int]:
     return out
 
 
+# (prepared, step info, gloo instruction marks, gloo receives: (step, peer, bytes))
+_PrepInfo = tuple[Any, dict[int, dict[str, Any]], list[int] | None, list[tuple[int, int, int]]]
+
+
 class PlanTracer:
     """Runs one executor's plan with timestamps and hands the events to a TraceRecorder."""
 
@@ -185,7 +190,7 @@ class PlanTracer:
         self.plan = plan
         self.topology = topology
         self.nsteps = len(program.steps)
-        self._info: dict[int, tuple[Any, dict[int, dict[str, Any]], list[int] | None]] = {}
+        self._info: dict[int, _PrepInfo] = {}
         self._predicted: dict[int, tuple[list[float], str]] = {}
         rec.plans[program.plan_id] = {
             "ranks": len(program.ranks),
@@ -202,30 +207,52 @@ class PlanTracer:
             )
         return hit
 
-    def _prep_info(
-        self, prep: Any, esize: int
-    ) -> tuple[Any, dict[int, dict[str, Any]], list[int] | None]:
+    def _prep_info(self, prep: Any, esize: int) -> _PrepInfo:
         hit = self._info.get(id(prep))
         if hit is None or hit[0] is not prep:
             code = getattr(prep, "code", None)
+            flow = getattr(prep, "flow", None)
+            steps = [st.index for st in prep.sched.steps for _ in st.recvs]
             hit = (
                 prep,
                 _step_info(prep.sched, esize),
                 None if code is None else _marks(prep.sched, code),
+                []
+                if flow is None
+                else [
+                    (k, p, (b - a) * esize)
+                    for k, (p, a, b, _) in zip(steps, flow.recvs, strict=True)
+                ],
             )
             self._info[id(prep)] = hit
         return hit
 
     def run(self, prep: Any, flat: Any, timeout: timedelta) -> None:
         esize = flat.element_size()
-        _, info, marks = self._prep_info(prep, esize)
+        _, info, marks, recvs = self._prep_info(prep, esize)
+        got: list[int] = []
         t0 = time.perf_counter_ns()
         if marks is None:
             ends = _run_steps(prep, flat, timeout)
         else:
-            ends = _run_gloo(prep, flat, timeout, marks)
+            ends = _run_gloo(prep, flat, timeout, marks, got)
         t_end = time.perf_counter_ns()
-        self.rec.add(self._events(info, ends, t0, t_end, flat.numel() * esize, marks is not None))
+        events = self._events(info, ends, t0, t_end, flat.numel() * esize, marks is not None)
+        self.rec.add(events + self._recv_events(recvs, got, t0))
+
+    def _recv_events(
+        self, recvs: list[tuple[int, int, int]], got: list[int], t0: int
+    ) -> list[dict[str, Any]]:
+        """gloo: one event per received message, from the previous one's arrival (the run's
+        start for the first) to its own, as this rank saw it (receives are waited for in
+        program order)."""
+        rec, run, out = self.rec, self.rec.runs, []
+        start = t0
+        for (step, peer, nbytes), end in zip(recvs, got, strict=True):
+            args = {"run": run, "step": step, "peer": peer, "bytes": nbytes}
+            out.append(_x(f"recv from {peer}", rec.rank, RECVS_TID, *rec.span(start, end), args))
+            start = end
+        return out
 
     def _events(
         self,
@@ -312,8 +339,11 @@ def predicted_steps(
     return byte_step_times(prog, predicted), "bytes split"
 
 
-def _run_gloo(prep: Any, flat: Any, timeout: timedelta, marks: list[int]) -> dict[int, int]:
-    """``_GlooPrepared.run`` with the time of every instruction that marks a step's end."""
+def _run_gloo(
+    prep: Any, flat: Any, timeout: timedelta, marks: list[int], got_at: list[int]
+) -> dict[int, int]:
+    """``_GlooPrepared.run`` with the time of every instruction that marks a step's end;
+    appends each receive's arrival time (in receive order) to ``got_at``."""
     now = time.perf_counter_ns
     send_bufs, recv_bufs, applies = prep.views(flat)
     send, recv = prep.pg.send, prep.pg.recv
@@ -324,6 +354,7 @@ def _run_gloo(prep: Any, flat: Any, timeout: timedelta, marks: list[int]) -> dic
     for n, (op, i) in enumerate(prep.code):
         if op == WAIT_RECV:
             got[i].wait(timeout)
+            got_at.append(now())
         elif op == POST_SEND:
             peer, _, _, tag = sends[i]
             sent[i] = send(send_bufs[i], peer, tag)

@@ -11,7 +11,13 @@ from typing import Any
 
 import pytest
 from syncplan.executor.localrun import LocalRunConfig, run_local
-from syncplan.executor.trace import PREDICTED_PID, STEPS_TID, predicted_steps, trace_file
+from syncplan.executor.trace import (
+    PREDICTED_PID,
+    RECVS_TID,
+    STEPS_TID,
+    predicted_steps,
+    trace_file,
+)
 
 from tests.executor.conftest import EXAMPLES
 from tests.executor.trace_workers import run_plan
@@ -79,6 +85,16 @@ def test_every_rank_writes_measured_and_predicted_steps(
             # the run's size is the plan's: the steps add up to its predicted time
             total = sum(e["args"]["predicted_s"] for e in pred)
             assert total == pytest.approx(doc["predicted_time_s"], rel=1e-9)
+            # gloo's receives, one event per message, in order on their own lane
+            got = [e for e in events if e["pid"] == rank and e["tid"] == RECVS_TID]
+            got = [e for e in got if e["args"]["run"] == run]
+            if schedule == "auto":
+                assert sum(e["args"]["bytes"] for e in got) == recv
+                assert {e["args"]["step"] for e in got} <= set(range(nsteps))
+                for a, b in itertools.pairwise(got):
+                    assert a["ts"] + a["dur"] <= b["ts"] + 1e-6, (a, b)
+            else:
+                assert got == []
         assert trace["otherData"]["runs"] == RUNS
 
 
