@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import functools
 import logging
+import os
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import timedelta
@@ -55,6 +56,11 @@ class ExecutorConfig:
     # gloo: hold a send of step s until this rank's receives of the steps before
     # s - lookahead_steps are done (None: no limit); see executor.dataflow.dataflow.
     lookahead_steps: int | None = 4
+    # write a timeline trace of every run here (None: $SYNCPLAN_TRACE, unset: none) and
+    # predict its steps on this topology (a planner Topology or a file; None:
+    # $SYNCPLAN_TRACE_TOPOLOGY); see docs/executor.md, "Timeline trace"
+    trace: str | None = None
+    trace_topology: Any = None
 
     def __post_init__(self) -> None:
         if self.schedule not in ("auto", "steps"):
@@ -90,7 +96,7 @@ class _GlooPrepared:
         lookahead: int | None = None,
     ) -> None:
         flow = dataflow(sched, lookahead)
-        self.flow = flow
+        self.flow, self.sched = flow, sched
         self.staging = torch.empty(flow.staging_numel, dtype=dtype)
         pg = group if group is not None else dist.group.WORLD
         assert pg is not None  # the engine checked that torch.distributed is initialised
@@ -256,6 +262,8 @@ class PlanExecutor:
             tuple[int, torch.dtype, torch.device], _GlooPrepared | _StepPrepared
         ] = {}
         self._warmed: set[torch.device] = set()
+        trace = self.config.trace or os.environ.get("SYNCPLAN_TRACE")
+        self._tracer = None if not trace else _tracer(trace, plan, self, self.config)
 
     @property
     def world_size(self) -> int:
@@ -341,11 +349,23 @@ class PlanExecutor:
 
     def _run(self, prep: _GlooPrepared | _StepPrepared, flat: torch.Tensor) -> None:
         try:
-            prep.run(flat, self._timeout)
+            if self._tracer is None:
+                prep.run(flat, self._timeout)
+            else:
+                self._tracer.run(prep, flat, self._timeout)
         except RuntimeError as exc:
             raise ExecutorError(
                 f"plan {self.program.plan_id}: a transfer failed on rank {dist.get_rank()}: {exc}"
             ) from exc
+
+
+def _tracer(path: str, plan: Any, ex: PlanExecutor, config: ExecutorConfig) -> Any:
+    """The PlanTracer of ``ex`` writing to ``path`` (executor.trace)."""
+    from syncplan.executor.trace import TOPOLOGY_ENV, PlanTracer, recorder
+
+    topo = config.trace_topology or os.environ.get(TOPOLOGY_ENV) or None
+    doc = None if isinstance(plan, PlanDocument) else plan
+    return PlanTracer(recorder(path, dist.get_rank()), doc, ex.program, topo)
 
 
 def _apply_views(

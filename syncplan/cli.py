@@ -27,6 +27,7 @@ COMPONENTS = (
     "syncplan.demo",
     "syncplan.export.cli",
     "syncplan.draw.cli",
+    "syncplan.sweep",
 )
 
 
