@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from syncplan.core.errors import CLIError
+from syncplan.extras import install_hint
 
 COST_FLAGS = (
     ("--min-step-us", float, "least time of a step (default 0)"),
@@ -263,7 +264,7 @@ def _check_plot(path: str) -> None:
     try:
         import matplotlib  # noqa: F401
     except ModuleNotFoundError:
-        raise CLIError("--plot needs matplotlib: pip install 'syncplan[plot]'") from None
+        raise CLIError(f"--plot needs matplotlib: {install_hint('matplotlib')}") from None
     if not Path(path).parent.is_dir():
         raise CLIError(f"--plot {path}: directory {Path(path).parent} does not exist")
 

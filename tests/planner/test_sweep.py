@@ -113,5 +113,5 @@ def test_plot_without_matplotlib_is_one_line(tmp_path: Path) -> None:
         f"{str(tmp_path / 'p.png')!r}]))"
     )
     res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
-    one_line_error(res, "--plot needs matplotlib", "syncplan[plot]")
+    one_line_error(res, "--plot needs matplotlib", ".[plot]")
     assert res.stdout == ""
