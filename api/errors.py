@@ -17,6 +17,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ValidationError
 from starlette.exceptions import HTTPException as StarletteHTTPException
+from syncplan.api.validation import plain_items
 from syncplan.core.errors import InfeasibleError, PlannerError, RequestError, TopologyError
 
 log = logging.getLogger(__name__)
@@ -116,17 +117,9 @@ def planner_error(exc: PlannerError, prefix: list[str | int]) -> APIError:
 
 
 def validation_items(errors: list[Any], prefix: list[str | int]) -> list[dict[str, Any]]:
-    out = []
-    for err in errors:
-        loc = [p if isinstance(p, int) else str(p) for p in err.get("loc", ())]
-        out.append(
-            {
-                "loc": [*prefix, *loc],
-                "msg": str(err.get("msg", "invalid")),
-                "type": str(err.get("type", "invalid")),
-            }
-        )
-    return out
+    """Pydantic's errors as plain items: one per field, naming the field and the rule
+    (api/validation.py)."""
+    return plain_items(errors, prefix, planner_loc)
 
 
 _STATUS_TYPES = {
