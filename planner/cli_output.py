@@ -12,6 +12,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from syncplan.core.atomic import new_file_mode
 from syncplan.core.errors import RequestError
 
 
@@ -59,6 +60,7 @@ class Output:
             raise RequestError(
                 f"-o {path}: cannot write in {parent} ({exc.strerror or exc})"
             ) from None
+        os.fchmod(fd, new_file_mode())  # mkstemp's 0600 is for secrets; a plan is not one
         self._file = os.fdopen(fd, "w")
         self._tmp: Path | None = Path(tmp)
 
