@@ -7,6 +7,8 @@ import os
 import socket
 from typing import Any
 
+ONCE_DELIVERY_S = 10.0  # how long --once waits for the service to take its report
+
 
 def register(subparsers: Any) -> None:
     p = subparsers.add_parser(
@@ -134,15 +136,24 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _once(agent: Any, print_report: bool) -> int:
+    """Discover, measure and report once; 1 (with one line saying why) when the report was
+    refused or not delivered within ONCE_DELIVERY_S."""
     import sys
 
     agent.start(loops=False)
+    why = None
     try:
         report = agent.once()
+        if agent.reporter is not None:
+            why = agent.reporter.outcome(report.seq, ONCE_DELIVERY_S)
     finally:
-        agent.stop(flush_timeout_s=10.0)
+        agent.stop(flush_timeout_s=0.0)
     if print_report:
         sys.stdout.write(report.model_dump_json(indent=2) + "\n")
+    if why:
+        sys.stdout.flush()
+        print(f"syncplan agent: {why}", file=sys.stderr)
+        return 1
     return 0
 
 
