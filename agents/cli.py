@@ -64,8 +64,15 @@ def register(subparsers: Any) -> None:
     )
     p.add_argument("--slot", type=float, help="seconds per probe round (default 2*duration+3)")
     p.add_argument("--no-gpu-copy", action="store_true", help="skip torch GPU copy timing")
-    p.add_argument("--sysfs-root", default="/sys", help=argparse.SUPPRESS)
-    p.add_argument("--procfs-root", default="/proc", help=argparse.SUPPRESS)
+    p.add_argument(
+        "--sysfs-root",
+        default="/sys",
+        help="where the host's /sys is mounted (/sys; in a container, for example "
+        "/host/sys: deploy/k8s)",
+    )
+    p.add_argument(
+        "--procfs-root", default="/proc", help="where the host's /proc is mounted (/proc)"
+    )
     p.add_argument("--nvml-fixture", help="replay an NVML recording instead of the driver")
     p.add_argument(
         "--once", action="store_true", help="discover and measure once, then exit (no daemon)"
