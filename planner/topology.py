@@ -280,6 +280,8 @@ def _parse_link(i: int, raw: Any) -> Link:
         raise TopologyError(f"links[{i}]: 'src' and 'dst' must be node id strings")
     bw = raw.get("bandwidth_GBps")
     lat = raw.get("latency_us", 0.0)
+    if "bandwidth_GBps" not in raw:
+        raise TopologyError(f"links[{i}] ({src} -> {dst}): 'bandwidth_GBps' is missing")
     for name, value in (("bandwidth_GBps", bw), ("latency_us", lat)):
         if isinstance(value, bool) or not isinstance(value, int | float):
             raise TopologyError(

@@ -59,6 +59,12 @@ def test_misspelt_link_key_is_named_with_a_suggestion() -> None:
     ), msg
 
 
+def test_a_missing_bandwidth_is_called_missing() -> None:
+    data = _two_hosts()
+    del data["links"][0]["bandwidth_GBps"]
+    assert _error(data).endswith("'bandwidth_GBps' is missing"), _error(data)
+
+
 def test_unknown_node_and_top_level_keys_are_named() -> None:
     data = _two_hosts()
     data["nodes"][2]["hots"] = "h9"
