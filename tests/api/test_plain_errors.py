@@ -117,6 +117,10 @@ def test_the_demo_cluster_is_still_a_valid_fabric(client: TestClient) -> None:
     demo = json.loads((Path(__file__).resolve().parents[2] / "examples" / "demo.json").read_text())
     r = client.put("/v1/fabric", json=demo, headers=H)
     assert r.status_code == 200, r.text[:300]
+    back = client.get("/v1/fabric", headers=H).json()  # GET's answer goes back as it is
+    assert client.put("/v1/fabric", json=back, headers=H).status_code == 200
+    r = client.put("/v1/fabric", json={**demo, "comment": "x"}, headers=H)
+    assert r.status_code == 422 and "unknown key 'comment'" in r.json()["detail"][0]["msg"]
     assert client.delete("/v1/fabric", headers=H).status_code == 204
 
 
