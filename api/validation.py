@@ -8,7 +8,9 @@ collapse into one message naming the field and the rule, and no pydantic type na
 
 from __future__ import annotations
 
+import difflib
 import re
+from collections.abc import Iterable
 from typing import Any
 
 ROOTS = ("body", "query", "path", "header", "cookie")
@@ -60,8 +62,9 @@ def _is_size(loc: list[str | int]) -> bool:
     return any(p in _SIZE_FIELDS for p in loc if isinstance(p, str))
 
 
-def _rule(err: dict[str, Any], loc: list[str | int]) -> str:
-    """What the field must be, for one non-type error."""
+def _rule(err: dict[str, Any], loc: list[str | int], fields: Iterable[str] = ()) -> str:
+    """What the field must be, for one non-type error (``fields``: the names an unknown
+    field may be a misspelling of)."""
     if err.get("type") == "json_invalid":
         loc = list(err.get("loc") or loc)
     kind, ctx = str(err.get("type", "")), err.get("ctx") or {}
@@ -87,6 +90,9 @@ def _rule(err: dict[str, Any], loc: list[str | int]) -> str:
     if kind == "missing":
         return "is required"
     if kind == "extra_forbidden":
+        near = difflib.get_close_matches(str(loc[-1]) if loc else "", list(fields), n=1)
+        if near:
+            return f"unknown field; did you mean {near[0]!r}?"
         return "unknown field (docs/formats.md lists the fields)"
     if kind == "literal_error" and "expected" in ctx:
         return f"{err.get('input')!r} is not allowed; must be {ctx['expected']}"
@@ -114,11 +120,16 @@ def _is_type_error(err: dict[str, Any]) -> bool:
 
 
 def plain_items(
-    errors: list[Any], prefix: list[str | int], planner_loc: Any = None
+    errors: list[Any],
+    prefix: list[str | int],
+    planner_loc: Any = None,
+    fields: Iterable[str] = (),
 ) -> list[dict[str, Any]]:
     """One ``{"loc", "msg", "type"}`` item per field, its message naming the field and the
     rule. ``planner_loc(msg, loc)`` places a whole-body value error that names its own
-    field (``links[3] (a -> b): ...``)."""
+    field (``links[3] (a -> b): ...``); an unknown field close to one of ``fields`` gets
+    a "did you mean"."""
+    fields = list(fields)
     groups: dict[tuple[str | int, ...], list[dict[str, Any]]] = {}
     for err in errors:
         loc = [*prefix, *_clean_loc(err.get("loc"))]
@@ -140,7 +151,7 @@ def plain_items(
         real = [e for e in errs if not _is_type_error(e)]
         kind = str((real or errs)[0].get("type", "invalid"))
         if real:
-            rules = list(dict.fromkeys(_rule(e, loc) for e in real))
+            rules = list(dict.fromkeys(_rule(e, loc, fields) for e in real))
             rule = "; ".join(rules)
         else:
             rule = _type_rule(errs, loc)

@@ -43,6 +43,11 @@ BAD_BODIES: list[tuple[Any, str, str]] = [
     ({"ranks": ["a"], "size_bytes": 10, "density": 2}, "density", "density: must be at most 1"),
     ({"ranks": ["a"], "size_bytes": 10, "density": "x"}, "density", "density: must be a number"),
     ({"size_bytes": 10}, "ranks", "ranks: is required"),
+    (
+        {"ranks": ["a"], "size_byte": 10},
+        "size_byte",
+        "size_byte: unknown field; did you mean 'size_bytes'?",
+    ),
     ([1, 2], "body", "body: must be a JSON object"),
 ]
 
