@@ -7,6 +7,8 @@ import os
 import socket
 from typing import Any
 
+ONCE_DELIVERY_S = 10.0  # how long --once waits for the service to take its report
+
 
 def register(subparsers: Any) -> None:
     p = subparsers.add_parser(
@@ -62,8 +64,15 @@ def register(subparsers: Any) -> None:
     )
     p.add_argument("--slot", type=float, help="seconds per probe round (default 2*duration+3)")
     p.add_argument("--no-gpu-copy", action="store_true", help="skip torch GPU copy timing")
-    p.add_argument("--sysfs-root", default="/sys", help=argparse.SUPPRESS)
-    p.add_argument("--procfs-root", default="/proc", help=argparse.SUPPRESS)
+    p.add_argument(
+        "--sysfs-root",
+        default="/sys",
+        help="where the host's /sys is mounted (/sys; in a container, for example "
+        "/host/sys: deploy/k8s)",
+    )
+    p.add_argument(
+        "--procfs-root", default="/proc", help="where the host's /proc is mounted (/proc)"
+    )
     p.add_argument("--nvml-fixture", help="replay an NVML recording instead of the driver")
     p.add_argument(
         "--once", action="store_true", help="discover and measure once, then exit (no daemon)"
@@ -134,15 +143,24 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _once(agent: Any, print_report: bool) -> int:
+    """Discover, measure and report once; 1 (with one line saying why) when the report was
+    refused or not delivered within ONCE_DELIVERY_S."""
     import sys
 
     agent.start(loops=False)
+    why = None
     try:
         report = agent.once()
+        if agent.reporter is not None:
+            why = agent.reporter.outcome(report.seq, ONCE_DELIVERY_S)
     finally:
-        agent.stop(flush_timeout_s=10.0)
+        agent.stop(flush_timeout_s=0.0)
     if print_report:
         sys.stdout.write(report.model_dump_json(indent=2) + "\n")
+    if why:
+        sys.stdout.flush()
+        print(f"syncplan agent: {why}", file=sys.stderr)
+        return 1
     return 0
 
 

@@ -63,6 +63,9 @@ class Reporter:
         self._thread: threading.Thread | None = None
         self.last_delivered_seq: int | None = None
         self.last_success_at: float | None = None
+        self.last_error: str | None = None  # why the last attempt failed
+        self.refused: tuple[int, str] | None = None  # (seq, why): the service said no
+        self._attempted = threading.Event()  # set after each delivery attempt
 
     # sequence numbers -----------------------------------------------------------------
 
@@ -136,6 +139,24 @@ class Reporter:
 
     close = stop
 
+    def outcome(self, seq: int, timeout_s: float) -> str | None:
+        """Wait for report ``seq``: None once delivered, else why not: refused (401, 403 and
+        the answers that drop a report end the wait at once) or not delivered in time."""
+        deadline = time.monotonic() + timeout_s
+        while True:
+            if self.last_delivered_seq is not None and self.last_delivered_seq >= seq:
+                return None
+            if self.refused is not None and self.refused[0] >= seq:
+                return self.refused[1]
+            left = deadline - time.monotonic()
+            if left <= 0 or self.server is None:
+                return (
+                    f"report seq {seq} not delivered within {timeout_s:g} s "
+                    f"({self.last_error or 'no answer'})"
+                )
+            if self._attempted.wait(min(left, 1.0)):
+                self._attempted.clear()
+
     def _run(self) -> None:
         attempt = 0
         http = HttpClient(
@@ -180,6 +201,21 @@ class Reporter:
 
     def _send(self, http: HttpClient, body: dict) -> tuple[str, float | None]:
         """Deliver ``body`` once: ("ok" | "retry" | "dropped", the Retry-After asked for)."""
+        try:
+            return self._send_once(http, body)
+        finally:
+            self._attempted.set()
+
+    def _refuse(self, seq: int, resp: object) -> None:
+        code = getattr(resp, "status_code", "?")
+        text = getattr(resp, "text", "")
+        try:
+            why = json.loads(text)["detail"][0]["msg"]
+        except (ValueError, KeyError, IndexError, TypeError):
+            why = text[:200].strip()
+        self.refused = (seq, f"report seq {seq} refused ({code}{': ' + why if why else ''})")
+
+    def _send_once(self, http: HttpClient, body: dict) -> tuple[str, float | None]:
         seq = int(body.get("seq", -1))
         try:
             resp = http.request("PUT", f"/v1/agents/{self.host}/report", json=body)
@@ -188,6 +224,8 @@ class Reporter:
                 self._failed(f"service unreachable: {exc}")
                 return "retry", None
             resp = exc.response
+            if resp.status_code in (401, 403):  # may heal (a token rotated), never by itself
+                self._refuse(seq, resp)
             self._failed(f"service answered {resp.status_code}: {resp.text[:300]}")
             return "retry", retry_after(resp.headers)
         if 200 <= resp.status_code < 300:
@@ -202,6 +240,7 @@ class Reporter:
             return "retry", None  # resend soon with a seq above the stored one
         # 400/409/413/422: this report will never be accepted; drop it, keep the next one.
         log.error("report seq %d refused with %d: %s", seq, resp.status_code, resp.text[:300])
+        self._refuse(seq, resp)
         self._clear_pending(seq)
         if self.on_failure:
             self.on_failure(f"refused {resp.status_code}")
@@ -234,6 +273,7 @@ class Reporter:
         return True
 
     def _failed(self, why: str) -> None:
+        self.last_error = why
         log.warning("report not delivered (%s); will retry", why)
         if self.on_failure:
             self.on_failure(why)

@@ -8,6 +8,7 @@ them to these three keys and give every other error the same form.
 
 from __future__ import annotations
 
+import functools
 import logging
 import re
 from typing import Any
@@ -17,6 +18,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ValidationError
 from starlette.exceptions import HTTPException as StarletteHTTPException
+from syncplan.api.validation import plain_items
 from syncplan.core.errors import InfeasibleError, PlannerError, RequestError, TopologyError
 
 log = logging.getLogger(__name__)
@@ -116,17 +118,23 @@ def planner_error(exc: PlannerError, prefix: list[str | int]) -> APIError:
 
 
 def validation_items(errors: list[Any], prefix: list[str | int]) -> list[dict[str, Any]]:
-    out = []
-    for err in errors:
-        loc = [p if isinstance(p, int) else str(p) for p in err.get("loc", ())]
-        out.append(
-            {
-                "loc": [*prefix, *loc],
-                "msg": str(err.get("msg", "invalid")),
-                "type": str(err.get("type", "invalid")),
-            }
-        )
-    return out
+    """Pydantic's errors as plain items: one per field, naming the field and the rule
+    (api/validation.py)."""
+    return plain_items(errors, prefix, planner_loc, request_fields())
+
+
+@functools.cache
+def request_fields() -> tuple[str, ...]:
+    """The field names of every request body (api/models.py): what an unknown field may be a
+    misspelling of."""
+    from pydantic import BaseModel as Model
+    from syncplan.api import models
+
+    names: set[str] = set()
+    for obj in vars(models).values():
+        if isinstance(obj, type) and issubclass(obj, Model) and obj is not Model:
+            names |= set(obj.model_fields)
+    return tuple(sorted(names))
 
 
 _STATUS_TYPES = {

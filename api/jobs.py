@@ -177,6 +177,35 @@ class JobService:
             return None
         return self._responses.get((job_id, snapshot.generation, snapshot.version, form))
 
+    async def peek(self, job_id: str, snapshot: Snapshot) -> dict[str, Any] | str:
+        """The job's first plan document when it was made for the current graph (kept in
+        memory or in the store), else why there is none; never starts a solve (the web
+        page shows plans, it does not make them). 404 APIError for an unknown job."""
+        cached = self.cached_plan(job_id, snapshot, "full")
+        if cached is None:
+            entry = await self.entry(job_id, snapshot)
+            try:
+                ranks = resolve_ranks(snapshot, entry.spec.ranks, status=409)
+            except APIError as exc:
+                return exc.msg
+            key = PlanKey(
+                snapshot.version,
+                tuple(ranks),
+                entry.spec.collective,
+                entry.sizes[0],
+                entry.spec.algorithm,
+                options=PlanOptions(effort=entry.spec.effort),
+            )
+            plan = await self.plans.known(key)
+            if plan is None:
+                return (
+                    f"not planned yet for graph version {snapshot.version} "
+                    f"(GET /v1/jobs/{job_id}/plan makes it)"
+                )
+            return await run_sync(json.loads, plan.body.raw)
+        doc = await run_sync(json.loads, cached.raw)
+        return doc["plans"][0] if "plans" in doc else doc
+
     async def plan(self, job_id: str, snapshot: Snapshot, form: str = "full") -> Body:
         """The job's plan response for the current graph (see JobPlanPublic) in ``form``
         (``full``: docs/formats.md documents; ``compact``: programs as planner.compact); all the

@@ -76,6 +76,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     outage.install(app)
     for module in (health, agents, fabric, topology, plans, jobs, export_routes, ui):
         app.include_router(module.router)
+    app.include_router(ui.root)
     app.add_middleware(CachedPlanFastPath)  # innermost: inside the metrics
     app.add_middleware(ReportFastPath)
     app.add_middleware(BodyLimitMiddleware, limit=settings.max_body_bytes)

@@ -27,8 +27,10 @@ from syncplan.api.limits import (
     MAX_SIZE_BYTES,
     check_size_text,
 )
+from syncplan.core.errors import TopologyError
 from syncplan.core.report import MAX_BANDWIDTH_GBPS, MAX_LATENCY_US, MIN_BANDWIDTH_GBPS
 from syncplan.planner.sizes import parse_size
+from syncplan.planner.topology import check_keys
 
 Id = Annotated[str, Field(min_length=1, max_length=256)]
 HostName = Annotated[str, Field(min_length=1, max_length=128, pattern=r"^[A-Za-z0-9_.:-]+$")]
@@ -95,6 +97,17 @@ class FabricCreate(BaseModel):
     model_config = ConfigDict(extra="ignore")
     nodes: Annotated[list[FabricNode], Field(max_length=MAX_FABRIC_NODES)] = []
     links: Annotated[list[FabricLink], Field(max_length=MAX_FABRIC_LINKS)] = []
+
+    @model_validator(mode="before")
+    @classmethod
+    def _strict(cls, data: Any) -> Any:
+        """Kinds and keys as strict as a topology file's (planner.topology.check_keys)."""
+        if isinstance(data, dict):
+            try:  # what GET /v1/fabric adds may come back unchanged
+                check_keys({k: v for k, v in data.items() if k not in ("digest", "updated_at")})
+            except TopologyError as exc:
+                raise ValueError(str(exc)) from None
+        return data
 
 
 class FabricPublic(BaseModel):

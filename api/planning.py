@@ -203,6 +203,12 @@ class PlanService:
         key = self._own(key)
         return self._lru.get(key.digest)
 
+    async def known(self, key: PlanKey) -> CachedPlan | None:
+        """The plan for ``key`` when it was made before (memory, then store); never solves."""
+        key = self._own(key)
+        plan = self.cached(key)
+        return plan if plan is not None else await run_sync(self._load_row, key.digest)
+
     async def get(self, snapshot: Snapshot, key: PlanKey, owner: str = "service") -> CachedPlan:
         """The plan for ``key``: memory, then store, then one solve shared by all callers.
         A new solve counts against ``owner``'s quota (api/quota.py); 429/503/504 beyond."""

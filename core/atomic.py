@@ -2,6 +2,8 @@
 
 Everything is written to a temporary file in the target's folder, flushed to disk and then
 renamed over the target (``os.replace``); a failed write leaves no temporary file behind.
+The file gets the permissions a new file would (0666 less the umask) unless a ``mode`` is
+given (0600 for a secret).
 """
 
 from __future__ import annotations
@@ -14,13 +16,28 @@ from pathlib import Path
 from typing import Any
 
 
+def new_file_mode() -> int:
+    """0666 less the process umask: the mode ``open(path, "w")`` gives a new file."""
+    try:
+        with open("/proc/self/status") as f:
+            for line in f:
+                if line.startswith("Umask:"):
+                    return 0o666 & ~int(line.split()[1], 8)
+    except (OSError, ValueError, IndexError):
+        pass
+    mask = os.umask(0o022)  # no /proc: read it by setting it (and put it back at once)
+    os.umask(mask)
+    return 0o666 & ~mask
+
+
 class AtomicFile:
     """A temporary file beside ``path`` (same suffix, so tools that read the format from the
     name work on it): ``write`` fills it, ``commit`` renames it over ``path``, ``discard``
     removes it. As a context manager it commits on a clean exit and discards on an error.
-    Raises OSError when the folder is not writable; it is created when missing."""
+    Raises OSError when the folder is not writable; it is created when missing. ``mode``:
+    the file's permissions (default: those of a new file, 0666 less the umask)."""
 
-    def __init__(self, path: str | os.PathLike[str], mode: int = 0o644) -> None:
+    def __init__(self, path: str | os.PathLike[str], mode: int | None = None) -> None:
         self.path = Path(path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
         fd, name = tempfile.mkstemp(
@@ -28,7 +45,7 @@ class AtomicFile:
         )
         os.close(fd)
         self.tmp: Path | None = Path(name)
-        os.chmod(self.tmp, mode)
+        os.chmod(self.tmp, new_file_mode() if mode is None else mode)
 
     def __enter__(self) -> AtomicFile:
         return self
@@ -72,9 +89,9 @@ class AtomicFile:
             self.tmp = None
 
 
-def atomic_write(path: str | os.PathLike[str], data: str | bytes) -> None:
-    """Write ``data`` (text as UTF-8) to ``path`` atomically."""
-    with AtomicFile(path) as f:
+def atomic_write(path: str | os.PathLike[str], data: str | bytes, mode: int | None = None) -> None:
+    """Write ``data`` (text as UTF-8) to ``path`` atomically (``mode``: as AtomicFile's)."""
+    with AtomicFile(path, mode) as f:
         f.write(data)
 
 

@@ -2,16 +2,20 @@
 
 from __future__ import annotations
 
+import io
 import json
 import logging
 import os
+import shutil
 import sys
 import tempfile
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from syncplan.core.atomic import new_file_mode
 from syncplan.core.errors import RequestError
 
 
@@ -59,6 +63,7 @@ class Output:
             raise RequestError(
                 f"-o {path}: cannot write in {parent} ({exc.strerror or exc})"
             ) from None
+        os.fchmod(fd, new_file_mode())  # mkstemp's 0600 is for secrets; a plan is not one
         self._file = os.fdopen(fd, "w")
         self._tmp: Path | None = Path(tmp)
 
@@ -80,15 +85,26 @@ class Output:
 
 
 class Progress(logging.Handler):
-    """Progress of a long plan on stderr: elapsed time (redrawn each second on a terminal,
-    a line every 10 s otherwise) and each algorithm as the planner finishes pricing it."""
+    """Progress of a long plan on stderr: elapsed time and each algorithm as the planner
+    finishes pricing it. On a terminal one line, cut to the terminal's width and redrawn
+    (each second and at each update); elsewhere one line per update, at most one every
+    ``EVERY_S`` seconds, and the final state at the end."""
 
-    def __init__(self, label: str, verbose: bool) -> None:
+    EVERY_S = 5.0
+
+    def __init__(
+        self, label: str, verbose: bool, clock: Callable[[], float] = time.monotonic
+    ) -> None:
         super().__init__(logging.DEBUG)
         self.label, self.verbose = label, verbose
         self.done: list[str] = []
-        self.tty = sys.stderr.isatty()
-        self.t0 = time.monotonic()
+        self.stream = sys.stderr
+        self.tty = self.stream.isatty()
+        self.clock = clock
+        self.t0 = clock()
+        self._written: float | None = None  # when the last line went out (not a terminal)
+        self._news = False  # an update not written yet
+        self._out = threading.Lock()
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._tick, daemon=True)
         self._log = logging.getLogger("syncplan.planner.plan")
@@ -121,8 +137,10 @@ class Progress(logging.Handler):
         self._stages.setLevel(self._saved[2])
         self._stages.propagate = self._saved[3]
         if self.tty:
-            sys.stderr.write("\r\x1b[K")
-            sys.stderr.flush()
+            self.stream.write("\r\x1b[K")
+            self.stream.flush()
+        elif self._news:
+            self._line(force=True)
 
     def emit(self, record: logging.LogRecord) -> None:
         if record.name == self._stages.name:  # a stage of forest's thorough search
@@ -136,14 +154,38 @@ class Progress(logging.Handler):
             self.done.append(f"{name} {secs:.1f} s")
             self._line()
 
-    def _line(self) -> None:
-        text = (
-            f"planning {self.label}: {time.monotonic() - self.t0:.0f} s"
-            + (f" (priced: {', '.join(self.done)})" if self.done else "")
-            + (f"; {self.stage}" if self.stage else "")
+    def _width(self) -> int:
+        """The terminal's columns (stderr's, else shutil's guess: $COLUMNS, stdout, 80)."""
+        try:
+            columns = os.get_terminal_size(self.stream.fileno()).columns
+        except (OSError, ValueError, AttributeError, io.UnsupportedOperation):
+            columns = 0
+        return columns or shutil.get_terminal_size((80, 24)).columns or 80  # 0: size unset
+
+    def _line(self, force: bool = False) -> None:
+        now = self.clock()
+        text = f"planning {self.label}: {now - self.t0:.0f} s"
+        if self.tty:  # the stage before the list, which is what gets cut
+            text += (f"; {self.stage}" if self.stage else "") + (
+                f" (priced: {', '.join(self.done)})" if self.done else ""
+            )
+            width = max(self._width() - 1, 20)  # the last column would wrap on some terminals
+            if len(text) > width:
+                text = text[: width - 1] + "\u2026"
+            with self._out:
+                self.stream.write(f"\r\x1b[K{text}")
+                self.stream.flush()
+            return
+        text += (f" (priced: {', '.join(self.done)})" if self.done else "") + (
+            f"; {self.stage}" if self.stage else ""
         )
-        sys.stderr.write(f"\r\x1b[K{text}" if self.tty else text + "\n")
-        sys.stderr.flush()
+        with self._out:
+            if not force and self._written is not None and now - self._written < self.EVERY_S:
+                self._news = True
+                return
+            self._written, self._news = now, False
+            self.stream.write(text + "\n")
+            self.stream.flush()
 
     def _tick(self) -> None:
         every = 1.0 if self.tty else 10.0

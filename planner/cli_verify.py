@@ -6,6 +6,8 @@ import argparse
 import sys
 from typing import Any
 
+from syncplan.core.compact import COMPACT_KEY
+from syncplan.core.errors import CLIError
 from syncplan.core.options import PlanOptions
 from syncplan.planner.cli_output import load_json
 
@@ -38,12 +40,31 @@ def topology_note(plan: Any, topo: Any, path: str) -> str | None:
     return None
 
 
+def not_a_plan(doc: Any, path: str) -> str | None:
+    """Why the document at ``path`` is no plan document at all (a usage error, not an
+    incorrect plan), or None."""
+    if isinstance(doc, dict) and "nodes" in doc and "links" in doc and "program" not in doc:
+        return (
+            f"{path} is a topology file, not a plan document "
+            "(usage: syncplan verify PLAN --topology TOPOLOGY)"
+        )
+    if not isinstance(doc, dict) or not ({"program", COMPACT_KEY, "ranks"} & doc.keys()):
+        return (
+            f"{path} is not a plan document: it has no 'program' and no 'ranks' "
+            "(docs/formats.md, Plan document)"
+        )
+    return None
+
+
 def cmd_verify(args: argparse.Namespace) -> int:
     from syncplan.planner.sizes import format_time
     from syncplan.planner.topology import load_topology
     from syncplan.planner.verify import verify_plan
 
     plan = load_json(args.plan, "plan")
+    usage = not_a_plan(plan, args.plan)
+    if usage:
+        raise CLIError(usage)
     topo = load_topology(args.topology)
     note = topology_note(plan, topo, args.topology)
     if note:

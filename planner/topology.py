@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import difflib
 import hashlib
 import json
 import math
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -14,6 +15,13 @@ import networkx as nx
 from syncplan.core.errors import RequestError, TopologyError
 
 RANK_KINDS = frozenset({"gpu", "cpu"})
+# every node kind a topology may use (case-sensitive); only RANK_KINDS hold ranks
+NODE_KINDS = ("gpu", "cpu", "nic", "switch", "pcie_switch", "nvswitch", "cpu_socket")
+NODE_KEYS = ("id", "kind", "host")
+LINK_KEYS = ("src", "dst", "bandwidth_GBps", "latency_us", "kind", "directed")
+TOP_KEYS = ("nodes", "links")
+# what GET /v1/topology adds to the graph: accepted and ignored, so its answer loads as a file
+SERVICE_KEYS = ("version", "hosts", "stale_hosts", "unlinked_hosts", "dropped_fabric_links")
 GBPS = 1e9  # bytes per second in one GB/s
 US = 1e-6  # seconds in one microsecond
 
@@ -104,6 +112,7 @@ class Topology:
         """Build from the parsed JSON/YAML structure; raise TopologyError naming the problem."""
         if not isinstance(data, Mapping):
             raise TopologyError("topology must be an object with 'nodes' and 'links'")
+        check_keys(data)
         raw_nodes, raw_links = data.get("nodes"), data.get("links", [])
         if not isinstance(raw_nodes, list) or not raw_nodes:
             raise TopologyError("topology needs a non-empty 'nodes' list")
@@ -209,6 +218,47 @@ class Topology:
         return ranks
 
 
+def unknown_key(where: str, raw: Mapping[Any, Any], allowed: Sequence[str]) -> None:
+    """Raise TopologyError naming the first key of ``raw`` not in ``allowed`` (and the
+    allowed key it is closest to, when there is one)."""
+    for key in raw:
+        if key in allowed:
+            continue
+        near = difflib.get_close_matches(str(key), allowed, n=1)
+        hint = f"did you mean {near[0]!r}?" if near else "allowed keys: " + ", ".join(allowed)
+        raise TopologyError(f"{where}{': ' if where else ''}unknown key {key!r}; {hint}")
+
+
+def check_kind(where: str, kind: str) -> None:
+    """Raise TopologyError unless ``kind`` is one of NODE_KINDS (case-sensitive)."""
+    if kind in NODE_KINDS:
+        return
+    near = [k for k in NODE_KINDS if k == kind.lower()] or difflib.get_close_matches(
+        kind, NODE_KINDS, n=1
+    )
+    hint = f"did you mean {near[0]!r}? " if near else ""
+    raise TopologyError(
+        f"{where}: unknown kind {kind!r}; {hint}allowed kinds: {', '.join(NODE_KINDS)} "
+        "(case-sensitive; docs/formats.md)"
+    )
+
+
+def check_keys(data: Mapping[Any, Any]) -> None:
+    """The strict part of the format: no unknown key at the top, in a node or in a link, and
+    only NODE_KINDS as node kinds (docs/formats.md, Topology file)."""
+    unknown_key("", data, TOP_KEYS + SERVICE_KEYS if "version" in data else TOP_KEYS)
+    nodes, links = data.get("nodes"), data.get("links")
+    for i, n in enumerate(nodes if isinstance(nodes, list) else ()):
+        if isinstance(n, Mapping):
+            where = f"nodes[{i}]" + (f" ({n['id']})" if isinstance(n.get("id"), str) else "")
+            unknown_key(where, n, NODE_KEYS)
+            if isinstance(n.get("kind"), str) and n["kind"]:
+                check_kind(where, n["kind"])
+    for i, lk in enumerate(links if isinstance(links, list) else ()):
+        if isinstance(lk, Mapping):
+            unknown_key(f"links[{i}] ({lk.get('src')} -> {lk.get('dst')})", lk, LINK_KEYS)
+
+
 def _parse_node(i: int, raw: Any) -> Node:
     if not isinstance(raw, Mapping):
         raise TopologyError(f"nodes[{i}]: expected an object")
@@ -230,6 +280,8 @@ def _parse_link(i: int, raw: Any) -> Link:
         raise TopologyError(f"links[{i}]: 'src' and 'dst' must be node id strings")
     bw = raw.get("bandwidth_GBps")
     lat = raw.get("latency_us", 0.0)
+    if "bandwidth_GBps" not in raw:
+        raise TopologyError(f"links[{i}] ({src} -> {dst}): 'bandwidth_GBps' is missing")
     for name, value in (("bandwidth_GBps", bw), ("latency_us", lat)):
         if isinstance(value, bool) or not isinstance(value, int | float):
             raise TopologyError(

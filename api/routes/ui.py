@@ -14,7 +14,7 @@ from typing import Annotated, Any
 
 from anyio.to_thread import run_sync
 from fastapi import APIRouter, Path
-from fastapi.responses import HTMLResponse
+from fastapi.responses import HTMLResponse, RedirectResponse
 from sqlalchemy import func, select
 from syncplan.api.db import JobRow, PlanRow
 from syncplan.api.deps import ClusterDep, JobsDep, SettingsDep, SnapshotDep
@@ -24,8 +24,16 @@ from syncplan.api.state import Snapshot
 from syncplan.core.lru import LRU
 
 router = APIRouter(prefix="/ui", include_in_schema=False)
+root = APIRouter(include_in_schema=False)
+
+
+@root.get("/")
+async def to_the_page() -> RedirectResponse:
+    """``/`` is the web page (a browser pointed at the service lands there)."""
+    return RedirectResponse("/ui", status_code=307)
+
+
 JOBS_SHOWN = 20
-PLAN_WAIT_S = 5.0  # a job whose plan takes longer shows "planning" (the solve goes on)
 _pictures: LRU[str, str] = LRU(32)  # plan_id -> SVG, the most recent 32
 
 CSS = """body{font-family:DejaVu Sans,Arial,sans-serif;margin:24px;color:#222;max-width:1800px}
@@ -101,17 +109,25 @@ def _jobs_and_replans(cluster: Any) -> tuple[list[tuple[str, dict, float]], list
 
 
 async def _job_plan(jobs: Any, job_id: str, snapshot: Snapshot) -> dict[str, Any] | str:
-    """The job's first plan document, or why there is none."""
+    """The job's first plan document if it was made for this graph, or why there is none:
+    the page shows plans, it never starts a solve (api/jobs.py, JobService.peek)."""
     try:
-        body = await asyncio.wait_for(
-            asyncio.shield(jobs.plan(job_id, snapshot, "full")), PLAN_WAIT_S
-        )
-    except TimeoutError:
-        return "planning (reload in a moment)"
+        return await jobs.peek(job_id, snapshot)
     except APIError as exc:
         return exc.msg
-    doc = await run_sync(json.loads, body.raw)
-    return doc["plans"][0] if "plans" in doc else doc
+
+
+def _endpoints(snapshot: Snapshot, host: str) -> str:
+    """``8 GPUs``, ``1 CPU``: the host's endpoints by kind."""
+    kinds: dict[str, int] = {}
+    for n in snapshot.graph.get("nodes", []):
+        if n.get("host") == host and n.get("kind") in ("gpu", "cpu"):
+            kinds[n["kind"]] = kinds.get(n["kind"], 0) + 1
+    parts = [
+        f"{k} {kind.upper()}{'s' if k != 1 else ''}"
+        for kind, k in sorted(kinds.items(), reverse=True)
+    ]
+    return ", ".join(parts) or "-"
 
 
 def _host_table(snapshot: Snapshot, stale_after: float) -> str:
@@ -125,15 +141,15 @@ def _host_table(snapshot: Snapshot, stale_after: float) -> str:
         rate = f"{st.measured_GBps:g} GB/s" if st.measured_GBps else "-"
         rows.append(
             f"<tr><td><a href='/ui/hosts/{escape(h)}'>{escape(h)}</a></td>"
-            f"<td>{state}</td><td>{_age(age)}</td><td>{st.seq}</td>"
-            f"<td>{st.endpoints}</td><td>{rate}</td></tr>"
+            f"<td>{state}</td><td>{_age(age)}</td>"
+            f"<td>{escape(_endpoints(snapshot, h))}</td><td>{rate}</td></tr>"
         )
     if not rows:
         return "<p class='muted'>No agent has reported yet.</p>"
     return (
         f"<p class='muted'>A host is stale when its last report is older than "
         f"{stale_after:g} s; stale hosts leave the graph.</p><table><tr><th>host</th>"
-        "<th>state</th><th>last report</th><th>seq</th><th>endpoints</th>"
+        "<th>state</th><th>last report</th><th>endpoints</th>"
         "<th>measured rate</th></tr>" + "".join(rows) + "</table>"
     )
 

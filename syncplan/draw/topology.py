@@ -203,7 +203,9 @@ def _host_box(
         title=f"{h}: {gpus} endpoints" + (f", {rate}" if rate else ""),
     )
     c.text(x + 6, y + 16, h if len(h) <= 16 else h[:15] + "…", 12, bold=True)
-    detail = "STALE" if stale else f"{gpus} GPU" + (f" · {rate}" if rate else "")
+    n_gpu = sum(1 for n in nodes if n["kind"] == "gpu")  # a CPU-only host is no "1 GPU"
+    what = f"{n_gpu} GPU" if n_gpu else f"{gpus} CPU"
+    detail = "STALE" if stale else what + (f" · {rate}" if rate else "")
     c.text(x + 6, y + 33, detail, 11, color="#c62828" if stale else "#333")
 
 

@@ -67,7 +67,7 @@ def test_bad_arguments_give_one_line_and_exit_2(tmp_path: Path) -> None:
         (["plan", "-t", topo, "--ranks", "h0/gpu0,h0/nic0"], "is a nic"),
         (["plan", "-t", topo, "-a", "magic"], "algorithm 'magic' is unknown"),
         (["plan", "-t", str(bad)], "unknown node 'b'"),
-        (["verify", str(bad), "-t", topo], "INCORRECT"),
+        (["verify", str(bad), "-t", topo], "is a topology file, not a plan document"),
     ]
     for args, message in cases:
         res = run(*args)
