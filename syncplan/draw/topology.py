@@ -130,7 +130,7 @@ def _bundles(
             a, b = b, a  # the host first: its box prints the rate
         rates = sorted((float(links[i]["bandwidth_GBps"]) for i in idx), reverse=True)
         bundle = Bundle(a, b, idx, rates, "/".join(kinds), directed, boxed=boxed)
-        if boxed and len(set(rates)) > 1:
+        if boxed and len(set(rates)) > 1 and b not in nodes:  # which switch of a group
             worst = min(idx, key=lambda i: links[i]["bandwidth_GBps"])
             far = [e for e in (links[worst]["src"], links[worst]["dst"]) if e not in hosted_ids]
             bundle.slowest = f"{far[0] if far else b}: {links[worst]['bandwidth_GBps']:g} GB/s"
