@@ -1,5 +1,7 @@
 """A minimal vector canvas: shapes in pixels, written as SVG text or rendered to PNG with
-matplotlib. The pictures (topology, plan) draw on it so both formats look the same."""
+matplotlib. The pictures (topology, plan) draw on it so both formats look the same.
+``text_box`` bounds a text from the font's advance widths, so layouts can keep labels
+apart without a renderer."""
 
 from __future__ import annotations
 
@@ -31,6 +33,39 @@ def ramp(x: float) -> str:
                 f"{round(p + (q - p) * t):02x}" for p, q in zip(ca, cb, strict=True)
             )
     return "#3168b4"
+
+
+# DejaVu Sans advance widths (1/100 em) of ASCII 32..126, regular and bold; others: 1 em
+_ADVANCE = (
+    "32 40 46 84 64 95 78 27 39 39 50 84 32 36 32 34 64 64 64 64 64 64 64 64 64 64 34 34 84 84 "
+    "84 53 100 68 69 70 77 63 58 77 75 29 29 66 56 86 75 79 60 79 69 63 61 73 68 99 69 61 69 39 "
+    "34 39 84 50 50 61 63 55 63 62 35 63 63 28 28 58 28 97 63 61 63 63 41 52 39 63 59 82 59 59 "
+    "52 64 34 64 84",
+    "35 46 52 84 70 100 87 31 46 46 52 84 38 42 38 37 70 70 70 70 70 70 70 70 70 70 40 40 84 84 "
+    "84 58 100 77 76 73 83 68 68 82 84 37 37 77 64 100 84 85 73 85 77 72 68 81 77 110 77 72 73 "
+    "46 37 46 84 50 50 67 72 59 72 68 44 72 71 34 34 67 34 104 71 69 72 72 49 60 48 71 65 92 65 "
+    "65 58 71 37 71 84",
+)
+_WIDTHS = tuple([int(w) for w in a.split()] for a in _ADVANCE)
+
+
+def text_width(s: str, size: float, bold: bool = False) -> float:
+    """The width in pixels of ``s`` at ``size`` pixels (a little over the font's)."""
+    table = _WIDTHS[bold]
+    em = sum(table[ord(ch) - 32] if 32 <= ord(ch) < 127 else 100 for ch in s) / 100
+    return em * size * 1.03 + 1
+
+
+def text_box(a: dict[str, Any]) -> tuple[float, float, float, float]:
+    """(x0, y0, x1, y1) around a text shape's glyphs (baseline at ``y``)."""
+    w = text_width(a["s"], a["size"], a["bold"])
+    x0 = a["x"] - {"start": 0.0, "middle": w / 2, "end": w}[a["anchor"]]
+    return (x0, a["y"] - 0.8 * a["size"], x0 + w, a["y"] + 0.25 * a["size"])
+
+
+def overlaps(p: tuple[float, ...], q: tuple[float, ...]) -> bool:
+    """Whether boxes (x0, y0, x1, y1) share area."""
+    return p[0] < q[2] and q[0] < p[2] and p[1] < q[3] and q[1] < p[3]
 
 
 @dataclass
@@ -76,6 +111,19 @@ class Canvas:
         left = (bx + h * 0.45 * math.sin(ang), by - h * 0.45 * math.cos(ang))
         right = (bx - h * 0.45 * math.sin(ang), by + h * 0.45 * math.cos(ang))
         self.polygon([(x2, y2), left, right], color)
+
+    def polyline(
+        self,
+        points: list[tuple[float, float]],
+        color: str = "#444",
+        width: float = 1.0,
+        dash: bool = False,
+        title: str = "",
+    ) -> None:
+        """Connected segments through ``points`` (curves are drawn as many short ones)."""
+        self.shapes.append(
+            ("polyline", dict(points=points, color=color, width=width, dash=dash, title=title))
+        )
 
     def polygon(self, points: list[tuple[float, float]], fill: str) -> None:
         self.shapes.append(("polygon", dict(points=points, fill=fill)))
@@ -145,13 +193,40 @@ class Canvas:
         hi: float,
         unit: str = "GB/s",
         label: str = "measured rate",
-    ) -> None:
-        """A colour bar from ``lo`` to ``hi`` with its label."""
+    ) -> float:
+        """A colour bar from ``lo`` (left) to ``hi`` (right), ``label`` above, ``unit`` after
+        the bar; returns the right edge."""
         self.text(x, y - 6, label, 11)
         for i in range(20):
             self.rect(x + i * 8, y, 8, 10, fill=ramp(i / 19), stroke="none", width=0)
-        self.text(x, y + 24, f"{lo:g}", 10)
-        self.text(x + 160, y + 24, f"{hi:g} {unit}", 10, "end")
+        if lo != hi:
+            self.text(x, y + 24, f"{lo:g}", 10)
+        self.text(x + 160, y + 24, f"{hi:g}", 10, "end")
+        self.text(x + 168, y + 10, unit, 10)
+        return x + 168 + text_width(unit, 10)
+
+    def texts(self) -> list[dict[str, Any]]:
+        """The text shapes, in drawing order."""
+        return [a for kind, a in self.shapes if kind == "text"]
+
+    def extent(self) -> tuple[float, float]:
+        """The right and bottom edges of what is drawn."""
+        right = bottom = 0.0
+        for kind, a in self.shapes:
+            if kind == "text":
+                box = text_box(a)
+                right, bottom = max(right, box[2]), max(bottom, box[3])
+            elif kind == "rect":
+                right, bottom = max(right, a["x"] + a["w"]), max(bottom, a["y"] + a["h"])
+            elif kind == "line":
+                right = max(right, a["x1"], a["x2"])
+                bottom = max(bottom, a["y1"], a["y2"])
+            elif kind in ("polyline", "polygon"):
+                right = max([right, *(p[0] for p in a["points"])])
+                bottom = max([bottom, *(p[1] for p in a["points"])])
+            elif kind == "circle":
+                right, bottom = max(right, a["x"] + a["r"]), max(bottom, a["y"] + a["r"])
+        return right, bottom
 
     def to_svg(self) -> str:
         out = [
@@ -168,6 +243,12 @@ class Canvas:
                     f'<line x1="{a["x1"]:.1f}" y1="{a["y1"]:.1f}" x2="{a["x2"]:.1f}" '
                     f'y2="{a["y2"]:.1f}" stroke="{a["color"]}" '
                     f'stroke-width="{a["width"]:.2f}"{dash}>{tip}</line>'
+                )
+            elif kind == "polyline":
+                pts = " ".join(f"{x:.1f},{y:.1f}" for x, y in a["points"])
+                out.append(
+                    f'<polyline points="{pts}" fill="none" stroke="{a["color"]}" '
+                    f'stroke-width="{a["width"]:.2f}"{dash}>{tip}</polyline>'
                 )
             elif kind == "polygon":
                 pts = " ".join(f"{x:.1f},{y:.1f}" for x, y in a["points"])
@@ -215,6 +296,16 @@ class Canvas:
                 ax.plot(
                     [a["x1"], a["x2"]],
                     [a["y1"], a["y2"]],
+                    color=a["color"],
+                    linewidth=a["width"] * pt,
+                    linestyle=ls,
+                    solid_capstyle="butt",
+                    zorder=z,
+                )
+            elif kind == "polyline":
+                ax.plot(
+                    [p[0] for p in a["points"]],
+                    [p[1] for p in a["points"]],
                     color=a["color"],
                     linewidth=a["width"] * pt,
                     linestyle=ls,

@@ -60,7 +60,9 @@ def cmd_topology(args: argparse.Namespace) -> int:
     doc = _graph(args, args.topology)
     title = args.server or args.topology
     try:
-        canvas = topology_picture(doc, host=args.host, title=title)
+        canvas = topology_picture(
+            doc, host=args.host, title=title, rates="measured" if args.server else "file"
+        )
     except ValueError as exc:
         raise CLIError(str(exc)) from None
     _save(canvas, args.output)

@@ -1,322 +1,402 @@
-"""Pictures of a cluster graph (docs/formats.md topology, or the service's /v1/topology document):
-hosts grouped under the switch they hang from, each host's link to it as wide and as
-blue as its measured rate (narrow and red when slow), stale hosts dashed red. Above
-``AGGREGATE_ABOVE`` hosts each switch's hosts become one box; ``host=`` draws one host's
-inside (GPUs, NVSwitch, PCIe switches, NICs)."""
+"""Pictures of a cluster graph (docs/formats.md topology, or the service's /v1/topology
+document). Switched clusters: hosts under their switches, every switch tier above
+(ToR/leaf, aggregation, core/spine) with its trunks; switches that serve exactly the same
+hosts (rails) share one box. Clusters without switches (rings, tori, meshes): hosts on a
+grid when their names say ``<prefix><row>x<col>``, else on a circle, with their direct
+links (arcs for wrap-around links, two arrows for a directed pair). A one-host file, or
+``host=``, draws that host's inside (see ``syncplan.draw.host``). Above
+``AGGREGATE_ABOVE`` hosts each group of hosts becomes one box. Lines are coloured and
+widened by rate; slow ones get a red label."""
 
 from __future__ import annotations
 
+import math
+import re
 from collections import defaultdict
 from typing import Any
 
-from syncplan.draw.canvas import Canvas, ramp
+from syncplan.draw.canvas import Canvas
+from syncplan.draw.graph import (
+    RED,
+    Bundle,
+    Line,
+    Picture,
+    Unit,
+    avoid_boxes,
+    draw_graph,
+    natural,
+    rate_label,
+)
+from syncplan.draw.host import host_layout
 
 AGGREGATE_ABOVE = 48
-BOX_W, BOX_H, GAP = 118, 42, 10
 PER_ROW = 8
-MAX_W = 1800  # pixels; groups wrap into bands below
-
-
-def _hosts(doc: dict[str, Any]) -> tuple[dict[str, list[dict]], dict[str, list[tuple]]]:
-    """host -> its nodes; host -> [(outside node, rate GB/s)] of links leaving it."""
-    by_host: dict[str, list[dict]] = defaultdict(list)
-    host_of: dict[str, str] = {}
-    for n in doc.get("nodes", []):
-        if n.get("host"):
-            by_host[n["host"]].append(n)
-            host_of[n["id"]] = n["host"]
-    out: dict[str, list[tuple]] = defaultdict(list)
-    for lk in doc.get("links", []):
-        a, b = host_of.get(lk["src"]), host_of.get(lk["dst"])
-        if a and a != b:
-            out[a].append((lk["dst"] if b is None else f"host:{b}", lk["bandwidth_GBps"]))
-        if b and a != b:
-            out[b].append((lk["src"] if a is None else f"host:{a}", lk["bandwidth_GBps"]))
-    return by_host, out
+TIER_DY = 100
+GRID = re.compile(r"^(.*?)(\d+)x(\d+)$")
 
 
 def topology_picture(
-    doc: dict[str, Any], host: str | None = None, title: str = "cluster"
+    doc: dict[str, Any], host: str | None = None, title: str = "cluster", rates: str = "measured"
 ) -> Canvas:
-    """The picture of ``doc``; with ``host``, that host's inside."""
-    if host is not None:
-        return host_picture(doc, host)
-    by_host, out = _hosts(doc)
+    """The picture of ``doc``; with ``host``, that host's inside. ``rates``: where the
+    rates come from (``measured``, or e.g. ``file`` for a topology file)."""
+    return topology_layout(doc, host, title, rates).canvas
+
+
+def host_picture(doc: dict[str, Any], host: str, rates: str = "measured") -> Canvas:
+    """One host's inside (its links out to the rest drawn to the nodes outside)."""
+    return host_layout(doc, host, rates).canvas
+
+
+def topology_layout(
+    doc: dict[str, Any], host: str | None = None, title: str = "cluster", rates: str = "measured"
+) -> Picture:
+    """The picture of ``doc`` with what it drew, as data."""
+    hosts = {n["host"] for n in doc.get("nodes", []) if n.get("host")}
+    if host is not None or (len(hosts) == 1 and not doc.get("stale_hosts")):
+        return host_layout(doc, host or next(iter(hosts)), rates, title)
+    return _cluster(doc, title, rates)
+
+
+def _cluster(doc: dict[str, Any], title: str, rates: str) -> Picture:
+    nodes = {n["id"]: n for n in doc.get("nodes", [])}
+    host_of = {i: n["host"] for i, n in nodes.items() if n.get("host")}
+    hosts = sorted(set(host_of.values()), key=natural)
     stale = set(doc.get("stale_hosts", []))
-    groups: dict[str, list[str]] = defaultdict(list)
-    for h in sorted(by_host, key=_natural):
-        switches = sorted({o for o, _ in out[h] if not o.startswith("host:")}, key=_natural)
-        label = ", ".join(switches) if switches else "(no switch)"
-        groups[label if len(label) <= 24 else label[:23] + "…"].append(h)
-    for h in sorted(stale - set(by_host), key=_natural):
-        groups["(stale: not in the graph)"].append(h)
-    rates = [_rate(out[h])[0] for h in by_host if out[h]]
-    hi = max(rates, default=1.0)
-    lo = min(rates, default=0.0)
-    aggregate = len(by_host) + len(stale) > AGGREGATE_ABOVE
-    cols = 1 if aggregate else (PER_ROW if len(groups) <= 2 else 4)
-    gw = [min(cols, len(hs)) * (BOX_W + GAP) for hs in groups.values()]
-    rows = [1 if aggregate else -(-len(hs) // cols) for hs in groups.values()]
-    place: list[tuple[int, float]] = []  # (band, x) of each group: bands wrap at MAX_W
-    x, band, band_rows, right = 20.0, 0, [0], 640.0
-    for w, r in zip(gw, rows, strict=True):
-        if x > 20 and x + w > MAX_W:
-            band, x = band + 1, 20.0
-            band_rows.append(0)
-        place.append((band, x))
-        band_rows[band] = max(band_rows[band], r)
-        x += w + 40
-        right = max(right, x)
-    band_y = [96.0]
-    for r in band_rows:
-        band_y.append(band_y[-1] + 84 + r * (BOX_H + GAP) + (30 if aggregate else 0))
-    width, height = right, band_y[-1] + 70
-    c = Canvas(int(width), int(height))
-    ngpu = sum(1 for hs in by_host.values() for n in hs if n["kind"] in ("gpu", "cpu"))
-    c.text(
-        20,
-        26,
-        f"{title}: {len(by_host)} hosts, {ngpu} endpoints"
-        f"{f', {len(stale)} stale' if stale else ''}",
-        16,
-        bold=True,
-    )
-    spines = _spines(doc, set(groups))
-    tor_pos: dict[str, tuple[float, float]] = {}
-    for (sw, hs), w, (band, x) in zip(groups.items(), gw, place, strict=True):
-        cx, top = x + w / 2, band_y[band]
-        tor_pos[sw] = (cx, top + 14)
-        if not sw.startswith("("):
-            c.rect(cx - 60, top, 120, 26, fill="#eef1f5", stroke="#667")
-            c.text(cx, top + 18, sw, 12, "middle", bold=True)
+    links = doc.get("links", [])
+    outside = sorted((i for i in nodes if i not in host_of), key=natural)
+    leaf_sets: dict[str, set[str]] = defaultdict(set)
+    for lk in links:
+        for a, b in ((lk["src"], lk["dst"]), (lk["dst"], lk["src"])):
+            if a in host_of and b not in host_of:
+                leaf_sets[host_of[a]].add(b)
+    c = Canvas(800, 600)
+    nend = sum(1 for n in nodes.values() if n.get("host") and n["kind"] in ("gpu", "cpu"))
+    gone = sorted(stale - set(hosts), key=natural)
+    head = f"{title}: {len(hosts)} hosts, {nend} endpoints"
+    c.text(20, 26, head + (f", {len(stale)} stale" if stale else ""), 16, bold=True)
+    aggregate = len(hosts) + len(gone) > AGGREGATE_ABOVE
+    w, tall = 120.0, 58.0
+    for _ in range(3):  # again with the host boxes as large as their largest text
+        unit_of = dict(host_of)
+        units: dict[str, Unit] = {}
+        c.shapes = c.shapes[:1]
+        where = {}
+        if outside:
+            size = (w, tall)
+            _switched(c, doc, hosts, outside, leaf_sets, unit_of, units, aggregate, gone, size)
         else:
-            c.text(cx, top + 18, sw, 11, "middle", "#a33")
-        if aggregate:
-            _aggregate_box(c, hs, by_host, out, stale, x, top + 74, hi, top + 26)
-        else:
-            up = (cx, top + 26) if not sw.startswith("(") else None
-            for draw_lines in (True, False):  # lines first: boxes paint over them
-                for i, h in enumerate(hs):
-                    bx = x + (i % cols) * (BOX_W + GAP)
-                    by = top + 74 + (i // cols) * (BOX_H + GAP)
-                    _host_box(
-                        c,
-                        h,
-                        by_host.get(h, []),
-                        out.get(h, []),
-                        h in stale,
-                        bx,
-                        by,
-                        hi,
-                        up,
-                        draw_lines,
-                    )
-    tops = sorted({n for pair in spines for n in pair if n not in tor_pos}, key=_natural)
-    for i, sw in enumerate(tops):
-        tor_pos[sw] = ((i + 1) * width / (len(tops) + 1), 60)
-    shapes, c.shapes = c.shapes, []
-    for (a, b), rate in spines.items():
-        (ax, ay), (bx, by) = tor_pos[a], tor_pos[b]
-        c.line(
-            ax,
-            ay,
-            bx,
-            by,
-            ramp(rate / hi),
-            1 + 5 * min(1.0, rate / hi),
-            title=f"{a} - {b}: {rate:g} GB/s",
-        )
-        c.text((ax + bx) / 2, (ay + by) / 2 - 8, f"{rate:g} GB/s", 10, "middle", "#555")
-    c.shapes.extend(shapes)
-    for sw in tops:
-        x0, y0 = tor_pos[sw]
-        c.rect(x0 - 60, y0 - 13, 120, 26, fill="#eef1f5", stroke="#667")
-        c.text(x0, y0 + 5, sw, 12, "middle", bold=True)
-    c.legend(20, height - 40, round(lo, 3), round(hi, 3))
-    c.text(
-        200,
-        height - 26,
-        "width, colour: a host's rate to its switches; dashed red: stale",
-        11,
-        color="#555",
-    )
-    return c
+            where = _direct(hosts, units, gone, w)
+        bundles, inside = _bundles(links, unit_of, nodes)
+        arcs(bundles, where)
+        _host_lines(units, bundles, nodes, stale, aggregate)
+        if not outside:
+            _inside_lines(units, inside, links)
+        switches = {unit_of[sw] for sw in outside}
+        boxes = [u for name, u in units.items() if name not in switches]
+        need = max(u.size()[0] for u in boxes), max(u.size()[1] for u in boxes)
+        for u in boxes:  # host boxes all as tall as the tallest
+            u.h = need[1]
+        if not outside:
+            avoid_boxes(bundles, units)
+        if need[0] <= w and need[1] <= tall:
+            break
+        w, tall = max(w, need[0]), max(tall, need[1])
+    return draw_graph(c, units, bundles, inside, rates)
 
 
-def _spines(doc: dict[str, Any], tors: set[str]) -> dict[tuple[str, str], float]:
-    """Links between switches outside any host: between group heads, or up to a spine."""
-    hosted = {n["id"] for n in doc.get("nodes", []) if n.get("host")}
-    out: dict[tuple[str, str], float] = {}
-    for lk in doc.get("links", []):
-        a, b = lk["src"], lk["dst"]
-        if a not in hosted and b not in hosted and (a in tors or b in tors):
-            out[(a, b)] = lk["bandwidth_GBps"]
-    return out
+def _bundles(
+    links: list[dict], unit_of: dict[str, str], nodes: dict[str, dict]
+) -> tuple[list[Bundle], dict[str, list[int]]]:
+    """The file's links grouped by the pair of boxes they join (one way, for directed)."""
+    groups: dict[tuple[str, str, bool], list[int]] = defaultdict(list)
+    inside: dict[str, list[int]] = defaultdict(list)
+    for i, lk in enumerate(links):
+        a, b = unit_of.get(lk["src"], lk["src"]), unit_of.get(lk["dst"], lk["dst"])
+        if a == b:
+            inside[a].append(i)
+            continue
+        directed = bool(lk.get("directed"))
+        if not directed and natural(b) < natural(a):
+            a, b = b, a
+        groups[(a, b, directed)].append(i)
+    hosted_ids = {i for i, n in nodes.items() if n.get("host")}
+    hosted = {unit_of.get(i, i) for i in hosted_ids}  # host boxes (or boxes of hosts)
+    out = []
+    for (a, b, directed), idx in groups.items():
+        kinds = sorted({str(links[i].get("kind") or "link") for i in idx})
+        boxed = (a in hosted) != (b in hosted)
+        if b in hosted and a not in hosted:
+            a, b = b, a  # the host first: its box prints the rate
+        rates = sorted((float(links[i]["bandwidth_GBps"]) for i in idx), reverse=True)
+        bundle = Bundle(a, b, idx, rates, "/".join(kinds), directed, boxed=boxed)
+        if boxed and len(set(rates)) > 1 and b not in nodes:  # which switch of a group
+            worst = min(idx, key=lambda i: links[i]["bandwidth_GBps"])
+            far = [e for e in (links[worst]["src"], links[worst]["dst"]) if e not in hosted_ids]
+            bundle.slowest = f"{far[0] if far else b}: {links[worst]['bandwidth_GBps']:g} GB/s"
+        out.append(bundle)
+    return out, inside
 
 
-def _rate(links: list[tuple]) -> tuple[float, str]:
-    """A host's total rate to its switches, and how to print it (``4x25 GB/s``)."""
-    rates = [r for o, r in links if not o.startswith("host:")]
-    if not rates:
-        return 0.0, ""
-    if len(rates) > 1 and len(set(rates)) == 1:
-        return sum(rates), f"{len(rates)}x{rates[0]:g} GB/s"
-    return sum(rates), " + ".join(f"{r:g}" for r in rates) + " GB/s"
-
-
-def _host_box(
-    c: Canvas,
-    h: str,
-    nodes: list[dict],
-    links: list[tuple],
-    stale: bool,
-    x: float,
-    y: float,
-    hi: float,
-    up: tuple[float, float] | None,
-    draw_lines: bool,
-) -> None:
-    total, label = _rate(links)
-    if draw_lines:
-        if up is not None and total:
-            c.line(
-                x + BOX_W / 2,
-                y,
-                up[0],
-                up[1],
-                ramp(total / hi),
-                1 + 5 * total / hi,
-                title=f"{h}: {label}",
-            )
-        return
-    rate = label
-    gpus = sum(1 for n in nodes if n["kind"] in ("gpu", "cpu"))
-    c.rect(
-        x,
-        y,
-        BOX_W,
-        BOX_H,
-        fill="#fdecea" if stale else "#f7f7f7",
-        stroke="#c62828" if stale else "#555",
-        width=2 if stale else 1,
-        dash=stale,
-        title=f"{h}: {gpus} endpoints" + (f", {rate}" if rate else ""),
-    )
-    c.text(x + 6, y + 16, h if len(h) <= 16 else h[:15] + "…", 12, bold=True)
-    n_gpu = sum(1 for n in nodes if n["kind"] == "gpu")  # a CPU-only host is no "1 GPU"
-    what = f"{n_gpu} GPU" if n_gpu else f"{gpus} CPU"
-    detail = "STALE" if stale else what + (f" · {rate}" if rate else "")
-    c.text(x + 6, y + 33, detail, 11, color="#c62828" if stale else "#333")
-
-
-def _aggregate_box(
-    c: Canvas,
-    hs: list[str],
-    by_host: dict,
-    out: dict,
+def _host_lines(
+    units: dict[str, Unit],
+    bundles: list[Bundle],
+    nodes: dict[str, dict],
     stale: set[str],
-    x: float,
-    y: float,
-    hi: float,
-    up_y: float,
+    aggregate: bool,
 ) -> None:
-    rates = [_rate(out[h])[0] for h in hs if out.get(h)]
-    n_stale = sum(h in stale for h in hs)
-    worst = min(rates, default=None)
-    if worst is not None:
-        c.line(
-            x + BOX_W / 2,
-            y,
-            x + BOX_W / 2,
-            up_y,
-            ramp(worst / hi),
-            1 + 5 * worst / hi,
-            title=f"slowest host: {worst:g} GB/s",
-        )
-    c.rect(
-        x,
-        y,
-        BOX_W,
-        BOX_H + 30,
-        fill="#f7f7f7",
-        stroke="#c62828" if n_stale else "#555",
-        dash=bool(n_stale),
-    )
-    c.text(x + 6, y + 16, f"{len(hs)} hosts", 12, bold=True)
-    if rates:
-        c.text(x + 6, y + 33, f"{min(rates):g}-{max(rates):g} GB/s", 11)
-    gpus = sum(1 for h in hs for n in by_host.get(h, []) if n["kind"] in ("gpu", "cpu"))
-    c.text(x + 6, y + 50, f"{gpus} endpoints", 11)
-    if n_stale:
-        c.text(x + 6, y + 66, f"{n_stale} stale", 11, color="#c62828", bold=True)
+    """Each host box: its name, endpoints and rate to its switches (red when below the
+    usual rate), or for a group box its hosts' count and rate range."""
+    per: dict[str, list[Bundle]] = defaultdict(list)
+    for b in bundles:
+        if b.boxed:
+            per[b.a].append(b)
+    usual = sorted(min(bb.rate for bb in bs) for bs in per.values())
+    common = usual[len(usual) // 2] if usual else 0.0
+    ends: dict[str, int] = defaultdict(int)
+    gpus: dict[str, int] = defaultdict(int)  # a CPU-only host is no "1 GPU"
+    for n in nodes.values():
+        if n.get("host") and n["kind"] in ("gpu", "cpu"):
+            ends[n["host"]] += 1
+            gpus[n["host"]] += n["kind"] == "gpu"
+    for name, u in units.items():
+        if u.lines:
+            continue
+        bs = per.get(name, [])
+        rate = " + ".join(b.label.removesuffix(" GB/s") for b in bs) + " GB/s" if bs else ""
+        slow = bool(bs) and min(b.rate for b in bs) < common
+        members = u.title.split(",") if aggregate else [name]
+        if aggregate:
+            u.lines = [Line(f"{len(members)} hosts", 12, True)]
+            rs = [r for b in bs for r in b.rates]
+            if rs:
+                u.lines.append(Line(f"{min(rs):g}-{max(rs):g} GB/s per link", 11))
+            u.lines.append(Line(f"{sum(ends[m] for m in members)} endpoints", 11))
+            n_stale = sum(m in stale for m in members)
+            if n_stale:
+                u.lines.append(Line(f"{n_stale} stale", 11, True, RED))
+                u.stroke, u.dash = RED, True
+            continue
+        u.lines = [Line(name, 12, True)]
+        if name in stale:
+            u.lines.append(Line("STALE", 11, True, RED))
+            u.fill, u.stroke, u.dash = "#fdecea", RED, True
+        else:
+            g = gpus[name]
+            u.lines.append(Line(f"{g} GPU" if g else f"{ends[name]} CPU", 11))
+            if rate:
+                u.lines.append(Line(rate, 11, slow, RED if slow else "#333"))
+            u.lines += [Line(f"slowest {b.slowest}", 11, True, RED) for b in bs if b.slowest]
+        u.title = f"{name}: {ends[name]} endpoints" + (f", {rate}" if rate else "")
 
 
-ROW_OF = {"cpu_socket": 0, "pcie_switch": 1, "nic": 2, "cpu": 2, "gpu": 2, "nvswitch": 3}
+def _inside_lines(units: dict[str, Unit], inside: dict[str, list[int]], links: list) -> None:
+    """Without switches a host's own GPU links are part of the rings: say them in its box
+    (``nvlink 50 GB/s``), PCIe left out."""
+    for name, idx in inside.items():
+        kinds: dict[str, list[float]] = defaultdict(list)
+        for i in idx:
+            if links[i].get("kind") not in ("pcie", "inter_socket"):
+                kinds[str(links[i].get("kind") or "link")].append(links[i]["bandwidth_GBps"])
+        if name in units and 0 < len(kinds) <= 2:
+            units[name].lines += [
+                Line(f"{k} {rate_label(r)}", 11) for k, r in sorted(kinds.items())
+            ]
 
 
-def host_picture(doc: dict[str, Any], host: str) -> Canvas:
-    """One host's inside: NICs on top, PCIe switches and sockets, GPUs, NVSwitch below;
-    links coloured and sized by rate (relative to the host's fastest link)."""
-    by_host, _ = _hosts(doc)
-    if host not in by_host:
-        raise ValueError(f"no host {host!r} in the topology")
-    ids = {n["id"]: n for n in by_host[host]}
-    rows: dict[int, list[str]] = defaultdict(list)
-    for nid in sorted(ids, key=_natural):
-        rows[ROW_OF.get(ids[nid]["kind"], 1)].append(nid)
-    widest = max(len(v) for v in rows.values())
-    width = max(560, widest * 96 + 80)
-    c = Canvas(int(width), 480)
-    c.text(20, 26, f"host {host}", 16, bold=True)
-    pos: dict[str, tuple[float, float]] = {}
-    for r, nids in rows.items():
-        step = (width - 80) / max(1, len(nids))
-        for i, nid in enumerate(nids):
-            pos[nid] = (40 + step * (i + 0.5), 110 + r * 85)
-    inner = [lk for lk in doc.get("links", []) if lk["src"] in ids and lk["dst"] in ids]
-    hi = max((lk["bandwidth_GBps"] for lk in inner), default=1.0)
-    for lk in inner:
-        (x1, y1), (x2, y2) = pos[lk["src"]], pos[lk["dst"]]
-        bw = lk["bandwidth_GBps"]
-        c.line(
-            x1,
-            y1,
-            x2,
-            y2,
-            ramp(bw / hi),
-            1 + 4 * bw / hi,
-            title=f"{lk['src']} - {lk['dst']}: {bw:g} GB/s ({lk.get('kind', '')})",
-        )
-    leaving = [lk for lk in doc.get("links", []) if (lk["src"] in ids) != (lk["dst"] in ids)]
-    for k, lk in enumerate(leaving):
-        mine, other = (lk["src"], lk["dst"]) if lk["src"] in ids else (lk["dst"], lk["src"])
-        x, y = pos[mine]
-        c.line(
-            x, y + 14, x, 400 + 0 * k, "#555", 2, title=f"to {other}: {lk['bandwidth_GBps']:g} GB/s"
-        )
-        right = x > width - 160
-        c.text(
-            x - 4 if right else x + 4,
-            412,
-            f"→ {other}: {lk['bandwidth_GBps']:g} GB/s",
-            11,
-            "end" if right else "start",
-        )
-    for nid, (x, y) in pos.items():
-        c.rect(
-            x - 40,
-            y - 14,
-            80,
-            28,
-            fill="#eef1f5" if ids[nid]["kind"] != "gpu" else "#e8f5e9",
-            stroke="#555",
-        )
-        c.text(x, y + 4, nid.split("/", 1)[-1], 11, "middle")
-    c.legend(20, 450, 0, round(hi, 3), label="link rate")
-    return c
+def _switched(
+    c: Canvas,
+    doc: dict[str, Any],
+    hosts: list[str],
+    outside: list[str],
+    leaf_sets: dict[str, set[str]],
+    unit_of: dict[str, str],
+    units: dict[str, Unit],
+    aggregate: bool,
+    gone: list[str],
+    size: tuple[float, float],
+) -> None:
+    """Hosts in groups (by the switches they hang from) at the bottom, tiers above."""
+    w, tall = size
+    sets: dict[frozenset[str], list[str]] = defaultdict(list)
+    for h in hosts:
+        sets[frozenset(leaf_sets.get(h, ()))].append(h)
+    if gone:
+        sets[frozenset()].extend(gone)
+    count: dict[str, int] = defaultdict(int)
+    for s in sets:
+        for sw in s:
+            count[sw] += 1
+    for s in sets:  # switches serving the very same hosts share one box
+        if len(s) > 1 and all(count[sw] == 1 for sw in s):
+            name = span_name(sorted(s, key=natural))
+            for sw in s:
+                unit_of[sw] = name
+    for sw in outside:
+        unit_of.setdefault(sw, sw)
+    tier = _tiers(doc, outside, leaf_sets, unit_of)
+    top = max(tier.values(), default=1)
+    order = sorted(sets, key=lambda s: natural(min(s, key=natural)) if s else ((2, ""),))
+    cols = PER_ROW if len(order) <= 2 else 4
+    x, y0 = 20.0, 70 + top * TIER_DY
+    below: dict[str, list[float]] = defaultdict(list)  # unit -> x of what hangs below
+    group_of: dict[str, str] = {}
+    for s in order:
+        hs = sets[s]
+        n = 1 if aggregate else min(cols, len(hs))
+        boxes = [(hs, f"{hs[0]}..{hs[-1]}")] if aggregate else [([h], h) for h in hs]
+        w = max(w, 150.0) if aggregate else w
+        for i, (members, name) in enumerate(boxes):
+            bx = x + (i % n) * (w + 12) + w / 2
+            by = y0 + 30 + (i // n) * (tall + 14)
+            units[name] = Unit(name, bx, by, [], w=w, title=",".join(members))
+            group_of.update({m: name for m in members})
+        mid = x + n * (w + 12) / 2
+        for sw in s:
+            below[unit_of[sw]].append(mid)
+        if not s:
+            c.text(
+                mid,
+                y0 - 22,
+                "(no switch)" if not gone else "(stale or no switch)",
+                11,
+                "middle",
+                RED,
+            )
+        x += n * (w + 12) + 40
+    if aggregate:
+        unit_of.update({k: group_of[v] for k, v in unit_of.items() if v in group_of})
+    links = doc.get("links", [])
+    up: dict[str, set[str]] = defaultdict(set)
+    for lk in links:
+        a, b = unit_of.get(lk["src"]), unit_of.get(lk["dst"])
+        if a in tier and b in tier and tier[a] != tier[b]:
+            lo, hi = (a, b) if tier[a] < tier[b] else (b, a)
+            up[hi].add(lo)
+    xs: dict[str, float] = {}
+    for t in range(1, top + 1):
+        row = sorted((u for u in tier if tier[u] == t), key=natural)
+        want = {}
+        for u in row:
+            ref = below.get(u) or [xs[v] for v in up.get(u, ()) if v in xs]
+            want[u] = sum(ref) / len(ref) if ref else x
+        widths = {u: _switch_unit(u).size()[0] for u in row}
+        for u, ux in spread(want, widths, 24).items():
+            xs[u] = ux
+            units[u] = _switch_unit(u)
+            units[u].x, units[u].y = ux, 70 + (top - t) * TIER_DY
 
 
-def _natural(s: str) -> tuple[Any, ...]:
-    import re
+def _switch_unit(name: str) -> Unit:
+    return Unit(name, 0.0, 0.0, [Line(name, 12, True)], w=90, fill="#eef1f5", stroke="#667")
 
-    return tuple(int(p) if p.isdigit() else p for p in re.split(r"(\d+)", s))
+
+def _tiers(
+    doc: dict[str, Any], outside: list[str], leaf_sets: dict[str, set[str]], unit_of: dict
+) -> dict[str, int]:
+    """Switch box -> tier: 1 for those hosts hang from, +1 per hop further up."""
+    leaves = {unit_of[sw] for s in leaf_sets.values() for sw in s}
+    adj: dict[str, set[str]] = defaultdict(set)
+    for lk in doc.get("links", []):
+        a, b = unit_of.get(lk["src"]), unit_of.get(lk["dst"])
+        if a and b and a != b:
+            adj[a].add(b)
+            adj[b].add(a)
+    boxes = {unit_of[sw] for sw in outside}
+    tier = {u: 1 for u in leaves}
+    frontier = sorted(leaves)
+    while frontier:
+        nxt = []
+        for u in frontier:
+            for v in sorted(adj[u]):
+                if v in boxes and v not in tier:
+                    tier[v] = tier[u] + 1
+                    nxt.append(v)
+        frontier = nxt
+    for u in boxes - set(tier):
+        tier[u] = max(tier.values(), default=0) + 1
+    return tier
+
+
+def spread(want: dict[str, float], widths: dict[str, float], gap: float) -> dict[str, float]:
+    """Centres near ``want`` with boxes at least ``gap`` apart, in the order of ``want``."""
+    order = sorted(want, key=lambda u: (want[u], natural(u)))
+    xs: dict[str, float] = {}
+    for u in order:
+        x = want[u]
+        if xs:
+            prev = order[len(xs) - 1]
+            x = max(x, xs[prev] + (widths[prev] + widths[u]) / 2 + gap)
+        xs[u] = x
+    if xs:
+        shift = (sum(want.values()) - sum(xs.values())) / len(xs)
+        low = min(xs[u] - widths[u] / 2 for u in xs)
+        shift = max(shift, 20 - low)
+        xs = {u: x + shift for u, x in xs.items()}
+    return xs
+
+
+def span_name(names: list[str]) -> str:
+    """``rail0..rail7 (8 switches)`` for numbered names, or the names when short."""
+    joined = ", ".join(names)
+    if len(joined) <= 24:
+        return joined
+    parts = [re.match(r"^(.*?)(\d+)$", n) for n in names]
+    stems = {m.group(1) for m in parts if m}
+    first, last = names[0], names[-1]
+    if len(stems) == 1 and all(parts):
+        nums = sorted(int(m.group(2)) for m in parts if m)
+        stem = stems.pop()
+        first, last = f"{stem}{nums[0]}", f"{stem}{nums[-1]}"
+    return f"{first}..{last} ({len(names)} switches)"
+
+
+def _direct(
+    hosts: list[str], units: dict[str, Unit], gone: list[str], w: float
+) -> dict[str, tuple[int, int]]:
+    """Hosts without switches: on their grid (names ``<p><row>x<col>``) or a circle."""
+    cells = {h: GRID.match(h) for h in hosts}
+    grid = all(cells.values()) and len({m.group(1) for m in cells.values() if m}) == 1
+    where: dict[str, tuple[int, int]] = {}
+    if grid:
+        where = {h: (int(m.group(2)), int(m.group(3))) for h, m in cells.items() if m}
+        grid = len(set(where.values())) == len(where)
+    if grid:
+        for h, (r, col) in where.items():
+            units[h] = Unit(h, 110 + col * (w + 90), 140 + r * 150, [], w=w)
+    else:
+        n = len(hosts)
+        radius = max(150.0, n * (w + 50) / (2 * math.pi))
+        for i, h in enumerate(hosts):
+            ang = 2 * math.pi * i / n - math.pi / 2
+            units[h] = Unit(
+                h,
+                60 + w / 2 + radius * (1 + math.cos(ang)),
+                120 + radius * (1 + math.sin(ang)),
+                [],
+                w=w,
+            )
+    bottom = max(u.y for u in units.values())
+    for i, h in enumerate(gone):
+        units[h] = Unit(h, 20 + w / 2 + i * (w + 12), bottom + 130, [], w=w)
+    return where if grid else {}
+
+
+def arcs(bundles: list[Bundle], where: dict[str, tuple[int, int]]) -> None:
+    """Links between far cells of one row or column become arcs around the boxes between
+    (above a row, or left of a column; below/right for the last row/column)."""
+    if not where:
+        return
+    rows = max(r for r, _ in where.values()) + 1
+    cols = max(c for _, c in where.values()) + 1
+    for b in bundles:
+        if b.a not in where or b.b not in where:
+            continue
+        (r1, c1), (r2, c2) = where[b.a], where[b.b]
+        if r1 == r2 and abs(c1 - c2) > 1:
+            up = r1 < rows - 1 or rows == 1
+            # the arc's middle goes above the row: left of a -> b when a is on the right
+            b.bulge = 75.0 * (1 if (c1 < c2) == up else -1)
+        elif c1 == c2 and abs(r1 - r2) > 1:
+            left = c1 < cols - 1 or cols == 1
+            b.bulge = 85.0 * (1 if (r1 > r2) == left else -1)

@@ -57,8 +57,8 @@ def test_stale_hosts_are_marked_and_slow_links_thin() -> None:
     svg = topology_picture(doc).to_svg()
     assert "STALE" in texts(svg) and "h9" in texts(svg)
     widths = {
-        ln.find(f"{SVG}title").text.split(":")[0]: float(ln.get("stroke-width"))
-        for ln in ET.fromstring(svg).iter(f"{SVG}line")
+        ln.find(f"{SVG}title").text.split(" - ")[0]: float(ln.get("stroke-width"))
+        for ln in ET.fromstring(svg).iter(f"{SVG}polyline")
         if ln.find(f"{SVG}title") is not None
     }
     assert widths["h3"] < widths["h0"] == widths["h1"] == widths["h2"]
