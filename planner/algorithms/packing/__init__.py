@@ -3,6 +3,7 @@ the lockstep programs of their trees.
 
 This front is the family's one import point for the rest of the planner."""
 
+from syncplan.planner.algorithms.packing.arborescence import min_arborescence
 from syncplan.planner.algorithms.packing.balance import balanced_packing
 from syncplan.planner.algorithms.packing.lp import (
     Packing,
@@ -53,6 +54,7 @@ __all__ = [
     "balanced_packing",
     "best_orbit_packing",
     "fluid_lower_bound",
+    "min_arborescence",
     "packings",
     "pair_trees",
     "pieced_window",

@@ -1,0 +1,194 @@
+"""Broadcast and reduce programs from one root rank (docs/planner.md, "Broadcast and reduce").
+
+A broadcast program is a set of out-trees from the root, tree k carrying a share of the
+buffer cut into ``pieces`` pieces; piece p crosses the tree edge into a rank at depth d at
+step p + d - 1 (a lockstep pipeline: every edge of every tree forwards one piece a step).
+A reduce program is the same schedule on in-trees run backwards: each transfer reversed
+(child to parent, ``reduce: true``) and the step order reversed, so a rank sends its partial
+sum of a piece one step after the last of its children's arrived.
+
+Algorithms (``ROOTED_ALGORITHMS``, in the order ``auto`` prefers among ties):
+``chain`` (the ranks in host order from the root, one chain, or two in opposite directions
+with half the buffer each), ``binary-tree`` (heap-ordered over the same order), ``star``
+(the root and every other rank joined directly) and ``packing`` (the LP packing of
+``syncplan.planner.algorithms.rooted_packing``). Each prices every piece count 1, 2, 3, 4, 6,
+8, 12, ... while the time falls, building and pricing the program with the cost model.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+from syncplan.core.errors import InfeasibleError
+from syncplan.core.program import Program, Step, Transfer
+from syncplan.planner.algorithms.base import Candidate, PlanContext
+from syncplan.planner.algorithms.common import PRICE_BUDGET, coarsen, host_order, price, ready
+from syncplan.planner.algorithms.pipeline import round_to_total
+from syncplan.planner.algorithms.rooted_packing import pack_trees
+
+Path = tuple[str, ...]
+SHARE_UNITS = 1024  # units per piece a multi-tree program splits by tree rate
+MAX_PIECES = 1 << 14
+
+
+@dataclass(frozen=True)
+class RootedTree:
+    """``parent[v]``: the rank v receives from (out-tree) or sends to (in-tree), -1 at the
+    root; ``paths[v]``: the route of v's edge in the direction data moves (None: the cost
+    model's route)."""
+
+    parent: tuple[int, ...]
+    paths: tuple[Path | None, ...] | None = None
+
+    def depths(self) -> list[int]:
+        depth = [-1] * len(self.parent)
+
+        def walk(v: int) -> int:
+            chain = []
+            while depth[v] < 0 and self.parent[v] >= 0:
+                chain.append(v)
+                v = self.parent[v]
+            d = 0 if depth[v] < 0 else depth[v]
+            depth[v] = d
+            for u in reversed(chain):
+                d += 1
+                depth[u] = d
+            return d
+
+        for v in range(len(self.parent)):
+            walk(v)
+        return depth
+
+
+def pipelined_program(
+    trees: Sequence[RootedTree], widths: Sequence[int], pieces: int, reduce: bool
+) -> Program:
+    """The lockstep program of ``trees``, tree k moving ``widths[k]`` units per piece (see the
+    module doc); a broadcast, or with ``reduce`` the reduce of in-trees."""
+    width = sum(widths)
+    depth = [t.depths() for t in trees]
+    height = max(max(d) for d in depth)
+    nsteps = pieces + height - 1
+    steps: list[Step] = [[] for _ in range(nsteps)]
+    for p in range(pieces):
+        lo = p * width
+        for tree, w, dep in zip(trees, widths, depth, strict=True):
+            if w == 0:
+                continue
+            hi = lo + w
+            paths = tree.paths or (None,) * len(tree.parent)
+            for v, up in enumerate(tree.parent):
+                if up < 0:
+                    continue
+                s = p + dep[v] - 1
+                if reduce:
+                    steps[nsteps - 1 - s].append(Transfer(v, up, lo, hi, True, paths[v]))
+                else:
+                    steps[s].append(Transfer(up, v, lo, hi, False, paths[v]))
+            lo = hi
+    return Program(pieces * width, steps)
+
+
+def best_pipeline(
+    ctx: PlanContext,
+    name: str,
+    variants: dict[str, tuple[list[RootedTree], list[int]]],
+    reduce: bool,
+    details: dict | None = None,
+) -> Candidate:
+    """Price every variant at piece counts 1, 2, 3, 4, 6, 8, 12, ... (while the time falls,
+    the units fit in the buffer and the program in PRICE_BUDGET transfers); the fastest as a
+    Candidate."""
+    best: tuple[float, str, int, Program] | None = None
+    n = len(ctx.ranks)
+    for label, (trees, widths) in variants.items():
+        per_piece = sum(n - 1 for w in widths if w)
+        prev, rises, pieces = float("inf"), 0, 1
+        while pieces <= MAX_PIECES and (pieces == 1 or pieces * per_piece <= PRICE_BUDGET):
+            prog = pipelined_program(trees, widths, pieces, reduce)
+            prog = coarsen(prog, min(prog.units, ctx.size_bytes))
+            t = price(ctx, prog)
+            if best is None or t < best[0]:
+                best = (t, label, pieces, prog)
+            rises = rises + 1 if t >= prev else 0
+            if rises >= 2 or pieces * sum(widths) >= ctx.size_bytes:
+                break
+            prev, pieces = t, _next_pieces(pieces)
+    if best is None:
+        raise InfeasibleError(f"{name}: no variant applies")
+    t, label, pieces, prog = best
+    info = {"variant": label, "pieces": pieces, "steps": len(prog.steps), **(details or {})}
+    return Candidate(name, t, ready(prog), info)
+
+
+def _next_pieces(pieces: int) -> int:
+    """1, 2, 3, 4, 6, 8, 12, 16, ...: powers of two and the halfway points between them."""
+    return pieces + max(1, pieces // 2) if pieces & (pieces - 1) == 0 else pieces * 4 // 3
+
+
+def _order_from(ctx: PlanContext, root: int) -> list[int]:
+    order = host_order(ctx)
+    i = order.index(root)
+    return order[i:] + order[:i]
+
+
+def _chain(order: list[int], n: int) -> RootedTree:
+    parent = [-1] * n
+    for a, b in itertools.pairwise(order):
+        parent[b] = a
+    return RootedTree(tuple(parent))
+
+
+def chain(ctx: PlanContext, root: int, reduce: bool) -> Candidate:
+    order, n = _order_from(ctx, root), len(ctx.ranks)
+    variants = {"1 chain": ([_chain(order, n)], [1])}
+    if n > 2:
+        back = [root, *order[1:][::-1]]
+        variants["2 chains (both directions)"] = ([_chain(order, n), _chain(back, n)], [1, 1])
+    return best_pipeline(ctx, "chain", variants, reduce)
+
+
+def binary_tree(ctx: PlanContext, root: int, reduce: bool) -> Candidate:
+    order, n = _order_from(ctx, root), len(ctx.ranks)
+    parent = [-1] * n
+    for i in range(1, n):
+        parent[order[i]] = order[(i - 1) // 2]
+    variants = {"heap order": ([RootedTree(tuple(parent))], [1])}
+    return best_pipeline(ctx, "binary-tree", variants, reduce)
+
+
+def star(ctx: PlanContext, root: int, reduce: bool) -> Candidate:
+    n = len(ctx.ranks)
+    parent = tuple(-1 if v == root else root for v in range(n))
+    return best_pipeline(ctx, "star", {"direct": ([RootedTree(parent)], [1])}, reduce)
+
+
+def packing(ctx: PlanContext, root: int, reduce: bool) -> Candidate:
+    packed = pack_trees(ctx, root, inward=reduce)
+    rates = np.asarray([r for _, _, r in packed])
+    trees = [RootedTree(tuple(int(x) for x in p), tuple(paths)) for p, paths, _ in packed]
+    total = float(rates.sum())
+    if len(trees) == 1:
+        widths = [1]
+    else:
+        widths = [int(w) for w in round_to_total(rates / total * SHARE_UNITS, SHARE_UNITS)]
+    details = {"trees": sum(1 for w in widths if w), "fluid_time_s": ctx.size_bytes / total}
+    return best_pipeline(ctx, "packing", {"rate-sized trees": (trees, widths)}, reduce, details)
+
+
+RootedAlgorithm = Callable[[PlanContext, int, bool], Candidate]
+
+ROOTED_ALGORITHMS: dict[str, RootedAlgorithm] = {
+    "chain": chain,
+    "binary-tree": binary_tree,
+    "star": star,
+    "packing": packing,
+}
+
+
+def single_rank() -> Candidate:
+    """The empty program of a one-rank request."""
+    return Candidate("chain", 0.0, ready(Program(1, [])), {"pieces": 0})
