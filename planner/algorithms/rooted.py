@@ -20,6 +20,7 @@ from __future__ import annotations
 import itertools
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from functools import partial
 
 import numpy as np
 from syncplan.core.errors import InfeasibleError
@@ -92,6 +93,25 @@ def pipelined_program(
     return Program(pieces * width, steps)
 
 
+def pipeline_time(
+    ctx: PlanContext, trees: Sequence[RootedTree], widths: Sequence[int], pieces: int, reduce: bool
+) -> float:
+    """The cost model's time of ``pipelined_program(trees, widths, pieces, reduce)`` on the
+    request, without building it when it is long: with H the tallest tree's height, steps H-1
+    to pieces-1 move a piece over every edge and cost the same, so a program of 2H pieces
+    priced at the same bytes per unit plus (pieces - 2H) of its step H-1 is the same sum."""
+    width = sum(widths)
+    height = max(max(t.depths()) for t in trees)
+    if pieces <= 2 * height + 1 or pieces * width > ctx.size_bytes:
+        prog = pipelined_program(trees, widths, pieces, reduce)
+        return price(ctx, coarsen(prog, min(prog.units, ctx.size_bytes)))
+    short = pipelined_program(trees, widths, 2 * height, reduce)
+    per_unit = ctx.size_bytes / (pieces * width)
+    total = ctx.cost.program_time(ctx.ranks, short, per_unit * short.units)
+    steady = ctx.cost.step_time(ctx.ranks, short.steps[height - 1], per_unit)
+    return total + (pieces - 2 * height) * steady
+
+
 def best_pipeline(
     ctx: PlanContext,
     name: str,
@@ -101,27 +121,33 @@ def best_pipeline(
 ) -> Candidate:
     """Price every variant at piece counts 1, 2, 3, 4, 6, 8, 12, ... (while the time falls,
     the units fit in the buffer and the program in PRICE_BUDGET transfers); the fastest as a
-    Candidate."""
-    best: tuple[float, str, int, Program] | None = None
+    Candidate whose program is built when asked for."""
+    best: tuple[float, str, int, list[RootedTree], list[int]] | None = None
     n = len(ctx.ranks)
     for label, (trees, widths) in variants.items():
         per_piece = sum(n - 1 for w in widths if w)
         prev, rises, pieces = float("inf"), 0, 1
         while pieces <= MAX_PIECES and (pieces == 1 or pieces * per_piece <= PRICE_BUDGET):
-            prog = pipelined_program(trees, widths, pieces, reduce)
-            prog = coarsen(prog, min(prog.units, ctx.size_bytes))
-            t = price(ctx, prog)
+            t = pipeline_time(ctx, trees, widths, pieces, reduce)
             if best is None or t < best[0]:
-                best = (t, label, pieces, prog)
+                best = (t, label, pieces, trees, widths)
             rises = rises + 1 if t >= prev else 0
             if rises >= 2 or pieces * sum(widths) >= ctx.size_bytes:
                 break
             prev, pieces = t, _next_pieces(pieces)
     if best is None:
         raise InfeasibleError(f"{name}: no variant applies")
-    t, label, pieces, prog = best
-    info = {"variant": label, "pieces": pieces, "steps": len(prog.steps), **(details or {})}
-    return Candidate(name, t, ready(prog), info)
+    t, label, pieces, trees, widths = best
+    height = max(max(tr.depths()) for tr in trees)
+    info = {"variant": label, "pieces": pieces, "steps": pieces + height - 1, **(details or {})}
+    return Candidate(name, t, partial(_build, ctx.size_bytes, trees, widths, pieces, reduce), info)
+
+
+def _build(
+    size: int, trees: list[RootedTree], widths: list[int], pieces: int, reduce: bool
+) -> Program:
+    prog = pipelined_program(trees, widths, pieces, reduce)
+    return coarsen(prog, min(prog.units, size))
 
 
 def _next_pieces(pieces: int) -> int:
