@@ -8,7 +8,8 @@ new ones) when the plan's shards are the equal, rank-ordered split torch's colle
 other shards ("any", rate-sized) torch has no matching collective, so a reduce-scatter is timed
 against ``dist.all_reduce`` (a superset: every rank gets every sum) and an all-gather against
 ``all_gather_single`` on shards padded to the largest one. ``native_op`` in each result names what
-ran.
+ran. A broadcast is timed against ``dist.broadcast`` and a reduce against ``dist.reduce``
+(``syncplan.executor.bench_rooted``).
 """
 
 from __future__ import annotations
@@ -39,7 +40,7 @@ class BenchCase:
             raise ValueError("repeat must be >= 1 and warmup >= 0")
 
 
-def _digest(t: Any) -> str:
+def tensor_digest(t: Any) -> str:
     import torch
 
     ints = {2: torch.int16, 4: torch.int32, 8: torch.int64}[t.element_size()]
@@ -67,6 +68,10 @@ def bench_worker(
         if segment_bytes is None
         else ExecutorConfig(segment_bytes=segment_bytes),
     )
+    if ex.program.root is not None:  # broadcast / reduce
+        from syncplan.executor.bench_rooted import rooted_case
+
+        return [rooted_case(ex, case, dtype_name, seed, progress) for case in cases]
     if ex.program.collective != "allreduce":
         return [_sharded_case(ex, case, dtype_name, seed, progress) for case in cases]
     out = []
@@ -82,7 +87,7 @@ def bench_worker(
         # Summation order differs: each result is within (n - 1) eps sum|x_i| of the truth.
         within = bool((err <= n * torch.finfo(dtype).eps * absum).all())
         digests: list[Any] = [None] * n
-        dist.all_gather_object(digests, _digest(y))
+        dist.all_gather_object(digests, tensor_digest(y))
         stats = torch.tensor([err.max().item(), 0.0 if within else 1.0], dtype=torch.float64)
         dist.all_reduce(stats, op=dist.ReduceOp.MAX)
         del y, ref, absum, err
@@ -97,7 +102,7 @@ def bench_worker(
             "correct": stats[1].item() == 0 and len(set(digests)) == 1,
             "identical_on_all_ranks": len(set(digests)) == 1,
             "max_abs_err": stats[0].item(),
-            **_time_pair(x, ex.all_reduce, dist.all_reduce, case),
+            **time_pair(x, ex.all_reduce, dist.all_reduce, case),
         }
         plan_s, native_s = res["plan_s"], res["native_s"]
         out.append(res)
@@ -113,7 +118,7 @@ def bench_worker(
     return out
 
 
-def _time_pair(
+def time_pair(
     x: Any, plan_op: Callable[[Any], Any], native_op: Callable[[Any], Any], case: BenchCase
 ) -> dict[str, Any]:
     """Time the plan and the native collective on copies of ``x``, interleaved (who goes
@@ -179,7 +184,7 @@ def equal_shards(elems: Sequence[tuple[int, int]], numel: int) -> bool:
     )
 
 
-def _inputs(numel: int, dtype: Any, seed: int, rank: int, integers: bool) -> Any:
+def rank_inputs(numel: int, dtype: Any, seed: int, rank: int, integers: bool) -> Any:
     """Rank ``rank``'s input; any rank can make any rank's. Integer values in [-2, 2] keep
     sums over up to 64 ranks exact in every float dtype (bfloat16 too)."""
     import torch
@@ -205,7 +210,7 @@ def _sharded_case(
     elems = shard_elements(prog.units, prog.shards, case.numel)
     equal = equal_shards(elems, case.numel)
     lo, hi = elems[me]
-    x = _inputs(case.numel, dtype, seed, me, integers=coll == "reducescatter")
+    x = rank_inputs(case.numel, dtype, seed, me, integers=coll == "reducescatter")
     if coll == "allgather":
         # Only the owned shard is valid at the start: poison the rest.
         x_in = torch.full_like(x, float("nan"))
@@ -247,15 +252,15 @@ def _sharded_case(
     # The exact answer, made locally: the sum of every rank's input on my shard (exact on
     # integer values), or every owner's values everywhere.
     if coll == "reducescatter":
-        want = sum(_inputs(case.numel, dtype, seed, r, True)[lo:hi].double() for r in range(n))
+        want = sum(rank_inputs(case.numel, dtype, seed, r, True)[lo:hi].double() for r in range(n))
         want = torch.as_tensor(want).to(dtype)
     else:
         want = torch.empty(case.numel, dtype=dtype)
         for r, (a, b) in enumerate(elems):
-            want[a:b] = _inputs(case.numel, dtype, seed, r, False)[a:b]
+            want[a:b] = rank_inputs(case.numel, dtype, seed, r, False)[a:b]
     y = ex.run(x.clone())
     got = y[lo:hi] if coll == "reducescatter" else y
-    exact = _digest(got) == _digest(want) if got.numel() else True
+    exact = tensor_digest(got) == tensor_digest(want) if got.numel() else True
     err = (got.double() - want.double()).abs().max().item() if got.numel() else 0.0
     # torch's result on the same inputs, bitwise where it is torch's own split (equal shards).
     buf = x.clone()
@@ -270,9 +275,9 @@ def _sharded_case(
                 [out_native[r * width : r * width + b - a] for r, (a, b) in enumerate(elems)]
             )
         )
-    same = _digest(got) == _digest(theirs) if got.numel() else True
+    same = tensor_digest(got) == tensor_digest(theirs) if got.numel() else True
     digests: list[Any] = [None] * n
-    dist.all_gather_object(digests, _digest(y) if coll == "allgather" else "")
+    dist.all_gather_object(digests, tensor_digest(y) if coll == "allgather" else "")
     flags = torch.tensor([err, 0.0 if exact else 1.0, 0.0 if same else 1.0], dtype=torch.float64)
     dist.all_reduce(flags, op=dist.ReduceOp.MAX)
     del y, buf
@@ -290,7 +295,7 @@ def _sharded_case(
         "matches_native": flags[2].item() == 0,
         "identical_on_all_ranks": identical,
         "max_abs_err": flags[0].item(),
-        **_time_pair(x, ex.run, native, case),
+        **time_pair(x, ex.run, native, case),
     }
     plan_s, native_s = res["plan_s"], res["native_s"]
     if progress and rank == 0:
