@@ -13,7 +13,7 @@ from __future__ import annotations
 import sys
 from typing import Any
 
-from syncplan.executor.bench import BenchCase, rank_inputs, tensor_digest, time_pair
+from syncplan.executor.bench_common import BenchCase, rank_inputs, tensor_digest, time_pair
 
 
 def rooted_case(
