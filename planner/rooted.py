@@ -80,8 +80,10 @@ def make_rooted_plan(
     t0 = time.perf_counter()
     ctx = PlanContext.create(topo, ranks, size_bytes, seed=seed, options=options)
     names = list(ROOTED_ALGORITHMS) if algorithm == "auto" else [algorithm]
+    cands: dict[str, Candidate]
+    infeasible: dict[str, str] = {}
     if len(ranks) == 1:
-        cands, infeasible = {"chain": single_rank()}, {}
+        cands = {"chain": single_rank()}
     else:
         cands, infeasible = price_rooted(ctx, r, reduce, names)
     if not cands:
