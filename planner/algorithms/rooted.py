@@ -28,11 +28,13 @@ from syncplan.core.program import Program, Step, Transfer
 from syncplan.planner.algorithms.base import Candidate, PlanContext
 from syncplan.planner.algorithms.common import PRICE_BUDGET, coarsen, host_order, price, ready
 from syncplan.planner.algorithms.pipeline import round_to_total
-from syncplan.planner.algorithms.rooted_packing import pack_trees
+from syncplan.planner.algorithms.rooted_packing import fewer_trees, pack_trees
+from syncplan.planner.bound_rooted import rooted_bound
 
 Path = tuple[str, ...]
 SHARE_UNITS = 1024  # units per piece a multi-tree program splits by tree rate
 MAX_PIECES = 1 << 14
+TREE_COUNTS = (1, 2, 4, 8, 16)  # the packing also prices its fastest trees alone
 
 
 @dataclass(frozen=True)
@@ -193,16 +195,23 @@ def star(ctx: PlanContext, root: int, reduce: bool) -> Candidate:
 
 
 def packing(ctx: PlanContext, root: int, reduce: bool) -> Candidate:
-    packed = pack_trees(ctx, root, inward=reduce)
-    rates = np.asarray([r for _, _, r in packed])
-    trees = [RootedTree(tuple(int(x) for x in p), tuple(paths)) for p, paths, _ in packed]
-    total = float(rates.sum())
-    if len(trees) == 1:
+    packed = pack_trees(ctx, root, reduce, rooted_bound(ctx, root, reduce).flow_Bps)
+    total = sum(t.rate for t in packed)
+    variants = {}
+    for keep in (*TREE_COUNTS, len(packed)):
+        if keep > len(packed) or (keep < len(packed) and keep in variants):
+            continue
+        trees = fewer_trees(ctx, packed, keep)
+        rates = np.asarray([t.rate for t in trees])
         widths = [1]
-    else:
-        widths = [int(w) for w in round_to_total(rates / total * SHARE_UNITS, SHARE_UNITS)]
-    details = {"trees": sum(1 for w in widths if w), "fluid_time_s": ctx.size_bytes / total}
-    return best_pipeline(ctx, "packing", {"rate-sized trees": (trees, widths)}, reduce, details)
+        if len(trees) > 1:
+            shares = round_to_total(rates / rates.sum() * SHARE_UNITS, SHARE_UNITS)
+            widths = [int(w) for w in shares]
+        rooted = [RootedTree(tuple(int(p) for p in t.parent), tuple(t.paths)) for t in trees]
+        label = f"{sum(1 for w in widths if w)} of {len(packed)} trees"
+        variants[label] = (rooted, widths)
+    details = {"trees": len(packed), "fluid_time_s": ctx.size_bytes / total}
+    return best_pipeline(ctx, "packing", variants, reduce, details)
 
 
 RootedAlgorithm = Callable[[PlanContext, int, bool], Candidate]
