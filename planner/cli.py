@@ -58,8 +58,8 @@ def register(sub: argparse._SubParsersAction) -> None:
         "--algorithm",
         "-a",
         default="auto",
-        help="auto (the fastest under the cost model) or one of: {algorithms}; for "
-        "broadcast and reduce: chain, binary-tree, star, packing (default auto)",
+        help="auto (the fastest under the cost model) or one of: {algorithms} (default "
+        "auto); a broadcast or reduce takes chain, binary-tree, star or packing",
     )
     plan.add_argument("--compare", action="store_true", help="show every algorithm side by side")
     plan.add_argument(
