@@ -202,6 +202,11 @@ def test_cli_plans_compares_and_writes_a_broadcast(
     assert doc["collective"] == "broadcast" and doc["root"] == 1
     res = cli(capsys, "verify", str(out), "-t", topo)
     assert res.returncode == 0, res.stdout + res.stderr
+    assert "every rank ends with the root's buffer (rank 1)" in res.stdout
+    doc["program"]["steps"][-1].pop()
+    out.write_text(json.dumps(doc))
+    res = cli(capsys, "verify", str(out), "-t", topo)
+    assert res.returncode == 1 and "INCORRECT" in res.stderr
 
 
 @pytest.mark.parametrize(
