@@ -15,6 +15,7 @@ from syncplan.api.asgi import BodyTooLarge, read_body, replay
 from syncplan.api.identity import scopes_of, token_host
 from syncplan.planner.algorithms import ALGORITHMS
 from syncplan.planner.plan import COLLECTIVES
+from syncplan.planner.rooted import ROOTED_ALGORITHMS, ROOTED_COLLECTIVES
 from syncplan.planner.sizes import parse_size
 
 MAX_RANKS = 65536
@@ -26,6 +27,12 @@ MAX_FABRIC_LINKS = 400_000
 MAX_SEQ_AHEAD_MS = 86_400_000  # a report's seq may lead the service's clock (unix ms) by a day
 ALGORITHM_NAMES: tuple[str, ...] = ("auto", *ALGORITHMS)
 COLLECTIVE_NAMES: tuple[str, ...] = tuple(COLLECTIVES)
+# a plan request may also ask for a broadcast or reduce from a root, and its algorithms
+PLAN_COLLECTIVE_NAMES: tuple[str, ...] = (*COLLECTIVES, *ROOTED_COLLECTIVES)
+PLAN_ALGORITHM_NAMES: tuple[str, ...] = (
+    *ALGORITHM_NAMES,
+    *(a for a in ROOTED_ALGORITHMS if a not in ALGORITHM_NAMES),
+)
 
 
 def check_size_text(text: str) -> str:

@@ -25,6 +25,8 @@ from syncplan.api.limits import (
     MAX_FABRIC_NODES,
     MAX_RANKS,
     MAX_SIZE_BYTES,
+    PLAN_ALGORITHM_NAMES,
+    PLAN_COLLECTIVE_NAMES,
     check_size_text,
 )
 from syncplan.core.errors import TopologyError
@@ -61,6 +63,8 @@ Size = (
 )
 Algorithm = Literal[ALGORITHM_NAMES]  # type: ignore[valid-type]
 Collective = Literal[COLLECTIVE_NAMES]  # type: ignore[valid-type]
+PlanAlgorithm = Literal[PLAN_ALGORITHM_NAMES]  # type: ignore[valid-type]
+PlanCollective = Literal[PLAN_COLLECTIVE_NAMES]  # type: ignore[valid-type]
 Density = Annotated[StrictFloat | StrictInt, Field(gt=0, le=1), AfterValidator(_finite)]
 
 
@@ -169,9 +173,11 @@ class PlanCreate(_In):
     """A plan request (docs/formats.md, Plan request); ``size_bytes`` may also be ``"256MiB"``."""
 
     ranks: Annotated[list[Id], Field(min_length=1, max_length=MAX_RANKS)]
-    collective: Collective = "allreduce"
+    collective: PlanCollective = "allreduce"
     size_bytes: Size
-    algorithm: Algorithm = "auto"
+    algorithm: PlanAlgorithm = "auto"
+    # broadcast / reduce: the root, one of ``ranks`` or its index (default rank 0)
+    root: Id | Annotated[StrictInt, Field(ge=0, lt=MAX_RANKS)] | None = None
     # block-sparse all-reduce (planner.sparse): expected non-zero block fraction, overall or
     # one per rank, whether the non-zero blocks are the same on every rank, the block size
     density: (
@@ -184,6 +190,16 @@ class PlanCreate(_In):
     # all-reduce: how hard forest searches; a thorough solve may outlast the solve timeout
     # (504 with Retry-After: the solve goes on and the same request later gets its plan)
     effort: Literal["fast", "thorough"] = "fast"
+
+    @model_validator(mode="after")
+    def _root(self) -> PlanCreate:
+        if self.root is not None and self.collective not in ("broadcast", "reduce"):
+            raise ValueError("root applies to broadcast and reduce only")
+        if isinstance(self.root, str) and self.root not in self.ranks:
+            raise ValueError(f"root {self.root!r} is not one of the ranks")
+        if isinstance(self.root, int) and self.root >= len(self.ranks):
+            raise ValueError(f"root {self.root} is not a rank index in [0, {len(self.ranks)})")
+        return self
 
 
 class PlanPublic(BaseModel):

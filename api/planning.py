@@ -37,6 +37,7 @@ class PlanKey:
     # block-sparse request: (density, or one per rank), density_overlap, block_elems
     sparse: tuple[float | tuple[float, ...], bool, int] | None = None
     shards: str = "equal"  # reduce-scatter / all-gather: "equal" or "any"
+    root: str | int | None = None  # broadcast / reduce: a rank or its index (None: rank 0)
     # the request's effort, with the service's cost-model terms (set by PlanService)
     options: PlanOptions = DEFAULT_OPTIONS
 
@@ -51,6 +52,8 @@ class PlanKey:
         req.update(self.options.doc_fields())
         if self.shards != "equal":
             req["shards"] = self.shards
+        if self.root is not None:
+            req["root"] = self.root
         if self.sparse is not None:
             d, overlap, block = self.sparse
             req.update(
@@ -131,6 +134,7 @@ def solve(snapshot: Snapshot, key: PlanKey) -> dict[str, Any]:
         collective=key.collective,
         options=key.options,
         shards=key.shards,
+        root=key.root,
         **sparse,
     )
 

@@ -23,7 +23,8 @@ class PlanError(PlannerError, ValueError):
     """The plan document is malformed or not its collective; the message names the field."""
 
 
-COLLECTIVES = ("allreduce", "reducescatter", "allgather")
+COLLECTIVES = ("allreduce", "reducescatter", "allgather", "broadcast", "reduce")
+ROOTED = ("broadcast", "reduce")  # from one root rank: the document's ``root``
 
 
 @dataclass(frozen=True, slots=True)
@@ -39,6 +40,16 @@ class PlanDocument:
     collective: str = "allreduce"
     shards: tuple[tuple[int, int], ...] | None = None  # reduce-scatter / all-gather
     routes: tuple[tuple[str, ...], ...] = ()  # program.routes, when the program has a table
+    root: int | None = None  # broadcast / reduce: the root's rank index
+
+    @property
+    def owned(self) -> tuple[tuple[int, int], ...] | None:
+        """Each rank's unit range that must end right (None: every unit on every rank):
+        the shards, or for a broadcast or reduce the whole buffer at the root (a broadcast is
+        an all-gather whose root owns every unit; a reduce the reduce-scatter of it)."""
+        if self.root is None:
+            return self.shards
+        return tuple((0, self.units if r == self.root else 0) for r in range(self.nranks))
 
     @property
     def nranks(self) -> int:
@@ -88,7 +99,12 @@ class PlanDocument:
         )
         digest = hashlib.sha256(canonical.encode()).hexdigest()
         plan_id = doc.get("plan_id")
-        shards = _shards(doc, n, units) if collective != "allreduce" else None
+        shards = _shards(doc, n, units) if collective in ("reducescatter", "allgather") else None
+        root = doc.get("root")
+        if collective in ROOTED:
+            root = _rank_index("plan", "root", root, n)
+        elif root is not None:
+            raise PlanError(f"root applies to {' and '.join(ROOTED)} plans only, not {collective}")
         return cls(
             ranks=tuple(ranks),
             units=units,
@@ -98,6 +114,7 @@ class PlanDocument:
             collective=collective,
             shards=shards,
             routes=routes,
+            root=root,
         )
 
     def check(self) -> None:
@@ -105,21 +122,23 @@ class PlanDocument:
         if self.collective == "allreduce":
             self.check_allreduce()
             return
-        assert self.shards is not None
+        owned = self.owned
+        assert owned is not None
         owner = np.full(self.units, -1)
-        for r, (a, b) in enumerate(self.shards):
+        for r, (a, b) in enumerate(owned):
             owner[a:b] = r
-        if self.collective == "allgather":
+        if self.collective in ("allgather", "broadcast"):
+            what = "an all-gather" if self.root is None else "a broadcast"
             valid = np.array([owner == r for r in range(self.nranks)])
             for s, step in enumerate(self.steps):
                 start = valid.copy()
                 for t in step:
                     if t.reduce:
-                        raise PlanError(f"step {s}: an all-gather has no reductions")
+                        raise PlanError(f"step {s}: {what} has no reductions")
                     valid[t.dst, t.lo : t.hi] = start[t.src, t.lo : t.hi]
             if not valid.all():
                 r, u = (int(x) for x in np.argwhere(~valid)[0])
-                raise PlanError(f"not an all-gather: rank {r} lacks the owner's unit {u}")
+                raise PlanError(f"not {what}: rank {r} lacks the owner's unit {u}")
             return
         self.check_allreduce(owners=owner)
 
@@ -130,7 +149,7 @@ class PlanDocument:
         bounds = sorted(
             {0, self.units}
             | {b for st in self.steps for t in st for b in (t.lo, t.hi)}
-            | {b for sh in (self.shards or ()) for b in sh}
+            | {b for sh in (self.owned or ()) for b in sh}
         )
         index = {b: i for i, b in enumerate(bounds)}
         nseg, n = len(bounds) - 1, self.nranks

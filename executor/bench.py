@@ -8,42 +8,21 @@ new ones) when the plan's shards are the equal, rank-ordered split torch's colle
 other shards ("any", rate-sized) torch has no matching collective, so a reduce-scatter is timed
 against ``dist.all_reduce`` (a superset: every rank gets every sum) and an all-gather against
 ``all_gather_single`` on shards padded to the largest one. ``native_op`` in each result names what
-ran.
+ran. A broadcast is timed against ``dist.broadcast`` and a reduce against ``dist.reduce``
+(``syncplan.executor.bench_rooted``).
 """
 
 from __future__ import annotations
 
-import hashlib
-import statistics
 import sys
-import time
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from collections.abc import Sequence
 from typing import Any
 
+from syncplan.executor.bench_common import BenchCase, rank_inputs, tensor_digest, time_pair
+
+__all__ = ["DTYPES", "BenchCase", "bench_worker", "equal_shards", "run_bench", "shard_elements"]
+
 DTYPES = ("float32", "float16", "bfloat16", "float64")
-
-
-@dataclass(frozen=True)
-class BenchCase:
-    """One buffer size: ``repeat`` timed calls of each after ``warmup`` untimed ones."""
-
-    numel: int
-    repeat: int = 10
-    warmup: int = 2
-
-    def __post_init__(self) -> None:
-        if self.numel < 1:
-            raise ValueError(f"numel must be >= 1, got {self.numel}")
-        if self.repeat < 1 or self.warmup < 0:
-            raise ValueError("repeat must be >= 1 and warmup >= 0")
-
-
-def _digest(t: Any) -> str:
-    import torch
-
-    ints = {2: torch.int16, 4: torch.int32, 8: torch.int64}[t.element_size()]
-    return hashlib.sha256(t.view(ints).numpy().tobytes()).hexdigest()
 
 
 def bench_worker(
@@ -67,6 +46,10 @@ def bench_worker(
         if segment_bytes is None
         else ExecutorConfig(segment_bytes=segment_bytes),
     )
+    if ex.program.root is not None:  # broadcast / reduce
+        from syncplan.executor.bench_rooted import rooted_case
+
+        return [rooted_case(ex, case, dtype_name, seed, progress) for case in cases]
     if ex.program.collective != "allreduce":
         return [_sharded_case(ex, case, dtype_name, seed, progress) for case in cases]
     out = []
@@ -82,7 +65,7 @@ def bench_worker(
         # Summation order differs: each result is within (n - 1) eps sum|x_i| of the truth.
         within = bool((err <= n * torch.finfo(dtype).eps * absum).all())
         digests: list[Any] = [None] * n
-        dist.all_gather_object(digests, _digest(y))
+        dist.all_gather_object(digests, tensor_digest(y))
         stats = torch.tensor([err.max().item(), 0.0 if within else 1.0], dtype=torch.float64)
         dist.all_reduce(stats, op=dist.ReduceOp.MAX)
         del y, ref, absum, err
@@ -97,7 +80,7 @@ def bench_worker(
             "correct": stats[1].item() == 0 and len(set(digests)) == 1,
             "identical_on_all_ranks": len(set(digests)) == 1,
             "max_abs_err": stats[0].item(),
-            **_time_pair(x, ex.all_reduce, dist.all_reduce, case),
+            **time_pair(x, ex.all_reduce, dist.all_reduce, case),
         }
         plan_s, native_s = res["plan_s"], res["native_s"]
         out.append(res)
@@ -111,54 +94,6 @@ def bench_worker(
                 flush=True,
             )
     return out
-
-
-def _time_pair(
-    x: Any, plan_op: Callable[[Any], Any], native_op: Callable[[Any], Any], case: BenchCase
-) -> dict[str, Any]:
-    """Time the plan and the native collective on copies of ``x``, interleaved (who goes
-    first alternates), ``case.warmup`` rounds untimed: medians, paired ratio, CPU seconds
-    of all processes together (a load-independent cost measure) and the samples. A call
-    lasts until its slowest rank is done."""
-    import torch
-    import torch.distributed as dist
-
-    work = torch.empty_like(x)
-    ops = [("plan", plan_op), ("native", native_op)]
-    times: dict[str, list[float]] = {"plan": [], "native": []}
-    cpu: dict[str, list[float]] = {"plan": [], "native": []}
-    for i in range(case.warmup + case.repeat):
-        for name, op in ops if i % 2 == 0 else ops[::-1]:
-            work.copy_(x)
-            dist.barrier()
-            c0, t0 = time.process_time(), time.perf_counter()
-            op(work)
-            dt, dc = time.perf_counter() - t0, time.process_time() - c0
-            if i >= case.warmup:
-                times[name].append(dt)
-                cpu[name].append(dc)
-    cpu_t = torch.tensor(cpu["plan"] + cpu["native"], dtype=torch.float64)
-    dist.all_reduce(cpu_t)
-    both = torch.tensor(times["plan"] + times["native"], dtype=torch.float64)
-    dist.all_reduce(both, op=dist.ReduceOp.MAX)
-    r = case.repeat
-    plan_t, native_t = both[:r].tolist(), both[r:].tolist()
-    plan_s, native_s = statistics.median(plan_t), statistics.median(native_t)
-    return {
-        "plan_s": plan_s,
-        "native_s": native_s,
-        "ratio": plan_s / native_s,
-        "paired_ratio": statistics.median(p / q for p, q in zip(plan_t, native_t, strict=True)),
-        "repeat": r,
-        "plan_cpu_s": statistics.median(cpu_t[:r].tolist()),
-        "native_cpu_s": statistics.median(cpu_t[r:].tolist()),
-        "samples": {
-            "plan_s": plan_t,
-            "native_s": native_t,
-            "plan_cpu_s": cpu_t[:r].tolist(),
-            "native_cpu_s": cpu_t[r:].tolist(),
-        },
-    }
 
 
 def shard_elements(
@@ -179,17 +114,6 @@ def equal_shards(elems: Sequence[tuple[int, int]], numel: int) -> bool:
     )
 
 
-def _inputs(numel: int, dtype: Any, seed: int, rank: int, integers: bool) -> Any:
-    """Rank ``rank``'s input; any rank can make any rank's. Integer values in [-2, 2] keep
-    sums over up to 64 ranks exact in every float dtype (bfloat16 too)."""
-    import torch
-
-    g = torch.Generator().manual_seed(seed * 7919 + rank)
-    if integers:
-        return torch.randint(-2, 3, (numel,), generator=g).to(dtype)
-    return torch.randn(numel, generator=g).to(dtype)
-
-
 def _sharded_case(
     ex: Any, case: BenchCase, dtype_name: str, seed: int, progress: bool
 ) -> dict[str, Any]:
@@ -205,7 +129,7 @@ def _sharded_case(
     elems = shard_elements(prog.units, prog.shards, case.numel)
     equal = equal_shards(elems, case.numel)
     lo, hi = elems[me]
-    x = _inputs(case.numel, dtype, seed, me, integers=coll == "reducescatter")
+    x = rank_inputs(case.numel, dtype, seed, me, integers=coll == "reducescatter")
     if coll == "allgather":
         # Only the owned shard is valid at the start: poison the rest.
         x_in = torch.full_like(x, float("nan"))
@@ -247,15 +171,15 @@ def _sharded_case(
     # The exact answer, made locally: the sum of every rank's input on my shard (exact on
     # integer values), or every owner's values everywhere.
     if coll == "reducescatter":
-        want = sum(_inputs(case.numel, dtype, seed, r, True)[lo:hi].double() for r in range(n))
+        want = sum(rank_inputs(case.numel, dtype, seed, r, True)[lo:hi].double() for r in range(n))
         want = torch.as_tensor(want).to(dtype)
     else:
         want = torch.empty(case.numel, dtype=dtype)
         for r, (a, b) in enumerate(elems):
-            want[a:b] = _inputs(case.numel, dtype, seed, r, False)[a:b]
+            want[a:b] = rank_inputs(case.numel, dtype, seed, r, False)[a:b]
     y = ex.run(x.clone())
     got = y[lo:hi] if coll == "reducescatter" else y
-    exact = _digest(got) == _digest(want) if got.numel() else True
+    exact = tensor_digest(got) == tensor_digest(want) if got.numel() else True
     err = (got.double() - want.double()).abs().max().item() if got.numel() else 0.0
     # torch's result on the same inputs, bitwise where it is torch's own split (equal shards).
     buf = x.clone()
@@ -270,9 +194,9 @@ def _sharded_case(
                 [out_native[r * width : r * width + b - a] for r, (a, b) in enumerate(elems)]
             )
         )
-    same = _digest(got) == _digest(theirs) if got.numel() else True
+    same = tensor_digest(got) == tensor_digest(theirs) if got.numel() else True
     digests: list[Any] = [None] * n
-    dist.all_gather_object(digests, _digest(y) if coll == "allgather" else "")
+    dist.all_gather_object(digests, tensor_digest(y) if coll == "allgather" else "")
     flags = torch.tensor([err, 0.0 if exact else 1.0, 0.0 if same else 1.0], dtype=torch.float64)
     dist.all_reduce(flags, op=dist.ReduceOp.MAX)
     del y, buf
@@ -290,7 +214,7 @@ def _sharded_case(
         "matches_native": flags[2].item() == 0,
         "identical_on_all_ranks": identical,
         "max_abs_err": flags[0].item(),
-        **_time_pair(x, ex.run, native, case),
+        **time_pair(x, ex.run, native, case),
     }
     plan_s, native_s = res["plan_s"], res["native_s"]
     if progress and rank == 0:

@@ -21,7 +21,8 @@ def register(subparsers: Any) -> None:
         "ratio. The collective is the plan's: allreduce against all_reduce; "
         "reducescatter against reduce_scatter_single and allgather against "
         "all_gather_single with equal shards (with other shards: all_reduce, and "
-        "all_gather_single on padded shards).",
+        "all_gather_single on padded shards); broadcast against broadcast and "
+        "reduce against reduce, from the plan's root.",
     )
     p.add_argument("--plan", required=True, type=Path, help="plan document (JSON)")
     p.add_argument("--nprocs", required=True, type=int, help="processes; the plan's rank count")

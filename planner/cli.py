@@ -58,14 +58,20 @@ def register(sub: argparse._SubParsersAction) -> None:
         "--algorithm",
         "-a",
         default="auto",
-        help="auto (the fastest under the cost model) or one of: {algorithms} (default auto)",
+        help="auto (the fastest under the cost model) or one of: {algorithms} (default "
+        "auto); a broadcast or reduce takes chain, binary-tree, star or packing",
     )
     plan.add_argument("--compare", action="store_true", help="show every algorithm side by side")
     plan.add_argument(
         "--collective",
         default="allreduce",
-        choices=("allreduce", "reducescatter", "allgather"),
+        choices=("allreduce", "reducescatter", "allgather", "broadcast", "reduce"),
         help="the collective to plan (default allreduce)",
+    )
+    plan.add_argument(
+        "--root",
+        default=None,
+        help="broadcast / reduce: the root rank, an endpoint id or a rank index (default 0)",
     )
     plan.add_argument(
         "--shards",
@@ -176,6 +182,9 @@ def cmd_plan(args: argparse.Namespace) -> int:
     size = parse_size(args.size)
     topo = load_topology(args.topology)
     ranks = topo.resolve_ranks(args.ranks)  # checked: the planner's check finds them so
+    rooted = args.collective in ("broadcast", "reduce")
+    if args.root is not None and not rooted:
+        raise RequestError("--root applies to --collective broadcast and reduce only")
     if args.collective != "allreduce":
         if options.priced:
             raise RequestError(
@@ -184,6 +193,10 @@ def cmd_plan(args: argparse.Namespace) -> int:
             )
         if options.effort != "fast":
             raise RequestError("--effort applies to all-reduce plans only")
+        if rooted:
+            from syncplan.planner.cli_rooted import plan_rooted
+
+            return plan_rooted(args, topo, ranks, size, options)
         return _plan_collective(args, topo, ranks, size, options)
     output = Output(args.output) if args.output else None
     show = args.progress or sys.stderr.isatty()

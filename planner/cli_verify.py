@@ -78,6 +78,8 @@ def cmd_verify(args: argparse.Namespace) -> int:
     what = {
         "reducescatter": "every rank's shard holds every input exactly once",
         "allgather": "every rank ends with every owner's shard",
+        "broadcast": f"every rank ends with the root's buffer (rank {plan.get('root')})",
+        "reduce": f"the root (rank {plan.get('root')}) holds every input exactly once",
     }.get(plan.get("collective"), "every rank ends with every input exactly once")
     print(
         f"correct: {what} ({report.steps} steps, "

@@ -18,6 +18,7 @@ from syncplan.planner.collectives import make_collective_plan
 from syncplan.planner.cost import CostModel
 from syncplan.planner.gc_pause import gc_paused
 from syncplan.planner.plan_doc import PLAN_FORMAT_VERSION, TIE_TOLERANCE, plan_id, with_routes
+from syncplan.planner.rooted import ROOTED_COLLECTIVES, make_rooted_plan
 from syncplan.planner.routing import Router
 from syncplan.planner.sparse import Density
 from syncplan.planner.sparse import choose as choose_sparse
@@ -189,12 +190,16 @@ def make_plan(
     density: Any = None,
     block_elems: Any = 256,
     density_overlap: Any = False,
+    root: Any = None,
 ) -> dict[str, Any]:
     """Plan a collective; return the plan document. Raise RequestError / InfeasibleError.
     ``options`` (core/options.py) holds the cost-model terms and the search effort; all but
     ``min_step_s`` are for all-reduce plans only. ``shards`` (``equal`` or ``any``) applies
     to reduce-scatter and all-gather only; with ``density`` the all-reduce is block-sparse
-    (planner.sparse)."""
+    (planner.sparse). ``root`` (a rank's endpoint id or index; default rank 0) applies to
+    broadcast and reduce only."""
+    if root is not None and collective not in ROOTED_COLLECTIVES:
+        raise RequestError(f"root applies to broadcast and reduce only, not {collective}")
     with gc_paused():
         if collective != "allreduce":
             if options.priced:
@@ -204,6 +209,10 @@ def make_plan(
                 )
             if options.effort != "fast":
                 raise RequestError(f"effort {options.effort!r} applies to all-reduce plans only")
+            if collective in ROOTED_COLLECTIVES:
+                return make_rooted_plan(
+                    topo, ranks, size_bytes, algorithm, collective, root, seed=seed, options=options
+                )
             _check_request(topo, ranks, size_bytes, algorithm, collective)
             return make_collective_plan(
                 topo,

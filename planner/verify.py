@@ -1,5 +1,5 @@
-"""Independent checker of all-reduce, reduce-scatter and all-gather programs (plan
-documents, docs/formats.md, Plan document).
+"""Independent checker of all-reduce, reduce-scatter, all-gather, broadcast and reduce
+programs (plan documents, docs/formats.md, Plan document).
 
 It shares no code with the algorithms: it replays the program symbolically, tracking for
 every rank and every elementary segment of the buffer the set of inputs (a bitmask over
@@ -7,7 +7,8 @@ ranks) its value holds, and re-derives the time under the documented cost model 
 own routing. It reports the first error: malformed field, path over a missing link,
 conflicting writes in a step, an input counted twice, or a rank missing an input.
 A reduce-scatter is checked only on the units each rank owns (``shards``); an all-gather
-tracks, per rank and segment, whether the value is the owner's.
+tracks, per rank and segment, whether the value is the owner's. A broadcast is checked as
+the all-gather, and a reduce as the reduce-scatter, in which the root owns every unit.
 """
 
 from __future__ import annotations
@@ -70,12 +71,11 @@ def verify_plan(
             ranks, units, steps = doc.ranks, doc.units, doc.steps
             steps_n, transfers_n = len(steps), sum(len(s) for s in steps)
             size = float(size_bytes if size_bytes is not None else plan.get("size_bytes", units))
-            if doc.shards is None:
-                _replay(ranks, units, steps)
-            elif doc.collective == "reducescatter":
-                _replay(ranks, units, steps, doc.shards)
+            owned = doc.owned  # broadcast / reduce: the root owns every unit
+            if owned is None or doc.collective in ("reducescatter", "reduce"):
+                _replay(ranks, units, steps, owned)
             else:
-                _replay_gather(ranks, units, steps, doc.shards)
+                _replay_gather(ranks, units, steps, owned)
             sim = _simulate_time(
                 topo,
                 ranks,
@@ -152,7 +152,7 @@ def _replay_gather(
         written: dict[tuple[int, int], int] = {}
         for ti, t in enumerate(step):
             if t.reduce:
-                raise _Invalid(f"step {si} transfer {ti}: an all-gather has no reductions")
+                raise _Invalid(f"step {si} transfer {ti}: a gather or broadcast has no reductions")
             for s in range(seg_of[t.lo], seg_of[t.hi]):
                 key = (t.dst, s)
                 if key in written:

@@ -37,6 +37,7 @@ CONTRACT_REQUEST_FIELDS = {
     "shards",
     "density",
     "block_elems",
+    "root",
 }
 
 
@@ -171,3 +172,20 @@ def test_reducescatter_then_allgather_is_an_allreduce() -> None:
     ]
     done = _replay(ag, start)
     assert all(v == set(range(n)) for row in done for v in row)
+
+
+def test_broadcast_and_reduce_examples_verify_and_need_their_root(topo: Topology) -> None:
+    from syncplan.core.document import PlanDocument
+
+    for kind in ("plan-broadcast", "plan-reduce"):
+        (doc,) = examples(kind)
+        assert f"`{doc['collective']}`" in DOC
+        report = verify_plan(doc, topo)
+        assert report.ok, (kind, report.error)
+        PlanDocument.from_plan(doc).check()
+        assert not verify_plan({**doc, "root": 0}, topo).ok, kind  # another root: wrong
+    (req,) = [e for e in examples("request-extension") if "root" in e]
+    plan = make_plan(
+        topo, req["ranks"], req["size_bytes"], "auto", req["collective"], root=req["root"]
+    )
+    assert plan["root"] == req["ranks"].index(req["root"]) and verify_plan(plan, topo).ok

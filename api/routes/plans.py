@@ -48,6 +48,8 @@ async def create_plan(
         request.algorithm,
         sparse=sparse,
         shards=request.shards,
+        # one key per root: a rank's id and its index ask for the same plan
+        root=request.ranks.index(request.root) if isinstance(request.root, str) else request.root,
         options=PlanOptions(effort=request.effort),
     )
     plan = await plans.get(snapshot, key, owner=token_owner(http.headers.get("authorization")))

@@ -343,3 +343,41 @@ async def test_a_job_plans_at_its_effort(client) -> None:
         headers=auth("job"),
     )
     assert bad.status_code == 422 and "effort" in bad.text
+
+
+@pytest.mark.anyio
+async def test_broadcast_and_reduce_requests_take_a_root(client) -> None:
+    """``root`` (a rank or its index) reaches the planner; the document records its index
+    and verifies; a root outside the ranks, or with another collective, is a 422 naming it."""
+    from syncplan.planner.topology import Topology
+    from syncplan.planner.verify import verify_plan
+
+    c, _ = client
+    req = _req(1 << 20)
+    topo = Topology.from_dict(dgx_cluster(2, gpus=4))
+    by_name = await c.post(
+        "/v1/plans",
+        json={**req, "collective": "broadcast", "root": "h1/gpu2"},
+        headers=auth("job"),
+    )
+    by_index = await c.post(
+        "/v1/plans", json={**req, "collective": "broadcast", "root": 6}, headers=auth("job")
+    )
+    assert by_name.status_code == by_index.status_code == 200, by_name.text
+    doc = by_name.json()
+    assert doc["root"] == 6 and doc["plan_id"] == by_index.json()["plan_id"]
+    assert verify_plan(doc, topo).ok
+    red = await c.post(
+        "/v1/plans",
+        json={**req, "collective": "reduce", "algorithm": "packing"},
+        headers=auth("job"),
+    )
+    assert red.status_code == 200, red.text
+    assert red.json()["root"] == 0 and verify_plan(red.json(), topo).ok
+    for bad in (
+        {"collective": "broadcast", "root": "h9/gpu0"},
+        {"collective": "broadcast", "root": 8},
+        {"collective": "allreduce", "root": 0},
+    ):
+        r = await c.post("/v1/plans", json={**req, **bad}, headers=auth("job"))
+        assert r.status_code == 422 and "root" in r.text, (bad, r.text)

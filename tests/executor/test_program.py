@@ -51,7 +51,7 @@ def _broken(mutate: Any) -> dict[str, Any]:
     ("mutate", "message"),
     [
         (lambda d: d.pop("program"), "program is missing"),
-        (lambda d: d.update(collective="broadcast"), "'broadcast' is not supported"),
+        (lambda d: d.update(collective="alltoall"), "'alltoall' is not supported"),
         (lambda d: d.update(ranks=["a", "a", "b", "c"]), "must be distinct"),
         (lambda d: d["program"].update(units=0), "units must be a positive integer"),
         (lambda d: d["program"]["steps"][0][0].update(src=4), "src must be a rank index"),

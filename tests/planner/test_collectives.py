@@ -135,8 +135,8 @@ def test_requests_name_what_is_wrong() -> None:
     topo = load_topology(EXAMPLES / "star-one-slow.json")
     with pytest.raises(RequestError, match="shards"):
         make_plan(topo, topo.endpoints(), 4096, "ring", "reducescatter", shards="some")
-    with pytest.raises(RequestError, match="collective 'broadcast'"):
-        make_plan(topo, topo.endpoints(), 4096, "ring", "broadcast")
+    with pytest.raises(RequestError, match="collective 'alltoall'"):
+        make_plan(topo, topo.endpoints(), 4096, "ring", "alltoall")
     with pytest.raises(InfeasibleError, match="shards 'any'"):
         make_plan(topo, topo.endpoints(), 4096, "forest", "allgather")
 

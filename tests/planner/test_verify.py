@@ -99,7 +99,7 @@ def test_explicit_valid_path_is_accepted() -> None:
         (lambda p: p["program"].update(units=0), "units must be a positive integer"),
         (lambda p: p.update(ranks=["h0/cpu0", "switch0", "h2/cpu0"]), "is a switch"),
         (lambda p: p.update(ranks=["h0/cpu0", "h0/cpu0", "h2/cpu0"]), "ranks must be distinct"),
-        (lambda p: p.update(collective="broadcast"), "not supported"),
+        (lambda p: p.update(collective="alltoall"), "not supported"),
     ],
 )
 def test_malformed_fields(edit, message: str) -> None:

@@ -3,6 +3,7 @@ the lockstep programs of their trees.
 
 This front is the family's one import point for the rest of the planner."""
 
+from syncplan.planner.algorithms.packing.arborescence import min_arborescence, shallow_trees
 from syncplan.planner.algorithms.packing.balance import balanced_packing
 from syncplan.planner.algorithms.packing.lp import (
     Packing,
@@ -22,7 +23,7 @@ from syncplan.planner.algorithms.packing.pieced import (
     window_program,
 )
 from syncplan.planner.algorithms.packing.reversal import ReversedLP, reverse_arcs
-from syncplan.planner.algorithms.packing.routes import QuickRoutes, RankRoutes
+from syncplan.planner.algorithms.packing.routes import QuickRoutes, RankRoutes, hop_distances
 from syncplan.planner.algorithms.packing.schedule import Pair, PairSchedule, pair_trees
 from syncplan.planner.algorithms.packing.sets import (
     packings,
@@ -53,11 +54,14 @@ __all__ = [
     "balanced_packing",
     "best_orbit_packing",
     "fluid_lower_bound",
+    "hop_distances",
+    "min_arborescence",
     "packings",
     "pair_trees",
     "pieced_window",
     "quiet_highs",
     "reverse_arcs",
+    "shallow_trees",
     "start_any",
     "stop_any",
     "strong_group",
