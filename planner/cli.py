@@ -11,7 +11,7 @@ from typing import Any
 
 from syncplan.core.errors import RequestError
 from syncplan.core.options import PlanOptions
-from syncplan.planner.cli_output import Output, Progress, table
+from syncplan.planner.cli_output import Output, Progress, print_chosen_and_write, table
 from syncplan.planner.cli_topo import cmd_topo_show
 from syncplan.planner.cli_verify import cmd_verify
 
@@ -291,14 +291,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
                 f"({(fluid / doc['lower_bound_bandwidth_s'] - 1) * 100:.1f}% above it); "
                 "the rest of the gap is latency and pipeline fill"
             )
-        steps = doc["program"]["steps"]
-        print(
-            f"chosen: {doc['algorithm']}, {len(steps)} steps, "
-            f"{sum(len(s) for s in steps)} transfers, plan_id {doc['plan_id']}"
-        )
-        if output is not None:
-            output.commit(json.dumps(doc, separators=(",", ":")))
-            print(f"wrote {output.path}")
+        print_chosen_and_write(doc, output)
     finally:
         if output is not None:
             output.close()

@@ -191,3 +191,15 @@ class Progress(logging.Handler):
         every = 1.0 if self.tty else 10.0
         while not self._stop.wait(every):
             self._line()
+
+
+def print_chosen_and_write(doc: dict[str, Any], output: Output | None) -> None:
+    """The ``chosen:`` line of a plan, then the document written to ``output`` (if any)."""
+    steps = doc["program"]["steps"]
+    print(
+        f"chosen: {doc['algorithm']}, {len(steps)} steps, "
+        f"{sum(len(s) for s in steps)} transfers, plan_id {doc['plan_id']}"
+    )
+    if output is not None:
+        output.commit(json.dumps(doc, separators=(",", ":")))
+        print(f"wrote {output.path}")

@@ -3,11 +3,10 @@
 from __future__ import annotations
 
 import argparse
-import json
 from typing import Any
 
 from syncplan.core.options import PlanOptions
-from syncplan.planner.cli_output import Output, table
+from syncplan.planner.cli_output import Output, print_chosen_and_write, table
 
 
 def plan_rooted(
@@ -48,14 +47,7 @@ def plan_rooted(
                 f"bandwidth: the bound's {format_time(doc['lower_bound_bandwidth_s'])}, the "
                 f"packing's fluid optimum {format_time(fluid)}; the rest is latency and fill"
             )
-        steps = doc["program"]["steps"]
-        print(
-            f"chosen: {doc['algorithm']}, {len(steps)} steps, "
-            f"{sum(len(s) for s in steps)} transfers, plan_id {doc['plan_id']}"
-        )
-        if output is not None:
-            output.commit(json.dumps(doc, separators=(",", ":")))
-            print(f"wrote {output.path}")
+        print_chosen_and_write(doc, output)
     finally:
         if output is not None:
             output.close()
