@@ -5,13 +5,12 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import json
 import sys
 from typing import Any
 
 from syncplan.core.errors import RequestError
 from syncplan.core.options import PlanOptions
-from syncplan.planner.cli_output import Output, Progress, table
+from syncplan.planner.cli_output import Output, Progress, check_slice_option, plan_text, table
 from syncplan.planner.cli_topo import cmd_topo_show
 from syncplan.planner.cli_verify import cmd_verify
 
@@ -123,6 +122,12 @@ def register(sub: argparse._SubParsersAction) -> None:
         "-o", "--output", help="write the plan document here (JSON); checked before planning"
     )
     plan.add_argument(
+        "--slice",
+        metavar="R",
+        help="with -o: write only rank R's slice (an index or an endpoint id; "
+        'docs/formats.md, "Plan slice")',
+    )
+    plan.add_argument(
         "--progress",
         action="store_true",
         help="report progress on stderr (default: only when stderr is a terminal)",
@@ -176,6 +181,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
     size = parse_size(args.size)
     topo = load_topology(args.topology)
     ranks = topo.resolve_ranks(args.ranks)  # checked: the planner's check finds them so
+    check_slice_option(args, ranks)
     if args.collective != "allreduce":
         if options.priced:
             raise RequestError(
@@ -284,7 +290,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
             f"{sum(len(s) for s in steps)} transfers, plan_id {doc['plan_id']}"
         )
         if output is not None:
-            output.commit(json.dumps(doc, separators=(",", ":")))
+            output.commit(plan_text(doc, args.slice))
             print(f"wrote {output.path}")
     finally:
         if output is not None:
@@ -325,7 +331,7 @@ def _plan_collective(
     if args.output:
         output = Output(args.output)
         try:
-            output.commit(json.dumps(doc, separators=(",", ":")))
+            output.commit(plan_text(doc, args.slice))
         finally:
             output.close()
         print(f"wrote {output.path}")

@@ -149,3 +149,27 @@ class Progress(logging.Handler):
         every = 1.0 if self.tty else 10.0
         while not self._stop.wait(every):
             self._line()
+
+
+def check_slice_option(args: Any, ranks: list[str]) -> None:
+    """RequestError unless ``--slice`` is absent, or given with ``-o`` and names a rank."""
+    if getattr(args, "slice", None) is None:
+        return
+    from syncplan.core.document import PlanError
+    from syncplan.core.slice import resolve_rank
+
+    if not args.output:
+        raise RequestError("--slice needs -o FILE: it writes one rank's slice of the plan")
+    try:
+        resolve_rank(ranks, args.slice)
+    except PlanError as exc:
+        raise RequestError(f"--slice: {exc}") from None
+
+
+def plan_text(doc: dict[str, Any], rank: str | None) -> str:
+    """The plan document as written by -o: the whole plan, or rank ``rank``'s slice."""
+    if rank is not None:
+        from syncplan.core.slice import slice_document
+
+        doc = slice_document(doc, rank)
+    return json.dumps(doc, separators=(",", ":"))

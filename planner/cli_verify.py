@@ -6,6 +6,7 @@ import argparse
 import sys
 from typing import Any
 
+from syncplan.core.errors import RequestError
 from syncplan.core.options import PlanOptions
 from syncplan.planner.cli_output import load_json
 
@@ -44,6 +45,10 @@ def cmd_verify(args: argparse.Namespace) -> int:
     from syncplan.planner.verify import verify_plan
 
     plan = load_json(args.plan, "plan")
+    if isinstance(plan, dict) and "slice" in plan:
+        raise RequestError(
+            f"{args.plan} is a plan slice: a slice cannot be verified alone; verify the full plan"
+        )
     topo = load_topology(args.topology)
     note = topology_note(plan, topo, args.topology)
     if note:
