@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
+
 from syncplan.core.document import PlanDocument
 from syncplan.core.slice import check_slice
 
@@ -15,6 +17,7 @@ TOPO = str(EXAMPLES / "dgx-2x8-1nic.json")
 PLAN = ("plan", "-t", TOPO, "--ranks", "all", "-a", "ring", "--size", "1MiB")
 
 
+@pytest.mark.slow  # four subprocesses, three of them planning
 def test_plan_slice_writes_the_ranks_slice_and_verify_refuses_it(tmp_path: Path) -> None:
     full, by_name, by_index = (tmp_path / n for n in ("full.json", "a.json", "b.json"))
     assert run(*PLAN, "-o", str(full)).returncode == 0
