@@ -139,3 +139,15 @@ def test_validator_rejects_a_corrupted_slice(how: str, match: str) -> None:
         check_slice(_corrupt(sl, how), 3)
     with pytest.raises(PlanError, match="not rank 4's"):
         check_slice(sl, 4)
+
+
+def test_the_formats_doc_example_is_a_valid_slice() -> None:
+    import re
+    from pathlib import Path
+
+    text = (Path(__file__).resolve().parents[2] / "docs" / "formats.md").read_text()
+    body = re.search(r"<!-- example: plan-slice -->\s*```json\n(.*?)```", text, re.S)
+    assert body is not None
+    sl = json.loads(body.group(1))
+    plan = check_slice(sl, "h1/gpu0")
+    assert plan.digest == sl["slice"]["digest"] and sum(map(len, plan.steps)) == 8

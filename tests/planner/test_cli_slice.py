@@ -6,7 +6,6 @@ import json
 from pathlib import Path
 
 import pytest
-
 from syncplan.core.document import PlanDocument
 from syncplan.core.slice import check_slice
 
