@@ -29,7 +29,7 @@ RankQuery = Annotated[
         'docs/formats.md, "Plan slice"); its ETag changes exactly when the whole plan does',
     ),
 ]
-_KEEP = 4  # parsed plans kept (by the full body's ETag)
+_KEEP = 2  # parsed plans kept (by the full body's ETag): a parsed plan is ~7x its JSON
 _lock = threading.Lock()
 _slicers: OrderedDict[str, tuple[dict[str, Any], list[Slicer]]] = OrderedDict()
 
