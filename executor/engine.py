@@ -14,13 +14,14 @@ import functools
 import logging
 import os
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import timedelta
 from typing import Any
 
 import torch
 import torch.distributed as dist
 from syncplan.core.document import PlanDocument, PlanError
+from syncplan.core.slice import check_slice, is_slice
 from syncplan.executor.dataflow import APPLY, POST_RECV, POST_SEND, WAIT_RECV, dataflow
 from syncplan.executor.schedule import Apply, RankSchedule, build_schedule
 
@@ -237,7 +238,11 @@ class PlanExecutor:
         config: ExecutorConfig | None = None,
     ) -> None:
         self.config = config or ExecutorConfig()
-        self.program = plan if isinstance(plan, PlanDocument) else PlanDocument.from_plan(plan)
+        if isinstance(plan, Mapping) and is_slice(plan):  # one rank's transfers: no whole to check
+            self.program = check_slice(plan)
+            self.config = replace(self.config, verify=False)
+        else:
+            self.program = plan if isinstance(plan, PlanDocument) else PlanDocument.from_plan(plan)
         # the plan's "sparse" object (planner.sparse), read by executor.sparse
         info = None if isinstance(plan, PlanDocument) else plan.get("sparse")
         self.sparse_info: dict[str, Any] = dict(info) if isinstance(info, Mapping) else {}

@@ -52,6 +52,7 @@ class LaunchConfig:
     topology: Any = None  # a planner Topology: when given, the plan is also verified on it
     refresh_every: int = 0  # all-reduces between checks for a newer plan; 0: never
     refresh_interval_s: float = 30.0  # how often rank 0 asks the service for a newer plan
+    sliced: bool = False  # every rank fetches only its own slice (docs/executor.md, "Plan slices")
     executor: ExecutorConfig = field(default_factory=ExecutorConfig)
 
     def __post_init__(self) -> None:
@@ -67,12 +68,17 @@ class LaunchConfig:
             raise ValueError(f"refresh_every must be >= 0, got {self.refresh_every}")
         if not self.refresh_interval_s > 0:
             raise ValueError(f"refresh_interval_s must be > 0, got {self.refresh_interval_s}")
+        if self.sliced and (self.plan_file or self.refresh_every or self.topology is not None):
+            raise ValueError(
+                "sliced fetches each rank's slice from the service: it takes no plan file, "
+                "refresh_every or topology (a slice cannot be verified alone)"
+            )
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None, **overrides: Any) -> LaunchConfig:
         """Read SYNCPLAN_JOB_ID, SYNCPLAN_SERVER, SYNCPLAN_JOB_TOKEN, SYNCPLAN_HOST,
-        SYNCPLAN_ENDPOINT, SYNCPLAN_PLAN_FILE, SYNCPLAN_REFRESH_EVERY and
-        SYNCPLAN_REFRESH_INTERVAL_S; keyword
+        SYNCPLAN_ENDPOINT, SYNCPLAN_PLAN_FILE, SYNCPLAN_REFRESH_EVERY,
+        SYNCPLAN_REFRESH_INTERVAL_S and SYNCPLAN_PLAN_SLICES (1: sliced); keyword
         arguments that are not None win. A malformed number raises ValueError naming it."""
         env = os.environ if environ is None else environ
         values: dict[str, Any] = {
@@ -92,6 +98,10 @@ class LaunchConfig:
                     values[key] = kind(env[name])
                 except ValueError:
                     raise ValueError(f"{name} must be a number, got {env[name]!r}") from None
+        slices = env.get("SYNCPLAN_PLAN_SLICES", "").strip().lower()
+        if slices not in ("", "0", "1", "true", "false", "yes", "no"):
+            raise ValueError(f"SYNCPLAN_PLAN_SLICES must be 1 or 0, got {slices!r}")
+        values["sliced"] = slices in ("1", "true", "yes")
         values.update({k: v for k, v in overrides.items() if v is not None})
         return cls(**values)
 
@@ -130,19 +140,25 @@ def fetch_plan(config: LaunchConfig) -> dict[str, Any]:
 
 
 def fetch_plan_if_changed(
-    config: LaunchConfig, etag: str | None
+    config: LaunchConfig, etag: str | None, rank: str | None = None
 ) -> tuple[dict[str, Any] | None, str | None]:
     """As fetch_plan, sending ``etag`` in If-None-Match: (None, etag) when the service
     answers 304 (the plan it would send is the one already held), else (document, its
-    ETag or None)."""
+    ETag or None). With ``rank`` (an endpoint id) only that rank's slice (``?rank=``)."""
     from syncplan.core.compact import CompactError, expand_document
 
     headers = {"If-None-Match": etag} if etag else None
-    params = {"format": "compact"} if config.compact else None
+    params = {"format": "compact"} if config.compact else {}
+    if rank is not None:
+        params["rank"] = rank
     with job_client(config) as http:
         try:
             body, resp = http.request_json(
-                "GET", "plan", ok=(200, 304) if etag else (200,), params=params, headers=headers
+                "GET",
+                "plan",
+                ok=(200, 304) if etag else (200,),
+                params=params or None,
+                headers=headers,
             )
         except HttpError as exc:
             raise FetchError(str(exc)) from None
@@ -193,12 +209,38 @@ def job_client(config: LaunchConfig) -> HttpClient:
     )
 
 
+def slice_id(result: dict[str, Any]) -> tuple[str, str] | None:
+    """(of_plan, digest) of the slice a rank fetched; None when its fetch failed."""
+    info = result.get("plan", {}).get("slice") if "plan" in result else None
+    if not isinstance(info, dict):
+        return None if "error" in result else ("?", "?")
+    return str(info.get("of_plan")), str(info.get("digest"))
+
+
+def slices_disagree(endpoints: list[str], ids: list[tuple[str, str] | None]) -> str | None:
+    """Why the ranks' slices are not of one plan (names the first rank that differs from
+    the first rank holding a slice), or None when they all agree."""
+    held = [(r, i) for r, i in enumerate(ids) if i is not None]
+    for r, i in held[1:]:
+        if i != held[0][1]:
+            (q, (pa, da)), (pb, db) = held[0], i
+            return (
+                f"plan slices disagree: rank {q} ({endpoints[q]}) holds a slice of plan {pa} "
+                f"(digest {da[:12]}) but rank {r} ({endpoints[r]}) one of plan {pb} "
+                f"(digest {db[:12]})"
+            )
+    return None
+
+
 def _check(
-    doc: dict[str, Any], endpoints: list[str], config: LaunchConfig
+    doc: dict[str, Any], endpoints: list[str], config: LaunchConfig, mine: str | None = None
 ) -> tuple[PlanDocument, list[int]]:
     """The program and rank map of ``doc`` for a world whose rank r is ``endpoints[r]``;
-    raises PlanError when the plan does not fit."""
-    program = PlanDocument.from_plan(doc)
+    raises PlanError when the plan does not fit. With ``mine``, ``doc`` is the slice of
+    this process's endpoint ``mine``: only its structure is checked."""
+    from syncplan.core.slice import check_slice
+
+    program = PlanDocument.from_plan(doc) if mine is None else check_slice(doc, mine)
     if program.nranks != len(endpoints):
         raise PlanError(
             f"plan {program.plan_id} has {program.nranks} ranks but the job has "
@@ -213,7 +255,8 @@ def _check(
             f"plan {program.plan_id} names endpoints no process of this job runs "
             f"on: {missing[:4]} (this job: {endpoints[:4]}...)"
         )
-    program.check_allreduce()
+    if mine is None:
+        program.check_allreduce()
     if config.topology is not None:
         from syncplan.planner.verify import verify_plan
 
@@ -228,7 +271,9 @@ def init_plan_comm(
 ) -> PlanComm:
     """Collective over ``group``: rank 0 fetches the job's plan (or reads
     ``config.plan_file``) and broadcasts it, every rank checks it, and all agree on running
-    it or on torch's own all-reduce. With
+    it or on torch's own all-reduce. With ``config.sliced`` every rank fetches only the slice
+    of its endpoint instead, and the plan runs only when every slice names the same plan
+    and digest (docs/executor.md, "Plan slices"). With
     ``config.refresh_every`` the comm also follows the service's newer plans
     (executor.replan); close it (or use it in a ``with`` block) to stop the watcher."""
     if not dist.is_initialized():
@@ -240,7 +285,13 @@ def init_plan_comm(
     me = dist.get_rank(group)
     box: list[Any] = [None]
     etag: str | None = None
-    if me == 0:
+    mine = local_endpoint(config, device)
+    if config.sliced:
+        try:
+            box[0] = {"plan": fetch_plan_if_changed(config, None, rank=mine)[0]}
+        except FetchError as exc:
+            box[0] = {"error": f"cannot fetch this rank's plan slice: {exc}"}
+    elif me == 0:
         try:
             if config.plan_file:
                 box[0] = {"plan": read_plan_file(config.plan_file)}
@@ -249,14 +300,22 @@ def init_plan_comm(
                 box[0] = {"plan": doc}
         except FetchError as exc:
             box[0] = {"error": f"cannot fetch the job's plan: {exc}"}
-    src = 0 if group is None else dist.get_global_rank(group, 0)
-    dist.broadcast_object_list(box, src=src, group=group)
-    endpoints: list[Any] = [None] * dist.get_world_size(group)
-    dist.all_gather_object(endpoints, local_endpoint(config, device), group=group)
+    if not config.sliced:
+        src = 0 if group is None else dist.get_global_rank(group, 0)
+        dist.broadcast_object_list(box, src=src, group=group)
     result: dict[str, Any] = box[0]
+    gathered: list[Any] = [None] * dist.get_world_size(group)
+    dist.all_gather_object(
+        gathered, (mine, slice_id(result) if config.sliced else None), group=group
+    )
+    endpoints = [e for e, _ in gathered]
+    if config.sliced and "error" not in result:
+        mismatch = slices_disagree(endpoints, [i for _, i in gathered])
+        if mismatch is not None:
+            result = {"error": mismatch}
 
     def admit(doc: dict[str, Any]) -> PlanExecutor:
-        program, rank_map = _check(doc, endpoints, config)
+        program, rank_map = _check(doc, endpoints, config, mine if config.sliced else None)
         return PlanExecutor(
             program, group, rank_map=rank_map, config=replace(config.executor, verify=False)
         )

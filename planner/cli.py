@@ -5,13 +5,19 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import json
 import sys
 from typing import Any
 
 from syncplan.core.errors import RequestError
 from syncplan.core.options import PlanOptions
-from syncplan.planner.cli_output import Output, Progress, print_chosen_and_write, table
+from syncplan.planner.cli_output import (
+    Output,
+    Progress,
+    check_slice_option,
+    plan_text,
+    print_chosen_and_write,
+    table,
+)
 from syncplan.planner.cli_topo import cmd_topo_show
 from syncplan.planner.cli_verify import cmd_verify
 
@@ -129,6 +135,12 @@ def register(sub: argparse._SubParsersAction) -> None:
         "-o", "--output", help="write the plan document here (JSON); checked before planning"
     )
     plan.add_argument(
+        "--slice",
+        metavar="R",
+        help="with -o: write only rank R's slice (an index or an endpoint id; "
+        'docs/formats.md, "Plan slice")',
+    )
+    plan.add_argument(
         "--progress",
         action="store_true",
         help="report progress on stderr (default: only when stderr is a terminal)",
@@ -185,6 +197,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
     rooted = args.collective in ("broadcast", "reduce")
     if args.root is not None and not rooted:
         raise RequestError("--root applies to --collective broadcast and reduce only")
+    check_slice_option(args, ranks)
     if args.collective != "allreduce":
         if options.priced:
             raise RequestError(
@@ -291,7 +304,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
                 f"({(fluid / doc['lower_bound_bandwidth_s'] - 1) * 100:.1f}% above it); "
                 "the rest of the gap is latency and pipeline fill"
             )
-        print_chosen_and_write(doc, output)
+        print_chosen_and_write(doc, output, args.slice)
     finally:
         if output is not None:
             output.close()
@@ -331,7 +344,7 @@ def _plan_collective(
     if args.output:
         output = Output(args.output)
         try:
-            output.commit(json.dumps(doc, separators=(",", ":")))
+            output.commit(plan_text(doc, args.slice))
         finally:
             output.close()
         print(f"wrote {output.path}")

@@ -193,13 +193,40 @@ class Progress(logging.Handler):
             self._line()
 
 
-def print_chosen_and_write(doc: dict[str, Any], output: Output | None) -> None:
-    """The ``chosen:`` line of a plan, then the document written to ``output`` (if any)."""
+def check_slice_option(args: Any, ranks: list[str]) -> None:
+    """RequestError unless ``--slice`` is absent, or given with ``-o`` and names a rank."""
+    if getattr(args, "slice", None) is None:
+        return
+    from syncplan.core.document import PlanError
+    from syncplan.core.slice import resolve_rank
+
+    if not args.output:
+        raise RequestError("--slice needs -o FILE: it writes one rank's slice of the plan")
+    try:
+        resolve_rank(ranks, args.slice)
+    except PlanError as exc:
+        raise RequestError(f"--slice: {exc}") from None
+
+
+def plan_text(doc: dict[str, Any], rank: str | None) -> str:
+    """The plan document as written by -o: the whole plan, or rank ``rank``'s slice."""
+    if rank is not None:
+        from syncplan.core.slice import slice_document
+
+        doc = slice_document(doc, rank)
+    return json.dumps(doc, separators=(",", ":"))
+
+
+def print_chosen_and_write(
+    doc: dict[str, Any], output: Output | None, rank: str | None = None
+) -> None:
+    """The ``chosen:`` line of a plan, then the document (or rank ``rank``'s slice) written to
+    ``output`` (if any)."""
     steps = doc["program"]["steps"]
     print(
         f"chosen: {doc['algorithm']}, {len(steps)} steps, "
         f"{sum(len(s) for s in steps)} transfers, plan_id {doc['plan_id']}"
     )
     if output is not None:
-        output.commit(json.dumps(doc, separators=(",", ":")))
+        output.commit(plan_text(doc, rank))
         print(f"wrote {output.path}")

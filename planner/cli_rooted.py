@@ -47,7 +47,7 @@ def plan_rooted(
                 f"bandwidth: the bound's {format_time(doc['lower_bound_bandwidth_s'])}, the "
                 f"packing's fluid optimum {format_time(fluid)}; the rest is latency and fill"
             )
-        print_chosen_and_write(doc, output)
+        print_chosen_and_write(doc, output, args.slice)
     finally:
         if output is not None:
             output.close()

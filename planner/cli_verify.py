@@ -62,6 +62,10 @@ def cmd_verify(args: argparse.Namespace) -> int:
     from syncplan.planner.verify import verify_plan
 
     plan = load_json(args.plan, "plan")
+    if isinstance(plan, dict) and "slice" in plan:
+        raise CLIError(
+            f"{args.plan} is a plan slice: a slice cannot be verified alone; verify the full plan"
+        )
     usage = not_a_plan(plan, args.plan)
     if usage:
         raise CLIError(usage)

@@ -20,6 +20,7 @@ from syncplan.api.models import (
     ProfileAccepted,
 )
 from syncplan.api.schedules import schedules_of
+from syncplan.api.slices import RankQuery, slice_body
 from syncplan.api.state import utc
 
 router = APIRouter(prefix="/v1/jobs", tags=["jobs"], responses=AUTH_ERRORS)
@@ -82,12 +83,18 @@ async def get_job_plan(
     snapshot: SnapshotDep,
     jobs: JobsDep,
     form: PlanFormat = "full",
+    rank: RankQuery = None,
 ) -> Response:
     """The job's plan for the current graph, cached per (graph version, request). For a
     ``size_bytes`` job: the plan document plus ``job_id`` and ``topology_version``; for a
     ``bucket_sizes`` job: ``plans``, one document per bucket. 409 when the job's ranks are
     no longer in the graph (a host went stale) or no plan exists. Sent gzip-encoded when
-    accepted; ``ETag`` / ``If-None-Match`` give 304 for a response the client holds."""
+    accepted; ``ETag`` / ``If-None-Match`` give 304 for a response the client holds.
+    ``?rank=R``: only rank R's slice of each document (422 naming R when the plan has no
+    such rank)."""
+    if rank is not None:
+        full = jobs.cached_plan(job_id, snapshot) or await jobs.plan(job_id, snapshot)
+        return respond(http, await slice_body(full, rank, form))
     body = jobs.cached_plan(job_id, snapshot, form) or await jobs.plan(job_id, snapshot, form)
     return respond(http, body)
 

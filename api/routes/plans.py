@@ -11,6 +11,7 @@ from syncplan.api.errors import APIError, responses
 from syncplan.api.models import PlanCreate, PlanPublic
 from syncplan.api.planning import PlanKey, parse_size
 from syncplan.api.quota import token_owner
+from syncplan.api.slices import RankQuery, slice_body
 from syncplan.core.options import PlanOptions
 
 router = APIRouter(prefix="/v1/plans", tags=["plans"], responses=AUTH_ERRORS)
@@ -63,9 +64,13 @@ async def get_plan(
     _: JobToken,
     plans: PlansDep,
     form: PlanFormat = "full",
+    rank: RankQuery = None,
 ) -> Response:
-    """A plan made earlier (kept in the store across restarts)."""
+    """A plan made earlier (kept in the store across restarts); ``?rank=R``: only rank R's
+    slice (docs/formats.md, Plan slice), 422 naming R when the plan has no such rank."""
     plan = await plans.by_id(plan_id)
     if plan is None:
         raise APIError(404, f"no plan {plan_id!r}", ["path", "plan_id"], "not_found")
+    if rank is not None:
+        return respond(http, await slice_body(plan.body, rank, form))
     return respond(http, await plans.in_form(plan, form))
