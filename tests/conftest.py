@@ -71,7 +71,8 @@ HEAVY_CASES = (
 
 
 def slow_ids() -> set[str]:
-    """Node ids of the list: one a line, after the measured seconds; '#' starts a comment."""
+    """Node ids (or module paths) of the list: one a line, after the measured seconds; '#'
+    starts a comment."""
     ids = set()
     for line in SLOW_LIST.read_text().splitlines():
         line = line.split("#", 1)[0].strip()
@@ -84,7 +85,7 @@ def slow_ids() -> set[str]:
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     slow = slow_ids()
     for item in items:
-        if item.nodeid in slow:
+        if item.nodeid in slow or item.nodeid.split("::", 1)[0] in slow:  # a test or a module
             item.add_marker(pytest.mark.slow)
         if (
             item.nodeid.startswith(HEAVY_SWEEPS) and item.get_closest_marker("slow")
