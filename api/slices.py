@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import threading
-from collections import OrderedDict
 from typing import Annotated, Any
 
 from anyio.to_thread import run_sync
@@ -19,6 +18,7 @@ from syncplan.api.encoding import Body
 from syncplan.api.errors import APIError
 from syncplan.core.compact import compact_document
 from syncplan.core.document import PlanError
+from syncplan.core.lru import LRU
 from syncplan.core.slice import Slicer, resolve_rank
 
 RankQuery = Annotated[
@@ -30,8 +30,12 @@ RankQuery = Annotated[
     ),
 ]
 _KEEP = 2  # parsed plans kept (by the full body's ETag): a parsed plan is ~7x its JSON
+_SLICE_BYTES = 64 << 20  # made slices kept (by ETag, rank and form), serialized and gzipped
 _lock = threading.Lock()
-_slicers: OrderedDict[str, tuple[dict[str, Any], list[Slicer]]] = OrderedDict()
+_slicers: LRU[str, tuple[dict[str, Any], list[Slicer]]] = LRU(_KEEP)
+_made: LRU[tuple[str, str, str], Body] = LRU(
+    1 << 16, _SLICE_BYTES, lambda b: len(b.raw) + len(b.gz or b"")
+)
 
 
 def _slicers_of(full: Body) -> tuple[dict[str, Any], list[Slicer]]:
@@ -39,7 +43,6 @@ def _slicers_of(full: Body) -> tuple[dict[str, Any], list[Slicer]]:
     with _lock:
         got = _slicers.get(full.etag)
         if got is not None:
-            _slicers.move_to_end(full.etag)
             return got
         body = json.loads(full.raw)
         if isinstance(body.get("plans"), list):
@@ -47,13 +50,25 @@ def _slicers_of(full: Body) -> tuple[dict[str, Any], list[Slicer]]:
             got = (rest, [Slicer(d) for d in docs])
         else:
             got = ({}, [Slicer(body)])
-        _slicers[full.etag] = got
-        while len(_slicers) > _KEEP:
-            _slicers.popitem(last=False)
+        _slicers.put(full.etag, got)
         return got
 
 
 def _slice(full: Body, rank: str, form: str) -> Body:
+    """The slice, made once per (plan, rank, form): ranks that fetch again (retries,
+    If-None-Match) cost a lookup."""
+    key = (full.etag, rank, form)
+    with _lock:
+        held = _made.get(key)
+    if held is not None:
+        return held
+    made = _make(full, rank, form)
+    with _lock:
+        _made.put(key, made)
+    return made
+
+
+def _make(full: Body, rank: str, form: str) -> Body:
     rest, slicers = _slicers_of(full)
     try:
         r = resolve_rank(slicers[0].ranks, rank)
