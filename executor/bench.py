@@ -18,7 +18,13 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
-from syncplan.executor.bench_common import BenchCase, rank_inputs, tensor_digest, time_pair
+from syncplan.executor.bench_common import (
+    BenchCase,
+    check_fields,
+    rank_inputs,
+    tensor_digest,
+    time_pair,
+)
 
 __all__ = ["DTYPES", "BenchCase", "bench_worker", "equal_shards", "run_bench", "shard_elements"]
 
@@ -206,14 +212,7 @@ def _sharded_case(
         "collective": coll,
         "native_op": native_op,
         "equal_shards": equal,
-        "numel": case.numel,
-        "bytes": case.numel * x.element_size(),
-        "dtype": dtype_name,
-        "nprocs": n,
-        "correct": flags[1].item() == 0 and identical,
-        "matches_native": flags[2].item() == 0,
-        "identical_on_all_ranks": identical,
-        "max_abs_err": flags[0].item(),
+        **check_fields(case, x, flags, identical, n, dtype_name),
         **time_pair(x, ex.run, native, case),
     }
     plan_s, native_s = res["plan_s"], res["native_s"]

@@ -91,3 +91,20 @@ def rank_inputs(numel: int, dtype: Any, seed: int, rank: int, integers: bool) ->
     if integers:
         return torch.randint(-2, 3, (numel,), generator=g).to(dtype)
     return torch.randn(numel, generator=g).to(dtype)
+
+
+def check_fields(
+    case: Any, x: Any, flags: Any, identical: bool, nprocs: int, dtype_name: str
+) -> dict[str, Any]:
+    """The result fields every collective's check reports: sizes and, from ``flags`` (max
+    |error|, any rank inexact, any rank unlike the native op; MAX-reduced), correctness."""
+    return {
+        "numel": case.numel,
+        "bytes": case.numel * x.element_size(),
+        "dtype": dtype_name,
+        "nprocs": nprocs,
+        "correct": flags[1].item() == 0 and identical,
+        "matches_native": flags[2].item() == 0,
+        "identical_on_all_ranks": identical,
+        "max_abs_err": flags[0].item(),
+    }

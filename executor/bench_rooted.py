@@ -13,7 +13,13 @@ from __future__ import annotations
 import sys
 from typing import Any
 
-from syncplan.executor.bench_common import BenchCase, rank_inputs, tensor_digest, time_pair
+from syncplan.executor.bench_common import (
+    BenchCase,
+    check_fields,
+    rank_inputs,
+    tensor_digest,
+    time_pair,
+)
 
 
 def rooted_case(
@@ -64,14 +70,7 @@ def rooted_case(
         "collective": coll,
         "root": root,
         "native_op": native_op,
-        "numel": case.numel,
-        "bytes": case.numel * x.element_size(),
-        "dtype": dtype_name,
-        "nprocs": n,
-        "correct": flags[1].item() == 0 and identical,
-        "matches_native": flags[2].item() == 0,
-        "identical_on_all_ranks": identical,
-        "max_abs_err": flags[0].item(),
+        **check_fields(case, x, flags, identical, n, dtype_name),
         **time_pair(x, ex.run, native, case),
     }
     if progress and dist.get_rank() == 0:
