@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
@@ -16,7 +16,14 @@ class PlanServer:
     counts requests by path (the query string left out), ``queries`` lists each request's
     query string and ``if_none_match`` its If-None-Match header (None when absent)."""
 
-    def __init__(self, routes: dict[str, list[tuple[int, Any]]], token: str = "tok") -> None:
+    def __init__(
+        self,
+        routes: dict[str, list[tuple[int, Any]]],
+        token: str = "tok",
+        answer: Callable[[str, str], tuple[int, Any]] | None = None,
+    ) -> None:
+        """``answer(path, query)``, when given, answers every authorised request instead of
+        ``routes``."""
         self.routes = routes
         self.hits: dict[str, int] = {}
         self.queries: list[str] = []
@@ -34,6 +41,8 @@ class PlanServer:
                 extra: dict[str, str] = {}
                 if self.headers.get("Authorization") != f"Bearer {server.token}":
                     status, body = 401, {"detail": "missing or wrong token"}
+                elif answer is not None:
+                    status, body = answer(path, query)
                 elif path not in server.routes:
                     status, body = 404, {"detail": "no such job"}
                 else:
